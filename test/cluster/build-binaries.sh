@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds the real Kubernetes control plane, etcd, kwok, kubectl and helm from the
+# Go module proxy, once per version, into ~/.cache/rlmesh-testbin/<version>/bin.
+# Nothing is downloaded but Go modules; nothing lands in the repository.
+set -euo pipefail
+
+K8S_VERSION="${K8S_VERSION:-v1.35.4}"
+KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+CACHE="${RLMESH_TESTBIN:-$HOME/.cache/rlmesh-testbin}/$K8S_VERSION"
+BIN="$CACHE/bin"
+export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+mkdir -p "$BIN"
+
+log() { printf '[build] %s\n' "$*" >&2; }
+have() { [ -x "$BIN/$1" ] && [ -f "$BIN/.$1.stamp" ]; }
+stamp() { echo "$2" > "$BIN/.$1.stamp"; }
+
+# --- Kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl ---
+k8s_targets=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+need_k8s=0
+for t in "${k8s_targets[@]}"; do have "$t" || need_k8s=1; done
+if [ "$need_k8s" = 1 ]; then
+  src="$CACHE/src/kubernetes"; mkdir -p "$src"; cd "$src"
+  log "resolving k8s.io/kubernetes@$K8S_VERSION"
+  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  staging_version="v0${K8S_VERSION#v1}"   # v1.35.4 -> v0.35.4
+  goline=$(grep -m1 '^go ' "$gomod")
+  {
+    echo "module rlmesh-testbin/kubernetes"
+    echo
+    echo "$goline"
+    echo
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo
+    # every staging module k8s.io/kubernetes replaces with ./staging/... gets the published release
+    sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#replace \1 => \1 '"$staging_version"'#p' "$gomod"
+  } > go.mod
+  log "$(grep -c '^replace' go.mod) staging replace lines generated from $gomod"
+  pkgs=(); for t in "${k8s_targets[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$t@$K8S_VERSION"); done
+  go get "${pkgs[@]}"
+  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  for t in "${k8s_targets[@]}"; do
+    have "$t" && continue
+    log "building $t $K8S_VERSION"
+    go build -trimpath -ldflags "$ld" -o "$BIN/$t" "k8s.io/kubernetes/cmd/$t"
+    stamp "$t" "$K8S_VERSION"
+  done
+fi
+
+# --- etcd at the version k8s.io/kubernetes pins ---
+if ! have etcd; then
+  src="$CACHE/src/etcd"; mkdir -p "$src"; cd "$src"
+  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  etcd_version=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2; exit}' "$gomod")
+  log "building etcd $etcd_version (pinned by k8s.io/kubernetes $K8S_VERSION)"
+  cat > main.go <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  printf 'module rlmesh-testbin/etcd\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$etcd_version" > go.mod
+  go mod tidy
+  go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" .
+  stamp etcd "$etcd_version"
+fi
+
+# --- kwok ---
+if ! have kwok; then
+  log "building kwok $KWOK_VERSION"
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  stamp kwok "$KWOK_VERSION"
+fi
+
+# --- helm ---
+if ! have helm; then
+  log "building helm $HELM_VERSION"
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  stamp helm "$HELM_VERSION"
+fi
+
+echo "$BIN"
