@@ -1,0 +1,85 @@
+// The runtime configuration every component reads: the chart renders it as JSON
+// into ConfigMap `rlmesh-runtime-config` (key `config.json`), mounted at
+// /etc/rlmesh/config/config.json (override with RLMESH_CONFIG). The chart's
+// values schema (lib/values-schema.ts) builds this object from the values, so
+// both sides share these definitions.
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+
+export const DEFAULT_CONFIG_PATH = '/etc/rlmesh/config/config.json';
+
+export const hostnameSchema = z
+  .string()
+  .regex(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/, {
+    message: 'must be a bare lowercase DNS name (no scheme, path, port or wildcard), e.g. api.rlmesh.dev',
+  });
+
+export const runtimeConfigSchema = z
+  .object({
+    release: z.string().default('rlmesh'),
+    namespace: z.string().default('rlmesh-system'),
+    runsNamespace: z.string().default('rlmesh-runs'),
+    controlPlane: z
+      .object({
+        apiHost: hostnameSchema.default('api.rlmesh.dev'),
+        apiPort: z.number().int().min(1).max(65535).default(443),
+        registryHost: hostnameSchema.default('registry.rlmesh.dev'),
+        outputHosts: z.array(hostnameSchema).default([]),
+        // PEM bundle file for private endpoints (staging, self-hosted); absent = system roots
+        caBundlePath: z.string().optional(),
+      })
+      .strict(),
+    credentials: z
+      .object({
+        controlSecret: z.string().default('rlmesh-cluster-control'),
+        pullSecret: z.string().default('rlmesh-registry-pull'),
+        relaySecret: z.string().default('rlmesh-cluster-relay-secret'),
+        crdHookPullSecret: z.string().default('rlmesh-registry-join-crd-upgrade'),
+        // true when the chart was given a joinToken (env RLMESH_JOIN_TOKEN carries it)
+        joinTokenProvided: z.boolean().default(false),
+      })
+      .strict(),
+    observability: z.object({ enabled: z.boolean().default(false) }).strict(),
+    gpuFeatureDiscovery: z.object({ enabled: z.boolean().default(true) }).strict(),
+    egress: z
+      .object({
+        proxyUrl: z.string().default('http://rlmesh-egress-proxy.rlmesh-system.svc:3128'),
+        // built-in platform hosts first, then egress.extraDomains
+        allowedDomains: z.array(z.string()).default([]),
+        allowedPorts: z.array(z.number().int().min(1).max(65535)).default([443]),
+        allowRanges: z.array(z.string()).default([]),
+      })
+      .strict(),
+    artifactCache: z
+      .object({
+        pvcName: z.string().default('rlmesh-artifact-cache'),
+        cacheName: z.string().default('default'),
+        accessModes: z.array(z.enum(['ReadWriteOnce', 'ReadWriteMany', 'ReadOnlyMany', 'ReadWriteOncePod'])).default(['ReadWriteOnce']),
+      })
+      .strict(),
+    ports: z
+      .object({ metrics: z.number().int().default(9090), health: z.number().int().default(8081) })
+      .strict()
+      .default({ metrics: 9090, health: 8081 }),
+  })
+  .strict();
+
+export type RuntimeConfig = z.infer<typeof runtimeConfigSchema>;
+
+/** Reads and validates the config; on failure throws one line naming the field. */
+export function loadRuntimeConfig(path = process.env.RLMESH_CONFIG ?? DEFAULT_CONFIG_PATH): RuntimeConfig {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new Error(
+      `cannot read the runtime config ${path}: ${(err as Error).message}; it is rendered by the chart into ConfigMap rlmesh-runtime-config, check the volume mount or set RLMESH_CONFIG`,
+    );
+  }
+  const parsed = runtimeConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new Error(`invalid runtime config ${path}: field '${issue.path.join('.') || '(root)'}' ${issue.message}; fix the chart values that render it and upgrade`);
+  }
+  return parsed.data;
+}
