@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs everything the test command needs on a fresh machine: npm packages,
+# Debian packages, PyPI tools and the Go-built binaries of the local cluster.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests use (one per line; add yours here).
+APT_PACKAGES=(
+  docker-registry
+  iproute2
+  curl
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "[deps] apt-get install ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+echo "[deps] npm ci" >&2
+npm ci --no-audit --no-fund --loglevel=error
+
+bash test/cluster/build-binaries.sh >/dev/null
