@@ -1,0 +1,126 @@
+// Proves the local cluster is a real Kubernetes: real authentication and RBAC,
+// PodSecurity admission, scheduling onto kwok nodes, garbage collection,
+// dynamic volumes and an OCI registry that Helm installs from.
+import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
+
+const ns = `smoke-${process.pid}`;
+
+async function until<T>(what: string, probe: () => T | undefined, seconds = 60): Promise<T> {
+  const end = Date.now() + seconds * 1000;
+  let last: unknown;
+  while (Date.now() < end) {
+    try {
+      const v = probe();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`${what} did not happen within ${seconds}s${last ? `: ${String(last)}` : ''}`);
+}
+
+const jsonpath = (args: string[], path: string) => kubectl([...args, '-o', `jsonpath=${path}`]).stdout;
+
+describe('the local cluster is real Kubernetes', () => {
+  kubectl(['create', 'namespace', ns]);
+  afterAll(() => {
+    kubectl(['delete', 'namespace', ns, '--wait=false'], { allowFail: true });
+  });
+
+  it('reports the Kubernetes version it was built as', () => {
+    const version = JSON.parse(kubectl(['version', '-o', 'json']).stdout);
+    expect(version.serverVersion.gitVersion).toBe(clusterInfo().kubernetesVersion);
+    expect(Number(version.serverVersion.minor)).toBeGreaterThanOrEqual(34);
+  });
+
+  it('denies a TokenRequest ServiceAccount token what RBAC does not grant, and allows what it does', async () => {
+    kubectl(['-n', ns, 'create', 'serviceaccount', 'reader']);
+    kubectl(['-n', ns, 'create', 'role', 'cm-reader', '--verb=get,list', '--resource=configmaps']);
+    kubectl(['-n', ns, 'create', 'rolebinding', 'cm-reader', '--role=cm-reader', `--serviceaccount=${ns}:reader`]);
+    const kc = await serviceAccountKubeconfig(ns, 'reader');
+    const env = { KUBECONFIG: kc };
+    const denied = kubectl(['-n', ns, 'get', 'secrets'], { env, allowFail: true });
+    expect(denied.status).not.toBe(0);
+    expect(denied.stderr).toContain(`User "system:serviceaccount:${ns}:reader" cannot list resource "secrets"`);
+    expect(kubectl(['-n', ns, 'get', 'configmaps'], { env }).status).toBe(0);
+    expect(kubectl(['auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}'], { env }).stdout).toBe(`system:serviceaccount:${ns}:reader`);
+  });
+
+  it('rejects a privileged pod in a namespace enforcing PodSecurity restricted', () => {
+    kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted']);
+    const pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'privileged', namespace: ns },
+      spec: { containers: [{ name: 'c', image: 'busybox', securityContext: { privileged: true } }] },
+    };
+    const r = kubectl(['apply', '-f', '-'], { input: JSON.stringify(pod), allowFail: true });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/violates PodSecurity "restricted:latest": privileged/);
+    kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce-']);
+  });
+
+  it('schedules a Deployment pod onto a kwok node where it becomes Ready', async () => {
+    kubectl(['-n', ns, 'create', 'deployment', 'web', '--image=registry.example/web:1', '--replicas=2']);
+    kubectl(['-n', ns, 'rollout', 'status', 'deployment/web', '--timeout=90s']);
+    const nodes = jsonpath(['-n', ns, 'get', 'pods', '-l', 'app=web'], '{.items[*].spec.nodeName}').split(' ');
+    expect(nodes).toHaveLength(2);
+    for (const n of nodes) expect(n).toMatch(/^kwok-/);
+  });
+
+  it('finishes a bare pod with the exit code its annotation chooses', async () => {
+    for (const [name, code] of [['ok', '0'], ['bad', '3']] as const) {
+      const pod = {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name, namespace: ns, annotations: { 'rlmesh.dev/test-exit-code': code, 'rlmesh.dev/test-duration': '1s' } },
+        spec: { restartPolicy: 'Never', containers: [{ name: 'eval', image: 'registry.example/eval:1' }] },
+      };
+      kubectl(['apply', '-f', '-'], { input: JSON.stringify(pod) });
+    }
+    const phase = (name: string) => jsonpath(['-n', ns, 'get', 'pod', name], '{.status.phase}');
+    await until('pod ok to succeed', () => (phase('ok') === 'Succeeded' ? true : undefined));
+    await until('pod bad to fail', () => (phase('bad') === 'Failed' ? true : undefined));
+    expect(jsonpath(['-n', ns, 'get', 'pod', 'bad'], '{.status.containerStatuses[0].state.terminated.exitCode}')).toBe('3');
+  });
+
+  it('binds a PVC through the default StorageClass', async () => {
+    const pvc = {
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: 'data', namespace: ns },
+      spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+    };
+    kubectl(['apply', '-f', '-'], { input: JSON.stringify(pvc) });
+    await until('PVC to bind', () => (jsonpath(['-n', ns, 'get', 'pvc', 'data'], '{.status.phase}') === 'Bound' ? true : undefined));
+    expect(jsonpath(['-n', ns, 'get', 'pvc', 'data'], '{.spec.storageClassName}')).toBe('standard');
+  });
+
+  it('completes a namespace deletion, garbage-collecting what was in it', async () => {
+    const doomed = `${ns}-doomed`;
+    kubectl(['create', 'namespace', doomed]);
+    kubectl(['-n', doomed, 'create', 'configmap', 'c', '--from-literal=a=b']);
+    kubectl(['-n', doomed, 'create', 'deployment', 'd', '--image=registry.example/x:1']);
+    kubectl(['delete', 'namespace', doomed, '--timeout=120s']);
+    const r = kubectl(['get', 'namespace', doomed], { allowFail: true });
+    expect(r.stderr).toContain('NotFound');
+  });
+
+  it('installs a chart pushed to the local OCI registry from oci://', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'smoke-chart-'));
+    const chart = join(dir, 'smoke');
+    mkdirSync(join(chart, 'templates'), { recursive: true });
+    writeFileSync(join(chart, 'Chart.yaml'), 'apiVersion: v2\nname: smoke\nversion: 0.0.1\n');
+    writeFileSync(join(chart, 'templates/cm.yaml'), 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-oci\ndata:\n  release: {{ .Release.Name | quote }}\n');
+    helm(['package', chart, '-d', dir]);
+    const push = helm(['push', join(dir, 'smoke-0.0.1.tgz'), `oci://${clusterInfo().registry}/smoke`, '--plain-http']);
+    expect(push.stdout + push.stderr).toContain('Digest: sha256:');
+    helm(['install', 'oci-smoke', `oci://${clusterInfo().registry}/smoke/smoke`, '--version', '0.0.1', '--plain-http', '-n', ns, '--wait']);
+    expect(jsonpath(['-n', ns, 'get', 'configmap', 'from-oci'], '{.data.release}')).toBe('oci-smoke');
+  });
+});
