@@ -57,6 +57,15 @@ export const runtimeConfigSchema = z
         accessModes: z.array(z.enum(['ReadWriteOnce', 'ReadWriteMany', 'ReadOnlyMany', 'ReadWriteOncePod'])).default(['ReadWriteOnce']),
       })
       .strict(),
+    agent: z
+      .object({
+        // label selector for the nodes the agent reports (e.g. `pool=gpu`); empty = every node
+        nodeSelector: z.string().default(''),
+        // the spool refuses new records past this size (with a log line and a metric), never drops
+        spoolMaxBytes: z.number().int().min(4096).default(1024 * 1024 * 1024),
+      })
+      .strict()
+      .default({ nodeSelector: '', spoolMaxBytes: 1024 * 1024 * 1024 }),
     ports: z
       .object({ metrics: z.number().int().default(9090), health: z.number().int().default(8081) })
       .strict()
