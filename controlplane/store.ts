@@ -1,0 +1,503 @@
+// Everything the control plane remembers, in one SQLite file (node:sqlite), so
+// a restart loses nothing: clusters, join tokens, credentials, evaluations and
+// the evaluation updates agents delivered. Tokens and credentials are stored
+// as SHA-256 hashes only; the one exception is a rotated credential the agent
+// has not yet confirmed, kept until it says CredentialRotated so it can be
+// re-sent after a reconnect or a restart.
+import { DatabaseSync } from 'node:sqlite';
+import { mint, PREFIX, randomBase62, sha256Hex } from './secrets.ts';
+
+export interface Clock {
+  now(): Date;
+}
+export const systemClock: Clock = { now: () => new Date() };
+
+export const JOIN_TOKEN_TTL_MS = 60 * 60 * 1000;
+export const ROTATION_OVERLAP_MS = 24 * 60 * 60 * 1000;
+
+export type ClusterStatus = 'Pending' | 'Connected' | 'Disconnected' | 'Archived';
+export const PURPOSES = ['control', 'pull', 'relay'] as const;
+export type CredentialPurpose = (typeof PURPOSES)[number];
+export const TERMINAL_PHASES = new Set(['Succeeded', 'Failed', 'Cancelled']);
+
+export type Cluster = {
+  id: string;
+  name: string;
+  status: ClusterStatus;
+  createdAt: string;
+  joinedAt: string | null;
+  lastSeenAt: string | null;
+  archivedAt: string | null;
+  facts: Record<string, unknown> | null;
+  agentVersion: string | null;
+  kubernetesVersion: string | null;
+};
+
+export type NodeReportRecord = { report: unknown; receivedAt: string; received: number };
+
+export type JoinTokenProblem = 'token_invalid' | 'token_used' | 'token_expired' | 'token_revoked';
+export type RedeemResult =
+  | { ok: true; cluster: Cluster; credentials: Partial<Record<CredentialPurpose, string>> }
+  | { ok: false; problem: JoinTokenProblem; clusterId?: string; at?: string };
+
+export type AuthResult =
+  | { ok: true; clusterId: string; credentialId: number }
+  | { ok: false; cause: 'unknown' }
+  | { ok: false; cause: 'archived'; clusterId: string; at: string }
+  | { ok: false; cause: 'revoked'; clusterId: string; at: string }
+  | { ok: false; cause: 'expired'; clusterId: string; supersededAt: string; validUntil: string };
+
+export type CredentialSummary = { purpose: CredentialPurpose; createdAt: string; validUntil: string | null; current: boolean };
+
+export type Evaluation = {
+  id: string;
+  clusterId: string;
+  spec: Record<string, unknown> | null; // null: the cluster reported an evaluation this control plane never submitted
+  phase: string;
+  result: Record<string, unknown> | null;
+  createdAt: string;
+  updatedAt: string;
+  firstAssignedAt: string | null;
+  assignmentDeliveries: number;
+  acknowledgedAt: string | null;
+  cancelRequestedAt: string | null;
+  cancelReason: string | null;
+};
+
+export type UpdateInput = {
+  id: string;
+  evaluationId: string;
+  phase: string;
+  reason: string;
+  message: string;
+  exitCode: number | null;
+  pod: string;
+  node: string;
+  observedAt: string | null;
+  sequence: number;
+};
+export type StoredUpdate = UpdateInput & { clusterId: string; receivedAt: string; duplicates: number };
+
+type Row = Record<string, unknown>;
+const str = (v: unknown): string => String(v);
+const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
+const jsonOrNull = <T>(v: unknown): T | null => (v === null || v === undefined ? null : (JSON.parse(String(v)) as T));
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS clusters (
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL,
+  joined_at TEXT, last_seen_at TEXT, archived_at TEXT, facts TEXT, agent_version TEXT, kubernetes_version TEXT,
+  node_report TEXT, node_report_received_at TEXT, node_reports_received INTEGER NOT NULL DEFAULT 0, preflight TEXT
+);
+CREATE TABLE IF NOT EXISTS join_tokens (
+  hash TEXT PRIMARY KEY, cluster_id TEXT NOT NULL, created_at TEXT NOT NULL, expires_at TEXT NOT NULL,
+  used_at TEXT, revoked_at TEXT
+);
+CREATE TABLE IF NOT EXISTS credentials (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, cluster_id TEXT NOT NULL, purpose TEXT NOT NULL, hash TEXT NOT NULL UNIQUE,
+  created_at TEXT NOT NULL, superseded_at TEXT, valid_until TEXT, revoked_at TEXT, undelivered_value TEXT
+);
+CREATE INDEX IF NOT EXISTS credentials_cluster ON credentials (cluster_id, purpose);
+CREATE TABLE IF NOT EXISTS evaluations (
+  id TEXT PRIMARY KEY, cluster_id TEXT NOT NULL, spec TEXT, phase TEXT NOT NULL, result TEXT,
+  last_sequence INTEGER NOT NULL DEFAULT -1, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+  first_assigned_at TEXT, assignment_deliveries INTEGER NOT NULL DEFAULT 0, acknowledged_at TEXT,
+  cancel_requested_at TEXT, cancel_reason TEXT
+);
+CREATE INDEX IF NOT EXISTS evaluations_cluster ON evaluations (cluster_id);
+CREATE TABLE IF NOT EXISTS evaluation_updates (
+  id TEXT PRIMARY KEY, evaluation_id TEXT NOT NULL, cluster_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+  phase TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL, exit_code INTEGER, pod TEXT NOT NULL,
+  node TEXT NOT NULL, observed_at TEXT, received_at TEXT NOT NULL, duplicates INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS evaluation_updates_evaluation ON evaluation_updates (evaluation_id, sequence);
+CREATE INDEX IF NOT EXISTS evaluation_updates_cluster ON evaluation_updates (cluster_id);
+`;
+
+export class Store {
+  private readonly db: DatabaseSync;
+  private readonly clock: Clock;
+
+  constructor(path: string, clock: Clock = systemClock) {
+    this.clock = clock;
+    this.db = new DatabaseSync(path);
+    // WAL + FULL: an update is acked only after its commit reached the disk.
+    this.db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;');
+    this.db.exec(SCHEMA);
+  }
+
+  close(): void {
+    if (this.db.isOpen) this.db.close();
+  }
+
+  private nowIso(): string {
+    return this.clock.now().toISOString();
+  }
+
+  private tx<T>(fn: () => T): T {
+    this.db.exec('BEGIN IMMEDIATE');
+    try {
+      const out = fn();
+      this.db.exec('COMMIT');
+      return out;
+    } catch (err) {
+      this.db.exec('ROLLBACK');
+      throw err;
+    }
+  }
+
+  // ---- clusters
+
+  createCluster(name: string): Cluster {
+    const id = `c_${randomBase62(20).toLowerCase()}`;
+    this.db
+      .prepare('INSERT INTO clusters (id, name, status, created_at) VALUES (?, ?, ?, ?)')
+      .run(id, name, 'Pending', this.nowIso());
+    return this.getCluster(id)!;
+  }
+
+  getCluster(id: string): Cluster | undefined {
+    const row = this.db.prepare('SELECT * FROM clusters WHERE id = ?').get(id) as Row | undefined;
+    return row ? toCluster(row) : undefined;
+  }
+
+  listClusters(): Cluster[] {
+    return (this.db.prepare('SELECT * FROM clusters ORDER BY created_at, id').all() as Row[]).map(toCluster);
+  }
+
+  /** No session survives a restart: whatever was Connected is Disconnected until its agent dials again. */
+  markAllDisconnected(): void {
+    this.db.prepare("UPDATE clusters SET status = 'Disconnected' WHERE status = 'Connected'").run();
+  }
+
+  setConnected(id: string, connected: boolean): void {
+    this.db
+      .prepare("UPDATE clusters SET status = ?, last_seen_at = ? WHERE id = ? AND status <> 'Archived'")
+      .run(connected ? 'Connected' : 'Disconnected', this.nowIso(), id);
+  }
+
+  touch(id: string): void {
+    this.db.prepare('UPDATE clusters SET last_seen_at = ? WHERE id = ?').run(this.nowIso(), id);
+  }
+
+  recordHello(id: string, agentVersion: string, kubernetesVersion: string): void {
+    this.db
+      .prepare('UPDATE clusters SET agent_version = ?, kubernetes_version = ?, last_seen_at = ? WHERE id = ?')
+      .run(agentVersion, kubernetesVersion, this.nowIso(), id);
+  }
+
+  recordNodeReport(id: string, report: unknown): void {
+    const now = this.nowIso();
+    this.db
+      .prepare(
+        'UPDATE clusters SET node_report = ?, node_report_received_at = ?, node_reports_received = node_reports_received + 1, last_seen_at = ? WHERE id = ?',
+      )
+      .run(JSON.stringify(report), now, now, id);
+  }
+
+  nodeReport(id: string): NodeReportRecord | null {
+    const row = this.db
+      .prepare('SELECT node_report, node_report_received_at, node_reports_received FROM clusters WHERE id = ?')
+      .get(id) as Row | undefined;
+    if (!row || row.node_report === null) return null;
+    return { report: JSON.parse(str(row.node_report)), receivedAt: str(row.node_report_received_at), received: Number(row.node_reports_received) };
+  }
+
+  recordPreflight(id: string, report: unknown): void {
+    this.db.prepare('UPDATE clusters SET preflight = ?, last_seen_at = ? WHERE id = ?').run(JSON.stringify(report), this.nowIso(), id);
+  }
+
+  preflight(id: string): unknown {
+    const row = this.db.prepare('SELECT preflight FROM clusters WHERE id = ?').get(id) as Row | undefined;
+    return row ? jsonOrNull(row.preflight) : null;
+  }
+
+  /** Revokes every token and credential of the cluster; the cluster stays listed as Archived. */
+  archiveCluster(id: string): Cluster | undefined {
+    const now = this.nowIso();
+    this.tx(() => {
+      this.db.prepare("UPDATE clusters SET status = 'Archived', archived_at = COALESCE(archived_at, ?) WHERE id = ?").run(now, id);
+      this.db.prepare('UPDATE join_tokens SET revoked_at = ? WHERE cluster_id = ? AND revoked_at IS NULL').run(now, id);
+      this.db
+        .prepare('UPDATE credentials SET revoked_at = ?, undelivered_value = NULL WHERE cluster_id = ? AND revoked_at IS NULL')
+        .run(now, id);
+    });
+    return this.getCluster(id);
+  }
+
+  // ---- join tokens
+
+  issueJoinToken(clusterId: string): { token: string; expiresAt: string } {
+    const token = mint(PREFIX.joinToken);
+    const now = this.clock.now();
+    const expiresAt = new Date(now.getTime() + JOIN_TOKEN_TTL_MS).toISOString();
+    this.db
+      .prepare('INSERT INTO join_tokens (hash, cluster_id, created_at, expires_at) VALUES (?, ?, ?, ?)')
+      .run(sha256Hex(token), clusterId, now.toISOString(), expiresAt);
+    return { token, expiresAt };
+  }
+
+  /**
+   * Trades a join token, once, for the cluster's credentials. A rejoin (a fresh
+   * token for a cluster that already joined) issues new credentials and keeps
+   * the previous ones valid for the rotation overlap.
+   */
+  redeemJoinToken(token: string, facts: Record<string, unknown>, withRelay: boolean): RedeemResult {
+    return this.tx(() => {
+      const row = this.db.prepare('SELECT * FROM join_tokens WHERE hash = ?').get(sha256Hex(token)) as Row | undefined;
+      if (!row) return { ok: false, problem: 'token_invalid' } as const;
+      const clusterId = str(row.cluster_id);
+      if (row.revoked_at !== null) return { ok: false, problem: 'token_revoked', clusterId, at: str(row.revoked_at) } as const;
+      if (row.used_at !== null) return { ok: false, problem: 'token_used', clusterId, at: str(row.used_at) } as const;
+      const now = this.clock.now();
+      if (now.getTime() >= Date.parse(str(row.expires_at))) {
+        return { ok: false, problem: 'token_expired', clusterId, at: str(row.expires_at) } as const;
+      }
+      this.db.prepare('UPDATE join_tokens SET used_at = ? WHERE hash = ?').run(now.toISOString(), str(row.hash));
+      this.db
+        .prepare("UPDATE clusters SET joined_at = ?, facts = ?, status = CASE WHEN status = 'Pending' THEN 'Disconnected' ELSE status END WHERE id = ?")
+        .run(now.toISOString(), JSON.stringify(facts), clusterId);
+      const purposes: CredentialPurpose[] = withRelay ? ['control', 'pull', 'relay'] : ['control', 'pull'];
+      const credentials: Partial<Record<CredentialPurpose, string>> = {};
+      for (const purpose of purposes) credentials[purpose] = this.replaceCredential(clusterId, purpose, false).value;
+      return { ok: true, cluster: this.getCluster(clusterId)!, credentials } as const;
+    });
+  }
+
+  // ---- credentials
+
+  private replaceCredential(clusterId: string, purpose: CredentialPurpose, keepForDelivery: boolean): { value: string; oldValidUntil: string } {
+    const now = this.clock.now();
+    const oldValidUntil = new Date(now.getTime() + ROTATION_OVERLAP_MS).toISOString();
+    this.db
+      .prepare(
+        'UPDATE credentials SET superseded_at = ?, valid_until = ?, undelivered_value = NULL WHERE cluster_id = ? AND purpose = ? AND superseded_at IS NULL AND revoked_at IS NULL',
+      )
+      .run(now.toISOString(), oldValidUntil, clusterId, purpose);
+    const value = mint(PREFIX[purpose]);
+    this.db
+      .prepare('INSERT INTO credentials (cluster_id, purpose, hash, created_at, undelivered_value) VALUES (?, ?, ?, ?, ?)')
+      .run(clusterId, purpose, sha256Hex(value), now.toISOString(), keepForDelivery ? value : null);
+    return { value, oldValidUntil };
+  }
+
+  /** Rotation: a new value now; the previous one stays valid for ROTATION_OVERLAP_MS. */
+  rotateCredential(clusterId: string, purpose: CredentialPurpose): { value: string; oldValidUntil: string } {
+    return this.tx(() => this.replaceCredential(clusterId, purpose, true));
+  }
+
+  /** Rotated values the agent has not confirmed yet (sent again on every connect). */
+  undeliveredRotations(clusterId: string): { purpose: CredentialPurpose; value: string; oldValidUntil: string | null }[] {
+    const rows = this.db
+      .prepare(
+        `SELECT c.purpose, c.undelivered_value,
+           (SELECT MAX(o.valid_until) FROM credentials o WHERE o.cluster_id = c.cluster_id AND o.purpose = c.purpose AND o.superseded_at IS NOT NULL) AS old_valid_until
+         FROM credentials c WHERE c.cluster_id = ? AND c.undelivered_value IS NOT NULL AND c.revoked_at IS NULL AND c.superseded_at IS NULL`,
+      )
+      .all(clusterId) as Row[];
+    return rows.map((r) => ({ purpose: str(r.purpose) as CredentialPurpose, value: str(r.undelivered_value), oldValidUntil: strOrNull(r.old_valid_until) }));
+  }
+
+  confirmRotation(clusterId: string, purpose: string): void {
+    this.db
+      .prepare('UPDATE credentials SET undelivered_value = NULL WHERE cluster_id = ? AND purpose = ? AND superseded_at IS NULL')
+      .run(clusterId, purpose);
+  }
+
+  authenticate(purpose: CredentialPurpose, value: string): AuthResult {
+    const row = this.db
+      .prepare(
+        'SELECT c.*, k.archived_at FROM credentials c JOIN clusters k ON k.id = c.cluster_id WHERE c.hash = ? AND c.purpose = ?',
+      )
+      .get(sha256Hex(value), purpose) as Row | undefined;
+    if (!row) return { ok: false, cause: 'unknown' };
+    const clusterId = str(row.cluster_id);
+    if (row.archived_at !== null) return { ok: false, cause: 'archived', clusterId, at: str(row.archived_at) };
+    if (row.revoked_at !== null) return { ok: false, cause: 'revoked', clusterId, at: str(row.revoked_at) };
+    if (row.valid_until !== null && this.clock.now().getTime() >= Date.parse(str(row.valid_until))) {
+      return { ok: false, cause: 'expired', clusterId, supersededAt: str(row.superseded_at), validUntil: str(row.valid_until) };
+    }
+    // Authenticating with the newest control credential proves it was delivered.
+    if (row.superseded_at === null && row.undelivered_value !== null) this.confirmRotation(clusterId, purpose);
+    return { ok: true, clusterId, credentialId: Number(row.id) };
+  }
+
+  credentialSummary(clusterId: string): CredentialSummary[] {
+    const rows = this.db
+      .prepare('SELECT purpose, created_at, valid_until, superseded_at FROM credentials WHERE cluster_id = ? AND revoked_at IS NULL ORDER BY id')
+      .all(clusterId) as Row[];
+    const now = this.clock.now().getTime();
+    return rows
+      .filter((r) => r.valid_until === null || Date.parse(str(r.valid_until)) > now)
+      .map((r) => ({ purpose: str(r.purpose) as CredentialPurpose, createdAt: str(r.created_at), validUntil: strOrNull(r.valid_until), current: r.superseded_at === null }));
+  }
+
+  // ---- evaluations
+
+  createEvaluation(clusterId: string, spec: Record<string, unknown>): Evaluation {
+    const id = `ev-${randomBase62(20).toLowerCase()}`;
+    const now = this.nowIso();
+    this.db
+      .prepare("INSERT INTO evaluations (id, cluster_id, spec, phase, created_at, updated_at) VALUES (?, ?, ?, 'Submitted', ?, ?)")
+      .run(id, clusterId, JSON.stringify(spec), now, now);
+    return this.getEvaluation(id)!;
+  }
+
+  getEvaluation(id: string): Evaluation | undefined {
+    const row = this.db.prepare('SELECT * FROM evaluations WHERE id = ?').get(id) as Row | undefined;
+    return row ? toEvaluation(row) : undefined;
+  }
+
+  listEvaluations(clusterId: string): Evaluation[] {
+    return (this.db.prepare('SELECT * FROM evaluations WHERE cluster_id = ? ORDER BY created_at, id').all(clusterId) as Row[]).map(toEvaluation);
+  }
+
+  /** Submitted evaluations the agent has not acknowledged with an update yet: (re)sent on every connect. */
+  unacknowledgedAssignments(clusterId: string): Evaluation[] {
+    return (
+      this.db
+        .prepare(
+          'SELECT * FROM evaluations WHERE cluster_id = ? AND spec IS NOT NULL AND acknowledged_at IS NULL AND cancel_requested_at IS NULL ORDER BY created_at, id',
+        )
+        .all(clusterId) as Row[]
+    ).map(toEvaluation);
+  }
+
+  markAssignmentSent(id: string): void {
+    this.db
+      .prepare('UPDATE evaluations SET first_assigned_at = COALESCE(first_assigned_at, ?), assignment_deliveries = assignment_deliveries + 1 WHERE id = ?')
+      .run(this.nowIso(), id);
+  }
+
+  /**
+   * Records a cancel request. An evaluation the cluster never received is
+   * Cancelled at once; otherwise the agent gets a Cancellation and reports the end.
+   */
+  requestCancel(id: string, reason: string): Evaluation | undefined {
+    const now = this.nowIso();
+    this.tx(() => {
+      this.db
+        .prepare('UPDATE evaluations SET cancel_requested_at = COALESCE(cancel_requested_at, ?), cancel_reason = COALESCE(cancel_reason, ?), updated_at = ? WHERE id = ?')
+        .run(now, reason, now, id);
+      this.db
+        .prepare(
+          "UPDATE evaluations SET phase = 'Cancelled', result = ? WHERE id = ? AND first_assigned_at IS NULL AND acknowledged_at IS NULL AND phase NOT IN ('Succeeded','Failed','Cancelled')",
+        )
+        .run(JSON.stringify({ phase: 'Cancelled', reason: 'CancelledBeforeDelivery', message: reason, finishedAt: now }), id);
+    });
+    return this.getEvaluation(id);
+  }
+
+  /** Cancel requests for evaluations the cluster may be running: sent on every connect until a terminal phase arrives. */
+  pendingCancellations(clusterId: string): Evaluation[] {
+    return (
+      this.db
+        .prepare(
+          "SELECT * FROM evaluations WHERE cluster_id = ? AND cancel_requested_at IS NOT NULL AND phase NOT IN ('Succeeded','Failed','Cancelled') ORDER BY created_at, id",
+        )
+        .all(clusterId) as Row[]
+    ).map(toEvaluation);
+  }
+
+  /**
+   * Applies an evaluation update exactly once by its id. A redelivered id only
+   * bumps its duplicate counter. Updates older than the evaluation's latest
+   * sequence are kept in the history but do not move the phase back.
+   */
+  applyUpdate(clusterId: string, u: UpdateInput): 'applied' | 'duplicate' {
+    return this.tx(() => {
+      const now = this.nowIso();
+      const dup = this.db.prepare('UPDATE evaluation_updates SET duplicates = duplicates + 1 WHERE id = ?').run(u.id);
+      if (Number(dup.changes) > 0) return 'duplicate';
+      this.db
+        .prepare(
+          `INSERT INTO evaluation_updates (id, evaluation_id, cluster_id, sequence, phase, reason, message, exit_code, pod, node, observed_at, received_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(u.id, u.evaluationId, clusterId, u.sequence, u.phase, u.reason, u.message, u.exitCode, u.pod, u.node, u.observedAt, now);
+      this.db
+        .prepare("INSERT OR IGNORE INTO evaluations (id, cluster_id, spec, phase, created_at, updated_at) VALUES (?, ?, NULL, 'Submitted', ?, ?)")
+        .run(u.evaluationId, clusterId, now, now);
+      const terminal = TERMINAL_PHASES.has(u.phase);
+      const result = terminal
+        ? JSON.stringify({ phase: u.phase, exitCode: u.exitCode, reason: u.reason, message: u.message, pod: u.pod, node: u.node, finishedAt: u.observedAt ?? now })
+        : null;
+      this.db
+        .prepare(
+          `UPDATE evaluations SET acknowledged_at = COALESCE(acknowledged_at, ?), updated_at = ?,
+             phase = CASE WHEN ? >= last_sequence THEN ? ELSE phase END,
+             result = CASE WHEN ? >= last_sequence AND ? IS NOT NULL THEN ? ELSE result END,
+             last_sequence = MAX(last_sequence, ?)
+           WHERE id = ? AND cluster_id = ?`,
+        )
+        .run(now, now, u.sequence, u.phase, u.sequence, result, result, u.sequence, u.evaluationId, clusterId);
+      return 'applied';
+    });
+  }
+
+  knownUpdateIds(ids: string[]): string[] {
+    const stmt = this.db.prepare('SELECT 1 FROM evaluation_updates WHERE id = ?');
+    return ids.filter((id) => stmt.get(id) !== undefined);
+  }
+
+  listUpdates(evaluationId: string): StoredUpdate[] {
+    return (this.db.prepare('SELECT * FROM evaluation_updates WHERE evaluation_id = ? ORDER BY sequence, received_at, id').all(evaluationId) as Row[]).map(toUpdate);
+  }
+
+  updateCounts(clusterId: string): { distinct: number; duplicatesReceived: number } {
+    const row = this.db
+      .prepare('SELECT COUNT(*) AS n, COALESCE(SUM(duplicates), 0) AS d FROM evaluation_updates WHERE cluster_id = ?')
+      .get(clusterId) as Row;
+    return { distinct: Number(row.n), duplicatesReceived: Number(row.d) };
+  }
+}
+
+function toCluster(r: Row): Cluster {
+  return {
+    id: str(r.id),
+    name: str(r.name),
+    status: str(r.status) as ClusterStatus,
+    createdAt: str(r.created_at),
+    joinedAt: strOrNull(r.joined_at),
+    lastSeenAt: strOrNull(r.last_seen_at),
+    archivedAt: strOrNull(r.archived_at),
+    facts: jsonOrNull(r.facts),
+    agentVersion: strOrNull(r.agent_version),
+    kubernetesVersion: strOrNull(r.kubernetes_version),
+  };
+}
+
+function toEvaluation(r: Row): Evaluation {
+  return {
+    id: str(r.id),
+    clusterId: str(r.cluster_id),
+    spec: jsonOrNull(r.spec),
+    phase: str(r.phase),
+    result: jsonOrNull(r.result),
+    createdAt: str(r.created_at),
+    updatedAt: str(r.updated_at),
+    firstAssignedAt: strOrNull(r.first_assigned_at),
+    assignmentDeliveries: Number(r.assignment_deliveries),
+    acknowledgedAt: strOrNull(r.acknowledged_at),
+    cancelRequestedAt: strOrNull(r.cancel_requested_at),
+    cancelReason: strOrNull(r.cancel_reason),
+  };
+}
+
+function toUpdate(r: Row): StoredUpdate {
+  return {
+    id: str(r.id),
+    evaluationId: str(r.evaluation_id),
+    clusterId: str(r.cluster_id),
+    sequence: Number(r.sequence),
+    phase: str(r.phase),
+    reason: str(r.reason),
+    message: str(r.message),
+    exitCode: r.exit_code === null ? null : Number(r.exit_code),
+    pod: str(r.pod),
+    node: str(r.node),
+    observedAt: strOrNull(r.observed_at),
+    receivedAt: str(r.received_at),
+    duplicates: Number(r.duplicates),
+  };
+}
