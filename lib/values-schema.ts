@@ -1,0 +1,416 @@
+// The rlmesh-runtime chart's values: one zod schema is the source of truth.
+// scripts/generators/values-schema.ts turns it into values-schema.json, the
+// chart's values.schema.json (JSON Schema draft-07, which Helm validates) and
+// the README's values table; renderRuntimeConfig() maps values to the runtime
+// config every component reads (the chart renders the same JSON, a test keeps
+// the two equal).
+import { z } from 'zod';
+import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
+
+// Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
+const HOST_LABELS = '[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*';
+export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
+export const domainPattern = new RegExp(`^(\\*\\.)?${HOST_LABELS}$`);
+const K8S_NAME = '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*';
+const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
+const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
+
+export const JOIN_TOKEN_PATTERN = /^(rlm_jt_[A-Za-z0-9_-]{16,128})?$/;
+export const ACCESS_MODES = ['ReadWriteOnce', 'ReadWriteMany', 'ReadOnlyMany', 'ReadWriteOncePod'] as const;
+
+/** Runtime image of this chart version: every component runs it with its own entrypoint. */
+export const RUNTIME_IMAGE = {
+  repository: 'registry.rlmesh.dev/rlmesh/rlmesh-runtime',
+  tag: '0.1.0',
+  digest: 'sha256:3f1c9a5e2b7d4c6a8e0f1b3d5c7a9e2f4b6d8c0a1e3f5b7d9c2a4e6f8b0d1c3e',
+};
+export const KUBECTL_IMAGE = {
+  repository: 'registry.rlmesh.dev/rlmesh/kubectl',
+  tag: 'v1.35.4',
+  digest: 'sha256:8b2e4d6f0a1c3e5b7d9f2a4c6e8b0d1f3a5c7e9b2d4f6a8c0e1b3d5f7a9c2e4b',
+};
+
+const secretName = z
+  .string()
+  .max(253)
+  .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a Secret name (lowercase DNS subdomain) or empty' });
+const quantity = (what: string) =>
+  z.string().regex(QUANTITY, { message: `must be a Kubernetes quantity such as 100m, 512Mi or 10Gi (${what})` });
+const port = z.number().int().min(1).max(65535);
+const stringMap = (what: string) => z.record(z.string(), z.string()).default({}).describe(what);
+
+const imageSchema = (d: { repository: string; tag: string; digest: string }, what: string) =>
+  z
+    .object({
+      repository: z
+        .string()
+        .regex(/^[a-z0-9]([a-z0-9.:_/-]*[a-z0-9])?$/, { message: 'must be an image repository without tag or digest' })
+        .default(d.repository)
+        .describe(`Image repository of ${what}.`),
+      tag: z
+        .string()
+        .regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/)
+        .default(d.tag)
+        .describe('Version tag, for humans only: the digest decides what runs.'),
+      digest: z
+        .string()
+        .regex(/^sha256:[a-f0-9]{64}$/, { message: 'must be a sha256 digest (sha256:<64 hex>): images are pinned by digest' })
+        .default(d.digest)
+        .describe('Image digest (sha256:…); the image is always pulled by digest.'),
+      pullPolicy: z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('Kubernetes imagePullPolicy.'),
+    })
+    .strict()
+    .default({ ...d, pullPolicy: 'IfNotPresent' })
+    .describe(`Image of ${what}, pinned by digest.`);
+
+type Res = { cpu: string; memory: string };
+const cpuMem = (d: Res, kind: string) =>
+  z
+    .object({
+      cpu: quantity('CPU').default(d.cpu).describe(`CPU ${kind}.`),
+      memory: quantity('memory').default(d.memory).describe(`Memory ${kind}.`),
+    })
+    .strict()
+    .default(d);
+const resourcesSchema = (d: { requests: Res; limits: Res }) =>
+  z
+    .object({ requests: cpuMem(d.requests, 'request'), limits: cpuMem(d.limits, 'limit') })
+    .strict()
+    .default(d)
+    .describe('Requests and limits; every pod has both.');
+
+const toleration = z
+  .object({
+    key: z.string().optional(),
+    operator: z.enum(['Exists', 'Equal']).optional(),
+    value: z.string().optional(),
+    effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
+    tolerationSeconds: z.number().int().optional(),
+  })
+  .strict();
+const affinity = z
+  .object({
+    nodeAffinity: z.record(z.string(), z.unknown()).optional(),
+    podAffinity: z.record(z.string(), z.unknown()).optional(),
+    podAntiAffinity: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+
+/** Scheduling and metadata knobs every component has. */
+const podSettings = (what: string, image: typeof RUNTIME_IMAGE, resources: { requests: Res; limits: Res }) => ({
+  image: imageSchema(image, what),
+  resources: resourcesSchema(resources),
+  nodeSelector: stringMap(`Node labels ${what} pods must match.`),
+  tolerations: z.array(toleration).default([]).describe(`Tolerations of ${what} pods.`),
+  affinity: affinity.default({}).describe(`Affinity of ${what} pods.`),
+  priorityClassName: z.string().default('').describe(`PriorityClass of ${what} pods (empty: none).`),
+  podAnnotations: stringMap(`Extra annotations on ${what} pods.`),
+});
+
+const labelSelector = z
+  .object({
+    matchLabels: z.record(z.string().regex(LABEL_KEY), z.string().regex(LABEL_VALUE)).optional(),
+    matchExpressions: z
+      .array(
+        z
+          .object({
+            key: z.string().regex(LABEL_KEY),
+            operator: z.enum(['In', 'NotIn', 'Exists', 'DoesNotExist']),
+            values: z.array(z.string()).optional(),
+          })
+          .strict(),
+      )
+      .optional(),
+  })
+  .strict();
+const cidr = z.union([z.cidrv4(), z.cidrv6()]);
+/** A NetworkPolicy peer: an ipBlock, or namespace and/or pod selectors. */
+export const networkPolicyPeerSchema = z
+  .object({
+    ipBlock: z.object({ cidr, except: z.array(cidr).optional() }).strict().optional(),
+    namespaceSelector: labelSelector.optional(),
+    podSelector: labelSelector.optional(),
+  })
+  .strict()
+  .refine((p) => p.ipBlock !== undefined || p.namespaceSelector !== undefined || p.podSelector !== undefined, {
+    message: 'a NetworkPolicy peer needs ipBlock, namespaceSelector or podSelector',
+  })
+  .refine((p) => p.ipBlock === undefined || (p.namespaceSelector === undefined && p.podSelector === undefined), {
+    message: 'a NetworkPolicy peer has either ipBlock or selectors, not both',
+  });
+
+const monitor = (kind: string) =>
+  z
+    .object({
+      enabled: z.boolean().default(false).describe(`Create a ${kind} (needs the Prometheus Operator CRDs).`),
+      interval: z
+        .string()
+        .regex(/^[0-9]+(ms|s|m|h)$/, { message: 'must be a Prometheus duration such as 30s' })
+        .default('30s')
+        .describe('Scrape interval.'),
+      labels: stringMap(`Extra labels on the ${kind}, e.g. for the Prometheus selector.`),
+    })
+    .strict()
+    .default({ enabled: false, interval: '30s', labels: {} });
+
+const small = { requests: { cpu: '10m', memory: '32Mi' }, limits: { cpu: '100m', memory: '64Mi' } };
+
+/** The values' shape and defaults; valuesSchema adds the cross-field rules. */
+export const valuesObjectSchema = z
+  .object({
+    joinToken: z
+      .string()
+      .regex(JOIN_TOKEN_PATTERN, { message: 'must be a join token shaped rlm_jt_… as shown by Clusters → Connect your cluster' })
+      .default('')
+      .describe(
+        'Single-use join token (rlm_jt_…, valid one hour) from Clusters → Connect your cluster. The agent trades it for the cluster credentials and records only its hash. Leave empty when credentials.controlSecret names Secrets you deliver yourself.',
+      ),
+    credentials: z
+      .object({
+        controlSecret: secretName
+          .default('')
+          .describe('Secret in the release namespace with keys control and cluster-id, delivered out of band (GitOps). Empty: the agent writes rlmesh-cluster-control from joinToken.'),
+        pullSecret: secretName
+          .default('')
+          .describe('kubernetes.io/dockerconfigjson Secret in the release namespace and rlmesh-runs, delivered out of band. Empty: the agent writes rlmesh-registry-pull.'),
+      })
+      .strict()
+      .default({ controlSecret: '', pullSecret: '' })
+      .describe('Bring your own Secrets instead of joinToken.'),
+    controlPlane: z
+      .object({
+        apiHost: z.string().max(253).regex(hostnamePattern).default('api.rlmesh.dev').describe('Control-plane API host (HTTPS and gRPC on 443).'),
+        registryHost: z.string().max(253).regex(hostnamePattern).default('registry.rlmesh.dev').describe('Registry host the runtime images come from.'),
+        outputHosts: z
+          .array(z.string().max(253).regex(hostnamePattern))
+          .default([])
+          .describe('Platform output hosts evaluations upload to, besides the API host; the egress proxy allows them.'),
+        caBundle: z
+          .string()
+          .regex(/^(-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*)?$/, { message: 'must be PEM certificates' })
+          .default('')
+          .describe('PEM CA bundle for private or staging endpoints; empty: system roots.'),
+      })
+      .strict()
+      .default({ apiHost: 'api.rlmesh.dev', registryHost: 'registry.rlmesh.dev', outputHosts: [], caBundle: '' })
+      .describe('Where the control plane is; production defaults, overridable for staging.'),
+    egress: z
+      .object({
+        extraDomains: z
+          .array(
+            z
+              .string()
+              .max(253)
+              .regex(domainPattern, { message: 'must be a bare hostname or a *.suffix wildcard, without scheme, path or port' }),
+          )
+          .default([])
+          .describe('Hosts evaluations may reach besides the built-in platform hosts: bare hostnames (my-inputs.s3.eu-west-1.amazonaws.com) or *.suffix wildcards; no scheme, path or port.'),
+        allowedPorts: z.array(port).min(1).default([443]).describe('Destination ports the egress proxy allows.'),
+        replicas: z.number().int().min(1).max(10).default(2).describe('Egress proxy replicas (a PodDisruptionBudget keeps one up from 2).'),
+        port: port.default(3128).describe('Port of the egress proxy Service.'),
+        ...podSettings('the egress proxy', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi' } }),
+      })
+      .strict()
+      .prefault({})
+      .describe('The egress proxy, the only way out of rlmesh-runs.'),
+    network: z
+      .object({
+        dnsPeers: z
+          .array(networkPolicyPeerSchema)
+          .min(1)
+          .default([
+            {
+              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+              podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+            },
+          ])
+          .describe('NetworkPolicy peers of the cluster DNS resolver (default CoreDNS); GKE NodeLocal DNSCache: an ipBlock of its IP.'),
+        dnsPorts: z.array(port).min(1).default([53]).describe('Resolver ports allowed to dnsPeers, over UDP and TCP (post-DNAT, e.g. 5353 on OpenShift).'),
+        apiServerPorts: z.array(port).min(1).default([443, 6443]).describe('Ports the agent and controller may reach the Kubernetes API on.'),
+      })
+      .strict()
+      .prefault({})
+      .describe('NetworkPolicy inputs.'),
+    storage: z
+      .object({
+        className: z
+          .string()
+          .max(253)
+          .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a StorageClass name or empty' })
+          .default('')
+          .describe('StorageClass for the artifact cache and agent spool; empty: the default StorageClass. Must be an RWX class for ReadWriteMany.'),
+      })
+      .strict()
+      .default({ className: '' }),
+    artifactCache: z
+      .object({
+        storage: z
+          .object({
+            sharedPvc: z
+              .object({
+                accessModes: z
+                  .array(z.enum(ACCESS_MODES))
+                  .min(1)
+                  .default(['ReadWriteOnce'])
+                  .describe('Access modes of PVC rlmesh-artifact-cache: [ReadWriteOnce] (evaluation pods run on its node) or [ReadWriteMany] (any node; needs storage.className).'),
+                size: quantity('PVC size').default('100Gi').describe('Size of PVC rlmesh-artifact-cache.'),
+              })
+              .strict()
+              .prefault({}),
+          })
+          .strict()
+          .prefault({}),
+      })
+      .strict()
+      .prefault({})
+      .describe('The shared artifact cache in rlmesh-runs (kept on uninstall).'),
+    agent: z
+      .object({
+        spool: z
+          .object({ size: quantity('PVC size').default('10Gi').describe('Size of the agent spool PVC rlmesh-agent-spool (removed on uninstall).') })
+          .strict()
+          .prefault({}),
+        reportNodeSelector: z
+          .string()
+          .default('')
+          .describe('Label selector of the nodes whose capacity the agent reports (e.g. pool=gpu); empty: every node.'),
+        ...podSettings('the agent', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '500m', memory: '512Mi' } }),
+      })
+      .strict()
+      .prefault({})
+      .describe('The cluster agent (one replica).'),
+    controller: z
+      .object({
+        replicas: z.number().int().min(1).max(5).default(2).describe('Controller replicas; leader election keeps one active.'),
+        ...podSettings('the controller', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
+      })
+      .strict()
+      .prefault({})
+      .describe('The evaluation and cache controller.'),
+    gpuFeatureDiscovery: z
+      .object({
+        enabled: z.boolean().default(true).describe('Label GPU nodes with vendor, model and memory (a DaemonSet on nodes with nvidia.com/gpu or amd.com/gpu). Off: nothing GPU-specific is installed.'),
+        ...podSettings('GPU feature discovery', RUNTIME_IMAGE, small),
+      })
+      .strict()
+      .prefault({})
+      .describe('GPU node labelling.'),
+    crdUpgradeHook: z
+      .object({
+        enabled: z.boolean().default(true).describe('Reapply the CRDs on helm upgrade with a pre-upgrade Job.'),
+        ...podSettings('the CRD upgrade hook (kubectl)', KUBECTL_IMAGE, { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '500m', memory: '256Mi' } }),
+      })
+      .strict()
+      .prefault({})
+      .describe('The pre-upgrade Job that applies the CRDs server-side (pull Secret rlmesh-registry-join-crd-upgrade, kept on uninstall).'),
+    observability: z
+      .object({ enabled: z.boolean().default(false).describe('Join also claims the relay credential (Secret rlmesh-cluster-relay-secret) for the rlmesh-observability chart.') })
+      .strict()
+      .default({ enabled: false }),
+    metrics: z
+      .object({
+        port: port.default(9090).describe('Metrics port of every component.'),
+        serviceMonitor: monitor('ServiceMonitor'),
+        podMonitor: monitor('PodMonitor'),
+      })
+      .strict()
+      .prefault({})
+      .describe('Prometheus metrics.'),
+    imagePullSecrets: z
+      .array(z.object({ name: secretName.min(1) }).strict())
+      .default([])
+      .describe('Pull Secrets for the chart images, e.g. [{name: rlmesh-registry-pull}] with a private mirror.'),
+  })
+  .strict();
+
+export const valuesSchema = valuesObjectSchema.superRefine((v, ctx) => {
+    for (const e of crossFieldErrors(v)) ctx.addIssue({ code: 'custom', path: e.path.split('.'), message: e.message });
+  });
+
+export type Values = z.output<typeof valuesObjectSchema>;
+
+/**
+ * Rules JSON Schema cannot express. The chart's templates/_validate.tpl enforces
+ * the same rules with the same messages at helm install time.
+ */
+export function crossFieldErrors(v: Values): { path: string; message: string }[] {
+  const errors: { path: string; message: string }[] = [];
+  const { controlSecret, pullSecret } = v.credentials;
+  if (v.joinToken === '' && controlSecret === '')
+    errors.push({
+      path: 'joinToken',
+      message: 'neither joinToken nor credentials.controlSecret is set: pass --set joinToken=rlm_jt_… from Clusters → Connect your cluster, or name your own Secrets in credentials.controlSecret and credentials.pullSecret',
+    });
+  if (v.joinToken !== '' && controlSecret !== '')
+    errors.push({
+      path: 'credentials.controlSecret',
+      message: 'joinToken and credentials.controlSecret are both set: use joinToken (the agent writes its own Secrets) or credentials.* (Secrets you deliver), not both',
+    });
+  if (controlSecret !== '' && pullSecret === '')
+    errors.push({ path: 'credentials.pullSecret', message: 'credentials.controlSecret is set but credentials.pullSecret is empty: name the dockerconfigjson Secret you deliver in rlmesh-system and rlmesh-runs' });
+  if (controlSecret === '' && pullSecret !== '')
+    errors.push({ path: 'credentials.controlSecret', message: 'credentials.pullSecret is set but credentials.controlSecret is empty: bring both Secrets, or neither and use joinToken' });
+  const modes = v.artifactCache.storage.sharedPvc.accessModes;
+  for (const m of modes)
+    if (m === 'ReadOnlyMany' || m === 'ReadWriteOncePod')
+      errors.push({
+        path: 'artifactCache.storage.sharedPvc.accessModes',
+        message: `${m} cannot hold the artifact cache (the controller writes it while evaluation pods read it): use [ReadWriteOnce] or [ReadWriteMany]`,
+      });
+  if (modes.includes('ReadWriteMany') && v.storage.className === '')
+    errors.push({
+      path: 'storage.className',
+      message: 'artifactCache.storage.sharedPvc.accessModes has ReadWriteMany but storage.className is empty: set storage.className to a StorageClass that provides ReadWriteMany (e.g. NFS, CephFS, Filestore)',
+    });
+  if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled)
+    errors.push({ path: 'metrics.podMonitor.enabled', message: 'metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one' });
+  return errors;
+}
+
+/** Values with every default filled in (what values.yaml holds). */
+export const defaultValues = (): Values => valuesObjectSchema.parse({});
+
+const PRIVATE_IPV4 = [
+  '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.0.2.0/24',
+  '192.88.99.0/24', '192.168.0.0/16', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '224.0.0.0/4', '240.0.0.0/4',
+];
+const PRIVATE_IPV6 = ['::/127', '::ffff:0:0/96', '64:ff9b::/96', '64:ff9b:1::/48', '100::/64', '2001::/23', '2001:db8::/32', '2002::/16', 'fc00::/7', 'fe80::/10', 'fec0::/10', 'ff00::/8'];
+/** Ranges the egress proxy's NetworkPolicy excepts from 0.0.0.0/0 and ::/0: private, loopback, link-local, CGNAT, documentation, multicast. */
+export const NON_PUBLIC_RANGES = { ipv4: PRIVATE_IPV4, ipv6: PRIVATE_IPV6 };
+
+/** The runtime config (ConfigMap rlmesh-runtime-config, key config.json) the chart renders from these values. */
+export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', namespace: 'rlmesh-system' }): RuntimeConfig {
+  const cp = values.controlPlane;
+  const builtIn = [cp.apiHost, cp.registryHost, ...cp.outputHosts];
+  const allowedDomains = [...new Set([...builtIn, ...values.egress.extraDomains])];
+  return runtimeConfigSchema.parse({
+    release: release.name,
+    namespace: release.namespace,
+    runsNamespace: 'rlmesh-runs',
+    controlPlane: {
+      apiHost: cp.apiHost,
+      apiPort: 443,
+      registryHost: cp.registryHost,
+      outputHosts: cp.outputHosts,
+      ...(cp.caBundle !== '' ? { caBundlePath: '/etc/rlmesh/ca/ca.crt' } : {}),
+    },
+    credentials: {
+      controlSecret: values.credentials.controlSecret || 'rlmesh-cluster-control',
+      pullSecret: values.credentials.pullSecret || 'rlmesh-registry-pull',
+      relaySecret: 'rlmesh-cluster-relay-secret',
+      crdHookPullSecret: 'rlmesh-registry-join-crd-upgrade',
+      joinTokenProvided: values.joinToken !== '',
+    },
+    observability: { enabled: values.observability.enabled },
+    gpuFeatureDiscovery: { enabled: values.gpuFeatureDiscovery.enabled },
+    egress: {
+      proxyUrl: `http://rlmesh-egress-proxy.${release.namespace}.svc:${values.egress.port}`,
+      allowedDomains,
+      allowedPorts: values.egress.allowedPorts,
+      allowRanges: [],
+    },
+    artifactCache: { pvcName: 'rlmesh-artifact-cache', cacheName: 'default', accessModes: values.artifactCache.storage.sharedPvc.accessModes },
+    ports: { metrics: values.metrics.port, health: 8081 },
+  });
+}
