@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import { nodeCapacity, podUsage, trimNode, trimPod } from './capacity.ts';
+import { parseQuantity } from './quantity.ts';
+
+const pod = (containers: object[], extra: { initContainers?: object[]; overhead?: object; phase?: string } = {}) =>
+  trimPod({
+    metadata: { name: 'p', namespace: 'tenant-a' },
+    spec: { nodeName: 'n1', containers, initContainers: extra.initContainers, overhead: extra.overhead },
+    status: { phase: extra.phase ?? 'Running' },
+  });
+const c = (requests: object, limits: object = {}, restartPolicy?: string) => ({ name: 'c', resources: { requests, limits }, restartPolicy });
+
+const gpuNode = trimNode({
+  metadata: {
+    name: 'gpu-1',
+    labels: { 'kubernetes.io/arch': 'amd64', 'nvidia.com/gpu.product': 'NVIDIA-H100-80GB-HBM3', 'nvidia.com/gpu.memory': '81559', unrelated: 'x' },
+  },
+  spec: {},
+  status: {
+    allocatable: { cpu: '31500m', memory: '250Gi', 'nvidia.com/gpu': '8', pods: '110' },
+    conditions: [{ type: 'Ready', status: 'True' }],
+    nodeInfo: { architecture: 'amd64' },
+  },
+});
+
+describe('quantities', () => {
+  it('parses decimal, binary, fractional and exponent forms', () => {
+    expect(parseQuantity('500m')).toBe(0.5);
+    expect(parseQuantity('2')).toBe(2);
+    expect(parseQuantity('1.5Gi')).toBe(1.5 * 2 ** 30);
+    expect(parseQuantity('128974848')).toBe(128974848);
+    expect(parseQuantity('129e6')).toBe(129e6);
+    expect(parseQuantity('123Mi')).toBe(123 * 2 ** 20);
+    expect(parseQuantity('1k')).toBe(1000);
+    expect(parseQuantity('garbage')).toBe(0);
+    expect(parseQuantity(undefined)).toBe(0);
+  });
+});
+
+describe('capacity math', () => {
+  it('sums container requests and takes GPUs from limits', () => {
+    const u = podUsage(pod([c({ cpu: '500m', memory: '1Gi' }, { 'nvidia.com/gpu': '2' }), c({ cpu: '1', memory: '512Mi' })]));
+    expect(u).toEqual({ cpuMillis: 1500, memoryBytes: 1.5 * 2 ** 30, gpus: { nvidia: 2, amd: 0 } });
+  });
+
+  it('reserves the larger of init and app containers, counts sidecars and overhead', () => {
+    const heavyInit = podUsage(pod([c({ cpu: '1', memory: '1Gi' })], { initContainers: [c({ cpu: '4', memory: '100Mi' })] }));
+    expect(heavyInit.cpuMillis).toBe(4000);
+    expect(heavyInit.memoryBytes).toBe(2 ** 30);
+    const sidecar = podUsage(
+      pod([c({ cpu: '1' })], { initContainers: [c({ cpu: '250m' }, {}, 'Always'), c({ cpu: '2' })], overhead: { cpu: '100m' } }),
+    );
+    // init peak = sidecar 250m + init 2 = 2250m > app 1 + sidecar 250m; plus 100m overhead
+    expect(sidecar.cpuMillis).toBe(2350);
+  });
+
+  it('finished pods hold nothing', () => {
+    expect(podUsage(pod([c({ cpu: '4' })], { phase: 'Succeeded' })).cpuMillis).toBe(0);
+    expect(podUsage(pod([c({ cpu: '4' })], { phase: 'Failed' })).cpuMillis).toBe(0);
+  });
+
+  it('reports allocatable, free net of every tenant, GPU model and memory', () => {
+    const used = podUsage(pod([c({ cpu: '30', memory: '10Gi' }, { 'nvidia.com/gpu': '8' })]));
+    const cap = nodeCapacity(gpuNode, used);
+    expect(cap.name).toBe('gpu-1');
+    expect(cap.architecture).toBe('amd64');
+    expect(cap.ready).toBe(true);
+    expect(cap.schedulable).toBe(true);
+    expect(cap.cpuMillisAllocatable).toBe(31500n);
+    expect(cap.cpuMillisFree).toBe(1500n);
+    expect(cap.memoryBytesFree).toBe(BigInt(240 * 2 ** 30));
+    expect(cap.gpusAllocatable).toBe(8);
+    expect(cap.gpusFree).toBe(0);
+    expect(cap.gpus).toHaveLength(1);
+    expect(cap.gpus[0]).toMatchObject({ vendor: 'nvidia', model: 'NVIDIA-H100-80GB-HBM3', memoryMib: 81559n, count: 8 });
+  });
+
+  it('never reports negative free capacity (overcommitted node) and reads AMD labels and cordons', () => {
+    const amd = trimNode({
+      metadata: { name: 'amd-1', labels: { 'amd.com/gpu.product-name': 'AMD_Instinct_MI300X_OAM', 'amd.com/gpu.vram': '192G' } },
+      spec: { unschedulable: true },
+      status: { allocatable: { cpu: '4', memory: '8Gi', 'amd.com/gpu': '4' }, conditions: [{ type: 'Ready', status: 'False' }], nodeInfo: { architecture: 'arm64' } },
+    });
+    const cap = nodeCapacity(amd, podUsage(pod([c({ cpu: '6', memory: '9Gi' }, { 'amd.com/gpu': '1' })])));
+    expect(cap.cpuMillisFree).toBe(0n);
+    expect(cap.memoryBytesFree).toBe(0n);
+    expect(cap.gpusFree).toBe(3);
+    expect(cap.ready).toBe(false);
+    expect(cap.schedulable).toBe(false);
+    expect(cap.architecture).toBe('arm64');
+    expect(cap.gpus[0]).toMatchObject({ vendor: 'amd', model: 'AMD_Instinct_MI300X_OAM', memoryMib: 192n * 1024n, count: 4 });
+  });
+
+  it('trims objects to the fields it uses', () => {
+    expect(Object.keys(gpuNode.metadata.labels)).not.toContain('unrelated');
+    const p = trimPod({ metadata: { name: 'a', namespace: 'b', annotations: { big: 'x'.repeat(1000) } }, spec: { containers: [{ name: 'c', image: 'i', env: [] }] }, status: {} });
+    expect(JSON.stringify(p).length).toBeLessThan(200);
+  });
+});

@@ -1,0 +1,329 @@
+// Node reports: each node's allocatable CPU, memory and GPUs and what is free
+// net of what every tenant's non-terminal pods request (GPUs from limits), from
+// node and pod informers. Changes are coalesced into one report sent within the
+// report delay of the first change; a full report also goes out on every
+// (re)connect and on a slow resync timer.
+import { create } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import * as k8s from '@kubernetes/client-node';
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import {
+  GpuModelSchema,
+  NodeCapacitySchema,
+  NodeReportSchema,
+  type GpuModel,
+  type NodeCapacity,
+  type NodeReport,
+} from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { startInformer, type Informer } from './informer.ts';
+import { bytes, cpuMillis, parseQuantity } from './quantity.ts';
+
+export const GPU_RESOURCES = { nvidia: 'nvidia.com/gpu', amd: 'amd.com/gpu' } as const;
+type Vendor = keyof typeof GPU_RESOURCES;
+const VENDORS = Object.keys(GPU_RESOURCES) as Vendor[];
+
+type Resources = { requests?: Record<string, string>; limits?: Record<string, string> };
+type ContainerLite = { resources?: Resources; restartPolicy?: string };
+
+export type PodLite = {
+  metadata: { name: string; namespace: string };
+  spec: { nodeName?: string; containers: ContainerLite[]; initContainers?: ContainerLite[]; overhead?: Record<string, string> };
+  status: { phase?: string };
+};
+
+export type NodeLite = {
+  metadata: { name: string; labels: Record<string, string> };
+  spec: { unschedulable?: boolean };
+  status: { allocatable: Record<string, string>; ready: boolean; architecture?: string };
+};
+
+export type Usage = { cpuMillis: number; memoryBytes: number; gpus: Record<Vendor, number> };
+
+// the node labels GPU discovery (NVIDIA GFD, AMD's node labeller) writes, plus arch
+const KEPT_LABELS = [
+  'kubernetes.io/arch',
+  'nvidia.com/gpu.product',
+  'nvidia.com/gpu.memory',
+  'amd.com/gpu.product-name',
+  'beta.amd.com/gpu.product-name',
+  'amd.com/gpu.vram',
+  'beta.amd.com/gpu.vram',
+];
+
+type AnyObj = Record<string, unknown> & { metadata?: Record<string, unknown>; spec?: Record<string, unknown>; status?: Record<string, unknown> };
+
+const pickResources = (r: unknown): Resources | undefined => {
+  if (!r || typeof r !== 'object') return undefined;
+  const { requests, limits } = r as Resources;
+  return { ...(requests ? { requests } : {}), ...(limits ? { limits } : {}) };
+};
+
+export function trimPod(o: unknown): PodLite {
+  const p = o as AnyObj;
+  const spec = (p.spec ?? {}) as { nodeName?: string; containers?: ContainerLite[]; initContainers?: ContainerLite[]; overhead?: Record<string, string> };
+  return {
+    metadata: { name: String(p.metadata?.name ?? ''), namespace: String(p.metadata?.namespace ?? '') },
+    spec: {
+      ...(spec.nodeName ? { nodeName: spec.nodeName } : {}),
+      containers: (spec.containers ?? []).map((c) => ({ resources: pickResources(c.resources) })),
+      ...(spec.initContainers?.length
+        ? { initContainers: spec.initContainers.map((c) => ({ resources: pickResources(c.resources), ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}) })) }
+        : {}),
+      ...(spec.overhead ? { overhead: spec.overhead } : {}),
+    },
+    status: { phase: (p.status as { phase?: string } | undefined)?.phase },
+  };
+}
+
+export function trimNode(o: unknown): NodeLite {
+  const n = o as AnyObj;
+  const labels = (n.metadata?.labels ?? {}) as Record<string, string>;
+  const kept: Record<string, string> = {};
+  for (const k of KEPT_LABELS) if (labels[k] !== undefined) kept[k] = labels[k];
+  const status = (n.status ?? {}) as { allocatable?: Record<string, string>; conditions?: { type: string; status: string }[]; nodeInfo?: { architecture?: string } };
+  return {
+    metadata: { name: String(n.metadata?.name ?? ''), labels: kept },
+    spec: { unschedulable: Boolean((n.spec as { unschedulable?: boolean } | undefined)?.unschedulable) },
+    status: {
+      allocatable: status.allocatable ?? {},
+      ready: (status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+      architecture: kept['kubernetes.io/arch'] ?? status.nodeInfo?.architecture,
+    },
+  };
+}
+
+const zero = (): Usage => ({ cpuMillis: 0, memoryBytes: 0, gpus: { nvidia: 0, amd: 0 } });
+
+function containerUsage(c: ContainerLite): Usage {
+  const req = c.resources?.requests ?? {};
+  const lim = c.resources?.limits ?? {};
+  const u = zero();
+  // the apiserver defaults requests to limits, but objects from older clients may only carry limits
+  u.cpuMillis = cpuMillis(req.cpu ?? lim.cpu);
+  u.memoryBytes = bytes(req.memory ?? lim.memory);
+  // extended resources: requests must equal limits; limits are what the device plugin allocates
+  for (const v of VENDORS) u.gpus[v] = Math.round(parseQuantity(lim[GPU_RESOURCES[v]] ?? req[GPU_RESOURCES[v]]));
+  return u;
+}
+
+const add = (a: Usage, b: Usage): Usage => ({
+  cpuMillis: a.cpuMillis + b.cpuMillis,
+  memoryBytes: a.memoryBytes + b.memoryBytes,
+  gpus: { nvidia: a.gpus.nvidia + b.gpus.nvidia, amd: a.gpus.amd + b.gpus.amd },
+});
+const max = (a: Usage, b: Usage): Usage => ({
+  cpuMillis: Math.max(a.cpuMillis, b.cpuMillis),
+  memoryBytes: Math.max(a.memoryBytes, b.memoryBytes),
+  gpus: { nvidia: Math.max(a.gpus.nvidia, b.gpus.nvidia), amd: Math.max(a.gpus.amd, b.gpus.amd) },
+});
+
+/**
+ * What the scheduler reserves for a pod: the larger of its app containers (plus
+ * sidecars) and its heaviest init container (plus the sidecars started before
+ * it), plus the pod overhead. Terminal pods reserve nothing.
+ */
+export function podUsage(pod: PodLite): Usage {
+  if (pod.status.phase === 'Succeeded' || pod.status.phase === 'Failed') return zero();
+  let sidecars = zero();
+  let initPeak = zero();
+  for (const c of pod.spec.initContainers ?? []) {
+    const u = containerUsage(c);
+    if (c.restartPolicy === 'Always') {
+      sidecars = add(sidecars, u);
+      initPeak = max(initPeak, sidecars);
+    } else {
+      initPeak = max(initPeak, add(sidecars, u));
+    }
+  }
+  let app = sidecars;
+  for (const c of pod.spec.containers) app = add(app, containerUsage(c));
+  const overhead = pod.spec.overhead ? containerUsage({ resources: { requests: pod.spec.overhead } }) : zero();
+  return add(max(app, initPeak), overhead);
+}
+
+function gpuMemoryMiB(v: string | undefined): number {
+  if (!v) return 0;
+  const m = /^(\d+(?:\.\d+)?)\s*([KMGT]i?)?B?$/i.exec(v.trim());
+  if (!m) return 0;
+  const n = Number(m[1]);
+  const unit = (m[2] ?? 'M').toUpperCase()[0];
+  return Math.round(unit === 'K' ? n / 1024 : unit === 'G' ? n * 1024 : unit === 'T' ? n * 1024 * 1024 : n);
+}
+
+export function gpuModels(node: NodeLite): GpuModel[] {
+  const l = node.metadata.labels;
+  const out: GpuModel[] = [];
+  const nv = Math.round(parseQuantity(node.status.allocatable[GPU_RESOURCES.nvidia]));
+  if (nv > 0) out.push(create(GpuModelSchema, { vendor: 'nvidia', model: l['nvidia.com/gpu.product'] ?? '', memoryMib: BigInt(gpuMemoryMiB(l['nvidia.com/gpu.memory'])), count: nv }));
+  const amd = Math.round(parseQuantity(node.status.allocatable[GPU_RESOURCES.amd]));
+  if (amd > 0) {
+    out.push(
+      create(GpuModelSchema, {
+        vendor: 'amd',
+        model: l['amd.com/gpu.product-name'] ?? l['beta.amd.com/gpu.product-name'] ?? '',
+        memoryMib: BigInt(gpuMemoryMiB(l['amd.com/gpu.vram'] ?? l['beta.amd.com/gpu.vram'])),
+        count: amd,
+      }),
+    );
+  }
+  return out;
+}
+
+export function nodeCapacity(node: NodeLite, used: Usage): NodeCapacity {
+  const a = node.status.allocatable;
+  const cpu = cpuMillis(a.cpu);
+  const mem = bytes(a.memory);
+  const gpus = VENDORS.reduce((s, v) => s + Math.round(parseQuantity(a[GPU_RESOURCES[v]])), 0);
+  const gpusUsed = VENDORS.reduce((s, v) => s + used.gpus[v], 0);
+  return create(NodeCapacitySchema, {
+    name: node.metadata.name,
+    architecture: node.status.architecture ?? '',
+    schedulable: !node.spec.unschedulable,
+    ready: node.status.ready,
+    cpuMillisAllocatable: BigInt(cpu),
+    memoryBytesAllocatable: BigInt(mem),
+    gpusAllocatable: gpus,
+    cpuMillisFree: BigInt(Math.max(0, cpu - used.cpuMillis)),
+    memoryBytesFree: BigInt(Math.max(0, mem - used.memoryBytes)),
+    gpusFree: Math.max(0, gpus - gpusUsed),
+    gpus: gpuModels(node),
+  });
+}
+
+export type CapacityOptions = {
+  kc: k8s.KubeConfig;
+  log: Logger;
+  nodeSelector: string;
+  reportDelayMs: number;
+  watchSilenceMs: number;
+  resyncMs?: number;
+  /** called with each coalesced report and how long after the first change it left */
+  send: (report: NodeReport, latencyMs: number) => void;
+};
+
+const podKey = (p: PodLite) => `${p.metadata.namespace}/${p.metadata.name}`;
+
+export class CapacityReporter {
+  private readonly opts: CapacityOptions;
+  private readonly nodes = new Map<string, NodeLite>();
+  private readonly podsByNode = new Map<string, Map<string, Usage>>();
+  private readonly podNode = new Map<string, string>();
+  private readonly last = new Map<string, string>();
+  private firstChangeAt: number | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private resync: NodeJS.Timeout | undefined;
+  private nodeInformer!: Informer<NodeLite>;
+  private podInformer!: Informer<PodLite>;
+  private ready = false;
+
+  constructor(opts: CapacityOptions) {
+    this.opts = opts;
+  }
+
+  async start(): Promise<void> {
+    const { kc, log, watchSilenceMs } = this.opts;
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    const labelSelector = this.opts.nodeSelector || undefined;
+    this.nodeInformer = startInformer<NodeLite>({
+      name: 'nodes',
+      kc,
+      log,
+      path: '/api/v1/nodes',
+      labelSelector,
+      list: (p) => core.listNode({ ...p, labelSelector }),
+      trim: trimNode,
+      watchSilenceMs,
+    });
+    // non-terminal, scheduled pods of every namespace: only they hold resources on a node
+    const fieldSelector = 'spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed';
+    this.podInformer = startInformer<PodLite>({
+      name: 'pods',
+      kc,
+      log,
+      path: '/api/v1/pods',
+      fieldSelector,
+      list: (p) => core.listPodForAllNamespaces({ ...p, fieldSelector }),
+      trim: trimPod,
+      watchSilenceMs,
+    });
+    const onNode = (n: NodeLite) => {
+      this.nodes.set(n.metadata.name, n);
+      this.touch(n.metadata.name);
+    };
+    this.nodeInformer.on('add', onNode);
+    this.nodeInformer.on('update', onNode);
+    this.nodeInformer.on('delete', (n) => {
+      this.nodes.delete(n.metadata.name);
+      this.touch(n.metadata.name);
+    });
+    const onPod = (p: PodLite) => this.setPod(p, podUsage(p));
+    this.podInformer.on('add', onPod);
+    this.podInformer.on('update', onPod);
+    this.podInformer.on('delete', (p) => this.setPod(p, undefined));
+    await Promise.all([this.nodeInformer.synced, this.podInformer.synced]);
+    this.ready = true;
+    this.resync = setInterval(() => this.flush(), this.opts.resyncMs ?? 60_000);
+    this.resync.unref();
+    log.info({ nodes: this.nodes.size, pods: this.podNode.size }, 'node and pod informers synced');
+  }
+
+  /** every reported node, as of now */
+  fullReport(): NodeReport {
+    const nodes = [...this.nodes.keys()].sort().map((name) => this.capacityOf(name)!);
+    return create(NodeReportSchema, { id: randomUUID(), observedAt: timestampFromDate(new Date()), nodes });
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.timer);
+    clearInterval(this.resync);
+    await Promise.all([this.nodeInformer?.stop(), this.podInformer?.stop()]);
+  }
+
+  private setPod(p: PodLite, usage: Usage | undefined) {
+    const key = podKey(p);
+    const prevNode = this.podNode.get(key);
+    if (prevNode !== undefined) {
+      this.podsByNode.get(prevNode)?.delete(key);
+      this.podNode.delete(key);
+    }
+    const node = p.spec.nodeName;
+    if (usage && node) {
+      let m = this.podsByNode.get(node);
+      if (!m) this.podsByNode.set(node, (m = new Map()));
+      m.set(key, usage);
+      this.podNode.set(key, node);
+    }
+    if (prevNode !== undefined && prevNode !== node) this.touch(prevNode);
+    if (node) this.touch(node);
+  }
+
+  private capacityOf(name: string): NodeCapacity | undefined {
+    const node = this.nodes.get(name);
+    if (!node) return undefined;
+    let used = zero();
+    for (const u of this.podsByNode.get(name)?.values() ?? []) used = add(used, u);
+    return nodeCapacity(node, used);
+  }
+
+  // Only a change in what a node reports schedules a report: kubelet heartbeats
+  // rewrite node status every few seconds without changing any of it.
+  private touch(name: string) {
+    const cap = this.capacityOf(name);
+    const key = cap ? JSON.stringify([cap.ready, cap.schedulable, cap.cpuMillisFree, cap.memoryBytesFree, cap.gpusFree, cap.cpuMillisAllocatable, cap.memoryBytesAllocatable, cap.gpusAllocatable, cap.architecture, cap.gpus.map((g) => [g.model, g.memoryMib, g.count])], (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) : '';
+    if (this.last.get(name) === key) return;
+    if (key) this.last.set(name, key);
+    else this.last.delete(name);
+    if (!this.ready) return;
+    this.firstChangeAt ??= performance.now();
+    this.timer ??= setTimeout(() => this.flush(), this.opts.reportDelayMs);
+  }
+
+  private flush() {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const latency = this.firstChangeAt === undefined ? 0 : performance.now() - this.firstChangeAt;
+    this.firstChangeAt = undefined;
+    this.opts.send(this.fullReport(), latency);
+  }
+}

@@ -1,0 +1,146 @@
+// Informers that survive what a long-lived agent meets: client-node's ListWatch
+// relists on 410 Gone by itself; this adds a restart with backoff after errors
+// (an apiserver restart, a refused list), a watchdog that re-opens a watch that
+// went silent, paginated lists, and trimming of each object to the fields the
+// agent uses so that 50,000 pods do not cost 50,000 full pod objects in memory.
+import * as k8s from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { createBackoff } from './backoff.ts';
+
+export type ListPage = { items: unknown[]; metadata?: { resourceVersion?: string; _continue?: string; continue?: string } };
+
+export type InformerOptions<T> = {
+  name: string;
+  kc: k8s.KubeConfig;
+  /** watch path, e.g. /api/v1/pods */
+  path: string;
+  /** one page of the list; called with limit and continue */
+  list: (page: { limit: number; continue?: string }) => Promise<ListPage>;
+  labelSelector?: string;
+  fieldSelector?: string;
+  trim: (obj: unknown) => T;
+  log: Logger;
+  watchSilenceMs: number;
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+};
+
+export type Informer<T> = {
+  on(verb: 'add' | 'update' | 'delete', cb: (obj: T) => void): void;
+  list(): T[];
+  /** resolves after the first complete list */
+  synced: Promise<void>;
+  /** resolves after the next complete list (e.g. after a relist) */
+  readonly relists: number;
+  stop(): Promise<void>;
+};
+
+/** A Watch that trims every object before ListWatch caches it, and notes when the stream last spoke. */
+class TrimmingWatch extends k8s.Watch {
+  lastActivity = Date.now();
+  private readonly trim: (o: unknown) => unknown;
+  constructor(kc: k8s.KubeConfig, trim: (o: unknown) => unknown) {
+    super(kc);
+    this.trim = trim;
+  }
+  override watch(
+    path: string,
+    params: Record<string, string | number | boolean | undefined>,
+    cb: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
+    this.lastActivity = Date.now();
+    // bookmarks keep a quiet watch talking, so the watchdog only fires on a dead one
+    return super.watch(path, { ...params, allowWatchBookmarks: true }, (phase, obj, w) => {
+      this.lastActivity = Date.now();
+      cb(phase, phase === 'ERROR' || phase === 'BOOKMARK' ? obj : this.trim(obj), w);
+    }, done);
+  }
+}
+
+export function startInformer<T extends { metadata?: { name?: string; namespace?: string } }>(opts: InformerOptions<T>): Informer<T> {
+  const { log } = opts;
+  const watch = new TrimmingWatch(opts.kc, opts.trim as (o: unknown) => unknown);
+  let relists = 0;
+  let resolveSynced!: () => void;
+  const synced = new Promise<void>((r) => (resolveSynced = r));
+  const listAll = async (): Promise<k8s.KubernetesListObject<k8s.KubernetesObject>> => {
+    const items: unknown[] = [];
+    let cont: string | undefined;
+    let resourceVersion: string | undefined;
+    do {
+      const page = await opts.list({ limit: 500, ...(cont ? { continue: cont } : {}) });
+      for (const it of page.items) items.push(opts.trim(it));
+      resourceVersion ??= page.metadata?.resourceVersion;
+      cont = page.metadata?._continue || page.metadata?.continue || undefined;
+    } while (cont);
+    watch.lastActivity = Date.now();
+    relists++;
+    // ListWatch adds the listed items right after this promise settles
+    setImmediate(() => {
+      resolveSynced();
+      if (relists > 1) log.info({ informer: opts.name, objects: items.length }, 'informer relisted');
+    });
+    return { items: items as k8s.KubernetesObject[], metadata: { resourceVersion } };
+  };
+  const lw = new k8s.ListWatch<k8s.KubernetesObject>(opts.path, watch, listAll, false, opts.labelSelector, opts.fieldSelector);
+  const backoff = createBackoff(opts.backoffBaseMs ?? 500, opts.backoffMaxMs ?? 30_000);
+  let stopped = false;
+  let restarting = false;
+  let timer: NodeJS.Timeout | undefined;
+
+  const restart = (why: string, delayMs: number) => {
+    if (stopped || restarting) return;
+    restarting = true;
+    void lw.stop();
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      restarting = false;
+      if (stopped) return;
+      watch.lastActivity = Date.now();
+      lw.start().catch((err: unknown) => restart(`start failed: ${(err as Error).message}`, backoff.next()));
+    }, delayMs);
+    log.debug({ informer: opts.name, why, delayMs }, 'informer restarting');
+  };
+
+  lw.on('error', (err: unknown) => {
+    if (restarting || stopped) return;
+    const delay = backoff.next();
+    log.warn({ informer: opts.name, err: (err as Error)?.message ?? String(err), retryInMs: delay }, 'watch failed; restarting the informer');
+    restart('error', delay);
+  });
+  lw.on('connect', () => {
+    watch.lastActivity = Date.now();
+  });
+  // a successful list or event proves the connection works again
+  const healthy = () => backoff.reset();
+  lw.on('add', healthy);
+  lw.on('update', healthy);
+
+  const watchdog = setInterval(() => {
+    if (Date.now() - watch.lastActivity > opts.watchSilenceMs) {
+      log.warn({ informer: opts.name, silentMs: Date.now() - watch.lastActivity }, 'watch silent for too long; re-opening it');
+      restart('watchdog', 100);
+    }
+  }, Math.min(opts.watchSilenceMs / 2, 10_000));
+  watchdog.unref();
+
+  lw.start().catch((err: unknown) => restart(`start failed: ${(err as Error).message}`, backoff.next()));
+
+  return {
+    on(verb, cb) {
+      lw.on(verb, cb as (o: k8s.KubernetesObject) => void);
+    },
+    list: () => lw.list() as unknown as T[],
+    synced,
+    get relists() {
+      return relists;
+    },
+    async stop() {
+      stopped = true;
+      clearInterval(watchdog);
+      clearTimeout(timer);
+      await lw.stop();
+    },
+  };
+}
