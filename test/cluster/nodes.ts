@@ -26,7 +26,7 @@ function node(name: string, gpus: number): object {
     kind: 'Node',
     metadata: { name, labels, annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' } },
     spec: { taints: [] },
-    status: { allocatable: capacity, capacity, nodeInfo: { architecture: 'amd64', operatingSystem: 'linux', kubeletVersion: 'fake' } },
+    status: { allocatable: capacity, capacity },
   };
 }
 
