@@ -130,6 +130,10 @@ export class Store {
     if (this.db.isOpen) this.db.close();
   }
 
+  now(): Date {
+    return this.clock.now();
+  }
+
   private nowIso(): string {
     return this.clock.now().toISOString();
   }

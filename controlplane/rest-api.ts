@@ -1,0 +1,311 @@
+// The control plane's HTTP API. Public: /v1/info and the join. Everything else
+// is the admin API (what the dashboard does), behind "Bearer <admin token>".
+// Errors are JSON {code, message}; the message says what happened and what to do.
+import type { ServerResponse } from 'node:http';
+import { fromJson, type JsonValue } from '@bufbuild/protobuf';
+import { Code, ConnectError } from '@connectrpc/connect';
+import type { ConnectNodeAdapterOptions } from '@connectrpc/connect-node';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { AssignmentSchema } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import type { LiveSessions } from './live-sessions.ts';
+import { credentialWireValue, dockerConfigJson } from './pull-secret.ts';
+import { looksLikeJoinToken, sameSecret } from './secrets.ts';
+import { assignmentMessage, cancellationMessage, rotationMessage } from './session.ts';
+import { PURPOSES, type Cluster, type CredentialPurpose, type Evaluation, type Store } from './store.ts';
+
+export type ApiOptions = {
+  store: Store;
+  sessions: LiveSessions;
+  log: Logger;
+  adminToken: string;
+  grpc: { host: string; port: number };
+  registryHost: string;
+  outputHosts: string[];
+  chartRef: string;
+  chartVersion: string;
+  controlPlaneVersion: string;
+  /** Present only when started with --test-clock: POST /v1/test/clock/advance moves time forward. */
+  advanceClock?: (ms: number) => Date;
+};
+
+type NodeHandlerFn = NonNullable<ConnectNodeAdapterOptions['fallback']>;
+type Req = Parameters<NodeHandlerFn>[0];
+type Res = Parameters<NodeHandlerFn>[1];
+
+class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly extra: Record<string, unknown>;
+  constructor(status: number, code: string, message: string, extra: Record<string, unknown> = {}) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.extra = extra;
+  }
+}
+
+const NEW_INSTALL_COMMAND = 'a used or expired token needs a new install command: open Clusters → New install command and run it (as helm upgrade --install on an installed cluster)';
+const MAX_BODY = 1024 * 1024;
+
+const joinBody = z.object({ token: z.string(), facts: z.record(z.string(), z.unknown()).default({}) });
+const createClusterBody = z.object({ name: z.string().min(1).max(100).optional() }).default({});
+const cancelBody = z.object({ reason: z.string().max(1000).optional() }).default({});
+const advanceBody = z.object({ ms: z.number().int().nonnegative() });
+
+export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
+  const { store, sessions, log } = opts;
+
+  const requireAdmin = (req: Req): void => {
+    const m = /^Bearer\s+(\S+)$/i.exec(String(req.headers.authorization ?? ''));
+    if (!m) throw new ApiError(401, 'unauthenticated', 'the admin API needs the header "authorization: Bearer <admin token>"; the control plane prints adminToken when it starts (or set it with --admin-token)');
+    if (!sameSecret(m[1]!, opts.adminToken)) throw new ApiError(401, 'unauthenticated', 'the admin token is not this control plane\'s; use the adminToken it printed at start (or the --admin-token it was started with)');
+  };
+
+  const cluster = (id: string): Cluster => {
+    const c = store.getCluster(id);
+    if (!c) throw new ApiError(404, 'not_found', `no cluster ${id}; list clusters with GET /v1/clusters`);
+    return c;
+  };
+  const liveCluster = (id: string): Cluster => {
+    const c = cluster(id);
+    if (c.status === 'Archived') throw new ApiError(409, 'cluster_archived', `cluster ${id} was archived at ${c.archivedAt} and cannot be changed; connect it again with POST /v1/clusters`);
+    return c;
+  };
+  const evaluation = (id: string): Evaluation => {
+    const e = store.getEvaluation(id);
+    if (!e) throw new ApiError(404, 'not_found', `no evaluation ${id}; evaluations are submitted with POST /v1/clusters/{id}/evaluations`);
+    return e;
+  };
+
+  const installCommands = (clusterId: string, upgrade: boolean) => {
+    const { token, expiresAt } = store.issueJoinToken(clusterId);
+    const helm = `helm ${upgrade ? 'upgrade --install' : 'install'} rlmesh ${opts.chartRef} --version ${opts.chartVersion} -n rlmesh-system --create-namespace`;
+    return {
+      clusterId,
+      joinToken: token,
+      expiresAt,
+      installCommand: `${helm} --set joinToken=${token}`,
+      // keeps the token out of shell history: paste it at the hidden prompt
+      installCommandPrompt: `read -rsp 'rlmesh join token: ' RLMESH_JOIN_TOKEN && echo && ${helm} --set joinToken="$RLMESH_JOIN_TOKEN"`,
+    };
+  };
+
+  const clusterView = (c: Cluster) => ({ ...c, live: sessions.get(c.id) !== undefined });
+  const evaluationView = (e: Evaluation) => ({ ...e, spec: redactSpec(e.spec), updates: store.listUpdates(e.id) });
+
+  type Route = { method: string; path: RegExp; admin: boolean; handle: (m: string[], body: () => Promise<unknown>) => unknown };
+  const routes: Route[] = [
+    { method: 'GET', path: /^\/healthz$/, admin: false, handle: () => ({ ok: true }) },
+    {
+      method: 'GET',
+      path: /^\/v1\/info$/,
+      admin: false,
+      handle: () => ({
+        grpc: { host: opts.grpc.host, port: opts.grpc.port, tls: true },
+        registryHost: opts.registryHost,
+        outputHosts: opts.outputHosts,
+        versions: { controlPlane: opts.controlPlaneVersion, protocol: 'rlmesh.v1', chart: opts.chartVersion },
+      }),
+    },
+    {
+      method: 'POST',
+      path: /^\/v1\/clusters\/join$/,
+      admin: false,
+      handle: async (_m, body) => {
+        const parsed = joinBody.safeParse(await body());
+        if (!parsed.success) throw new ApiError(400, 'invalid_request', 'the join body must be JSON {"token": "rlm_jt_…", "facts": {…}}');
+        const { token, facts } = parsed.data;
+        if (!looksLikeJoinToken(token)) {
+          throw new ApiError(401, 'token_invalid', `this is not an rlmesh join token (expected rlm_jt_ followed by 32 or more letters and digits); copy the whole token from the install command, or get a new one: open Clusters → New install command`);
+        }
+        const r = store.redeemJoinToken(token, facts, facts.observability === true);
+        if (!r.ok) {
+          switch (r.problem) {
+            case 'token_used':
+              throw new ApiError(409, 'token_used', `this join token was already used at ${r.at} (a join token works once); ${NEW_INSTALL_COMMAND}`);
+            case 'token_expired':
+              throw new ApiError(401, 'token_expired', `this join token expired at ${r.at} (a join token is valid for one hour); ${NEW_INSTALL_COMMAND}`);
+            case 'token_revoked':
+              throw new ApiError(401, 'token_invalid', `this join token was revoked at ${r.at} because cluster ${r.clusterId} was archived; connect the cluster again: open Clusters → Connect your cluster`, { cause: 'revoked' });
+            case 'token_invalid':
+              throw new ApiError(401, 'token_invalid', `this join token is not known to this control plane (mistyped, or issued by another control plane); copy it again from the install command, or get a new one: open Clusters → New install command`);
+          }
+        }
+        log.info({ clusterId: r.cluster.id, observability: r.credentials.relay !== undefined }, 'cluster joined');
+        return {
+          clusterId: r.cluster.id,
+          control: r.credentials.control,
+          pull: dockerConfigJson(opts.registryHost, r.cluster.id, r.credentials.pull!),
+          ...(r.credentials.relay ? { relay: r.credentials.relay } : {}),
+          registryHost: opts.registryHost,
+        };
+      },
+    },
+    {
+      method: 'POST',
+      path: /^\/v1\/clusters$/,
+      admin: true,
+      handle: async (_m, body) => {
+        const parsed = createClusterBody.safeParse((await body()) ?? {});
+        if (!parsed.success) throw new ApiError(400, 'invalid_request', 'the body must be JSON {"name": "<1-100 characters>"} or empty');
+        const c = store.createCluster(parsed.data.name ?? `cluster-${store.listClusters().length + 1}`);
+        log.info({ clusterId: c.id }, 'cluster registered');
+        return [201, { name: c.name, ...installCommands(c.id, false) }];
+      },
+    },
+    { method: 'GET', path: /^\/v1\/clusters$/, admin: true, handle: () => ({ clusters: store.listClusters().map(clusterView) }) },
+    {
+      method: 'GET',
+      path: /^\/v1\/clusters\/(c_[0-9a-z]+)$/,
+      admin: true,
+      handle: ([, id]) => {
+        const c = cluster(id!);
+        return {
+          ...clusterView(c),
+          credentials: store.credentialSummary(c.id),
+          nodeReport: store.nodeReport(c.id),
+          preflight: store.preflight(c.id),
+          updates: store.updateCounts(c.id),
+        };
+      },
+    },
+    { method: 'POST', path: /^\/v1\/clusters\/(c_[0-9a-z]+)\/install-command$/, admin: true, handle: ([, id]) => installCommands(liveCluster(id!).id, true) },
+    {
+      method: 'POST',
+      path: /^\/v1\/clusters\/(c_[0-9a-z]+)\/credentials\/([a-z]+)\/rotate$/,
+      admin: true,
+      handle: ([, id, purposeIn]) => {
+        const c = liveCluster(id!);
+        if (!(PURPOSES as readonly string[]).includes(purposeIn!)) {
+          throw new ApiError(400, 'invalid_request', `unknown credential purpose "${purposeIn}"; rotate one of ${PURPOSES.join(', ')}`);
+        }
+        const purpose = purposeIn as CredentialPurpose;
+        if (!store.credentialSummary(c.id).some((k) => k.purpose === purpose && k.current)) {
+          throw new ApiError(409, 'no_credential', `cluster ${c.id} has no ${purpose} credential to rotate: ${purpose === 'relay' ? 'it joined without observability; install with --set observability.enabled=true and a new install command' : 'it has not joined yet; run its install command first'}`);
+        }
+        const r = store.rotateCredential(c.id, purpose);
+        const delivered = sessions.send(c.id, rotationMessage(opts.registryHost, c.id, purpose, r.value, r.oldValidUntil));
+        log.info({ clusterId: c.id, purpose, deliveredToSession: delivered }, 'credential rotated');
+        return { clusterId: c.id, purpose, value: credentialWireValue(opts.registryHost, c.id, purpose, r.value), oldValidUntil: r.oldValidUntil, deliveredToSession: delivered };
+      },
+    },
+    {
+      method: 'POST',
+      path: /^\/v1\/clusters\/(c_[0-9a-z]+)\/archive$/,
+      admin: true,
+      handle: ([, id]) => {
+        const c = store.archiveCluster(cluster(id!).id)!;
+        sessions.get(c.id)?.outbox.fail(
+          new ConnectError(`control credential revoked: cluster ${c.id} was archived at ${c.archivedAt}, which revokes all its credentials; connect the cluster again with Clusters → Connect your cluster`, Code.Unauthenticated, { 'rlmesh-auth-cause': 'archived' }),
+        );
+        log.info({ clusterId: c.id }, 'cluster archived; all its tokens and credentials are revoked');
+        return clusterView(store.getCluster(c.id)!);
+      },
+    },
+    {
+      method: 'POST',
+      path: /^\/v1\/clusters\/(c_[0-9a-z]+)\/evaluations$/,
+      admin: true,
+      handle: async ([, id], body) => {
+        const c = liveCluster(id!);
+        const spec = await body();
+        if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) throw new ApiError(400, 'invalid_spec', 'the evaluation spec must be a JSON object (an Assignment in protobuf JSON, without evaluationId)');
+        try {
+          const a = fromJson(AssignmentSchema, { ...(spec as Record<string, JsonValue>), evaluationId: '' });
+          if (!a.image) throw new Error('field image is required');
+        } catch (err) {
+          throw new ApiError(400, 'invalid_spec', `invalid evaluation spec: ${(err as Error).message}; fields are image, command, args, env, cpu, memory, gpuCount, gpuVendor, artifacts, deadlineSeconds, nodeSelector`);
+        }
+        const e = store.createEvaluation(c.id, spec as Record<string, unknown>);
+        if (sessions.send(c.id, assignmentMessage(e))) store.markAssignmentSent(e.id);
+        log.info({ clusterId: c.id, evaluationId: e.id }, 'evaluation submitted');
+        return [201, evaluationView(store.getEvaluation(e.id)!)];
+      },
+    },
+    {
+      method: 'GET',
+      path: /^\/v1\/clusters\/(c_[0-9a-z]+)\/evaluations$/,
+      admin: true,
+      handle: ([, id]) => ({ evaluations: store.listEvaluations(cluster(id!).id).map((e) => ({ ...e, spec: redactSpec(e.spec) })) }),
+    },
+    { method: 'GET', path: /^\/v1\/evaluations\/([0-9a-z-]+)$/, admin: true, handle: ([, id]) => evaluationView(evaluation(id!)) },
+    {
+      method: 'POST',
+      path: /^\/v1\/evaluations\/([0-9a-z-]+)\/cancel$/,
+      admin: true,
+      handle: async ([, id], body) => {
+        const parsed = cancelBody.safeParse((await body()) ?? {});
+        if (!parsed.success) throw new ApiError(400, 'invalid_request', 'the body must be JSON {"reason": "…"} or empty');
+        const e = store.requestCancel(evaluation(id!).id, parsed.data.reason ?? 'cancelled by the user')!;
+        if (store.pendingCancellations(e.clusterId).some((p) => p.id === e.id)) sessions.send(e.clusterId, cancellationMessage(e));
+        log.info({ evaluationId: e.id, clusterId: e.clusterId }, 'evaluation cancel requested');
+        return evaluationView(e);
+      },
+    },
+    {
+      method: 'POST',
+      path: /^\/v1\/test\/clock\/advance$/,
+      admin: true,
+      handle: async (_m, body) => {
+        if (!opts.advanceClock) throw new ApiError(404, 'not_found', 'the test clock is off; start the control plane with --test-clock to move time in tests');
+        const parsed = advanceBody.safeParse(await body());
+        if (!parsed.success) throw new ApiError(400, 'invalid_request', 'the body must be JSON {"ms": <non-negative integer>}');
+        return { now: opts.advanceClock(parsed.data.ms).toISOString() };
+      },
+    },
+  ];
+
+  return (req, res) => {
+    const url = new URL(req.url ?? '/', 'https://control-plane');
+    const route = routes.find((r) => r.path.test(url.pathname) && r.method === req.method);
+    const respond = async (): Promise<[number, unknown]> => {
+      if (!route) {
+        const other = routes.some((r) => r.path.test(url.pathname));
+        throw other
+          ? new ApiError(405, 'method_not_allowed', `${req.method} is not supported on ${url.pathname}; see controlplane/README.md for the API`)
+          : new ApiError(404, 'not_found', `no endpoint ${req.method} ${url.pathname}; see controlplane/README.md for the API`);
+      }
+      if (route.admin) requireAdmin(req);
+      const out = await route.handle(route.path.exec(url.pathname)!.slice(), () => readJson(req));
+      return Array.isArray(out) && typeof out[0] === 'number' ? (out as [number, unknown]) : [200, out];
+    };
+    respond().then(
+      ([status, body]) => send(res, status, body),
+      (err: unknown) => {
+        if (err instanceof ApiError) return send(res, err.status, { code: err.code, message: err.message, ...err.extra });
+        log.error({ err, path: url.pathname }, 'request failed');
+        send(res, 500, { code: 'internal', message: 'the control plane failed to handle this request; retry, and check the control plane log if it persists' });
+      },
+    );
+  };
+}
+
+function send(res: Res, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  (res as ServerResponse).writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  (res as ServerResponse).end(text);
+}
+
+async function readJson(req: Req): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY) throw new ApiError(413, 'too_large', `the request body exceeds ${MAX_BODY} bytes`);
+    chunks.push(chunk);
+  }
+  const text = Buffer.concat(chunks).toString('utf8').trim();
+  if (text === '') return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new ApiError(400, 'invalid_json', 'the request body is not valid JSON');
+  }
+}
+
+/** Artifact credentials in a spec are delivered to the cluster but never shown back. */
+function redactSpec(spec: Record<string, unknown> | null): Record<string, unknown> | null {
+  if (!spec) return spec;
+  return JSON.parse(JSON.stringify(spec), (k: string, v: unknown) => (['secretAccessKey', 'sessionToken', 'secret_access_key', 'session_token'].includes(k) && v ? '[redacted]' : v)) as Record<string, unknown>;
+}

@@ -1,0 +1,222 @@
+// ClusterSession.Connect: the one long-lived stream an agent opens. The agent
+// authenticates with its control credential; the control plane marks the
+// cluster Connected, advances lastSeenAt on every message, sends Welcome and a
+// Ping every interval, (re)sends what the cluster has not acknowledged yet
+// (rotations, assignments, cancellations) and acks every update it stored.
+import { create, fromJson, toJson, type JsonValue } from '@bufbuild/protobuf';
+import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
+import type { Logger } from 'pino';
+import {
+  AssignmentSchema,
+  ClusterSession,
+  ControlMessageSchema,
+  NodeReportSchema,
+  PreflightReportSchema,
+  type AgentMessage,
+  type ControlMessage,
+} from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { LiveSessions, Outbox, type LiveSession } from './live-sessions.ts';
+import { credentialWireValue } from './pull-secret.ts';
+import { randomBase62 } from './secrets.ts';
+import type { AuthResult, CredentialPurpose, Evaluation, Store } from './store.ts';
+
+export type SessionOptions = {
+  store: Store;
+  sessions: LiveSessions;
+  log: Logger;
+  registryHost: string;
+  pingIntervalMs: number;
+  /** Silence from the agent for this long ends the session (the agent reconnects). */
+  silenceTimeoutMs: number;
+};
+
+const NEW_INSTALL_COMMAND = 'open Clusters → New install command and run it as helm upgrade --install (or write the new value into the control Secret)';
+
+export function clusterSessionRoutes(opts: SessionOptions): (router: ConnectRouter) => void {
+  return (router) => router.service(ClusterSession, { connect: (requests, ctx) => runSession(opts, requests, ctx) });
+}
+
+function authenticate(store: Store, header: string | null): { clusterId: string; credential: string } {
+  const m = header ? /^Bearer\s+(\S+)$/i.exec(header) : null;
+  if (!m) {
+    throw new ConnectError(
+      'no control credential: the session needs the header "authorization: Bearer <control credential>" with the value of key "control" of the control Secret',
+      Code.Unauthenticated,
+      { 'rlmesh-auth-cause': 'missing' },
+    );
+  }
+  const r = store.authenticate('control', m[1]!);
+  if (r.ok) return { clusterId: r.clusterId, credential: m[1]! };
+  throw new ConnectError(authFailureMessage(r), Code.Unauthenticated, { 'rlmesh-auth-cause': r.cause });
+}
+
+export function authFailureMessage(r: Exclude<AuthResult, { ok: true }>): string {
+  switch (r.cause) {
+    case 'unknown':
+      return `control credential unknown: this control plane never issued it (a mistyped Secret, or a Secret from another control plane); ${NEW_INSTALL_COMMAND}`;
+    case 'archived':
+      return `control credential revoked: cluster ${r.clusterId} was archived at ${r.at}, which revokes all its credentials; connect the cluster again with Clusters → Connect your cluster`;
+    case 'revoked':
+      return `control credential revoked at ${r.at} for cluster ${r.clusterId}; ${NEW_INSTALL_COMMAND}`;
+    case 'expired':
+      return `control credential expired: it was replaced by a rotation at ${r.supersededAt} and its 24-hour overlap ended at ${r.validUntil}; write the current value into the control Secret, or ${NEW_INSTALL_COMMAND}`;
+  }
+}
+
+export function assignmentMessage(ev: Evaluation): ControlMessage {
+  const assignment = fromJson(AssignmentSchema, { ...(ev.spec as Record<string, JsonValue>), evaluationId: ev.id });
+  return create(ControlMessageSchema, { msg: { case: 'assignment', value: assignment } });
+}
+
+export function cancellationMessage(ev: Evaluation): ControlMessage {
+  return create(ControlMessageSchema, {
+    msg: { case: 'cancellation', value: { evaluationId: ev.id, reason: ev.cancelReason ?? '' } },
+  });
+}
+
+export function rotationMessage(registryHost: string, clusterId: string, purpose: CredentialPurpose, value: string, oldValidUntil: string | null): ControlMessage {
+  return create(ControlMessageSchema, {
+    msg: {
+      case: 'credentialRotation',
+      value: {
+        purpose,
+        value: credentialWireValue(registryHost, clusterId, purpose, value),
+        ...(oldValidUntil ? { oldValidUntil: timestampFromDate(new Date(oldValidUntil)) } : {}),
+      },
+    },
+  });
+}
+
+/** Sends every assignment the cluster has not acknowledged, then every pending cancellation. */
+export function sendBacklog(store: Store, session: LiveSession): void {
+  for (const ev of store.unacknowledgedAssignments(session.clusterId)) {
+    session.outbox.push(assignmentMessage(ev));
+    store.markAssignmentSent(ev.id);
+  }
+  for (const ev of store.pendingCancellations(session.clusterId)) session.outbox.push(cancellationMessage(ev));
+}
+
+const ack = (ids: string[]): ControlMessage => create(ControlMessageSchema, { msg: { case: 'ack', value: { ids } } });
+
+async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMessage>, ctx: HandlerContext): AsyncGenerator<ControlMessage> {
+  const { store, sessions, log } = opts;
+  const { clusterId, credential } = authenticate(store, ctx.requestHeader.get('authorization'));
+  const session: LiveSession = { id: `s_${randomBase62(16)}`, clusterId, outbox: new Outbox<ControlMessage>(), openedAt: new Date() };
+  const out = session.outbox;
+  const slog = log.child({ clusterId, sessionId: session.id });
+
+  sessions.open(session, () => new ConnectError('this session was replaced by a newer session of the same cluster (only one agent may be connected)', Code.Aborted));
+  store.setConnected(clusterId, true);
+  slog.info('session opened');
+
+  out.push(
+    create(ControlMessageSchema, {
+      msg: {
+        case: 'welcome',
+        value: { sessionId: session.id, serverTime: timestampFromDate(new Date()), pingIntervalSeconds: Math.max(1, Math.round(opts.pingIntervalMs / 1000)) },
+      },
+    }),
+  );
+  for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
+  sendBacklog(store, session);
+
+  let lastHeard = Date.now();
+  let lastTouch = 0;
+  const ping = setInterval(() => {
+    // A credential that expired or was revoked during the session ends it.
+    const auth = store.authenticate('control', credential);
+    if (!auth.ok) return out.fail(new ConnectError(authFailureMessage(auth), Code.Unauthenticated, { 'rlmesh-auth-cause': auth.cause }));
+    out.push(create(ControlMessageSchema, { msg: { case: 'ping', value: { nonce: randomBase62(12), sentAt: timestampFromDate(new Date()) } } }));
+  }, opts.pingIntervalMs);
+  const watchdog = setInterval(() => {
+    if (Date.now() - lastHeard > opts.silenceTimeoutMs) {
+      out.fail(new ConnectError(`no message from the agent for ${Math.round(opts.silenceTimeoutMs / 1000)} s; the session is closed and the agent should reconnect`, Code.DeadlineExceeded));
+    }
+  }, Math.max(100, Math.min(opts.pingIntervalMs, opts.silenceTimeoutMs / 3)));
+  const onAbort = (): void => out.close();
+  ctx.signal.addEventListener('abort', onAbort);
+
+  const handle = (m: AgentMessage): void => {
+    lastHeard = Date.now();
+    const now = store.now().getTime();
+    if (now - lastTouch >= 1000) {
+      store.touch(clusterId);
+      lastTouch = now;
+    }
+    switch (m.msg.case) {
+      case 'hello': {
+        const h = m.msg.value;
+        if (h.clusterId && h.clusterId !== clusterId) {
+          throw new ConnectError(
+            `hello names cluster ${h.clusterId} but the control credential belongs to cluster ${clusterId}; the control Secret's keys "control" and "cluster-id" must come from the same join`,
+            Code.PermissionDenied,
+          );
+        }
+        store.recordHello(clusterId, h.agentVersion, h.kubernetesVersion);
+        const known = store.knownUpdateIds(h.pendingUpdateIds);
+        if (known.length > 0) out.push(ack(known));
+        slog.info({ agentVersion: h.agentVersion, kubernetesVersion: h.kubernetesVersion, pending: h.pendingUpdateIds.length, alreadyStored: known.length }, 'hello');
+        return;
+      }
+      case 'evaluationUpdate': {
+        const u = m.msg.value;
+        if (!u.id || !u.evaluationId) {
+          slog.warn({ evaluationId: u.evaluationId }, 'evaluation update without an id or evaluation id ignored; the agent must give every update both');
+          return;
+        }
+        const outcome = store.applyUpdate(clusterId, {
+          id: u.id,
+          evaluationId: u.evaluationId,
+          phase: u.phase,
+          reason: u.reason,
+          message: u.message,
+          exitCode: u.hasExitCode ? u.exitCode : null,
+          pod: u.pod,
+          node: u.node,
+          observedAt: u.observedAt ? timestampDate(u.observedAt).toISOString() : null,
+          sequence: Number(u.sequence),
+        });
+        if (outcome === 'duplicate') slog.debug({ updateId: u.id }, 'duplicate evaluation update acked again');
+        out.push(ack([u.id]));
+        return;
+      }
+      case 'nodeReport': {
+        store.recordNodeReport(clusterId, toJson(NodeReportSchema, m.msg.value));
+        if (m.msg.value.id) out.push(ack([m.msg.value.id]));
+        return;
+      }
+      case 'preflightReport': {
+        store.recordPreflight(clusterId, toJson(PreflightReportSchema, m.msg.value));
+        if (m.msg.value.id) out.push(ack([m.msg.value.id]));
+        return;
+      }
+      case 'credentialRotated':
+        store.confirmRotation(clusterId, m.msg.value.purpose);
+        slog.info({ purpose: m.msg.value.purpose }, 'agent confirmed a credential rotation');
+        return;
+      case 'heartbeat':
+      case 'pong':
+      case undefined:
+        return;
+    }
+  };
+
+  void (async () => {
+    for await (const m of requests) handle(m);
+    out.close();
+  })().catch((err: unknown) => {
+    if (!(err instanceof ConnectError)) slog.error({ err }, 'session failed while handling an agent message');
+    out.fail(err instanceof ConnectError ? err : new ConnectError('the control plane failed to handle a message; the agent should reconnect', Code.Internal));
+  });
+
+  try {
+    yield* out;
+  } finally {
+    clearInterval(ping);
+    clearInterval(watchdog);
+    ctx.signal.removeEventListener('abort', onAbort);
+    if (sessions.release(session)) store.setConnected(clusterId, false);
+    slog.info('session closed');
+  }
+}
