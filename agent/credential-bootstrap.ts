@@ -1,0 +1,161 @@
+// Getting the cluster's credentials at start. With a join token: if the control
+// Secret already records this token's hash, use it (a restart or
+// `helm upgrade --reuse-values` never re-trades a token); otherwise take the
+// join Lease and trade the token once. Without a token (GitOps): wait for the
+// Secrets named in the config. Every problem is one log line naming the cause
+// and the fix, then a retry with backoff capped at 30 s — never a crash loop.
+import { closeSync, fsyncSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { join as joinPath } from 'node:path';
+import * as k8s from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { createBackoff, sleep } from './backoff.ts';
+import type { AgentConfig } from './config.ts';
+import { tokenHash, type ControlCredentials, type CredentialStore, type JoinResult } from './credentials.ts';
+import { JoinError, join, type ControlPlaneClient } from './join.ts';
+import { acquireJoinLease } from './join-lease.ts';
+
+export type BootstrapDeps = {
+  cfg: AgentConfig;
+  kc: k8s.KubeConfig;
+  store: CredentialStore;
+  cp: ControlPlaneClient;
+  log: Logger;
+  onJoinOutcome: (outcome: string) => void;
+  /** not-ready reason while waiting, undefined once credentials are in hand */
+  setProblem: (problem: string | undefined) => void;
+  agentVersion: string;
+  signal?: AbortSignal;
+};
+
+export async function obtainCredentials(d: BootstrapDeps): Promise<ControlCredentials> {
+  return d.cfg.joinToken ? joinOnce(d, d.cfg.joinToken) : waitForSecrets(d);
+}
+
+async function waitForSecrets(d: BootstrapDeps): Promise<ControlCredentials> {
+  const { log, store } = d;
+  const backoff = createBackoff(d.cfg.timing.backoffBaseMs, d.cfg.timing.backoffMaxMs);
+  const fix = 'deliver the Secrets (rlmesh clusters join --token <rlm_jt_…> --format k8s-secret --out rlmesh-secrets.yaml, then kubectl apply -f it) or install with --set joinToken=<rlm_jt_…>';
+  for (;;) {
+    try {
+      const control = await store.readControl();
+      const pull = control.ok ? await store.checkPull() : undefined;
+      if (control.ok && pull?.ok) return control.value;
+      const problem = !control.ok ? control.problem : (pull as { problem: string }).problem;
+      d.setProblem(problem);
+      const retryInMs = backoff.next();
+      log.error({ retryInMs }, `no joinToken was given and ${problem}: ${fix}; the agent stays not ready and checks again`);
+      await sleep(retryInMs, d.signal);
+    } catch (err) {
+      const retryInMs = backoff.next();
+      d.setProblem(`cannot read the credential Secrets: ${(err as Error).message}`);
+      log.error({ retryInMs, err: kubeMessage(err) }, "cannot read the credential Secrets from the Kubernetes API; check the agent's RBAC (Role rlmesh-cluster-agent) and the API server");
+      await sleep(retryInMs, d.signal);
+    }
+    if (d.signal?.aborted) throw new Error('aborted');
+  }
+}
+
+const pendingJoinFile = (cfg: AgentConfig) => joinPath(cfg.spoolDir, 'join-result.json');
+
+async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredentials> {
+  const { log, store, cfg } = d;
+  const hash = tokenHash(token);
+  const backoff = createBackoff(cfg.timing.backoffBaseMs, cfg.timing.backoffMaxMs);
+  for (;;) {
+    try {
+      const existing = await store.readControl();
+      if (existing.ok && existing.value.tokenHash === hash) {
+        log.info({ clusterId: existing.value.clusterId }, 'credentials for this join token are already in the control Secret; not joining again');
+        d.onJoinOutcome('reused');
+        return existing.value;
+      }
+      // a join that succeeded before the agent died but whose Secrets were not written yet
+      const saved = readPendingJoin(cfg, hash);
+      if (saved) {
+        await store.writeJoined(saved, hash);
+        rmSync(pendingJoinFile(cfg), { force: true });
+        log.info({ clusterId: saved.clusterId }, 'finished writing the credentials of an interrupted join');
+        d.onJoinOutcome('resumed');
+        return { control: saved.control, clusterId: saved.clusterId, tokenHash: hash, resourceVersion: undefined };
+      }
+      const lease = await acquireJoinLease({ kc: d.kc, namespace: cfg.runtime.namespace, holder: cfg.podName, durationSeconds: cfg.timing.leaseSeconds, log, signal: d.signal });
+      try {
+        const again = await store.readControl();
+        if (again.ok && again.value.tokenHash === hash) continue; // another replica joined meanwhile
+        d.setProblem('joining the control plane');
+        log.info(
+          { controlPlane: d.cp.baseUrl, replacing: existing.ok ? existing.value.clusterId : undefined },
+          existing.ok ? 'a new join token was given: joining again and replacing the credentials' : 'joining the control plane with the join token',
+        );
+        const result = await join(d.cp, token, await clusterFacts(d));
+        savePendingJoin(cfg, hash, result);
+        await store.writeJoined(result, hash);
+        rmSync(pendingJoinFile(cfg), { force: true });
+        log.info({ clusterId: result.clusterId, relay: result.relay !== undefined }, 'joined: credentials written to the control, pull and registry Secrets');
+        d.onJoinOutcome('joined');
+        return { control: result.control, clusterId: result.clusterId, tokenHash: hash, resourceVersion: undefined };
+      } finally {
+        await lease.release();
+      }
+    } catch (err) {
+      const retryInMs = err instanceof JoinError && err.permanent ? cfg.timing.backoffMaxMs : backoff.next();
+      if (err instanceof JoinError) {
+        d.onJoinOutcome(err.code);
+        d.setProblem(err.message);
+        log.error({ code: err.code, retryInMs }, err.message);
+      } else {
+        d.onJoinOutcome('error');
+        d.setProblem(`join failed: ${kubeMessage(err)}`);
+        log.error({ retryInMs, err: kubeMessage(err) }, "join failed while reading or writing the credential Secrets or the join Lease; check the agent's RBAC and the API server; retrying");
+      }
+      await sleep(retryInMs, d.signal);
+      if (d.signal?.aborted) throw new Error('aborted');
+    }
+  }
+}
+
+async function clusterFacts(d: BootstrapDeps): Promise<Record<string, unknown>> {
+  const facts: Record<string, unknown> = { agentVersion: d.agentVersion, observability: d.cfg.runtime.observability.enabled };
+  try {
+    const v = await d.kc.makeApiClient(k8s.VersionApi).getCode();
+    facts.kubernetesVersion = v.gitVersion;
+    facts.platform = v.platform;
+  } catch {
+    // facts are informative; a join does not wait for them
+  }
+  return facts;
+}
+
+function savePendingJoin(cfg: AgentConfig, hash: string, r: JoinResult) {
+  const fd = openSync(pendingJoinFile(cfg), 'w', 0o600);
+  try {
+    writeSync(fd, JSON.stringify({ tokenHash: hash, result: r }));
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function readPendingJoin(cfg: AgentConfig, hash: string): JoinResult | undefined {
+  try {
+    const saved = JSON.parse(readFileSync(pendingJoinFile(cfg), 'utf8')) as { tokenHash: string; result: JoinResult };
+    return saved.tokenHash === hash ? saved.result : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The message of a Kubernetes API error without its (possibly large) body. */
+export function kubeMessage(err: unknown): string {
+  const e = err as { code?: number; body?: unknown; message?: string };
+  if (typeof e.code === 'number') {
+    let reason = '';
+    try {
+      reason = (JSON.parse(String(e.body)) as { message?: string }).message ?? '';
+    } catch {
+      reason = '';
+    }
+    return `HTTP ${e.code}${reason ? `: ${reason}` : ''}`;
+  }
+  return e.message ?? String(err);
+}

@@ -1,0 +1,149 @@
+// The cluster's credentials as Kubernetes Secrets: the control Secret (keys
+// `control`, `cluster-id`, annotated with the SHA-256 of the join token that
+// produced it — never the token), the registry pull Secret in the system and
+// runs namespaces, the CRD-upgrade hook's pull Secret and, with observability,
+// the relay Secret. Reading them validates every key a component relies on and
+// names the Secret and key that is wrong.
+import { createHash } from 'node:crypto';
+import * as k8s from '@kubernetes/client-node';
+import type { RuntimeConfig } from '../lib/runtime-config.ts';
+
+export const TOKEN_HASH_ANNOTATION = 'rlmesh.dev/join-token-sha256';
+export const RELAY_KEY = 'relay-secret';
+const LABELS = { 'app.kubernetes.io/part-of': 'rlmesh', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' };
+
+export type ControlCredentials = {
+  control: string;
+  clusterId: string;
+  /** SHA-256 of the join token these came from; absent for Secrets delivered out of band */
+  tokenHash: string | undefined;
+  resourceVersion: string | undefined;
+};
+
+export type JoinResult = { clusterId: string; control: string; pull: string; relay?: string };
+
+export const tokenHash = (token: string): string => createHash('sha256').update(token).digest('hex');
+
+export const isNotFound = (err: unknown): boolean => (err as { code?: number }).code === 404;
+export const isConflict = (err: unknown): boolean => (err as { code?: number }).code === 409;
+
+const decode = (v: string | undefined): string | undefined => (v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8'));
+
+export type ReadResult<T> = { ok: true; value: T } | { ok: false; problem: string };
+
+/** Parses a control Secret; the problem names the Secret and the key. */
+export function parseControlSecret(secret: k8s.V1Secret | undefined, ns: string, name: string): ReadResult<ControlCredentials> {
+  const where = `Secret ${ns}/${name}`;
+  if (!secret) return { ok: false, problem: `${where} does not exist` };
+  const control = decode(secret.data?.control)?.trim();
+  const clusterId = decode(secret.data?.['cluster-id'])?.trim();
+  if (!control) return { ok: false, problem: `${where} has no key "control" (the control credential)` };
+  if (!/^\S+$/.test(control)) return { ok: false, problem: `${where} key "control" is malformed (it must be the credential alone, without spaces or newlines inside)` };
+  if (!clusterId) return { ok: false, problem: `${where} has no key "cluster-id"` };
+  return { ok: true, value: { control, clusterId, tokenHash: secret.metadata?.annotations?.[TOKEN_HASH_ANNOTATION], resourceVersion: secret.metadata?.resourceVersion } };
+}
+
+/** A pull Secret must be a kubernetes.io/dockerconfigjson Secret whose .dockerconfigjson has auths. */
+export function parsePullSecret(secret: k8s.V1Secret | undefined, ns: string, name: string): ReadResult<true> {
+  const where = `Secret ${ns}/${name}`;
+  if (!secret) return { ok: false, problem: `${where} (the registry pull Secret) does not exist` };
+  if (secret.type !== 'kubernetes.io/dockerconfigjson') return { ok: false, problem: `${where} has type ${secret.type ?? 'Opaque'}; it must be kubernetes.io/dockerconfigjson` };
+  const raw = decode(secret.data?.['.dockerconfigjson']);
+  if (!raw) return { ok: false, problem: `${where} has no key ".dockerconfigjson"` };
+  try {
+    const parsed = JSON.parse(raw) as { auths?: Record<string, unknown> };
+    if (!parsed.auths || Object.keys(parsed.auths).length === 0) throw new Error('no auths');
+  } catch {
+    return { ok: false, problem: `${where} key ".dockerconfigjson" is malformed (it must be JSON with a non-empty "auths" object)` };
+  }
+  return { ok: true, value: true };
+}
+
+export class CredentialStore {
+  private readonly core: k8s.CoreV1Api;
+  private readonly cfg: RuntimeConfig;
+
+  constructor(kc: k8s.KubeConfig, cfg: RuntimeConfig) {
+    this.core = kc.makeApiClient(k8s.CoreV1Api);
+    this.cfg = cfg;
+  }
+
+  private async get(namespace: string, name: string): Promise<k8s.V1Secret | undefined> {
+    try {
+      return await this.core.readNamespacedSecret({ namespace, name });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async readControl(): Promise<ReadResult<ControlCredentials>> {
+    const { namespace } = this.cfg;
+    const name = this.cfg.credentials.controlSecret;
+    return parseControlSecret(await this.get(namespace, name), namespace, name);
+  }
+
+  /** Checks the pull Secret in both namespaces (GitOps: delivered by the user). */
+  async checkPull(): Promise<ReadResult<true>> {
+    const name = this.cfg.credentials.pullSecret;
+    for (const ns of [this.cfg.namespace, this.cfg.runsNamespace]) {
+      const r = parsePullSecret(await this.get(ns, name), ns, name);
+      if (!r.ok) return r;
+    }
+    return { ok: true, value: true };
+  }
+
+  /** Creates or replaces a Secret we own. */
+  private async put(namespace: string, name: string, type: string, stringData: Record<string, string>, annotations: Record<string, string> = {}): Promise<void> {
+    const data = Object.fromEntries(Object.entries(stringData).map(([k, v]) => [k, Buffer.from(v).toString('base64')]));
+    const body: k8s.V1Secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace, labels: LABELS, annotations }, type, data };
+    const existing = await this.get(namespace, name);
+    if (existing && existing.type !== type) {
+      // the type of a Secret is immutable: replace the object
+      await this.core.deleteNamespacedSecret({ namespace, name });
+      await this.core.createNamespacedSecret({ namespace, body });
+    } else if (existing) {
+      await this.core.replaceNamespacedSecret({ namespace, name, body: { ...body, metadata: { ...body.metadata, annotations: { ...existing.metadata?.annotations, ...annotations } } } });
+    } else {
+      try {
+        await this.core.createNamespacedSecret({ namespace, body });
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+        await this.core.replaceNamespacedSecret({ namespace, name, body });
+      }
+    }
+  }
+
+  /** Writes everything a join returned. The control Secret goes last: its token hash marks the join complete. */
+  async writeJoined(r: JoinResult, joinTokenHash: string): Promise<void> {
+    const { namespace, credentials, observability } = this.cfg;
+    await this.writePull(r.pull);
+    if (observability.enabled && r.relay) await this.put(namespace, credentials.relaySecret, 'Opaque', { [RELAY_KEY]: r.relay });
+    await this.put(namespace, credentials.controlSecret, 'Opaque', { control: r.control, 'cluster-id': r.clusterId }, { [TOKEN_HASH_ANNOTATION]: joinTokenHash });
+  }
+
+  async writePull(dockerconfigjson: string): Promise<void> {
+    const { namespace, runsNamespace, credentials } = this.cfg;
+    const data = { '.dockerconfigjson': dockerconfigjson };
+    await this.put(namespace, credentials.pullSecret, 'kubernetes.io/dockerconfigjson', data);
+    await this.put(runsNamespace, credentials.pullSecret, 'kubernetes.io/dockerconfigjson', data);
+    await this.put(namespace, credentials.crdHookPullSecret, 'kubernetes.io/dockerconfigjson', data);
+  }
+
+  /** A rotation the control plane sent over the session. */
+  async writeRotation(purpose: string, value: string): Promise<void> {
+    const { namespace, credentials } = this.cfg;
+    if (purpose === 'control') {
+      const current = await this.get(namespace, credentials.controlSecret);
+      const cur = parseControlSecret(current, namespace, credentials.controlSecret);
+      if (!cur.ok) throw new Error(`cannot store the rotated control credential: ${cur.problem}`);
+      await this.put(namespace, credentials.controlSecret, 'Opaque', { control: value, 'cluster-id': cur.value.clusterId });
+    } else if (purpose === 'pull') {
+      await this.writePull(value);
+    } else if (purpose === 'relay') {
+      await this.put(namespace, credentials.relaySecret, 'Opaque', { [RELAY_KEY]: value });
+    } else {
+      throw new Error(`unknown credential purpose "${purpose}" in a rotation; this agent knows control, pull and relay — upgrade the chart`);
+    }
+  }
+}

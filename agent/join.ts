@@ -1,0 +1,113 @@
+// Trading the join token: GET /v1/info (where the session endpoint is), then
+// POST /v1/clusters/join once. Errors come back as JSON {code, message}; the
+// agent turns each into one log line with the cause and the fix.
+import { readFileSync } from 'node:fs';
+import { Agent, request } from 'undici';
+import { z } from 'zod';
+import type { RuntimeConfig } from '../lib/runtime-config.ts';
+import type { JoinResult } from './credentials.ts';
+
+export const infoSchema = z.object({
+  grpc: z.object({ host: z.string().min(1), port: z.number().int().min(1).max(65535), tls: z.boolean().default(true) }),
+  registryHost: z.string().optional(),
+  outputHosts: z.array(z.string()).optional(),
+  versions: z.record(z.string(), z.string()).optional(),
+});
+export type ControlPlaneInfo = z.infer<typeof infoSchema>;
+
+const joinResultSchema = z.object({
+  clusterId: z.string().min(1),
+  control: z.string().min(1),
+  pull: z.string().min(1),
+  relay: z.string().min(1).optional(),
+});
+
+const NEW_INSTALL_COMMAND = 'a used or expired token needs a new install command: open Clusters → New install command and run it as helm upgrade --install';
+
+/** Why a join failed; `permanent` ones need a person (a new token), the rest are retried as they are. */
+export class JoinError extends Error {
+  readonly code: string;
+  readonly permanent: boolean;
+  constructor(code: string, message: string, permanent: boolean) {
+    super(message);
+    this.code = code;
+    this.permanent = permanent;
+  }
+}
+
+export type ControlPlaneClient = { baseUrl: string; dispatcher: Agent; ca: string | undefined };
+
+export function controlPlaneClient(cfg: RuntimeConfig): ControlPlaneClient {
+  const { apiHost, apiPort, caBundlePath } = cfg.controlPlane;
+  let ca: string | undefined;
+  if (caBundlePath) {
+    try {
+      ca = readFileSync(caBundlePath, 'utf8');
+    } catch (err) {
+      throw new Error(`cannot read controlPlane.caBundlePath ${caBundlePath}: ${(err as Error).message}; mount the CA bundle there or unset it to trust the system roots`);
+    }
+  }
+  const dispatcher = new Agent({ connect: { ...(ca ? { ca } : {}), timeout: 10_000 }, headersTimeout: 15_000, bodyTimeout: 15_000 });
+  return { baseUrl: `https://${apiHost}${apiPort === 443 ? '' : `:${apiPort}`}`, dispatcher, ca };
+}
+
+async function call(cp: ControlPlaneClient, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+  let res;
+  try {
+    res = await request(cp.baseUrl + path, {
+      method,
+      dispatcher: cp.dispatcher,
+      headers: { 'content-type': 'application/json', accept: 'application/json', 'user-agent': 'rlmesh-cluster-agent' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    throw new JoinError(
+      'unreachable',
+      `cannot reach the control plane at ${cp.baseUrl} (${e.code ?? e.message}): check that the cluster can open outbound HTTPS to it (firewall, proxy, DNS)` +
+        (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(e.code ?? '') ? ' and that controlPlane.caBundlePath holds its CA' : ''),
+      false,
+    );
+  }
+  const text = await res.body.text();
+  let json: unknown;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.statusCode, json };
+}
+
+export async function fetchInfo(cp: ControlPlaneClient): Promise<ControlPlaneInfo> {
+  const { status, json } = await call(cp, 'GET', '/v1/info');
+  const parsed = infoSchema.safeParse(json);
+  if (status !== 200 || !parsed.success) {
+    throw new JoinError('bad_info', `GET ${cp.baseUrl}/v1/info answered ${status} without the session address; check controlPlane.apiHost points at the rlmesh API`, false);
+  }
+  return parsed.data;
+}
+
+export async function join(cp: ControlPlaneClient, token: string, facts: Record<string, unknown>): Promise<JoinResult> {
+  const { status, json } = await call(cp, 'POST', '/v1/clusters/join', { token, facts });
+  if (status === 200 || status === 201) {
+    const parsed = joinResultSchema.safeParse(json);
+    if (!parsed.success) throw new JoinError('bad_response', `the control plane's join answer lacks ${parsed.error.issues[0]?.path.join('.')}; is controlPlane.apiHost the rlmesh API?`, false);
+    return parsed.data;
+  }
+  const err = (json ?? {}) as { code?: string; message?: string };
+  const code = err.code ?? `http_${status}`;
+  const said = err.message ? `: ${err.message}` : '';
+  switch (code) {
+    case 'token_used':
+      throw new JoinError(code, `join token already used${said}${mentionsFix(said)}`, true);
+    case 'token_expired':
+      throw new JoinError(code, `join token expired${said}${mentionsFix(said)}`, true);
+    case 'token_invalid':
+      throw new JoinError(code, `join token invalid${said}${mentionsFix(said)}`, true);
+    default:
+      throw new JoinError(code, `the control plane refused the join with HTTP ${status}${said}; the agent retries`, status >= 400 && status < 500);
+  }
+}
+
+const mentionsFix = (said: string) => (/new install command/i.test(said) ? '' : `; ${NEW_INSTALL_COMMAND}`);
