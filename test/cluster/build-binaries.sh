@@ -7,6 +7,7 @@ set -euo pipefail
 K8S_VERSION="${K8S_VERSION:-v1.35.4}"
 KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+CT_VERSION="${CT_VERSION:-v3.14.0}"
 CACHE="${RLMESH_TESTBIN:-$HOME/.cache/rlmesh-testbin}/$K8S_VERSION"
 BIN="$CACHE/bin"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
@@ -88,5 +89,25 @@ if ! have helm; then
   GOBIN="$BIN" go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   stamp helm "$HELM_VERSION"
 fi
+
+# --- chart-testing (ct) with its config files, and yamllint + yamale from PyPI ---
+if ! have ct; then
+  log "building ct $CT_VERSION"
+  # `go install pkg@version` asks the proxy for the module's version list, which it refuses
+  # for this module; a throwaway module that requires the exact version builds it.
+  src="$CACHE/src/ct"; mkdir -p "$src"; cd "$src"
+  printf 'module rlmesh-testbin/ct\n\ngo 1.24\n\nrequire github.com/helm/chart-testing/v3 %s\n' "$CT_VERSION" > go.mod
+  go get "github.com/helm/chart-testing/v3/ct@$CT_VERSION"
+  go build -trimpath -ldflags "-s -w -X github.com/helm/chart-testing/v3/ct/cmd.Version=$CT_VERSION" -o "$BIN/ct" github.com/helm/chart-testing/v3/ct
+  ctdir=$(go mod download -json "github.com/helm/chart-testing/v3@$CT_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  mkdir -p "$CACHE/etc/ct" && cp "$ctdir"/etc/*.yaml "$CACHE/etc/ct/" && chmod 644 "$CACHE/etc/ct/"*.yaml
+  stamp ct "$CT_VERSION"
+fi
+if [ ! -x "$CACHE/venv/bin/yamllint" ] || [ ! -x "$CACHE/venv/bin/yamale" ]; then
+  log "installing yamllint and yamale from PyPI"
+  python3 -m venv "$CACHE/venv"
+  "$CACHE/venv/bin/pip" install -q yamllint==1.38.0 yamale==6.1.0
+fi
+ln -sf "$CACHE/venv/bin/yamllint" "$CACHE/venv/bin/yamale" "$BIN/"
 
 echo "$BIN"
