@@ -1,0 +1,189 @@
+{{/* Names are fixed by the product (see DESIGN "Names"); only labels carry the release. */}}
+{{- define "rlmesh.runsNamespace" -}}rlmesh-runs{{- end }}
+
+{{- define "rlmesh.labels" -}}
+app.kubernetes.io/name: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/part-of: rlmesh-runtime
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end }}
+
+{{- define "rlmesh.selectorLabels" -}}
+app.kubernetes.io/name: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end }}
+
+{{/* repository:tag@digest: the tag is informational, the digest decides */}}
+{{- define "rlmesh.image" -}}
+{{- printf "%s:%s@%s" .repository .tag .digest -}}
+{{- end }}
+
+{{- define "rlmesh.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "rlmesh.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* Scheduling and pull Secrets of a component: .c is its values block */}}
+{{- define "rlmesh.podScheduling" -}}
+{{- with .c.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- $secrets := concat (list) .root.Values.imagePullSecrets (.extraPullSecrets | default list) }}
+{{- with $secrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "rlmesh.resources" -}}
+requests:
+  cpu: {{ .requests.cpu | quote }}
+  memory: {{ .requests.memory | quote }}
+limits:
+  cpu: {{ .limits.cpu | quote }}
+  memory: {{ .limits.memory | quote }}
+{{- end }}
+
+{{- define "rlmesh.controlSecret" -}}{{ .Values.credentials.controlSecret | default "rlmesh-cluster-control" }}{{- end }}
+{{- define "rlmesh.pullSecret" -}}{{ .Values.credentials.pullSecret | default "rlmesh-registry-pull" }}{{- end }}
+
+{{/*
+The runtime config (ConfigMap rlmesh-runtime-config, key config.json). Must equal
+renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts checks it.
+*/}}
+{{- define "rlmesh.runtimeConfig" -}}
+{{- $v := .Values }}
+{{- $cp := $v.controlPlane }}
+{{- $domains := list $cp.apiHost $cp.registryHost }}
+{{- range concat $cp.outputHosts $v.egress.extraDomains }}{{ $domains = append $domains . }}{{ end }}
+{{- $controlPlane := dict "apiHost" $cp.apiHost "apiPort" 443 "registryHost" $cp.registryHost "outputHosts" $cp.outputHosts }}
+{{- if $cp.caBundle }}{{ $_ := set $controlPlane "caBundlePath" "/etc/rlmesh/ca/ca.crt" }}{{ end }}
+{{- $cfg := dict
+  "release" .Release.Name
+  "namespace" .Release.Namespace
+  "runsNamespace" (include "rlmesh.runsNamespace" .)
+  "controlPlane" $controlPlane
+  "credentials" (dict
+    "controlSecret" (include "rlmesh.controlSecret" .)
+    "pullSecret" (include "rlmesh.pullSecret" .)
+    "relaySecret" "rlmesh-cluster-relay-secret"
+    "crdHookPullSecret" "rlmesh-registry-join-crd-upgrade"
+    "joinTokenProvided" (ne $v.joinToken ""))
+  "observability" (dict "enabled" $v.observability.enabled)
+  "gpuFeatureDiscovery" (dict "enabled" $v.gpuFeatureDiscovery.enabled)
+  "egress" (dict
+    "proxyUrl" (printf "http://rlmesh-egress-proxy.%s.svc:%d" .Release.Namespace (int $v.egress.port))
+    "allowedDomains" (uniq $domains)
+    "allowedPorts" $v.egress.allowedPorts
+    "allowRanges" (list))
+  "artifactCache" (dict "pvcName" "rlmesh-artifact-cache" "cacheName" "default" "accessModes" $v.artifactCache.storage.sharedPvc.accessModes)
+  "ports" (dict "metrics" $v.metrics.port "health" 8081)
+}}
+{{- toPrettyJson $cfg }}
+{{- end }}
+
+{{/* Pod annotations that roll a Deployment when its config changes */}}
+{{- define "rlmesh.configChecksums" -}}
+checksum/runtime-config: {{ include "rlmesh.runtimeConfig" . | sha256sum }}
+{{- if .Values.controlPlane.caBundle }}
+checksum/ca-bundle: {{ .Values.controlPlane.caBundle | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes and mounts for the runtime config (and CA bundle) */}}
+{{- define "rlmesh.configVolumes" -}}
+- name: config
+  configMap:
+    name: rlmesh-runtime-config
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- if .Values.controlPlane.caBundle }}
+- name: ca-bundle
+  configMap:
+    name: rlmesh-ca-bundle
+{{- end }}
+{{- end }}
+
+{{- define "rlmesh.configMounts" -}}
+- name: config
+  mountPath: /etc/rlmesh/config
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+{{- if .Values.controlPlane.caBundle }}
+- name: ca-bundle
+  mountPath: /etc/rlmesh/ca
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "rlmesh.commonEnv" -}}
+- name: RLMESH_CONFIG
+  value: /etc/rlmesh/config/config.json
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+{{- if .Values.controlPlane.caBundle }}
+- name: NODE_EXTRA_CA_CERTS
+  value: /etc/rlmesh/ca/ca.crt
+{{- end }}
+{{- end }}
+
+{{- define "rlmesh.ports" -}}
+- name: metrics
+  containerPort: {{ .Values.metrics.port }}
+  protocol: TCP
+- name: health
+  containerPort: 8081
+  protocol: TCP
+{{- end }}
+
+{{- define "rlmesh.probes" -}}
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: health
+  periodSeconds: 10
+  failureThreshold: 3
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: health
+  periodSeconds: 5
+  failureThreshold: 2
+{{- end }}

@@ -1,0 +1,38 @@
+{{/*
+Rules values.schema.json cannot express, checked before anything is applied.
+Each message names the value path and what is allowed; lib/values-schema.ts
+(crossFieldErrors) holds the same rules, a test keeps the two in step.
+*/}}
+{{- define "rlmesh.validate" -}}
+{{- $v := .Values }}
+{{- $errors := list }}
+{{- $cs := $v.credentials.controlSecret }}
+{{- $ps := $v.credentials.pullSecret }}
+{{- if and (eq $v.joinToken "") (eq $cs "") }}
+{{- $errors = append $errors "joinToken: neither joinToken nor credentials.controlSecret is set: pass --set joinToken=rlm_jt_… from Clusters → Connect your cluster, or name your own Secrets in credentials.controlSecret and credentials.pullSecret" }}
+{{- end }}
+{{- if and (ne $v.joinToken "") (ne $cs "") }}
+{{- $errors = append $errors "credentials.controlSecret: joinToken and credentials.controlSecret are both set: use joinToken (the agent writes its own Secrets) or credentials.* (Secrets you deliver), not both" }}
+{{- end }}
+{{- if and (ne $cs "") (eq $ps "") }}
+{{- $errors = append $errors "credentials.pullSecret: credentials.controlSecret is set but credentials.pullSecret is empty: name the dockerconfigjson Secret you deliver in rlmesh-system and rlmesh-runs" }}
+{{- end }}
+{{- if and (eq $cs "") (ne $ps "") }}
+{{- $errors = append $errors "credentials.controlSecret: credentials.pullSecret is set but credentials.controlSecret is empty: bring both Secrets, or neither and use joinToken" }}
+{{- end }}
+{{- $modes := $v.artifactCache.storage.sharedPvc.accessModes }}
+{{- range $modes }}
+{{- if or (eq . "ReadOnlyMany") (eq . "ReadWriteOncePod") }}
+{{- $errors = append $errors (printf "artifactCache.storage.sharedPvc.accessModes: %s cannot hold the artifact cache (the controller writes it while evaluation pods read it): use [ReadWriteOnce] or [ReadWriteMany]" .) }}
+{{- end }}
+{{- end }}
+{{- if and (has "ReadWriteMany" $modes) (eq $v.storage.className "") }}
+{{- $errors = append $errors "storage.className: artifactCache.storage.sharedPvc.accessModes has ReadWriteMany but storage.className is empty: set storage.className to a StorageClass that provides ReadWriteMany (e.g. NFS, CephFS, Filestore)" }}
+{{- end }}
+{{- if and $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled }}
+{{- $errors = append $errors "metrics.podMonitor.enabled: metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one" }}
+{{- end }}
+{{- if $errors }}
+{{- fail (printf "\n\nrlmesh-runtime: invalid values:\n  - %s\n" (join "\n  - " $errors)) }}
+{{- end }}
+{{- end }}
