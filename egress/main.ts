@@ -1,0 +1,71 @@
+// rlmesh-egress-proxy: the only way out for evaluation pods.
+//
+//   node egress/main.ts --listen 127.0.0.1:3128 --allow example.com --allow '*.example.org' \
+//     --ports 443,80 --allow-range 198.18.0.0/15 --dns 127.0.0.1:5353
+//
+// In the cluster it reads the chart's runtime config instead (see config.ts).
+import type { Server } from 'node:net';
+import { once } from 'node:events';
+import { createLogger } from '../lib/logger.ts';
+import { AllowList } from './allow-list.ts';
+import { parseAllowRange } from './classify-address.ts';
+import { parseConfig, USAGE, type HostPort } from './config.ts';
+import { createMetrics } from './metrics.ts';
+import { createHealthServer, createMetricsServer } from './ops-server.ts';
+import { createProxy } from './proxy.ts';
+import { DestinationResolver, localAddresses } from './resolve-destination.ts';
+
+const logger = createLogger('egress');
+
+async function listen(server: Server, at: HostPort, what: string): Promise<void> {
+  server.listen(at.port, at.host);
+  await Promise.race([
+    once(server, 'listening'),
+    once(server, 'error').then(([err]) => {
+      throw new Error(`cannot listen for ${what} on ${at.host}:${at.port}: ${(err as Error).message}; choose another address or port`);
+    }),
+  ]);
+}
+
+async function main(): Promise<void> {
+  const config = parseConfig(process.argv.slice(2));
+  const allowList = new AllowList({ entries: config.allow, ports: config.ports });
+  const allowRanges = config.allowRanges.map(parseAllowRange);
+  const metrics = createMetrics();
+  const resolver = new DestinationResolver({
+    servers: config.dns, timeoutMs: config.dnsTimeoutMs, allowRanges, self: localAddresses(),
+  });
+  const proxy = createProxy({ config, allowList, resolver, metrics, logger });
+  let ready = false;
+  const health = createHealthServer(() => ready && !proxy.isDraining());
+  const metricsServer = createMetricsServer(metrics.registry);
+
+  await listen(health, config.healthListen, 'health checks (/healthz, /readyz)');
+  await listen(metricsServer, config.metricsListen, 'metrics (/metrics)');
+  await listen(proxy.server, config.listen, 'the proxy');
+  ready = true;
+  logger.info({
+    listen: config.listen, health: config.healthListen, metrics: config.metricsListen,
+    allow: config.allow, ports: config.ports, allowRanges: allowRanges.map((r) => r.cidr), dns: config.dns.length ? config.dns : 'system',
+  }, 'egress proxy ready');
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal, activeTunnels: proxy.activeTunnels(), drainTimeoutMs: config.drainTimeoutMs }, 'egress proxy draining');
+    await proxy.drain(config.drainTimeoutMs);
+    health.close();
+    metricsServer.close();
+    logger.info('egress proxy stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((err: Error) => {
+  logger.fatal(err.message);
+  console.error(`rlmesh-egress-proxy: ${err.message}\n${USAGE}`);
+  process.exit(1);
+});

@@ -1,0 +1,42 @@
+// The proxy's Prometheus metrics. Labels are bounded: decision and rule come
+// from fixed sets; the destination host is deliberately not a label.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export type EgressMetrics = ReturnType<typeof createMetrics>;
+
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'rlmesh_egress_' });
+  return {
+    registry,
+    decisions: new Counter({
+      name: 'rlmesh_egress_decisions_total',
+      help: 'Egress decisions by outcome (allowed, refused, dns-failure, connect-failure, connect-timeout, limited) and rule',
+      labelNames: ['decision', 'rule'] as const,
+      registers: [registry],
+    }),
+    activeTunnels: new Gauge({
+      name: 'rlmesh_egress_active_tunnels',
+      help: 'Client connections being served (CONNECT tunnels and forwarded requests)',
+      registers: [registry],
+    }),
+    bytes: new Counter({
+      name: 'rlmesh_egress_bytes_total',
+      help: 'Bytes relayed, by direction (upstream = client to destination)',
+      labelNames: ['direction'] as const,
+      registers: [registry],
+    }),
+    connectSeconds: new Histogram({
+      name: 'rlmesh_egress_upstream_connect_seconds',
+      help: 'Time to open the TCP connection to the checked destination address',
+      buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
+      registers: [registry],
+    }),
+    dnsSeconds: new Histogram({
+      name: 'rlmesh_egress_dns_seconds',
+      help: 'Time to resolve A and AAAA for a destination name',
+      buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
+      registers: [registry],
+    }),
+  };
+}

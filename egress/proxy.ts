@@ -1,0 +1,363 @@
+// The proxy itself, on Node's http server: CONNECT tunnels (TLS passes through
+// untouched) and absolute-form plain HTTP requests. For each request:
+// admit (tunnel limits) → parse and check the destination against the
+// allow-list → resolve once and classify every address → connect to a checked
+// address → relay. Every outcome is one log line and one metric sample.
+import http, { STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import net from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { parseAbsoluteUrl, parseAuthority, type AllowList, type Destination, type Refusal } from './allow-list.ts';
+import type { EgressConfig } from './config.ts';
+import type { EgressMetrics } from './metrics.ts';
+import type { DestinationResolver } from './resolve-destination.ts';
+
+export const REFUSED_HEADER = 'X-RLMesh-Egress-Refused';
+export const ERROR_HEADER = 'X-RLMesh-Egress-Error';
+const RETRY_AFTER_SECONDS = 5;
+
+type Decision = 'allowed' | 'refused' | 'dns-failure' | 'connect-failure' | 'connect-timeout' | 'limited' | 'client-closed';
+
+interface Answer {
+  status: number;
+  decision: Decision;
+  rule: string;
+  body: string;
+  retryAfter?: boolean;
+}
+
+interface Outcome {
+  host: string;
+  port?: number;
+  client: string;
+  decision: Decision;
+  rule: string;
+  address?: string;
+  status?: number;
+  bytesUp: number;
+  bytesDown: number;
+  durationMs: number;
+  method: string;
+}
+
+export interface ProxyDeps {
+  config: EgressConfig;
+  allowList: AllowList;
+  resolver: DestinationResolver;
+  metrics: EgressMetrics;
+  logger: Logger;
+}
+
+type Connected = { ok: true; socket: net.Socket; address: string } | { ok: false; answer: Answer };
+
+/** Shows untrusted text (a requested host) safely on one line. */
+function shown(text: string): string {
+  const clean = text.replace(/[^\x20-\x7e]/g, '?');
+  return clean.length > 100 ? `${clean.slice(0, 100)}…` : clean;
+}
+
+export function createProxy(deps: ProxyDeps) {
+  const { config, allowList, resolver, metrics, logger } = deps;
+  const server = http.createServer({
+    headersTimeout: config.headerTimeoutMs,
+    requestTimeout: config.headerTimeoutMs * 3,
+    maxHeaderSize: config.maxHeaderBytes,
+    keepAliveTimeout: 5_000,
+    noDelay: true,
+  });
+  const perClient = new Map<string, number>();
+  const open = new Set<Duplex>();
+  let active = 0;
+  let draining = false;
+
+  function record(o: Outcome): void {
+    metrics.decisions.inc({ decision: o.decision, rule: o.rule });
+    if (o.bytesUp) metrics.bytes.inc({ direction: 'upstream' }, o.bytesUp);
+    if (o.bytesDown) metrics.bytes.inc({ direction: 'downstream' }, o.bytesDown);
+    logger.info(o, `egress ${o.decision}`);
+  }
+
+  /** Counts the client against the tunnel limits; returns a release function or the 429/503 answer. */
+  function admit(client: string): (() => void) | Answer {
+    if (draining) {
+      return { status: 503, decision: 'limited', rule: 'draining', retryAfter: true, body: 'the egress proxy is shutting down; retry, another replica will answer' };
+    }
+    if (active >= config.maxTunnels) {
+      return {
+        status: 503, decision: 'limited', rule: 'max-tunnels', retryAfter: true,
+        body: `the egress proxy already serves ${config.maxTunnels} connections (its total limit); retry after ${RETRY_AFTER_SECONDS} s`,
+      };
+    }
+    const mine = perClient.get(client) ?? 0;
+    if (mine >= config.maxTunnelsPerClient) {
+      return {
+        status: 429, decision: 'limited', rule: 'max-tunnels-per-client', retryAfter: true,
+        body: `${client} already has ${mine} connections open through the egress proxy (the per-client limit); close some or retry after ${RETRY_AFTER_SECONDS} s`,
+      };
+    }
+    active++;
+    perClient.set(client, mine + 1);
+    metrics.activeTunnels.set(active);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      active--;
+      const left = (perClient.get(client) ?? 1) - 1;
+      if (left > 0) perClient.set(client, left);
+      else perClient.delete(client);
+      metrics.activeTunnels.set(active);
+    };
+  }
+
+  function refusal(host: string, r: Refusal): Answer {
+    return { status: 403, decision: 'refused', rule: r.rule, body: `egress to '${shown(host)}' refused: ${r.reason}` };
+  }
+
+  /** Checks and resolves the destination; the addresses returned are the only ones to connect to. */
+  async function decide(dest: Destination | Refusal, rawHost: string): Promise<{ addresses: string[]; rule: string } | Answer> {
+    if ('rule' in dest) return refusal(rawHost, dest);
+    const denied = allowList.check(dest);
+    if (denied) return refusal(dest.host, denied);
+    const started = performance.now();
+    const resolution = await resolver.resolve(dest);
+    if (dest.kind === 'name') metrics.dnsSeconds.observe((performance.now() - started) / 1000);
+    if (resolution.outcome === 'refused') return refusal(dest.host, resolution);
+    if (resolution.outcome === 'dns-failure') {
+      return { status: 502, decision: 'dns-failure', rule: resolution.rule, body: `egress to '${dest.host}' failed: ${resolution.reason}; check the name and the proxy's DNS resolver` };
+    }
+    return { addresses: resolution.addresses, rule: resolution.rule };
+  }
+
+  /** Opens TCP to the first checked address that answers, within one connect-timeout budget. */
+  async function connect(dest: Destination, addresses: string[]): Promise<Connected> {
+    const deadline = performance.now() + config.connectTimeoutMs;
+    let last: Answer | undefined;
+    for (const address of addresses) {
+      const budget = deadline - performance.now();
+      if (budget <= 0) break;
+      const started = performance.now();
+      const result = await new Promise<Connected>((resolve) => {
+        const socket = net.connect({ host: address, port: dest.port, noDelay: true });
+        const timer = setTimeout(() => {
+          socket.destroy();
+          resolve({
+            ok: false,
+            answer: {
+              status: 504, decision: 'connect-timeout', rule: 'connect-timeout',
+              body: `egress to '${dest.host}' failed: ${address} port ${dest.port} did not accept a connection within ${config.connectTimeoutMs} ms; the destination is down or filtered`,
+            },
+          });
+        }, budget);
+        socket.once('connect', () => {
+          clearTimeout(timer);
+          resolve({ ok: true, socket, address });
+        });
+        socket.once('error', (err: NodeJS.ErrnoException) => {
+          clearTimeout(timer);
+          resolve({
+            ok: false,
+            answer: {
+              status: 502, decision: 'connect-failure', rule: `connect-${(err.code ?? 'error').toLowerCase()}`,
+              body: `egress to '${dest.host}' failed: connecting to ${address} port ${dest.port} failed (${err.code ?? err.message}); the destination is not accepting connections`,
+            },
+          });
+        });
+      });
+      metrics.connectSeconds.observe((performance.now() - started) / 1000);
+      if (result.ok) return result;
+      last = result.answer;
+    }
+    return {
+      ok: false,
+      answer: last ?? {
+        status: 504, decision: 'connect-timeout', rule: 'connect-timeout',
+        body: `egress to '${dest.host}' failed: no address accepted a connection within ${config.connectTimeoutMs} ms`,
+      },
+    };
+  }
+
+  function answerHeaders(a: Answer): Record<string, string> {
+    const headers: Record<string, string> = { 'content-type': 'text/plain; charset=utf-8' };
+    headers[a.status === 403 ? REFUSED_HEADER : ERROR_HEADER] = a.rule;
+    if (a.retryAfter) headers['retry-after'] = String(RETRY_AFTER_SECONDS);
+    return headers;
+  }
+
+  function answerSocket(socket: Duplex, a: Answer): void {
+    const body = `${a.body}\n`;
+    const headers = { ...answerHeaders(a), 'content-length': String(Buffer.byteLength(body)), connection: 'close' };
+    const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    socket.end(`HTTP/1.1 ${a.status} ${STATUS_CODES[a.status]}\r\n${lines}\r\n${body}`);
+  }
+
+  function track(sockets: Duplex[], release: () => void): void {
+    for (const s of sockets) {
+      open.add(s);
+      s.once('close', () => open.delete(s));
+    }
+    let closed = 0;
+    for (const s of sockets) {
+      s.once('close', () => {
+        if (++closed === sockets.length) release();
+      });
+    }
+  }
+
+  server.on('connect', (req: IncomingMessage, clientSocket: Duplex, head: Buffer) => {
+    const started = performance.now();
+    const client = req.socket.remoteAddress ?? 'unknown';
+    const target = req.url ?? '';
+    clientSocket.on('error', () => clientSocket.destroy());
+    const base = { host: shown(target), client, method: 'CONNECT', bytesUp: 0, bytesDown: 0 };
+    const admitted = admit(client);
+    if (typeof admitted !== 'function') {
+      answerSocket(clientSocket, admitted);
+      record({ ...base, decision: admitted.decision, rule: admitted.rule, status: admitted.status, durationMs: performance.now() - started });
+      return;
+    }
+    const release = admitted;
+    clientSocket.once('close', release);
+    void (async () => {
+      const dest = parseAuthority(target);
+      const hostField = 'rule' in dest ? shown(target) : dest.host;
+      const port = 'rule' in dest ? undefined : dest.port;
+      const decided = await decide(dest, target);
+      const fail = (a: Answer) => {
+        answerSocket(clientSocket, a);
+        record({ ...base, host: hostField, port, decision: a.decision, rule: a.rule, status: a.status, durationMs: performance.now() - started });
+      };
+      if ('status' in decided) return fail(decided);
+      const connected = await connect(dest as Destination, decided.addresses);
+      if (!connected.ok) return fail(connected.answer);
+      const upstream = connected.socket;
+      if (clientSocket.destroyed) {
+        upstream.destroy();
+        record({ ...base, host: hostField, port, decision: 'client-closed', rule: decided.rule, address: connected.address, durationMs: performance.now() - started });
+        return;
+      }
+      track([clientSocket, upstream], release);
+      upstream.on('error', () => {
+        upstream.destroy();
+        clientSocket.destroy();
+      });
+      clientSocket.on('error', () => upstream.destroy());
+      for (const s of [clientSocket as net.Socket, upstream]) {
+        s.setTimeout(config.idleTimeoutMs, () => {
+          clientSocket.destroy();
+          upstream.destroy();
+        });
+      }
+      let closed = 0;
+      const finish = () => {
+        if (++closed < 2) return;
+        record({
+          ...base, host: hostField, port, decision: 'allowed', rule: decided.rule, address: connected.address, status: 200,
+          bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead, durationMs: performance.now() - started,
+        });
+      };
+      upstream.once('close', finish);
+      clientSocket.once('close', finish);
+      // a side that closes lets the other flush and finish; idle timeouts end stragglers
+      upstream.once('close', () => clientSocket.end());
+      clientSocket.once('close', () => upstream.end());
+      clientSocket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (head.length > 0) upstream.write(head);
+      upstream.pipe(clientSocket);
+      clientSocket.pipe(upstream);
+    })().catch((err: Error) => {
+      logger.error({ err, client, host: shown(target) }, 'egress tunnel failed unexpectedly');
+      clientSocket.destroy();
+    });
+  });
+
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const started = performance.now();
+    const client = req.socket.remoteAddress ?? 'unknown';
+    const target = req.url ?? '';
+    const base = { host: shown(target), client, method: req.method ?? '', bytesUp: 0, bytesDown: 0 };
+    const fail = (a: Answer, host = base.host, port?: number) => {
+      if (!res.headersSent) res.writeHead(a.status, answerHeaders(a)).end(`${a.body}\n`);
+      else res.destroy();
+      record({ ...base, host, port, decision: a.decision, rule: a.rule, status: a.status, durationMs: performance.now() - started });
+    };
+    const admitted = admit(client);
+    if (typeof admitted !== 'function') return fail(admitted);
+    res.once('close', admitted);
+    void (async () => {
+      const dest = parseAbsoluteUrl(target);
+      if (!('rule' in dest)) Object.assign(base, { host: dest.host });
+      const decided = await decide(dest, target);
+      if ('status' in decided) return fail(decided, base.host, (dest as Destination).port);
+      const d = dest as Destination;
+      const connected = await connect(d, decided.addresses);
+      if (!connected.ok) return fail(connected.answer, d.host, d.port);
+      const socket = connected.socket;
+      socket.setTimeout(config.idleTimeoutMs, () => socket.destroy());
+      const url = new URL(target);
+      const headers = withoutHopByHop(req.headers);
+      headers.host = d.port === 80 ? url.hostname : `${url.hostname}:${d.port}`;
+      const upstreamReq = http.request({
+        method: req.method, path: `${url.pathname}${url.search}`, headers, setHost: false,
+        createConnection: () => socket,
+      });
+      upstreamReq.on('response', (upstreamRes) => {
+        res.writeHead(upstreamRes.statusCode ?? 502, withoutHopByHop(upstreamRes.headers));
+        upstreamRes.pipe(res);
+        upstreamRes.on('error', () => res.destroy());
+      });
+      upstreamReq.on('error', (err: NodeJS.ErrnoException) =>
+        fail({
+          status: 502, decision: 'connect-failure', rule: 'upstream-error',
+          body: `egress to '${d.host}' failed: the destination broke the request (${err.code ?? err.message})`,
+        }, d.host, d.port));
+      res.once('close', () => {
+        socket.destroy();
+        if (res.writableFinished) {
+          record({
+            ...base, host: d.host, port: d.port, decision: 'allowed', rule: decided.rule, address: connected.address,
+            status: res.statusCode, bytesUp: socket.bytesWritten, bytesDown: socket.bytesRead, durationMs: performance.now() - started,
+          });
+        }
+      });
+      req.pipe(upstreamReq);
+    })().catch((err: Error) => {
+      logger.error({ err, client, host: base.host }, 'egress request failed unexpectedly');
+      res.destroy();
+    });
+  });
+
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    if (!socket.writable) return socket.destroy();
+    const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+    const status = tooLarge ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const body = tooLarge
+      ? `request headers exceed ${config.maxHeaderBytes} bytes, the egress proxy's limit\n`
+      : status === 408 ? 'the request headers did not arrive in time\n' : 'malformed proxy request; send CONNECT host:port or an absolute http:// URL\n';
+    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    metrics.decisions.inc({ decision: 'refused', rule: `bad-request-${status}` });
+  });
+
+  /** Stops accepting, lets open tunnels finish for up to `timeoutMs`, then cuts the rest. */
+  async function drain(timeoutMs: number): Promise<void> {
+    draining = true;
+    server.close();
+    server.closeIdleConnections();
+    const deadline = Date.now() + timeoutMs;
+    while (active > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    for (const s of open) s.destroy();
+    server.closeAllConnections();
+  }
+
+  return { server, drain, isDraining: () => draining, activeTunnels: () => active };
+}
+
+const HOP_BY_HOP = ['connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
+
+function withoutHopByHop(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const drop = new Set(HOP_BY_HOP);
+  for (const token of String(headers.connection ?? '').split(',')) drop.add(token.trim().toLowerCase());
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(headers)) if (v !== undefined && !drop.has(k)) out[k] = v;
+  return out;
+}

@@ -1,0 +1,88 @@
+// Turns an allowed destination into the addresses the proxy may connect to:
+// resolve A and AAAA once, classify every answer, keep those that pass. The
+// caller connects to these exact addresses; nothing is resolved again between
+// the check and the connect, so a rebinding DNS answer cannot slip through.
+import { Resolver } from 'node:dns/promises';
+import { networkInterfaces } from 'node:os';
+import type { Destination } from './allow-list.ts';
+import { classifyAddress, parseAddress, type AllowRange, type Classification } from './classify-address.ts';
+
+export type Resolution =
+  | { outcome: 'addresses'; addresses: string[]; rule: string }
+  | { outcome: 'refused'; rule: string; reason: string }
+  | { outcome: 'dns-failure'; rule: string; reason: string };
+
+const DNS_CODES: Record<string, string> = {
+  ENOTFOUND: 'the name does not exist (NXDOMAIN)',
+  ENODATA: 'the name has no A or AAAA records',
+  ETIMEOUT: 'the DNS server did not answer in time',
+  ESERVFAIL: 'the DNS server failed (SERVFAIL)',
+  EREFUSED: 'the DNS server refused the query',
+  ECONNREFUSED: 'the DNS server could not be reached',
+};
+
+/** The addresses of this machine's interfaces: connecting there would reach the proxy itself. */
+export function localAddresses(): Set<string> {
+  const set = new Set<string>();
+  for (const list of Object.values(networkInterfaces())) {
+    for (const i of list ?? []) {
+      const a = parseAddress(i.address);
+      if (a) set.add(a.toString());
+    }
+  }
+  return set;
+}
+
+export interface ResolverOptions {
+  servers: readonly string[];
+  timeoutMs: number;
+  allowRanges: readonly AllowRange[];
+  /** addresses that are the proxy itself (its interfaces); refused whatever the ranges say */
+  self: ReadonlySet<string>;
+}
+
+export class DestinationResolver {
+  private readonly resolver: Resolver;
+  private readonly options: ResolverOptions;
+
+  constructor(options: ResolverOptions) {
+    this.options = options;
+    this.resolver = new Resolver({ timeout: Math.max(1, Math.ceil(options.timeoutMs / 2)), tries: 2 });
+    if (options.servers.length > 0) this.resolver.setServers([...options.servers]);
+  }
+
+  async resolve(dest: Destination): Promise<Resolution> {
+    if (dest.kind === 'ip') return this.decide(dest, [dest.host]);
+    const [v4, v6] = await Promise.allSettled([this.resolver.resolve4(dest.host), this.resolver.resolve6(dest.host)]);
+    const answers = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
+    if (answers.length === 0) {
+      const err = [v4, v6].find((r): r is PromiseRejectedResult => r.status === 'rejected' && r.reason?.code !== 'ENODATA');
+      const code: string = err?.reason?.code ?? 'ENODATA';
+      const why = DNS_CODES[code] ?? `the lookup failed (${code})`;
+      return { outcome: 'dns-failure', rule: `dns-${code.toLowerCase()}`, reason: `'${dest.host}' did not resolve: ${why}` };
+    }
+    return this.decide(dest, answers);
+  }
+
+  private decide(dest: Destination, answers: string[]): Resolution {
+    const passed: string[] = [];
+    const refused: { rule: string; reason: string }[] = [];
+    let rule = 'public';
+    for (const answer of answers) {
+      const c: Classification = classifyAddress(answer, this.options.allowRanges);
+      if (c.verdict !== 'refused' && this.options.self.has(c.address)) {
+        refused.push({ rule: 'proxy-itself', reason: `${c.address} is an address of the egress proxy itself` });
+      } else if (c.verdict === 'refused') {
+        refused.push({ rule: c.rule, reason: c.reason });
+      } else {
+        if (passed.length === 0) rule = c.verdict;
+        passed.push(c.address);
+      }
+    }
+    if (passed.length > 0) return { outcome: 'addresses', addresses: passed, rule };
+    const reasons = [...new Set(refused.map((r) => r.reason))];
+    const shown = reasons.length > 3 ? [...reasons.slice(0, 3), `${reasons.length - 3} more`] : reasons;
+    const suffix = dest.kind === 'name' ? '; the proxy only connects to public addresses (in-cluster services need an in-cluster route)' : '';
+    return { outcome: 'refused', rule: refused[0]!.rule, reason: `${shown.join('; ')}${suffix}` };
+  }
+}
