@@ -1,9 +1,134 @@
-// Shared by the control plane's and the CLI's tests.
+// Shared by the control plane's and the CLI's tests: a manual clock, a real
+// control plane on 127.0.0.1 with a generated CA, a REST client that trusts
+// that CA, and a Connect-ES gRPC session client.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { ConnectError, createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { pino } from 'pino';
+import { Agent, request } from 'undici';
+import { AgentMessageSchema, ClusterSession, type AgentMessage, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { Outbox } from './live-sessions.ts';
+import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from './server.ts';
 import type { Clock } from './store.ts';
+import { ensureTls } from './tls.ts';
 
 export type ManualClock = Clock & { advance(ms: number): void };
 
 export function manualClock(start = '2026-01-01T00:00:00.000Z'): ManualClock {
   let t = Date.parse(start);
   return { now: () => new Date(t), advance: (ms: number) => void (t += ms) };
+}
+
+export type TestControlPlane = ControlPlane & { ca: string; caFile: string; adminToken: string; dir: string; clock: ManualClock; dbFile: string };
+
+export async function startTestControlPlane(
+  overrides: Partial<ControlPlaneOptions> & { dir?: string; clock?: ManualClock } = {},
+): Promise<TestControlPlane> {
+  const dir = overrides.dir ?? mkdtempSync(join(tmpdir(), 'rlmesh-cp-'));
+  const tls = await ensureTls(join(dir, 'tls'));
+  const clock = overrides.clock ?? manualClock(new Date().toISOString());
+  const adminToken = 'rlm_admin_test_0123456789abcdefghijklmnopqrstuv';
+  const dbFile = join(dir, 'controlplane.db');
+  const cp = await startControlPlane({
+    dbFile,
+    tls,
+    host: '127.0.0.1',
+    port: 0,
+    adminToken,
+    log: pino({ level: process.env.LOG_LEVEL ?? 'silent' }),
+    pingIntervalMs: 200,
+    silenceTimeoutMs: 10_000,
+    ...overrides,
+    clock,
+  });
+  return { ...cp, ca: tls.ca, caFile: tls.caFile, adminToken, dir, clock, dbFile };
+}
+
+export type ApiResponse = { status: number; body: Record<string, unknown> };
+
+export async function api(cp: { url: string; ca: string; adminToken?: string }, method: string, path: string, body?: unknown, admin = true): Promise<ApiResponse> {
+  const dispatcher = new Agent({ connect: { ca: cp.ca } });
+  try {
+    const res = await request(`${cp.url}${path}`, {
+      method: method as 'GET',
+      dispatcher,
+      headers: { 'content-type': 'application/json', ...(admin && cp.adminToken ? { authorization: `Bearer ${cp.adminToken}` } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.statusCode, body: (await res.body.json()) as Record<string, unknown> };
+  } finally {
+    await dispatcher.close();
+  }
+}
+
+/** Registers a cluster and joins it: returns its id and credentials. */
+export async function joinedCluster(cp: TestControlPlane, facts: Record<string, unknown> = {}) {
+  const created = await api(cp, 'POST', '/v1/clusters', { name: 'test' });
+  const joined = await api(cp, 'POST', '/v1/clusters/join', { token: created.body.joinToken, facts }, false);
+  if (joined.status !== 200) throw new Error(`join failed: ${JSON.stringify(joined.body)}`);
+  return { clusterId: String(joined.body.clusterId), control: String(joined.body.control), pull: String(joined.body.pull), joinToken: String(created.body.joinToken) };
+}
+
+export type TestSession = {
+  received: ControlMessage[];
+  send(msg: MessageInitShape<typeof AgentMessageSchema>['msg']): void;
+  /** Resolves with the first received message of this kind matching `match`. */
+  waitFor<C extends NonNullable<ControlMessage['msg']['case']>>(kind: C, match?: (m: Extract<ControlMessage['msg'], { case: C }>['value']) => boolean, timeoutMs?: number): Promise<Extract<ControlMessage['msg'], { case: C }>['value']>;
+  /** Resolves when the server ends the stream: null for a clean end, else the error. */
+  ended: Promise<ConnectError | null>;
+  close(): void;
+};
+
+export function openSession(cp: { url: string; ca: string }, credential: string | null): TestSession {
+  const transport = createGrpcTransport({ baseUrl: cp.url, nodeOptions: { ca: cp.ca } }) // gRPC: always HTTP/2;
+  const client = createClient(ClusterSession, transport);
+  const outgoing = new Outbox<AgentMessage>();
+  const received: ControlMessage[] = [];
+  const listeners = new Set<() => void>();
+  const notify = (): void => {
+    for (const l of [...listeners]) l();
+  };
+  const abort = new AbortController();
+  const stream = client.connect(outgoing, { headers: credential === null ? {} : { authorization: `Bearer ${credential}` }, signal: abort.signal });
+  let finished = false;
+  const ended = (async () => {
+    try {
+      for await (const m of stream) {
+        received.push(m);
+        notify();
+      }
+      return null;
+    } catch (err) {
+      return ConnectError.from(err);
+    } finally {
+      finished = true;
+      notify();
+    }
+  })();
+  return {
+    received,
+    send: (msg) => outgoing.push(create(AgentMessageSchema, { msg })),
+    waitFor: (kind, match = () => true, timeoutMs = 5000) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no ${kind} message within ${timeoutMs} ms (got ${received.map((m) => m.msg.case).join(',')})`)), timeoutMs);
+        const check = (): void => {
+          const hit = received.find((m) => m.msg.case === kind && match(m.msg.value as never));
+          if (!hit && !finished) return;
+          listeners.delete(check);
+          clearTimeout(timer);
+          if (hit) resolve(hit.msg.value as never);
+          else reject(new Error(`the stream ended before a ${kind} message arrived`));
+        };
+        listeners.add(check);
+        check();
+      }),
+    ended,
+    close: () => {
+      outgoing.close();
+      setTimeout(() => abort.abort(), 2000).unref();
+    },
+  };
 }

@@ -1,0 +1,354 @@
+// The reference control plane as a real HTTPS + gRPC server on 127.0.0.1,
+// driven through its REST API and a Connect-ES gRPC client that trusts the
+// generated CA. Time moves with a manual clock.
+import { rmSync } from 'node:fs';
+import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { Code } from '@connectrpc/connect';
+import { afterEach, describe, expect, it } from 'vitest';
+import { api, joinedCluster, openSession, startTestControlPlane, type TestControlPlane, type TestSession } from './test-helpers.ts';
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+
+let cps: TestControlPlane[] = [];
+let sessions: TestSession[] = [];
+async function start(overrides: Parameters<typeof startTestControlPlane>[0] = {}): Promise<TestControlPlane> {
+  const cp = await startTestControlPlane(overrides);
+  cps.push(cp);
+  return cp;
+}
+function session(cp: TestControlPlane, credential: string | null): TestSession {
+  const s = openSession(cp, credential);
+  sessions.push(s);
+  return s;
+}
+afterEach(async () => {
+  for (const s of sessions) s.close();
+  for (const cp of cps) await cp.close().catch(() => {});
+  for (const cp of cps) rmSync(cp.dir, { recursive: true, force: true });
+  cps = [];
+  sessions = [];
+});
+
+const cluster = async (cp: TestControlPlane, id: string) => (await api(cp, 'GET', `/v1/clusters/${id}`)).body;
+
+describe('REST API', () => {
+  it('/v1/info says where the gRPC session is', async () => {
+    const cp = await start({ registryHost: '127.0.0.1:5000', outputHosts: ['outputs.example.test'] });
+    const info = await api(cp, 'GET', '/v1/info', undefined, false);
+    expect(info.status).toBe(200);
+    expect(info.body).toMatchObject({ grpc: { host: '127.0.0.1', port: cp.port, tls: true }, registryHost: '127.0.0.1:5000', outputHosts: ['outputs.example.test'] });
+    expect(info.body.versions).toMatchObject({ protocol: 'rlmesh.v1' });
+  });
+
+  it('Connect your cluster gives the install command with a single-use join token', async () => {
+    const cp = await start({ chartVersion: '1.2.3' });
+    const created = await api(cp, 'POST', '/v1/clusters', { name: 'lab' });
+    expect(created.status).toBe(201);
+    const token = String(created.body.joinToken);
+    expect(token).toMatch(/^rlm_jt_[0-9A-Za-z]{32,}$/);
+    expect(created.body.installCommand).toBe(
+      `helm install rlmesh oci://registry.rlmesh.dev/rlmesh/charts/rlmesh-runtime --version 1.2.3 -n rlmesh-system --create-namespace --set joinToken=${token}`,
+    );
+    expect(created.body.installCommandPrompt).not.toContain(token);
+    expect(created.body.installCommandPrompt).toContain('read -rsp');
+    const list = await api(cp, 'GET', '/v1/clusters');
+    expect(list.body.clusters).toMatchObject([{ id: created.body.clusterId, name: 'lab', status: 'Pending', lastSeenAt: null }]);
+
+    const joined = await api(cp, 'POST', '/v1/clusters/join', { token, facts: { kubernetesVersion: 'v1.35.4' } }, false);
+    expect(joined.status).toBe(200);
+    expect(joined.body.clusterId).toBe(created.body.clusterId);
+    expect(joined.body.control).toMatch(/^rlm_cc_[0-9A-Za-z]{32,}$/);
+    expect(joined.body.relay).toBeUndefined();
+    const pull = JSON.parse(String(joined.body.pull)) as { auths: Record<string, { username: string; password: string; auth: string }> };
+    const entry = pull.auths['registry.rlmesh.dev']!;
+    expect(entry.username).toBe(created.body.clusterId);
+    expect(entry.password).toMatch(/^rlm_rp_/);
+    expect(Buffer.from(entry.auth, 'base64').toString()).toBe(`${entry.username}:${entry.password}`);
+    expect((await api(cp, 'GET', '/v1/clusters')).body.clusters).toMatchObject([{ status: 'Disconnected' }]);
+  });
+
+  it('a join token is single use, valid one hour, and unknown tokens are refused, each with what to do', async () => {
+    const cp = await start();
+    const a = await api(cp, 'POST', '/v1/clusters', {});
+    expect((await api(cp, 'POST', '/v1/clusters/join', { token: a.body.joinToken }, false)).status).toBe(200);
+    const again = await api(cp, 'POST', '/v1/clusters/join', { token: a.body.joinToken }, false);
+    expect(again).toMatchObject({ status: 409, body: { code: 'token_used' } });
+    expect(again.body.message).toContain('a used or expired token needs a new install command');
+
+    const b = await api(cp, 'POST', `/v1/clusters/${String(a.body.clusterId)}/install-command`);
+    expect(b.body.installCommand).toContain('helm upgrade --install rlmesh');
+    cp.clock.advance(61 * MIN);
+    const expired = await api(cp, 'POST', '/v1/clusters/join', { token: b.body.joinToken }, false);
+    expect(expired).toMatchObject({ status: 401, body: { code: 'token_expired' } });
+    expect(expired.body.message).toContain('valid for one hour');
+    expect(expired.body.message).toContain('New install command');
+
+    const unknown = await api(cp, 'POST', '/v1/clusters/join', { token: `rlm_jt_${'A'.repeat(40)}` }, false);
+    expect(unknown).toMatchObject({ status: 401, body: { code: 'token_invalid' } });
+    const malformed = await api(cp, 'POST', '/v1/clusters/join', { token: 'hello' }, false);
+    expect(malformed).toMatchObject({ status: 401, body: { code: 'token_invalid' } });
+    expect(malformed.body.message).toContain('rlm_jt_');
+    expect(JSON.stringify([again, expired, unknown])).not.toContain(String(a.body.joinToken));
+  });
+
+  it('a join with observability also claims the relay credential', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp, { observability: true });
+    const rotated = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/credentials/relay/rotate`);
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.value).toMatch(/^rlm_rs_/);
+    const plain = await joinedCluster(cp);
+    const refused = await api(cp, 'POST', `/v1/clusters/${plain.clusterId}/credentials/relay/rotate`);
+    expect(refused).toMatchObject({ status: 409, body: { code: 'no_credential' } });
+  });
+
+  it('the admin API refuses requests without the admin token', async () => {
+    const cp = await start();
+    const none = await api(cp, 'GET', '/v1/clusters', undefined, false);
+    expect(none).toMatchObject({ status: 401, body: { code: 'unauthenticated' } });
+    const wrong = await api({ ...cp, adminToken: 'rlm_admin_wrong' }, 'GET', '/v1/clusters');
+    expect(wrong).toMatchObject({ status: 401, body: { code: 'unauthenticated' } });
+  });
+});
+
+describe('ClusterSession', () => {
+  it('authenticates, welcomes, pings, and keeps lastSeenAt and status current', async () => {
+    const cp = await start({ pingIntervalMs: 100 });
+    const c = await joinedCluster(cp);
+    const s = session(cp, c.control);
+    const welcome = await s.waitFor('welcome');
+    expect(welcome.sessionId).not.toBe('');
+    expect(s.received[0]?.msg.case).toBe('welcome');
+    s.send({ case: 'hello', value: { clusterId: c.clusterId, agentVersion: '0.1.0', kubernetesVersion: 'v1.35.4' } });
+    await s.waitFor('ping');
+    await expect.poll(async () => (await cluster(cp, c.clusterId)).agentVersion).toBe('0.1.0');
+    const first = await cluster(cp, c.clusterId);
+    expect(first.status).toBe('Connected');
+    const seen1 = Date.parse(String(first.lastSeenAt));
+
+    cp.clock.advance(20_000);
+    s.send({ case: 'heartbeat', value: {} });
+    await expect.poll(async () => Date.parse(String((await cluster(cp, c.clusterId)).lastSeenAt))).toBeGreaterThanOrEqual(seen1 + 20_000);
+
+    s.close();
+    expect(await s.ended).toBeNull();
+    await expect.poll(async () => (await cluster(cp, c.clusterId)).status).toBe('Disconnected');
+  });
+
+  it('refuses a missing or unknown control credential, naming the cause', async () => {
+    const cp = await start();
+    const missing = await session(cp, null).ended;
+    expect(missing?.code).toBe(Code.Unauthenticated);
+    expect(missing?.rawMessage).toContain('authorization: Bearer');
+    const unknown = await session(cp, `rlm_cc_${'x'.repeat(40)}`).ended;
+    expect(unknown?.code).toBe(Code.Unauthenticated);
+    expect(unknown?.rawMessage).toContain('control credential unknown');
+    expect(unknown?.rawMessage).toContain('New install command');
+  });
+
+  it('applies evaluation updates once by id, acks every delivery, and counts duplicates', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    const ev = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'busybox:1.36', command: ['true'], deadlineSeconds: 60 });
+    expect(ev.status).toBe(201);
+    const evaluationId = String(ev.body.id);
+    const s = session(cp, c.control);
+    s.send({ case: 'hello', value: { clusterId: c.clusterId } });
+    const assignment = await s.waitFor('assignment');
+    expect(assignment).toMatchObject({ evaluationId, image: 'busybox:1.36', command: ['true'] });
+
+    const update = (id: string, phase: string, sequence: number, exitCode?: number) => ({
+      case: 'evaluationUpdate' as const,
+      value: { id, evaluationId, phase, sequence: BigInt(sequence), ...(exitCode !== undefined ? { exitCode, hasExitCode: true } : {}) },
+    });
+    s.send(update('u-1', 'Pending', 1));
+    s.send(update('u-2', 'Running', 2));
+    s.send(update('u-2', 'Running', 2)); // redelivered
+    s.send(update('u-1', 'Pending', 1)); // redelivered
+    s.send(update('u-3', 'Succeeded', 3, 0));
+    await expect.poll(() => s.received.filter((m) => m.msg.case === 'ack').flatMap((m) => (m.msg.case === 'ack' ? m.msg.value.ids : []))).toEqual(['u-1', 'u-2', 'u-2', 'u-1', 'u-3']);
+
+    const after = await api(cp, 'GET', `/v1/evaluations/${evaluationId}`);
+    expect(after.body).toMatchObject({ phase: 'Succeeded', result: { phase: 'Succeeded', exitCode: 0 } });
+    expect((after.body.updates as { id: string; duplicates: number }[]).map((u) => [u.id, u.duplicates])).toEqual([['u-1', 1], ['u-2', 1], ['u-3', 0]]);
+    expect((await cluster(cp, c.clusterId)).updates).toEqual({ distinct: 3, duplicatesReceived: 2 });
+
+    // after a reconnect, Hello's pending ids that are already stored are acked at once
+    s.close();
+    await s.ended;
+    const s2 = session(cp, c.control);
+    s2.send({ case: 'hello', value: { clusterId: c.clusterId, pendingUpdateIds: ['u-3', 'u-9'] } });
+    expect((await s2.waitFor('ack')).ids).toEqual(['u-3']);
+    // the evaluation was acknowledged by its updates, so it is not assigned again
+    await s2.waitFor('ping');
+    expect(s2.received.some((m) => m.msg.case === 'assignment')).toBe(false);
+  });
+
+  it('stores a burst of 1,000 updates, each acked once', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    const s = session(cp, c.control);
+    await s.waitFor('welcome');
+    const started = performance.now();
+    for (let i = 0; i < 1000; i++) s.send({ case: 'evaluationUpdate', value: { id: `b-${i}`, evaluationId: `ev-burst-${i % 10}`, phase: 'Running', sequence: BigInt(i) } });
+    await s.waitFor('ack', (a) => a.ids.includes('b-999'), 15_000);
+    const ms = performance.now() - started;
+    const acked = s.received.flatMap((m) => (m.msg.case === 'ack' ? m.msg.value.ids : []));
+    expect(new Set(acked).size).toBe(1000);
+    expect((await cluster(cp, c.clusterId)).updates).toEqual({ distinct: 1000, duplicatesReceived: 0 });
+    console.log(`1,000 evaluation updates stored and acked in ${ms.toFixed(0)} ms`);
+  });
+
+  it('re-sends unacknowledged assignments on reconnect, pushes new ones live, and delivers cancellations', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    const s = session(cp, c.control);
+    await s.waitFor('welcome');
+    const ev = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'trainer:1', gpuCount: 8, gpuVendor: 'nvidia', env: { A: 'b' } });
+    const evaluationId = String(ev.body.id);
+    expect(evaluationId).toMatch(/^ev-[0-9a-z]+$/);
+    expect(await s.waitFor('assignment')).toMatchObject({ evaluationId, gpuCount: 8, env: { A: 'b' } });
+    s.close();
+    await s.ended;
+
+    const s2 = session(cp, c.control);
+    expect((await s2.waitFor('assignment')).evaluationId).toBe(evaluationId);
+    s2.send({ case: 'evaluationUpdate', value: { id: 'x-1', evaluationId, phase: 'Running', sequence: 1n } });
+    await s2.waitFor('ack');
+    const cancelled = await api(cp, 'POST', `/v1/evaluations/${evaluationId}/cancel`, { reason: 'user asked' });
+    expect(cancelled.status).toBe(200);
+    expect(await s2.waitFor('cancellation')).toMatchObject({ evaluationId, reason: 'user asked' });
+    s2.close();
+    await s2.ended;
+
+    // until the cluster reports a terminal phase, the cancellation is sent again on reconnect
+    const s3 = session(cp, c.control);
+    await s3.waitFor('cancellation');
+    s3.send({ case: 'evaluationUpdate', value: { id: 'x-2', evaluationId, phase: 'Cancelled', sequence: 2n } });
+    await s3.waitFor('ack', (a) => a.ids.includes('x-2'));
+    expect((await api(cp, 'GET', `/v1/evaluations/${evaluationId}`)).body).toMatchObject({ phase: 'Cancelled', result: { phase: 'Cancelled' } });
+
+    // an evaluation cancelled before it reached the cluster ends at once
+    s3.close();
+    await s3.ended;
+    const never = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:1' });
+    const nc = await api(cp, 'POST', `/v1/evaluations/${String(never.body.id)}/cancel`);
+    expect(nc.body).toMatchObject({ phase: 'Cancelled', result: { reason: 'CancelledBeforeDelivery' } });
+  });
+
+  it('rotation: pushed over the live session; the old credential works for 24 hours and is refused after', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    const s = session(cp, c.control);
+    await s.waitFor('welcome');
+    const rotated = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/credentials/control/rotate`);
+    expect(rotated.body).toMatchObject({ purpose: 'control', deliveredToSession: true });
+    const pushed = await s.waitFor('credentialRotation');
+    expect(pushed.purpose).toBe('control');
+    expect(pushed.value).toBe(rotated.body.value);
+    expect(timestampDate(pushed.oldValidUntil!).toISOString()).toBe(rotated.body.oldValidUntil);
+
+    // one session per cluster: a newer one replaces the older
+    cp.clock.advance(24 * HOUR - MIN);
+    const old = session(cp, c.control);
+    await old.waitFor('welcome');
+    expect((await s.ended)?.code).toBe(Code.Aborted);
+
+    cp.clock.advance(2 * MIN);
+    const refused = await session(cp, c.control).ended;
+    expect(refused?.code).toBe(Code.Unauthenticated);
+    expect(refused?.rawMessage).toContain('control credential expired');
+    expect(refused?.rawMessage).toContain('24-hour overlap');
+    // a session opened with the old credential is closed at its next ping
+    const ended = await old.ended;
+    expect(ended?.code).toBe(Code.Unauthenticated);
+    expect(ended?.rawMessage).toContain('control credential expired');
+
+    const fresh = session(cp, String(rotated.body.value));
+    await fresh.waitFor('welcome');
+  });
+
+  it('a rotation the agent has not confirmed is re-sent on connect until CredentialRotated', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    const rotated = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/credentials/pull/rotate`);
+    expect(rotated.body.deliveredToSession).toBe(false);
+    expect(JSON.parse(String(rotated.body.value))).toHaveProperty(['auths', 'registry.rlmesh.dev', 'username'], c.clusterId);
+    const s = session(cp, c.control);
+    expect((await s.waitFor('credentialRotation')).value).toBe(rotated.body.value);
+    s.send({ case: 'credentialRotated', value: { purpose: 'pull' } });
+    s.send({ case: 'heartbeat', value: {} });
+    await expect.poll(async () => (await cluster(cp, c.clusterId)).status).toBe('Connected');
+    s.close();
+    await s.ended;
+    const s2 = session(cp, c.control);
+    await s2.waitFor('ping');
+    expect(s2.received.some((m) => m.msg.case === 'credentialRotation')).toBe(false);
+  });
+
+  it('archive revokes everything and closes the live session', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    const spare = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/install-command`);
+    const s = session(cp, c.control);
+    await s.waitFor('welcome');
+    const archived = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/archive`);
+    expect(archived.body).toMatchObject({ status: 'Archived' });
+    const ended = await s.ended;
+    expect(ended?.code).toBe(Code.Unauthenticated);
+    expect(ended?.rawMessage).toContain('archived');
+    const again = await session(cp, c.control).ended;
+    expect(again?.rawMessage).toContain('revoked');
+    const join = await api(cp, 'POST', '/v1/clusters/join', { token: spare.body.joinToken }, false);
+    expect(join).toMatchObject({ status: 401, body: { code: 'token_invalid', cause: 'revoked' } });
+    expect((await api(cp, 'GET', '/v1/clusters')).body.clusters).toMatchObject([{ id: c.clusterId, status: 'Archived' }]);
+    expect((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/install-command`)).body.code).toBe('cluster_archived');
+  });
+
+  it('an agent that goes silent is disconnected after the silence timeout', async () => {
+    const cp = await start({ silenceTimeoutMs: 600 });
+    const c = await joinedCluster(cp);
+    const s = session(cp, c.control);
+    s.send({ case: 'hello', value: { clusterId: c.clusterId } });
+    const ended = await s.ended;
+    expect(ended?.code).toBe(Code.DeadlineExceeded);
+    expect((await cluster(cp, c.clusterId)).status).toBe('Disconnected');
+  });
+
+  it('a hello naming another cluster is refused', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    const s = session(cp, c.control);
+    s.send({ case: 'hello', value: { clusterId: 'c_someoneelse' } });
+    const ended = await s.ended;
+    expect(ended?.code).toBe(Code.PermissionDenied);
+    expect(ended?.rawMessage).toContain('cluster-id');
+  });
+});
+
+describe('persistence', () => {
+  it('state survives a restart on the same SQLite file', async () => {
+    const first = await start();
+    const c = await joinedCluster(first);
+    const ev = await api(first, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:1' });
+    const s = session(first, c.control);
+    s.send({ case: 'evaluationUpdate', value: { id: 'p-1', evaluationId: String(ev.body.id), phase: 'Running', sequence: 1n } });
+    await s.waitFor('ack');
+    const before = await cluster(first, c.clusterId);
+    await first.close();
+    expect((await s.ended)?.code).toBe(Code.Unavailable);
+    cps = cps.filter((x) => x !== first);
+
+    const second = await start({ dir: first.dir, clock: first.clock });
+    const after = await cluster(second, c.clusterId);
+    expect(after).toMatchObject({ id: c.clusterId, status: 'Disconnected', lastSeenAt: before.lastSeenAt, updates: { distinct: 1, duplicatesReceived: 0 } });
+    expect((await api(second, 'POST', '/v1/clusters/join', { token: c.joinToken }, false)).body.code).toBe('token_used');
+    expect((await api(second, 'GET', `/v1/evaluations/${String(ev.body.id)}`)).body).toMatchObject({ phase: 'Running' });
+    const s2 = session(second, c.control);
+    s2.send({ case: 'evaluationUpdate', value: { id: 'p-1', evaluationId: String(ev.body.id), phase: 'Running', sequence: 1n } });
+    await s2.waitFor('ack');
+    expect((await cluster(second, c.clusterId)).updates).toEqual({ distinct: 1, duplicatesReceived: 1 });
+    expect((await cluster(second, c.clusterId)).status).toBe('Connected');
+  });
+});
