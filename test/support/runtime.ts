@@ -1,0 +1,153 @@
+// The product as one piece, for the demo and the end-to-end tests: the reference
+// control plane as a child process, the chart pushed to the local OCI registry,
+// and the agent/controller/egress proxy running as local processes that
+// authenticate as the chart's own ServiceAccounts (kwok pods run no containers).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Agent, request } from 'undici';
+import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from './cluster.ts';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const NODE = join(ROOT, 'node_modules/.bin/node');
+
+export type ControlPlane = {
+  url: string;
+  caFile: string;
+  adminToken: string;
+  dataDir: string;
+  proc: ChildProcess;
+  logFile: string;
+  stop: (signal?: NodeJS.Signals) => Promise<void>;
+};
+
+/** Starts `node controlplane/main.ts` and resolves on its ready line. */
+export async function startControlPlane(opts: { dataDir?: string; listen?: string; args?: string[] } = {}): Promise<ControlPlane> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'rlmesh-cp-'));
+  mkdirSync(dataDir, { recursive: true });
+  const logFile = join(dataDir, 'controlplane.log');
+  const proc = spawn(
+    NODE,
+    [join(ROOT, 'controlplane/main.ts'), '--data-dir', dataDir, '--listen', opts.listen ?? '127.0.0.1:0', '--generate-tls', join(dataDir, 'tls'),
+      '--tls-host', 'localhost', '--registry-host', clusterInfo().registry.split(':')[0]!, ...(opts.args ?? [])],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const { createWriteStream } = await import('node:fs');
+  proc.stderr!.pipe(createWriteStream(logFile, { flags: 'a' }));
+  const line = await new Promise<string>((ok, fail) => {
+    const rl = createInterface({ input: proc.stdout! });
+    rl.once('line', ok);
+    proc.once('exit', (code) => fail(new Error(`the control plane exited with ${code} before it was ready; see ${logFile}`)));
+  });
+  const ready = JSON.parse(line) as { url: string; caFile: string; adminToken: string };
+  return {
+    ...ready,
+    dataDir,
+    proc,
+    logFile,
+    stop: (signal = 'SIGTERM') =>
+      new Promise((ok) => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return ok();
+        proc.once('exit', () => ok());
+        proc.kill(signal);
+      }),
+  };
+}
+
+/** Calls the control plane's admin API. */
+export async function api<T = Record<string, unknown>>(cp: Pick<ControlPlane, 'url' | 'caFile' | 'adminToken'>, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  const dispatcher = new Agent({ connect: { ca: readFileSync(cp.caFile, 'utf8') } });
+  try {
+    const res = await request(`${cp.url}${path}`, {
+      method: method as 'GET',
+      dispatcher,
+      headers: { authorization: `Bearer ${cp.adminToken}`, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.body.text();
+    return { status: res.statusCode, body: (text ? JSON.parse(text) : {}) as T };
+  } finally {
+    await dispatcher.close();
+  }
+}
+
+export function chartVersion(): string {
+  return /^version:\s*(\S+)/m.exec(readFileSync(join(ROOT, 'charts/rlmesh-runtime/Chart.yaml'), 'utf8'))![1]!;
+}
+
+/** Packages charts/rlmesh-runtime and pushes it to the local registry; returns the oci:// reference. */
+export function pushChart(): { ref: string; version: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-chart-'));
+  helm(['package', join(ROOT, 'charts/rlmesh-runtime'), '-d', dir]);
+  const version = chartVersion();
+  const base = `oci://${clusterInfo().registry}/rlmesh/charts`;
+  helm(['push', join(dir, `rlmesh-runtime-${version}.tgz`), base, '--plain-http']);
+  return { ref: `${base}/rlmesh-runtime`, version };
+}
+
+/** The runtime config the chart rendered, as the pods would read it from the ConfigMap. */
+export function renderedRuntimeConfig(namespace = 'rlmesh-system'): string {
+  return kubectl(['-n', namespace, 'get', 'configmap', 'rlmesh-runtime-config', '-o', 'jsonpath={.data.config\\.json}']).stdout;
+}
+
+export type Component = { name: string; proc: ChildProcess; logFile: string; stop: (signal?: NodeJS.Signals) => Promise<void> };
+
+/**
+ * Runs a component from the repository as the pod would: its entrypoint, the
+ * chart's ConfigMap as its config file, and a kubeconfig of the chart's
+ * ServiceAccount minted through TokenRequest.
+ */
+export async function startComponent(
+  name: 'agent' | 'controller' | 'egress',
+  opts: { serviceAccount?: string; configFile: string; env?: Record<string, string>; args?: string[]; workDir?: string },
+): Promise<Component> {
+  const workDir = opts.workDir ?? mkdtempSync(join(tmpdir(), `rlmesh-${name}-`));
+  mkdirSync(workDir, { recursive: true });
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    RLMESH_CONFIG: opts.configFile,
+    POD_NAMESPACE: 'rlmesh-system',
+    POD_NAME: `${name}-local-${process.pid}`,
+    ...(opts.env ?? {}),
+  };
+  if (opts.serviceAccount) env.KUBECONFIG = await serviceAccountKubeconfig('rlmesh-system', opts.serviceAccount);
+  const logFile = join(workDir, `${name}.log`);
+  const { openSync } = await import('node:fs');
+  const out = openSync(logFile, 'a');
+  const proc = spawn(NODE, [join(ROOT, `${name}/main.ts`), ...(opts.args ?? [])], { env, stdio: ['ignore', out, out], cwd: workDir });
+  return {
+    name,
+    proc,
+    logFile,
+    stop: (signal = 'SIGTERM') =>
+      new Promise((ok) => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return ok();
+        proc.once('exit', () => ok());
+        proc.kill(signal);
+      }),
+  };
+}
+
+export function writeTemp(name: string, content: string): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'rlmesh-')), name);
+  writeFileSync(file, content, { mode: 0o600 });
+  return file;
+}
+
+export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, seconds = 60, everyMs = 250): Promise<T> {
+  const end = Date.now() + seconds * 1000;
+  let last: unknown;
+  while (Date.now() < end) {
+    try {
+      const v = await probe();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`${what} did not happen within ${seconds}s${last ? ` (last error: ${String(last)})` : ''}`);
+}
