@@ -1,0 +1,323 @@
+// Fetches artifacts into the store exactly once: concurrent requests for one
+// digest share a single download (in-process), an on-disk lock covers a crash
+// mid-download, and the bytes go to a temp file that is published only after
+// its size and SHA-256 match. Large objects are fetched with parallel ranged
+// GETs and a journal of finished ranges, so a restarted controller resumes
+// instead of starting over. HTTPS goes through undici, S3 through
+// @aws-sdk/client-s3 with the assignment's temporary credentials.
+import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { appendFile, open, readFile, stat } from 'node:fs/promises';
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import type { Logger } from 'pino';
+import { EnvHttpProxyAgent, request, type Dispatcher } from 'undici';
+import type { Metrics } from '../metrics.ts';
+import type { ArtifactStore } from './store.ts';
+
+export type FetchFailure = 'DigestMismatch' | 'SizeMismatch' | 'SourceUnreachable' | 'TooLarge' | 'CredentialsMissing';
+
+/** A failure that retrying cannot fix; its message is what the evaluation's status shows. */
+export class FetchError extends Error {
+  readonly reason: FetchFailure;
+  constructor(reason: FetchFailure, message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}
+
+class RangesUnsupported extends Error {}
+
+export type S3Credentials = { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+export type ResolvedSource =
+  | { kind: 'https'; url: string }
+  | { kind: 's3'; endpoint?: string; region: string; bucket: string; key: string; credentials?: S3Credentials };
+export type ArtifactRef = { name: string; sha256: string; sizeBytes: number };
+
+type Range = { start: number; end: number }; // inclusive, as in the Range header
+type Source = { kind: 'https' | 's3'; describe: string; get: (range?: Range) => Promise<Readable> };
+
+export type FetcherOptions = {
+  chunkBytes?: number;
+  parallelism?: number;
+  rangedThresholdBytes?: number;
+  attempts?: number;
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  dispatcher?: Dispatcher;
+};
+
+export class ArtifactFetcher {
+  readonly #store: ArtifactStore;
+  readonly #log: Logger;
+  readonly #metrics: Metrics | undefined;
+  readonly #o: Required<Omit<FetcherOptions, 'dispatcher'>>;
+  readonly #dispatcher: Dispatcher;
+  readonly #inflight = new Map<string, Promise<void>>();
+  /** Downloads actually started (after the lock and the cache check). */
+  downloads = 0;
+
+  constructor(store: ArtifactStore, log: Logger, metrics?: Metrics, opts: FetcherOptions = {}) {
+    this.#store = store;
+    this.#log = log;
+    this.#metrics = metrics;
+    this.#o = {
+      chunkBytes: opts.chunkBytes ?? 16 * 1024 * 1024,
+      parallelism: opts.parallelism ?? 4,
+      rangedThresholdBytes: opts.rangedThresholdBytes ?? 64 * 1024 * 1024,
+      attempts: opts.attempts ?? 5,
+      baseDelayMs: opts.baseDelayMs ?? 500,
+      maxDelayMs: opts.maxDelayMs ?? 10_000,
+    };
+    // honours HTTPS_PROXY/NO_PROXY when the filler itself must go through a proxy
+    this.#dispatcher = opts.dispatcher ?? new EnvHttpProxyAgent({ connections: this.#o.parallelism * 2 });
+  }
+
+  /** Resolves once the artifact is in the store, verified; rejects with FetchError when it cannot be. */
+  fetch(a: ArtifactRef, source: ResolvedSource): Promise<void> {
+    let p = this.#inflight.get(a.sha256);
+    if (!p) {
+      p = this.#fetchLocked(a, source).finally(() => this.#inflight.delete(a.sha256));
+      this.#inflight.set(a.sha256, p);
+    }
+    return p;
+  }
+
+  async #fetchLocked(a: ArtifactRef, source: ResolvedSource): Promise<void> {
+    if (await this.#store.has(a.sha256)) return;
+    let lock = await this.#store.lock(a.sha256);
+    while (lock === 'busy') {
+      await sleep(250);
+      if (await this.#store.has(a.sha256)) return;
+      lock = await this.#store.lock(a.sha256);
+    }
+    try {
+      if (await this.#store.has(a.sha256)) return;
+      this.downloads++;
+      const src = makeSource(source, this.#dispatcher);
+      const started = performance.now();
+      try {
+        await this.#download(src, a);
+      } catch (err) {
+        this.#metrics?.cacheFetches.inc({ source: src.kind, result: err instanceof FetchError ? err.reason : 'error' });
+        throw err;
+      }
+      this.#metrics?.cacheFetches.inc({ source: src.kind, result: 'ok' });
+      this.#metrics?.cacheFetchBytes.inc(a.sizeBytes);
+      this.#metrics?.cacheFetchSeconds.observe({ source: src.kind }, (performance.now() - started) / 1000);
+      this.#log.info({ artifact: a.name, sha256: a.sha256, bytes: a.sizeBytes, source: src.describe, ms: Math.round(performance.now() - started) }, 'artifact cached');
+    } finally {
+      await lock.release();
+    }
+  }
+
+  async #download(src: Source, a: ArtifactRef): Promise<void> {
+    if (a.sizeBytes >= this.#o.rangedThresholdBytes) {
+      try {
+        return await this.#ranged(src, a, true);
+      } catch (err) {
+        if (!(err instanceof RangesUnsupported)) throw err;
+        this.#log.info({ artifact: a.name, source: src.describe }, 'source ignores Range requests; downloading in one stream');
+        await this.#store.discardPartial(a.sha256);
+      }
+    }
+    await this.#retrying(src, a, () => this.#single(src, a));
+  }
+
+  /** Runs fn, retrying source errors with exponential backoff; FetchErrors are final. */
+  async #retrying<T>(src: Source, a: ArtifactRef, fn: () => Promise<T>): Promise<T> {
+    let last: unknown;
+    for (let attempt = 1; attempt <= this.#o.attempts; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (err instanceof FetchError || err instanceof RangesUnsupported) throw err;
+        last = err;
+        if (attempt === this.#o.attempts) break;
+        const delay = Math.min(this.#o.maxDelayMs, this.#o.baseDelayMs * 2 ** (attempt - 1));
+        this.#log.warn({ artifact: a.name, source: src.describe, attempt, retryInMs: delay, err: describeError(err) }, 'artifact source failed; retrying');
+        await sleep(delay);
+      }
+    }
+    throw new FetchError(
+      'SourceUnreachable',
+      `cannot fetch artifact ${a.name} from ${src.describe} after ${this.#o.attempts} attempts: ${describeError(last)}; check that the source is reachable from the cluster and that its URL or credentials have not expired`,
+    );
+  }
+
+  async #single(src: Source, a: ArtifactRef): Promise<void> {
+    const tmp = this.#store.tmpPath(a.sha256);
+    await this.#store.discardPartial(a.sha256);
+    const hash = createHash('sha256');
+    let bytes = 0;
+    const count = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        bytes += chunk.length;
+        if (bytes > a.sizeBytes) return cb(new FetchError('SizeMismatch', sizeMessage(a, `more than ${a.sizeBytes}`, src)));
+        hash.update(chunk);
+        cb(null, chunk);
+      },
+    });
+    try {
+      await pipeline(await src.get(), count, createWriteStream(tmp));
+    } catch (err) {
+      await this.#store.discardPartial(a.sha256);
+      throw err;
+    }
+    if (bytes !== a.sizeBytes) {
+      await this.#store.discardPartial(a.sha256);
+      throw new FetchError('SizeMismatch', sizeMessage(a, String(bytes), src));
+    }
+    const actual = hash.digest('hex');
+    if (actual !== a.sha256) {
+      await this.#store.discardPartial(a.sha256);
+      throw new FetchError('DigestMismatch', digestMessage(a, actual, src));
+    }
+    await this.#store.commit(a.sha256);
+  }
+
+  async #ranged(src: Source, a: ArtifactRef, mayRestart: boolean): Promise<void> {
+    const tmp = this.#store.tmpPath(a.sha256);
+    const journal = this.#store.journalPath(a.sha256);
+    const chunk = this.#o.chunkBytes;
+    const n = Math.ceil(a.sizeBytes / chunk);
+    const partial = await stat(tmp).catch(() => undefined);
+    const done = new Set<number>();
+    if (partial?.size === a.sizeBytes) {
+      for (const line of (await readFile(journal, 'utf8').catch(() => '')).split('\n')) if (/^\d+$/.test(line)) done.add(Number(line));
+    } else {
+      await this.#store.discardPartial(a.sha256);
+    }
+    const resumed = done.size;
+    if (resumed > 0) this.#log.info({ artifact: a.name, chunks: n, alreadyWritten: resumed }, 'resuming an interrupted download');
+    const fh = await open(tmp, partial?.size === a.sizeBytes ? 'r+' : 'w+');
+    try {
+      await fh.truncate(a.sizeBytes);
+      const load = async (i: number): Promise<Buffer> => {
+        const start = i * chunk;
+        const len = Math.min(chunk, a.sizeBytes - start);
+        if (done.has(i)) {
+          const buf = Buffer.allocUnsafe(len);
+          await fh.read(buf, 0, len, start);
+          return buf;
+        }
+        const buf = await this.#retrying(src, a, async () => {
+          const body = await src.get({ start, end: start + len - 1 });
+          const parts: Buffer[] = [];
+          let got = 0;
+          for await (const piece of body as AsyncIterable<Buffer>) {
+            got += piece.length;
+            if (got > len) throw new RangesUnsupported(`range ${start}-${start + len - 1} returned more than ${len} bytes`);
+            parts.push(piece);
+          }
+          if (got !== len) throw new Error(`range ${start}-${start + len - 1} returned ${got} of ${len} bytes`);
+          return Buffer.concat(parts, len);
+        });
+        await fh.write(buf, 0, len, start);
+        await appendFile(journal, `${i}\n`);
+        return buf;
+      };
+      // download up to `parallelism` ranges at once, hashing them in order as they land
+      const hash = createHash('sha256');
+      const pending = new Map<number, Promise<Buffer>>();
+      let next = 0;
+      const launch = (hashed: number): void => {
+        while (next < n && next < hashed + this.#o.parallelism) {
+          const p = load(next);
+          p.catch(() => {}); // awaited below, in order
+          pending.set(next++, p);
+        }
+      };
+      launch(0);
+      for (let i = 0; i < n; i++) {
+        const buf = await pending.get(i)!;
+        pending.delete(i);
+        hash.update(buf);
+        launch(i + 1);
+      }
+      const actual = hash.digest('hex');
+      if (actual !== a.sha256) {
+        await fh.close().catch(() => {});
+        await this.#store.discardPartial(a.sha256);
+        // a resumed file may hold a range corrupted by the crash: start over once
+        if (resumed > 0 && mayRestart) return this.#ranged(src, a, false);
+        throw new FetchError('DigestMismatch', digestMessage(a, actual, src));
+      }
+    } catch (err) {
+      await fh.close().catch(() => {});
+      if (err instanceof FetchError || err instanceof RangesUnsupported) await this.#store.discardPartial(a.sha256);
+      throw err;
+    }
+    await fh.close().catch(() => {});
+    await this.#store.commit(a.sha256);
+  }
+}
+
+function makeSource(s: ResolvedSource, dispatcher: Dispatcher): Source {
+  if (s.kind === 'https') {
+    const u = new URL(s.url);
+    // a presigned URL's query is a credential: never log or report it
+    const describe = `${u.origin}${u.pathname}`;
+    return {
+      kind: 'https',
+      describe,
+      get: async (range) => {
+        const res = await request(s.url, {
+          method: 'GET',
+          dispatcher,
+          headers: range ? { range: `bytes=${range.start}-${range.end}` } : {},
+          headersTimeout: 30_000,
+          bodyTimeout: 60_000,
+        });
+        if (range && res.statusCode === 200) {
+          await res.body.dump();
+          throw new RangesUnsupported('source answered a Range request with the whole object');
+        }
+        if (res.statusCode !== (range ? 206 : 200)) {
+          const text = (await res.body.text().catch(() => '')).slice(0, 200).replace(/\s+/g, ' ').trim();
+          throw new Error(`HTTP ${res.statusCode}${text ? `: ${text}` : ''}`);
+        }
+        return res.body;
+      },
+    };
+  }
+  const client = new S3Client({
+    region: s.region,
+    ...(s.endpoint ? { endpoint: s.endpoint, forcePathStyle: true } : {}),
+    ...(s.credentials ? { credentials: s.credentials } : {}),
+    maxAttempts: 1, // the fetcher retries with its own backoff
+  });
+  return {
+    kind: 's3',
+    describe: `s3://${s.bucket}/${s.key}${s.endpoint ? ` at ${s.endpoint}` : ''}`,
+    get: async (range) => {
+      const out = await client.send(
+        new GetObjectCommand({ Bucket: s.bucket, Key: s.key, ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}) }),
+      );
+      if (range && !out.ContentRange) {
+        (out.Body as Readable | undefined)?.destroy();
+        throw new RangesUnsupported('S3 endpoint ignored the Range header');
+      }
+      if (!out.Body) throw new Error('S3 returned no body');
+      return out.Body as Readable;
+    },
+  };
+}
+
+function describeError(err: unknown): string {
+  const e = err as { name?: string; message?: string; code?: string; cause?: { code?: string; message?: string }; $metadata?: { httpStatusCode?: number } };
+  if (e?.$metadata?.httpStatusCode) return `${e.name ?? 'S3Error'} (HTTP ${e.$metadata.httpStatusCode}): ${e.message}`;
+  const cause = e?.cause?.code ?? e?.cause?.message;
+  return `${e?.message ?? String(err)}${cause && !String(e?.message).includes(cause) ? ` (${cause})` : ''}`;
+}
+
+function digestMessage(a: ArtifactRef, actual: string, src: Source): string {
+  return `artifact ${a.name} from ${src.describe} does not match its digest: expected sha256 ${a.sha256}, got ${actual}; the source serves different content than the assignment names, so it was discarded`;
+}
+
+function sizeMessage(a: ArtifactRef, got: string, src: Source): string {
+  return `artifact ${a.name} from ${src.describe} has the wrong size: expected ${a.sizeBytes} bytes, got ${got}; the source serves different content than the assignment names, so it was discarded`;
+}
+

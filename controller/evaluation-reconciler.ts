@@ -1,0 +1,283 @@
+// Reconciles one RLMeshEvaluation: waits for its artifacts, creates its pod,
+// mirrors the pod's phase into the status (through the status subresource),
+// enforces the deadline and cancellation, records an Event for every phase
+// change and refusal, and garbage-collects it once the agent has reported it.
+import type { CoreV1Api, CustomObjectsApi, ObjectCache, V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import {
+  EVALUATION,
+  GROUP,
+  VERSION,
+  evaluationSpecSchema,
+  isFinished,
+  type RLMeshCache,
+  type RLMeshEvaluation,
+} from '../lib/crds/types.ts';
+import { deadlineExceeded, msUntilDeadline, nextStatus, observePod, ownedFields, sameOwnedFields, type Observation } from './evaluation-status.ts';
+import type { EventRecorder } from './events.ts';
+import { MERGE_PATCH, apiMessage, isConflict, isNotFound, statusCode } from './kube-errors.ts';
+import type { Metrics } from './metrics.ts';
+import { buildEvaluationPod, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
+import type { WorkResult } from './work-queue.ts';
+
+export type ReconcilerSettings = {
+  namespace: string;
+  pullSecret: string;
+  proxyUrl: string;
+  noProxy?: string;
+  cacheName: string;
+  pvcName: string;
+  accessModes: readonly string[];
+  gcAfterMs: number;
+  waitingRetryMs: number;
+  maxConcurrent?: number;
+};
+
+export type ReconcilerDeps = {
+  core: CoreV1Api;
+  custom: CustomObjectsApi;
+  evaluations: ObjectCache<RLMeshEvaluation>;
+  pods: ObjectCache<V1Pod>;
+  caches: ObjectCache<RLMeshCache>;
+  events: EventRecorder;
+  metrics: Metrics;
+  log: Logger;
+  settings: ReconcilerSettings;
+};
+
+const WARNING_PHASES = new Set(['Waiting', 'Failed']);
+const podFinished = (pod: V1Pod): boolean => pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
+
+export class EvaluationReconciler {
+  readonly #d: ReconcilerDeps;
+
+  constructor(deps: ReconcilerDeps) {
+    this.#d = deps;
+  }
+
+  reconcile = async (key: string): Promise<WorkResult> => {
+    const [namespace, name] = key.split('/') as [string, string];
+    const ev = this.#d.evaluations.get(name, namespace);
+    const pod = this.#ownPod(namespace, name, ev);
+    if (!ev || ev.metadata.deletionTimestamp) {
+      // owner references make the garbage collector delete the pod too; deleting it
+      // here stops the evaluation without waiting for that
+      if (pod && !pod.metadata?.deletionTimestamp) await this.#deletePod(pod, 'its evaluation was deleted');
+      return;
+    }
+    if (isFinished(ev.status?.phase)) return this.#finished(ev, pod);
+
+    const parsed = evaluationSpecSchema.safeParse(ev.spec);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      return this.#write(ev, {
+        phase: 'Failed',
+        reason: 'InvalidSpec',
+        message: `spec.${issue.path.join('.')}: ${issue.message}; the agent must recreate the evaluation with a valid spec`,
+        conditions: [{ type: 'Completed', status: 'True', reason: 'InvalidSpec', message: issue.message }],
+      });
+    }
+
+    if (ev.spec.cancelled) {
+      if (pod && !podFinished(pod)) await this.#deletePod(pod, 'the evaluation was cancelled');
+      return this.#write(ev, {
+        phase: 'Cancelled',
+        reason: 'Cancelled',
+        message: pod ? `cancelled; pod ${pod.metadata?.name} stopped` : 'cancelled before it started',
+        conditions: [{ type: 'Completed', status: 'True', reason: 'Cancelled', message: 'spec.cancelled is true' }],
+      });
+    }
+
+    if (pod) return this.#followPod(ev, pod);
+    return this.#startPod(ev);
+  };
+
+  #ownPod(namespace: string, name: string, ev: RLMeshEvaluation | undefined): V1Pod | undefined {
+    const pod = this.#d.pods.get(podNameFor(name), namespace);
+    if (!pod) return undefined;
+    const owner = pod.metadata?.ownerReferences?.find((o) => o.controller);
+    // a pod left by an earlier evaluation of the same name is not this one's
+    if (ev?.metadata.uid && owner?.uid !== ev.metadata.uid) return undefined;
+    return pod;
+  }
+
+  async #followPod(ev: RLMeshEvaluation, pod: V1Pod): Promise<WorkResult> {
+    let obs = observePod(pod, ev);
+    const left = msUntilDeadline(pod, ev);
+    const overdue = !podFinished(pod) && left !== undefined && left <= 0;
+    if (overdue) obs = deadlineExceeded(ev, { podName: obs.podName, nodeName: obs.nodeName, startTime: obs.startTime }, new Date().toISOString());
+    await this.#write(ev, obs);
+    if (overdue) {
+      await this.#deletePod(pod, 'its deadline passed');
+      return;
+    }
+    if (obs.phase === 'Running' && left !== undefined) return { requeueAfterMs: left + 50 };
+    if (obs.phase === 'Waiting') return { requeueAfterMs: this.#d.settings.waitingRetryMs };
+    return;
+  }
+
+  async #startPod(ev: RLMeshEvaluation): Promise<WorkResult> {
+    const s = this.#d.settings;
+    const artifacts = ev.spec.artifacts ?? [];
+    if (artifacts.length > 0) {
+      const a = ev.status?.artifacts;
+      if (a?.state === 'Failed') {
+        const reason = a.reason ?? 'ArtifactFetchFailed';
+        const message = a.message ?? 'an artifact could not be fetched into the cache';
+        return this.#write(ev, {
+          phase: 'Failed',
+          reason,
+          message,
+          conditions: [
+            { type: 'ArtifactsReady', status: 'False', reason, message },
+            { type: 'Completed', status: 'True', reason, message },
+          ],
+        });
+      }
+      if (a?.state !== 'Ready') {
+        const message = a?.message ?? `waiting for the artifact cache to fetch ${artifacts.length} artifact(s)`;
+        return this.#write(ev, {
+          phase: 'Fetching',
+          reason: 'Fetching',
+          message,
+          conditions: [{ type: 'ArtifactsReady', status: 'False', reason: a?.reason ?? 'Fetching', message }],
+        });
+      }
+    }
+
+    if (ev.status?.podName) {
+      // created before: the pod informer may lag behind our own create, so ask the API
+      const live = await this.#d.core.readNamespacedPod({ name: ev.status.podName, namespace: s.namespace }).catch((err: unknown) => {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      });
+      if (live && live.metadata?.ownerReferences?.some((o) => o.uid === ev.metadata.uid)) return this.#followPod(ev, live);
+      if (ev.status.phase !== 'Waiting') {
+        const message = `pod ${ev.status.podName} was deleted before the evaluation finished (by a user, an eviction or a lost node)`;
+        return this.#write(ev, { phase: 'Failed', reason: 'PodLost', message, conditions: [{ type: 'Completed', status: 'True', reason: 'PodLost', message }] });
+      }
+    }
+
+    const cache = this.#d.caches.get(s.cacheName);
+    const podSettings: PodSettings = {
+      namespace: s.namespace,
+      pullSecret: s.pullSecret,
+      proxyUrl: s.proxyUrl,
+      ...(s.noProxy ? { noProxy: s.noProxy } : {}),
+      cache: {
+        pvcName: cache?.spec.pvcName ?? s.pvcName,
+        accessModes: cache?.spec.accessModes ?? s.accessModes,
+        ...(cache?.status?.nodeName ? { nodeName: cache.status.nodeName } : {}),
+      },
+    };
+    if (needsCacheNode(ev, podSettings)) {
+      const message = `the artifact cache ${podSettings.cache.pvcName} is ReadWriteOnce and its filler has not reported which node holds the volume yet; the pod is created as soon as it does`;
+      await this.#write(ev, { phase: 'Waiting', reason: 'CacheNodeUnknown', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'CacheNodeUnknown', message }] });
+      return { requeueAfterMs: this.#d.settings.waitingRetryMs };
+    }
+    if (s.maxConcurrent !== undefined) {
+      const active = this.#d.pods.list(s.namespace).filter((p) => !podFinished(p) && !p.metadata?.deletionTimestamp).length;
+      if (active >= s.maxConcurrent) {
+        const message = `${active} evaluation pods are already running or pending, the limit of this cluster (--max-concurrent=${s.maxConcurrent}); it starts when one finishes`;
+        await this.#write(ev, { phase: 'Waiting', reason: 'ConcurrencyLimit', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'ConcurrencyLimit', message }] });
+        return { requeueAfterMs: this.#d.settings.waitingRetryMs };
+      }
+    }
+
+    const body = buildEvaluationPod(ev, podSettings);
+    const podName = body.metadata!.name!;
+    try {
+      await this.#d.core.createNamespacedPod({ namespace: s.namespace, body });
+      this.#d.metrics.podsCreated.inc();
+    } catch (err) {
+      const code = statusCode(err);
+      const message = apiMessage(err);
+      if (code === 409) {
+        // already there (our own earlier create): follow it
+      } else if (code === 403 && /quota/i.test(message)) {
+        // the cluster's own words, e.g. 'pods "rle-x" is forbidden: exceeded quota: runs, requested: requests.cpu=4, used: ..., limited: ...'
+        await this.#write(ev, { phase: 'Waiting', reason: 'QuotaExceeded', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'QuotaExceeded', message }] }, true);
+        return { requeueAfterMs: this.#d.settings.waitingRetryMs };
+      } else if (code === 400 || code === 422 || code === 403) {
+        const why = `the API server refused the evaluation pod: ${message}`;
+        return this.#write(ev, { phase: 'Failed', reason: 'PodRejected', message: why, conditions: [{ type: 'Completed', status: 'True', reason: 'PodRejected', message: why }] });
+      } else {
+        throw err;
+      }
+    }
+    await this.#write(ev, {
+      phase: 'Pending',
+      reason: 'PodCreated',
+      message: `created pod ${podName}`,
+      podName,
+      conditions: artifacts.length > 0 ? [{ type: 'ArtifactsReady', status: 'True', reason: 'Cached', message: `${artifacts.length} artifact(s) in the cache` }] : [],
+    });
+    return;
+  }
+
+  async #finished(ev: RLMeshEvaluation, pod: V1Pod | undefined): Promise<WorkResult> {
+    if (pod && !podFinished(pod) && !pod.metadata?.deletionTimestamp) await this.#deletePod(pod, `the evaluation is ${ev.status?.phase}`);
+    const reportedAt = ev.status?.reportedAt;
+    if (!reportedAt) return;
+    const due = new Date(reportedAt).getTime() + this.#d.settings.gcAfterMs - Date.now();
+    if (due > 0) return { requeueAfterMs: due + 50 };
+    try {
+      await this.#d.custom.deleteNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: ev.metadata.namespace!,
+        plural: EVALUATION.plural,
+        name: ev.metadata.name,
+        propagationPolicy: 'Background',
+      });
+      this.#d.metrics.evaluationsCollected.inc();
+      this.#d.log.info({ evaluation: ev.metadata.name, phase: ev.status?.phase, reportedAt }, 'garbage-collected a finished, reported evaluation');
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    return;
+  }
+
+  async #deletePod(pod: V1Pod, why: string): Promise<void> {
+    try {
+      await this.#d.core.deleteNamespacedPod({ name: pod.metadata!.name!, namespace: pod.metadata!.namespace!, propagationPolicy: 'Background' });
+      this.#d.log.info({ pod: pod.metadata?.name, why }, 'stopped evaluation pod');
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  /** Writes the status if it changed, and records an Event when the phase or its reason did (or always, for a refusal). */
+  async #write(ev: RLMeshEvaluation, obs: Observation, refusal = false): Promise<WorkResult> {
+    const next = nextStatus(ev.status, obs, ev.metadata.generation);
+    const changedPhase = ev.status?.phase !== next.phase || ev.status?.reason !== next.reason;
+    const changedMessage = ev.status?.message !== next.message;
+    if (sameOwnedFields(ev.status, next)) return;
+    try {
+      await this.#d.custom.patchNamespacedCustomObjectStatus(
+        {
+          group: GROUP,
+          version: VERSION,
+          namespace: ev.metadata.namespace!,
+          plural: EVALUATION.plural,
+          name: ev.metadata.name,
+          // resourceVersion makes this conditional: a stale view is refused (409) and retried
+          body: { metadata: { resourceVersion: ev.metadata.resourceVersion }, status: ownedFields(next) },
+        },
+        MERGE_PATCH,
+      );
+    } catch (err) {
+      if (isConflict(err)) throw new Error(`status of ${ev.metadata.name} changed meanwhile; retrying with the fresh object`);
+      if (isNotFound(err)) return;
+      throw err;
+    }
+    // keep the cached copy current so the next reconcile of this key does not redo the write
+    ev.status = { ...ev.status, ...next };
+    if (changedPhase || (refusal && changedMessage)) {
+      this.#d.metrics.phaseTransitions.inc({ phase: next.phase ?? '', reason: next.reason ?? '' });
+      this.#d.log.info({ evaluation: ev.metadata.name, phase: next.phase, reason: next.reason }, next.message ?? '');
+      await this.#d.events.record(ev, WARNING_PHASES.has(next.phase ?? '') ? 'Warning' : 'Normal', next.reason ?? next.phase ?? 'Updated', next.message ?? '');
+    }
+    return;
+  }
+}

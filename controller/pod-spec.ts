@@ -1,0 +1,156 @@
+// The pod an RLMeshEvaluation runs as: restricted Pod Security, no
+// ServiceAccount token, the pull Secret, the artifact cache mounted read-only
+// with each artifact at /artifacts/<name>, proxy variables pointing at the
+// egress proxy, GPU requests, a deadline, and an owner reference so deleting
+// the evaluation deletes the pod.
+import { createHash } from 'node:crypto';
+import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
+import { API_VERSION, EVALUATION, type RLMeshEvaluation } from '../lib/crds/types.ts';
+
+export const MANAGED_BY = 'rlmesh-cluster-controller';
+export const LABEL_EVALUATION = 'rlmesh.dev/evaluation';
+export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
+export const ANNOTATION_EVALUATION_ID = 'rlmesh.dev/evaluation-id';
+// Annotations with this prefix are copied from the evaluation onto its pod: the
+// local cluster's kwok reads the outcome of a simulated pod from them.
+export const TEST_ANNOTATION_PREFIX = 'rlmesh.dev/test-';
+export const CONTAINER_NAME = 'evaluation';
+export const ARTIFACTS_DIR = '/artifacts';
+export const CACHE_VOLUME = 'artifact-cache';
+export const GPU_RESOURCE = { nvidia: 'nvidia.com/gpu', amd: 'amd.com/gpu' } as const;
+export const DEFAULT_NO_PROXY = 'localhost,127.0.0.1,::1';
+const PROXY_VARS = ['HTTPS_PROXY', 'HTTP_PROXY', 'NO_PROXY', 'https_proxy', 'http_proxy', 'no_proxy'];
+
+export type PodSettings = {
+  namespace: string;
+  pullSecret: string;
+  proxyUrl: string;
+  noProxy?: string;
+  cache: {
+    pvcName: string;
+    accessModes: readonly string[];
+    /** Node holding a ReadWriteOnce volume; pods that mount it are pinned there. */
+    nodeName?: string;
+  };
+};
+
+/** A name that fits: `rle-<evaluation>`, shortened with a hash when it would exceed the limit. */
+export function boundedName(prefix: string, name: string, max: number): string {
+  const full = `${prefix}${name}`;
+  if (full.length <= max) return full;
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 10);
+  return `${full.slice(0, max - 11).replace(/[-.]+$/, '')}-${hash}`;
+}
+
+export const podNameFor = (evaluationName: string): string => boundedName('rle-', evaluationName, 63);
+export const labelValueFor = (value: string): string => boundedName('', value, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '') || 'x';
+
+export function cacheIsShared(accessModes: readonly string[]): boolean {
+  return accessModes.includes('ReadWriteMany') || accessModes.includes('ReadOnlyMany');
+}
+
+/** True when the pod must wait for the cache's node before it can be created. */
+export function needsCacheNode(ev: RLMeshEvaluation, s: PodSettings): boolean {
+  return (ev.spec.artifacts?.length ?? 0) > 0 && !cacheIsShared(s.cache.accessModes) && !s.cache.nodeName;
+}
+
+export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod {
+  const spec = ev.spec;
+  const artifacts = spec.artifacts ?? [];
+  const proxy = {
+    HTTPS_PROXY: s.proxyUrl,
+    HTTP_PROXY: s.proxyUrl,
+    NO_PROXY: s.noProxy ?? DEFAULT_NO_PROXY,
+  };
+  const env = [
+    ...(spec.env ?? []).filter((e) => !PROXY_VARS.includes(e.name)).map((e) => ({ name: e.name, value: e.value ?? '' })),
+    ...Object.entries(proxy).flatMap(([name, value]) => [
+      { name, value },
+      { name: name.toLowerCase(), value },
+    ]),
+    { name: 'RLMESH_EVALUATION_ID', value: spec.evaluationId },
+    { name: 'RLMESH_ARTIFACTS_DIR', value: ARTIFACTS_DIR },
+  ];
+
+  const requests: Record<string, string> = {};
+  const limits: Record<string, string> = {};
+  if (spec.resources?.cpu) requests.cpu = limits.cpu = spec.resources.cpu;
+  if (spec.resources?.memory) requests.memory = limits.memory = spec.resources.memory;
+  const gpu = spec.resources?.gpu;
+  if (gpu && gpu.count > 0) requests[GPU_RESOURCE[gpu.vendor]] = limits[GPU_RESOURCE[gpu.vendor]] = String(gpu.count);
+
+  const annotations: Record<string, string> = { [ANNOTATION_EVALUATION_ID]: spec.evaluationId };
+  for (const [k, v] of Object.entries(ev.metadata.annotations ?? {})) if (k.startsWith(TEST_ANNOTATION_PREFIX)) annotations[k] = v;
+
+  const pinned = artifacts.length > 0 && !cacheIsShared(s.cache.accessModes) && s.cache.nodeName;
+
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: podNameFor(ev.metadata.name),
+      namespace: s.namespace,
+      labels: {
+        [LABEL_EVALUATION]: labelValueFor(ev.metadata.name),
+        [LABEL_MANAGED_BY]: MANAGED_BY,
+        'app.kubernetes.io/name': 'rlmesh-evaluation',
+        'app.kubernetes.io/part-of': 'rlmesh-runtime',
+      },
+      annotations,
+      ownerReferences: [
+        // blockOwnerDeletion stays false: nothing of ours may hold up deleting an
+        // evaluation, its namespace or an uninstall
+        { apiVersion: API_VERSION, kind: EVALUATION.kind, name: ev.metadata.name, uid: ev.metadata.uid ?? '', controller: true, blockOwnerDeletion: false },
+      ],
+    },
+    spec: {
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      imagePullSecrets: [{ name: s.pullSecret }],
+      activeDeadlineSeconds: spec.deadlineSeconds,
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: 65532,
+        runAsGroup: 65532,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      containers: [
+        {
+          name: CONTAINER_NAME,
+          image: spec.image,
+          ...(spec.command?.length ? { command: spec.command } : {}),
+          ...(spec.args?.length ? { args: spec.args } : {}),
+          env,
+          resources: { requests, limits },
+          securityContext: {
+            allowPrivilegeEscalation: false,
+            capabilities: { drop: ['ALL'] },
+            runAsNonRoot: true,
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
+          volumeMounts: artifacts.map((a) => ({
+            name: CACHE_VOLUME,
+            mountPath: `${ARTIFACTS_DIR}/${a.name}`,
+            subPath: `sha256/${a.sha256}`,
+            readOnly: true,
+          })),
+        },
+      ],
+      volumes: artifacts.length > 0 ? [{ name: CACHE_VOLUME, persistentVolumeClaim: { claimName: s.cache.pvcName, readOnly: true } }] : [],
+      ...(spec.placement?.nodeSelector ? { nodeSelector: spec.placement.nodeSelector } : {}),
+      ...(spec.placement?.tolerations?.length ? { tolerations: spec.placement.tolerations as V1Toleration[] } : {}),
+      ...(pinned
+        ? {
+            affinity: {
+              nodeAffinity: {
+                requiredDuringSchedulingIgnoredDuringExecution: {
+                  nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [s.cache.nodeName!] }] }],
+                },
+              },
+            },
+          }
+        : {}),
+    },
+  };
+}
