@@ -11,6 +11,8 @@ export type AgentConfig = {
   podName: string;
   podNamespace: string;
   spoolDir: string;
+  /** address the health and metrics servers bind */
+  listenHost: string;
   timing: Timing;
 };
 
@@ -45,6 +47,7 @@ const envSchema = z.object({
   POD_NAME: z.string().min(1, 'must be set (the Deployment passes it from metadata.name)').default('rlmesh-cluster-agent'),
   POD_NAMESPACE: z.string().min(1).optional(),
   RLMESH_SPOOL_DIR: z.string().min(1).default('/var/lib/rlmesh/spool'),
+  RLMESH_AGENT_LISTEN_HOST: z.string().min(1).default('0.0.0.0'),
   RLMESH_AGENT_HEARTBEAT_MS: ms('RLMESH_AGENT_HEARTBEAT_MS', 10_000),
   RLMESH_AGENT_SILENCE_MS: ms('RLMESH_AGENT_SILENCE_MS', 45_000),
   RLMESH_AGENT_BACKOFF_BASE_MS: ms('RLMESH_AGENT_BACKOFF_BASE_MS', 500),
@@ -70,6 +73,7 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
     podName: e.POD_NAME,
     podNamespace: e.POD_NAMESPACE ?? runtime.namespace,
     spoolDir: e.RLMESH_SPOOL_DIR,
+    listenHost: e.RLMESH_AGENT_LISTEN_HOST,
     timing: {
       heartbeatMs: e.RLMESH_AGENT_HEARTBEAT_MS,
       silenceMs: e.RLMESH_AGENT_SILENCE_MS,

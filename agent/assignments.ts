@@ -1,0 +1,171 @@
+// Assignments from the session become RLMeshEvaluation objects in the runs
+// namespace, created idempotently (the control plane resends an assignment
+// until an update for it arrives). S3 credentials an assignment carries go
+// into a Secret owned by the evaluation, never into the evaluation itself.
+// Cancellations set spec.cancelled; the controller stops the pod.
+import { createHash } from 'node:crypto';
+import * as k8s from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { API_VERSION, EVALUATION, GROUP, VERSION, type EvaluationSpec, type RLMeshEvaluation } from '../lib/crds/types.ts';
+import type { Assignment, Cancellation } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { isConflict, isNotFound } from './credentials.ts';
+
+export const EVALUATION_ID_ANNOTATION = 'rlmesh.dev/evaluation-id';
+
+/** The object name for an evaluation id: the id itself when it is a valid name, else a stable hash. */
+export function evaluationName(id: string): string {
+  if (/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(id)) return id;
+  const slug = id.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
+  return `${slug ? `${slug}-` : 'ev-'}${createHash('sha256').update(id).digest('hex').slice(0, 12)}`;
+}
+
+const s3SecretName = (evalName: string) => `${evalName.slice(0, 230)}-s3`;
+
+export function evaluationFromAssignment(a: Assignment, namespace: string): { evaluation: RLMeshEvaluation; s3: Record<string, string>[] } {
+  const name = evaluationName(a.evaluationId);
+  const s3: Record<string, string>[] = [];
+  const spec: EvaluationSpec = {
+    evaluationId: a.evaluationId,
+    image: a.image,
+    ...(a.command.length ? { command: a.command } : {}),
+    ...(a.args.length ? { args: a.args } : {}),
+    ...(Object.keys(a.env).length ? { env: Object.entries(a.env).map(([k, v]) => ({ name: k, value: v })) } : {}),
+    resources: {
+      ...(a.cpu ? { cpu: a.cpu } : {}),
+      ...(a.memory ? { memory: a.memory } : {}),
+      ...(a.gpuCount > 0 ? { gpu: { count: a.gpuCount, vendor: a.gpuVendor === 'amd' ? 'amd' : 'nvidia' } } : {}),
+    },
+    ...(a.artifacts.length
+      ? {
+          artifacts: a.artifacts.map((art) => {
+            const src = art.source?.source;
+            if (src?.case === 's3') {
+              const o = src.value;
+              if (o.accessKeyId) s3.push({ accessKeyId: o.accessKeyId, secretAccessKey: o.secretAccessKey, ...(o.sessionToken ? { sessionToken: o.sessionToken } : {}) });
+              return {
+                name: art.name,
+                sha256: art.sha256,
+                sizeBytes: Number(art.sizeBytes),
+                source: {
+                  s3: {
+                    ...(o.endpoint ? { endpoint: o.endpoint } : {}),
+                    region: o.region || 'us-east-1',
+                    bucket: o.bucket,
+                    key: o.key,
+                    ...(o.accessKeyId ? { credentialsSecretRef: { name: s3SecretName(name) } } : {}),
+                  },
+                },
+              };
+            }
+            return { name: art.name, sha256: art.sha256, sizeBytes: Number(art.sizeBytes), source: { httpsUrl: src?.case === 'httpsUrl' ? src.value : '' } };
+          }),
+        }
+      : {}),
+    // the CRD requires a deadline; an assignment without one gets a day
+    deadlineSeconds: Number(a.deadlineSeconds) > 0 ? Number(a.deadlineSeconds) : 86_400,
+    ...(Object.keys(a.nodeSelector).length ? { placement: { nodeSelector: { ...a.nodeSelector } } } : {}),
+    cancelled: false,
+  };
+  return {
+    evaluation: {
+      apiVersion: API_VERSION,
+      kind: EVALUATION.kind,
+      metadata: {
+        name,
+        namespace,
+        labels: { 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' },
+        annotations: { [EVALUATION_ID_ANNOTATION]: a.evaluationId },
+      },
+      spec,
+    },
+    s3,
+  };
+}
+
+export type AssignmentsOptions = {
+  kc: k8s.KubeConfig;
+  namespace: string;
+  log: Logger;
+  /** an outcome with no object behind it (refused at admission, cancelled before creation): report it */
+  onOutcome: (evaluationId: string, phase: 'Failed' | 'Cancelled', reason: string, message: string) => void;
+};
+
+export class Assignments {
+  private readonly custom: k8s.CustomObjectsApi;
+  private readonly core: k8s.CoreV1Api;
+  private readonly o: AssignmentsOptions;
+
+  constructor(o: AssignmentsOptions) {
+    this.o = o;
+    this.custom = o.kc.makeApiClient(k8s.CustomObjectsApi);
+    this.core = o.kc.makeApiClient(k8s.CoreV1Api);
+  }
+
+  async assign(a: Assignment): Promise<void> {
+    const { namespace, log } = this.o;
+    const { evaluation, s3 } = evaluationFromAssignment(a, namespace);
+    const name = evaluation.metadata.name;
+    let created: RLMeshEvaluation;
+    try {
+      created = (await this.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, body: evaluation })) as RLMeshEvaluation;
+      log.info({ evaluationId: a.evaluationId, name }, 'assignment accepted: RLMeshEvaluation created');
+    } catch (err) {
+      if (isConflict(err)) {
+        log.debug({ evaluationId: a.evaluationId, name }, 'assignment already accepted (redelivery)');
+        return;
+      }
+      const status = (err as { code?: number }).code;
+      if (status === 422 || status === 400 || status === 403) {
+        const msg = apiMessage(err);
+        log.error({ evaluationId: a.evaluationId, status }, `the cluster refused the evaluation: ${msg}`);
+        this.o.onOutcome(a.evaluationId, 'Failed', status === 403 ? 'Forbidden' : 'Invalid', `the cluster refused the RLMeshEvaluation: ${msg}`);
+        return;
+      }
+      throw err;
+    }
+    for (const creds of s3.slice(0, 1)) {
+      try {
+        await this.core.createNamespacedSecret({
+          namespace,
+          body: {
+            metadata: {
+              name: s3SecretName(name),
+              namespace,
+              labels: { 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' },
+              ownerReferences: [{ apiVersion: API_VERSION, kind: EVALUATION.kind, name, uid: created.metadata.uid!, controller: true, blockOwnerDeletion: false }],
+            },
+            type: 'Opaque',
+            stringData: creds,
+          },
+        });
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+      }
+    }
+  }
+
+  async cancel(c: Cancellation): Promise<void> {
+    const { namespace, log } = this.o;
+    const name = evaluationName(c.evaluationId);
+    try {
+      await this.custom.patchNamespacedCustomObject(
+        { group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, name, body: { spec: { cancelled: true } } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+      log.info({ evaluationId: c.evaluationId, reason: c.reason }, 'cancellation applied: spec.cancelled set');
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      log.info({ evaluationId: c.evaluationId }, 'cancellation for an evaluation this cluster does not hold; reporting it Cancelled');
+      this.o.onOutcome(c.evaluationId, 'Cancelled', 'CancelledBeforeCreation', c.reason || 'cancelled before the cluster created it');
+    }
+  }
+}
+
+function apiMessage(err: unknown): string {
+  const e = err as { body?: unknown; message?: string };
+  try {
+    return (JSON.parse(String(e.body)) as { message?: string }).message ?? e.message ?? String(err);
+  } catch {
+    return e.message ?? String(err);
+  }
+}

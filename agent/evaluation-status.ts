@@ -1,0 +1,134 @@
+// Status changes of RLMeshEvaluation objects become EvaluationUpdates: each
+// with a unique id and a per-evaluation sequence, spooled (fsync'd) before it
+// is sent. A status the spool already recorded for an evaluation is not
+// reported again, so a restart or a relist re-reports nothing.
+import { create, toJson, fromJson, type JsonValue } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import * as k8s from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { EVALUATION, GROUP, VERSION, type RLMeshEvaluation } from '../lib/crds/types.ts';
+import { EvaluationUpdateSchema, type EvaluationUpdate } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { startInformer, type Informer } from './informer.ts';
+import { SpoolFullError, type Json, type Spool, type SpooledUpdate } from './spool.ts';
+
+export type Observed = { phase: string; reason: string; message: string; exitCode?: number; pod: string; node: string };
+
+type EvalLite = { metadata: { name: string; namespace: string }; spec: { evaluationId: string }; status: Observed | undefined };
+
+export function trimEvaluation(o: unknown): EvalLite {
+  const e = o as RLMeshEvaluation;
+  const st = e.status;
+  return {
+    metadata: { name: e.metadata?.name ?? '', namespace: e.metadata?.namespace ?? '' },
+    spec: { evaluationId: e.spec?.evaluationId ?? e.metadata?.name ?? '' },
+    status: {
+      // an evaluation the controller has not touched yet is Pending: reporting it tells the control plane the assignment landed
+      phase: st?.phase ?? 'Pending',
+      reason: st?.reason ?? (st?.phase ? '' : 'Accepted'),
+      message: st?.message ?? '',
+      ...(st?.exitCode !== undefined ? { exitCode: st.exitCode } : {}),
+      pod: st?.podName ?? '',
+      node: st?.nodeName ?? '',
+    },
+  };
+}
+
+export const fingerprint = (o: Observed): string => JSON.stringify([o.phase, o.reason, o.message, o.exitCode ?? null, o.pod, o.node]);
+
+export const toUpdate = (r: SpooledUpdate): EvaluationUpdate => fromJson(EvaluationUpdateSchema, r.message as JsonValue);
+
+export type EvaluationStatusOptions = {
+  kc: k8s.KubeConfig;
+  namespace: string;
+  spool: Spool;
+  log: Logger;
+  watchSilenceMs: number;
+  /** a durable update, ready to send */
+  send: (u: EvaluationUpdate) => void;
+};
+
+export class EvaluationStatus {
+  private readonly o: EvaluationStatusOptions;
+  private informer: Informer<EvalLite> | undefined;
+  /** evaluations whose latest status could not be spooled yet (spool full) */
+  private readonly deferred = new Map<string, Observed>();
+  private fullLogged = false;
+
+  constructor(o: EvaluationStatusOptions) {
+    this.o = o;
+    o.spool.onSpace(() => this.retryDeferred());
+  }
+
+  async start(): Promise<void> {
+    const { kc, namespace, log } = this.o;
+    const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    this.informer = startInformer<EvalLite>({
+      name: 'rlmeshevaluations',
+      kc,
+      log,
+      path: `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${EVALUATION.plural}`,
+      list: (p) => custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, ...p }) as Promise<{ items: unknown[] }>,
+      trim: trimEvaluation,
+      watchSilenceMs: this.o.watchSilenceMs,
+    });
+    const onEval = (e: EvalLite) => this.observe(e.spec.evaluationId, e.status!);
+    this.informer.on('add', onEval);
+    this.informer.on('update', onEval);
+    this.informer.on('delete', (e) => {
+      this.deferred.delete(e.spec.evaluationId);
+      void this.o.spool.forget(e.spec.evaluationId);
+    });
+    await this.informer.synced;
+  }
+
+  /** Records the status if it changed since the last report; sends it once durable. */
+  observe(evaluationId: string, o: Observed): void {
+    const fp = fingerprint(o);
+    if (this.o.spool.state(evaluationId)?.fingerprint === fp) return;
+    let pending: Promise<SpooledUpdate>;
+    try {
+      pending = this.o.spool.append(evaluationId, fp, (id, sequence) =>
+        toJson(
+          EvaluationUpdateSchema,
+          create(EvaluationUpdateSchema, {
+            id,
+            evaluationId,
+            phase: o.phase,
+            reason: o.reason,
+            message: o.message,
+            exitCode: o.exitCode ?? 0,
+            hasExitCode: o.exitCode !== undefined,
+            pod: o.pod,
+            node: o.node,
+            observedAt: timestampFromDate(new Date()),
+            sequence: BigInt(sequence),
+          }),
+        ) as Json,
+      );
+    } catch (err) {
+      if (!(err instanceof SpoolFullError)) throw err;
+      this.deferred.set(evaluationId, o);
+      if (!this.fullLogged) {
+        this.o.log.error({ deferred: this.deferred.size }, `${err.message}; the latest status of each evaluation is kept and spooled as soon as there is room`);
+        this.fullLogged = true;
+      }
+      return;
+    }
+    pending.then(
+      (r) => this.o.send(toUpdate(r)),
+      (err: unknown) => this.o.log.error({ err: (err as Error).message, evaluationId }, 'could not spool an evaluation update'),
+    );
+  }
+
+  private retryDeferred() {
+    if (this.deferred.size === 0) return;
+    const items = [...this.deferred];
+    this.deferred.clear();
+    this.fullLogged = false;
+    for (const [id, o] of items) this.observe(id, o);
+  }
+
+  async stop(): Promise<void> {
+    await this.informer?.stop();
+  }
+}

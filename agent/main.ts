@@ -1,0 +1,259 @@
+// rlmesh-cluster-agent: the cluster's only link to the control plane.
+//   config → health/metrics → spool → credentials (join once, or GitOps Secrets)
+//   → /v1/info → session ⇄ control plane
+//   node/pod informers → node reports; assignments → RLMeshEvaluations;
+//   evaluation status → spool → updates; control Secret watch → re-authentication.
+import { readFileSync } from 'node:fs';
+import * as k8s from '@kubernetes/client-node';
+import { create } from '@bufbuild/protobuf';
+import { CredentialRotatedSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { createLogger } from '../lib/logger.ts';
+import { Assignments } from './assignments.ts';
+import { createBackoff, sleep } from './backoff.ts';
+import { CapacityReporter } from './capacity.ts';
+import { loadAgentConfig, type AgentConfig } from './config.ts';
+import { kubeMessage, obtainCredentials } from './credential-bootstrap.ts';
+import { CredentialWatch } from './credential-watch.ts';
+import { CredentialStore } from './credentials.ts';
+import { EvaluationStatus, toUpdate } from './evaluation-status.ts';
+import { Health } from './health.ts';
+import { controlPlaneClient, fetchInfo, JoinError, type ControlPlaneClient, type ControlPlaneInfo } from './join.ts';
+import { createMetrics } from './metrics.ts';
+import { Session } from './session.ts';
+import { Spool } from './spool.ts';
+
+const log = createLogger('agent');
+const AGENT_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+let cfg: AgentConfig;
+try {
+  cfg = loadAgentConfig();
+} catch (err) {
+  log.fatal((err as Error).message);
+  process.exit(2);
+}
+
+const kc = new k8s.KubeConfig();
+kc.loadFromDefault();
+
+let spool: Spool;
+try {
+  spool = await Spool.open(cfg.spoolDir, { maxBytes: cfg.runtime.agent.spoolMaxBytes, log });
+} catch (err) {
+  log.fatal({ err: (err as Error).message }, `cannot open the spool at ${cfg.spoolDir}: check the spool PVC is mounted there and writable by the agent's user (or set RLMESH_SPOOL_DIR)`);
+  process.exit(1);
+}
+
+let credentialProblem: string | undefined = 'credentials not loaded yet';
+// assigned once credentials exist; the health and metrics endpoints read them before that
+// eslint-disable-next-line prefer-const
+let session: Session | undefined;
+// eslint-disable-next-line prefer-const
+let credWatch: CredentialWatch | undefined;
+const metrics = createMetrics({
+  spoolBytes: () => spool.bytes,
+  spoolRecords: () => spool.records,
+  spoolMaxBytes: cfg.runtime.agent.spoolMaxBytes,
+  credentialAgeSeconds: () => credWatch?.ageSeconds ?? 0,
+});
+const health = new Health({
+  registry: metrics.registry,
+  notReady: () => credentialProblem ?? (session?.live ? undefined : `no live session to the control plane (${session?.currentState ?? 'not started'})`),
+});
+const ports = await health.listen(cfg.listenHost, cfg.runtime.ports.health, cfg.runtime.ports.metrics);
+log.info({ healthPort: ports.health, metricsPort: ports.metrics, version: AGENT_VERSION }, 'agent starting');
+
+const abort = new AbortController();
+const store = new CredentialStore(kc, cfg.runtime);
+let cp: ControlPlaneClient;
+try {
+  cp = controlPlaneClient(cfg.runtime);
+} catch (err) {
+  log.fatal((err as Error).message);
+  process.exit(2);
+}
+
+const creds = await obtainCredentials({
+  cfg,
+  kc,
+  store,
+  cp,
+  log,
+  agentVersion: AGENT_VERSION,
+  signal: abort.signal,
+  onJoinOutcome: (o) => metrics.joins.inc({ outcome: o }),
+  setProblem: (p) => (credentialProblem = p),
+});
+credentialProblem = undefined;
+
+const info = await discover(cp);
+let kubernetesVersion = '';
+kc.makeApiClient(k8s.VersionApi)
+  .getCode()
+  .then((v) => (kubernetesVersion = v.gitVersion))
+  .catch(() => undefined);
+
+credWatch = new CredentialWatch({
+  kc,
+  namespace: cfg.runtime.namespace,
+  name: cfg.runtime.credentials.controlSecret,
+  log,
+  watchSilenceMs: cfg.timing.watchSilenceMs,
+  initial: creds,
+  onChange: () => session?.reauthenticate(),
+  onProblem: (p) => (credentialProblem = p),
+});
+credWatch.start();
+
+const assignments = new Assignments({
+  kc,
+  namespace: cfg.runtime.runsNamespace,
+  log,
+  onOutcome: (evaluationId, phase, reason, message) => evaluations.observe(evaluationId, { phase, reason, message, pod: '', node: '' }),
+});
+
+const evaluations = new EvaluationStatus({
+  kc,
+  namespace: cfg.runtime.runsNamespace,
+  spool,
+  log,
+  watchSilenceMs: cfg.timing.watchSilenceMs,
+  send: (u) => {
+    if (session?.sendUpdate(u)) metrics.updatesSent.inc();
+  },
+});
+
+let capacityReady = false;
+const capacity = new CapacityReporter({
+  kc,
+  log,
+  nodeSelector: cfg.runtime.agent.nodeSelector,
+  reportDelayMs: cfg.timing.reportDelayMs,
+  watchSilenceMs: cfg.timing.watchSilenceMs,
+  send: (report, latencyMs) => {
+    if (!session?.sendNodeReport(report)) return;
+    metrics.reportsSent.inc();
+    metrics.reportLatency.observe(latencyMs / 1000);
+  },
+});
+
+session = new Session({
+  target: info.grpc,
+  ca: cp.ca,
+  credential: () => credWatch!.credentials,
+  agentVersion: AGENT_VERSION,
+  kubernetesVersion: () => kubernetesVersion,
+  timing: cfg.timing,
+  log,
+  pendingIds: () => spool.pending().map((p) => p.id),
+  onConnected: () => {
+    // what the control plane may have missed: every unacked update, and the nodes as they are now
+    for (const p of spool.pending()) if (session!.sendUpdate(toUpdate(p))) metrics.updatesSent.inc();
+    if (capacityReady && session!.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();
+  },
+  onMessage: (m) => handle(m),
+  onState: (s) => metrics.setState(s),
+  onReconnect: () => metrics.reconnects.inc(),
+});
+session.start();
+
+startWithRetry('evaluation status informer', () => evaluations.start());
+startWithRetry('node and pod informers', async () => {
+  await capacity.start();
+  capacityReady = true;
+  if (session!.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();
+});
+
+function handle(m: ControlMessage): void {
+  switch (m.msg.case) {
+    case 'welcome':
+      log.debug({ sessionId: m.msg.value.sessionId, pingIntervalSeconds: m.msg.value.pingIntervalSeconds }, 'welcome');
+      return;
+    case 'ack': {
+      const ids = m.msg.value.ids;
+      const before = spool.records;
+      session!.acked(ids);
+      spool.ack(ids).then(
+        () => metrics.updatesAcked.inc(before - spool.records > 0 ? before - spool.records : 0),
+        (err: unknown) => log.error({ err: (err as Error).message }, 'could not record acks in the spool; they will be redelivered and deduplicated'),
+      );
+      return;
+    }
+    case 'assignment': {
+      const a = m.msg.value;
+      retrying(`assignment ${a.evaluationId}`, () => assignments.assign(a)).then(
+        () => metrics.assignments.inc({ outcome: 'accepted' }),
+        () => metrics.assignments.inc({ outcome: 'failed' }),
+      );
+      return;
+    }
+    case 'cancellation': {
+      const c = m.msg.value;
+      void retrying(`cancellation ${c.evaluationId}`, () => assignments.cancel(c)).catch(() => undefined);
+      return;
+    }
+    case 'credentialRotation': {
+      const r = m.msg.value;
+      void (async () => {
+        await retrying(`storing the rotated ${r.purpose} credential`, () => store.writeRotation(r.purpose, r.value));
+        if (r.purpose === 'control') credWatch!.use({ ...credWatch!.credentials, control: r.value });
+        session!.send({ case: 'credentialRotated', value: create(CredentialRotatedSchema, { purpose: r.purpose }) });
+        log.info({ purpose: r.purpose }, 'rotated credential written to its Secret');
+      })().catch(() => undefined);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+/** Kubernetes writes that must not be lost to a transient API error: retried with backoff for a few minutes. */
+async function retrying(what: string, fn: () => Promise<void>): Promise<void> {
+  const backoff = createBackoff(cfg.timing.backoffBaseMs, cfg.timing.backoffMaxMs);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= 10 || abort.signal.aborted) {
+        log.error({ err: kubeMessage(err) }, `${what} failed ${attempt} times; giving up until the control plane sends it again (next session)`);
+        throw err;
+      }
+      const delay = backoff.next();
+      log.warn({ err: kubeMessage(err), retryInMs: delay }, `${what} failed; retrying`);
+      await sleep(delay, abort.signal);
+    }
+  }
+}
+
+function startWithRetry(what: string, fn: () => Promise<void>): void {
+  fn().catch((err: unknown) => log.error({ err: kubeMessage(err) }, `${what} failed to start`));
+}
+
+async function discover(client: ControlPlaneClient): Promise<ControlPlaneInfo> {
+  const backoff = createBackoff(cfg.timing.backoffBaseMs, cfg.timing.backoffMaxMs);
+  for (;;) {
+    try {
+      return await fetchInfo(client);
+    } catch (err) {
+      const delay = backoff.next();
+      credentialProblem = `cannot discover the session endpoint: ${(err as Error).message}`;
+      log.error({ retryInMs: delay }, err instanceof JoinError ? err.message : `GET /v1/info failed: ${(err as Error).message}`);
+      await sleep(delay, abort.signal);
+    }
+    credentialProblem = undefined;
+  }
+}
+
+let stopping = false;
+async function shutdown(signal: string) {
+  if (stopping) return;
+  stopping = true;
+  log.info({ signal }, 'agent stopping');
+  abort.abort();
+  await Promise.allSettled([session?.stop(), capacity.stop(), evaluations.stop(), credWatch?.stop()]);
+  await spool.close().catch(() => undefined);
+  await health.close();
+  process.exit(0);
+}
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));

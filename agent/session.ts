@@ -1,0 +1,250 @@
+// The one outbound session: a gRPC bidi stream (Connect-ES over HTTP/2 + TLS)
+// to the address /v1/info gave, authenticated with the control credential.
+// Hello carries the ids still in the spool; heartbeats keep lastSeenAt moving;
+// pings are answered; silence for `silenceMs` or any drop means reconnect with
+// jittered exponential backoff; a refused credential backs off longer and says
+// why. A credential change (rotation) re-authenticates without a restart.
+import { create } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
+import { createGrpcTransport, Http2SessionManager } from '@connectrpc/connect-node';
+import type { Logger } from 'pino';
+import {
+  AgentMessageSchema,
+  ClusterSession,
+  type AgentMessage,
+  type ControlMessage,
+  type EvaluationUpdate,
+  type NodeReport,
+} from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { createBackoff, sleep } from './backoff.ts';
+import type { Timing } from './config.ts';
+
+export type SessionState = 'connecting' | 'connected' | 'backoff' | 'unauthenticated' | 'stopped';
+
+export type SessionDeps = {
+  target: { host: string; port: number };
+  ca: string | undefined;
+  credential: () => { control: string; clusterId: string };
+  agentVersion: string;
+  kubernetesVersion: () => string;
+  timing: Timing;
+  log: Logger;
+  /** ids of updates still owed, for Hello */
+  pendingIds: () => string[];
+  /** after Welcome: send what is owed (spooled updates, a full node report) */
+  onConnected: () => void;
+  onMessage: (m: ControlMessage) => void;
+  onState: (s: SessionState) => void;
+  onReconnect: () => void;
+};
+
+/** A push-based async iterable: the request side of the stream. */
+class Outbox<T> implements AsyncIterable<T> {
+  private readonly items: T[] = [];
+  private wake: (() => void) | undefined;
+  private closed = false;
+  push(item: T) {
+    if (this.closed) return;
+    this.items.push(item);
+    this.wake?.();
+  }
+  close() {
+    this.closed = true;
+    this.wake?.();
+  }
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    for (;;) {
+      while (this.items.length) yield this.items.shift()!;
+      if (this.closed) return;
+      await new Promise<void>((r) => (this.wake = r));
+      this.wake = undefined;
+    }
+  }
+}
+
+type EndReason = 'silence' | 'reauth' | 'stop';
+
+export class Session {
+  private readonly d: SessionDeps;
+  private state: SessionState = 'connecting';
+  private outbox: Outbox<AgentMessage> | undefined;
+  private abort: AbortController | undefined;
+  private wakeUp = new AbortController();
+  private stopped = false;
+  private lastHeard = 0;
+  private connectedOnce = false;
+  private sentUpdates = new Set<string>();
+  private loop: Promise<void> | undefined;
+  /** when the session last reached Connected (ms since epoch) */
+  connectedAt = 0;
+
+  constructor(d: SessionDeps) {
+    this.d = d;
+  }
+
+  start(): void {
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort?.abort('stop' satisfies EndReason);
+    this.wakeUp.abort();
+    await this.loop;
+  }
+
+  /** Connected, and the control plane spoke within the silence window. */
+  get live(): boolean {
+    return this.state === 'connected' && Date.now() - this.lastHeard < this.d.timing.silenceMs;
+  }
+
+  get currentState(): SessionState {
+    return this.state;
+  }
+
+  /** The credential changed: drop the stream (if any) and connect again now. */
+  reauthenticate(): void {
+    this.abort?.abort('reauth' satisfies EndReason);
+    this.wakeUp.abort();
+  }
+
+  sendNodeReport(report: NodeReport): boolean {
+    return this.send({ case: 'nodeReport', value: report });
+  }
+
+  /** Sends a spooled update unless this connection already carried it. */
+  sendUpdate(u: EvaluationUpdate): boolean {
+    if (this.state !== 'connected' || this.sentUpdates.has(u.id)) return false;
+    this.sentUpdates.add(u.id);
+    return this.send({ case: 'evaluationUpdate', value: u });
+  }
+
+  /** the control plane stored these updates: no need to remember they were sent */
+  acked(ids: string[]): void {
+    for (const id of ids) this.sentUpdates.delete(id);
+  }
+
+  send(msg: AgentMessage['msg']): boolean {
+    if (this.state !== 'connected' || !this.outbox) return false;
+    this.outbox.push(create(AgentMessageSchema, { msg }));
+    return true;
+  }
+
+  private setState(s: SessionState) {
+    if (this.state === s) return;
+    this.state = s;
+    this.d.onState(s);
+  }
+
+  private async run(): Promise<void> {
+    const { timing, log } = this.d;
+    const backoff = createBackoff(timing.backoffBaseMs, timing.backoffMaxMs);
+    while (!this.stopped) {
+      let delay: number;
+      try {
+        await this.connectOnce();
+        delay = backoff.next();
+        log.warn({ retryInMs: delay }, 'the control plane ended the session; reconnecting');
+      } catch (err) {
+        const reason = this.abort?.signal.reason as EndReason | undefined;
+        if (reason === 'stop') break;
+        if (reason === 'reauth') {
+          log.info('control credential changed: re-authenticating the session');
+          backoff.reset();
+          delay = 0;
+        } else if (reason === 'silence') {
+          delay = backoff.next();
+          log.warn({ silentMs: Date.now() - this.lastHeard, retryInMs: delay }, `no message from the control plane for ${Math.round(timing.silenceMs / 1000)} s: the session is dead, reconnecting`);
+        } else if (err instanceof ConnectError && err.code === Code.Unauthenticated) {
+          delay = timing.authBackoffMs;
+          this.setState('unauthenticated');
+          const cause = err.metadata.get('rlmesh-auth-cause') ?? 'refused';
+          log.error(
+            { cause, retryInMs: delay },
+            `the control plane refused the control credential (${cause}): ${err.rawMessage}` +
+              (/new install command|control Secret/i.test(err.rawMessage) ? '' : '; write a valid credential into the control Secret, or a used or expired token needs a new install command'),
+          );
+        } else {
+          delay = backoff.next();
+          const msg = err instanceof ConnectError ? `${Code[err.code]}: ${err.rawMessage}` : (err as Error).message;
+          log.warn({ err: msg, retryInMs: delay }, `session to ${this.d.target.host}:${this.d.target.port} lost; reconnecting`);
+        }
+      }
+      if (this.stopped) break;
+      if (this.state !== 'unauthenticated') this.setState('backoff');
+      if (this.wakeUp.signal.aborted) this.wakeUp = new AbortController();
+      if (delay > 0) await sleep(delay, this.wakeUp.signal);
+      if (this.wakeUp.signal.aborted) {
+        // a new credential arrived during the wait: try it at once
+        this.wakeUp = new AbortController();
+        backoff.reset();
+      }
+    }
+    this.setState('stopped');
+  }
+
+  private async connectOnce(): Promise<void> {
+    const { target, timing, log } = this.d;
+    const url = `https://${target.host}:${target.port}`;
+    // a fresh HTTP/2 connection per attempt: after a control-plane restart the old one is dead
+    const sessionManager = new Http2SessionManager(
+      url,
+      { pingIntervalMs: Math.max(1000, Math.min(timing.heartbeatMs, 15_000)), pingTimeoutMs: Math.max(1000, Math.min(timing.silenceMs / 3, 15_000)) },
+      { ...(this.d.ca ? { ca: this.d.ca } : {}), servername: isIp(target.host) ? undefined : target.host },
+    );
+    const client = createClient(ClusterSession, createGrpcTransport({ baseUrl: url, sessionManager }));
+    const abort = new AbortController();
+    this.abort = abort;
+    const outbox = new Outbox<AgentMessage>();
+    const { control, clusterId } = this.d.credential();
+    this.setState('connecting');
+    outbox.push(
+      create(AgentMessageSchema, {
+        msg: {
+          case: 'hello',
+          value: { clusterId, agentVersion: this.d.agentVersion, kubernetesVersion: this.d.kubernetesVersion(), pendingUpdateIds: this.d.pendingIds() },
+        },
+      }),
+    );
+    this.lastHeard = Date.now();
+    const silence = setInterval(() => {
+      if (Date.now() - this.lastHeard > timing.silenceMs) abort.abort('silence' satisfies EndReason);
+    }, Math.max(50, Math.min(1000, timing.silenceMs / 10)));
+    const heartbeat = setInterval(() => {
+      if (this.state === 'connected') outbox.push(create(AgentMessageSchema, { msg: { case: 'heartbeat', value: { sentAt: timestampFromDate(new Date()) } } }));
+    }, timing.heartbeatMs);
+    try {
+      const stream = client.connect(outbox, { signal: abort.signal, headers: { authorization: `Bearer ${control}` } });
+      for await (const m of stream) {
+        this.lastHeard = Date.now();
+        if (this.state !== 'connected') {
+          this.outbox = outbox;
+          this.sentUpdates = new Set();
+          this.connectedAt = Date.now();
+          this.setState('connected');
+          if (this.connectedOnce) this.d.onReconnect();
+          this.connectedOnce = true;
+          log.info({ controlPlane: `${target.host}:${target.port}`, clusterId }, 'session connected');
+          this.d.onConnected();
+        }
+        if (m.msg.case === 'ping') {
+          outbox.push(create(AgentMessageSchema, { msg: { case: 'pong', value: { nonce: m.msg.value.nonce } } }));
+          continue;
+        }
+        this.d.onMessage(m);
+      }
+      if (abort.signal.aborted) throw new Error(String(abort.signal.reason));
+    } finally {
+      clearInterval(silence);
+      clearInterval(heartbeat);
+      outbox.close();
+      if (this.outbox === outbox) this.outbox = undefined;
+      abort.abort('done');
+      sessionManager.abort();
+      if (this.state === 'connected') this.setState('backoff');
+    }
+  }
+}
+
+const isIp = (h: string) => /^[\d.]+$/.test(h) || h.includes(':');
