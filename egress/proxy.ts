@@ -64,6 +64,8 @@ export function createProxy(deps: ProxyDeps) {
     maxHeaderSize: config.maxHeaderBytes,
     keepAliveTimeout: 5_000,
     noDelay: true,
+    // how often header/request timeouts are enforced (Node's default is 30 s)
+    connectionsCheckingInterval: Math.min(1_000, config.headerTimeoutMs),
   });
   const perClient = new Map<string, number>();
   const open = new Set<Duplex>();

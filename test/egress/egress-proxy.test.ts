@@ -1,0 +1,403 @@
+// End to end through the real proxy process (`node egress/main.ts` with flags,
+// the documented command) with real clients (curl -x, undici ProxyAgent, raw
+// sockets) against upstream servers in a network namespace this file creates,
+// addressed from the benchmarking ranges, which --allow-range re-opens for
+// this proxy only. A DNS server on 127.0.0.1 serves private, mixed and
+// rebinding answers.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { promisify } from 'node:util';
+import { Agent, ProxyAgent, fetch } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDnsServer, type TestDnsServer } from './dns-server.ts';
+import { createNetns, type Netns } from './netns.ts';
+
+const run = promisify(execFile);
+const ROOT = join(import.meta.dirname, '../..');
+const PROXY_PORT = 23128;
+const HEALTH_PORT = 23129;
+const METRICS_PORT = 23130;
+const PROXY = `http://127.0.0.1:${PROXY_PORT}`;
+
+let ns: Netns;
+let dns: TestDnsServer;
+let proxy: ChildProcess;
+let exited: Promise<number | null>;
+const logLines: Record<string, unknown>[] = [];
+let ca: string;
+let certDir: string;
+
+async function startProxy(extra: string[] = []): Promise<void> {
+  proxy = spawn(process.execPath, [
+    join(ROOT, 'egress/main.ts'),
+    '--listen', `127.0.0.1:${PROXY_PORT}`,
+    '--health-listen', `127.0.0.1:${HEALTH_PORT}`,
+    '--metrics-listen', `127.0.0.1:${METRICS_PORT}`,
+    '--allow', 'ok.egress.test', '--allow', 'OK6.Egress.Test.', '--allow', '*.wild.egress.test',
+    '--allow', 'priv.egress.test', '--allow', 'mixed.egress.test', '--allow', 'rebind.egress.test',
+    '--allow', 'mapped.egress.test', '--allow', 'nat64.egress.test', '--allow', 'nx.egress.test',
+    '--allow', 'servfail.egress.test', '--allow', 'dark.egress.test', '--allow', 'self.egress.test',
+    '--allow', 'bücher.egress.test', '--allow', 'localhost',
+    '--ports', '443,80,7001,9',
+    '--allow-range', '198.18.0.0/15', '--allow-range', '2001:2::/48',
+    '--dns', dns.address,
+    '--connect-timeout', '1500',
+    '--idle-timeout', '3000',
+    '--header-timeout', '1500',
+    '--max-header-bytes', '4096',
+    '--max-tunnels', '5',
+    '--max-tunnels-per-client', '3',
+    '--drain-timeout', '8000',
+    ...extra,
+  ], { stdio: ['ignore', 'pipe', 'inherit'] });
+  exited = once(proxy, 'exit').then(([code]) => code as number | null);
+  const lines = createInterface({ input: proxy.stdout! });
+  lines.on('line', (l) => {
+    try {
+      logLines.push(JSON.parse(l) as Record<string, unknown>);
+    } catch {
+      logLines.push({ raw: l });
+    }
+  });
+  const deadline = Date.now() + 15_000;
+  while (!logLines.some((l) => l.msg === 'egress proxy ready')) {
+    if (proxy.exitCode !== null || Date.now() > deadline) throw new Error(`the egress proxy did not start: ${JSON.stringify(logLines)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface RawAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  socket: net.Socket;
+}
+
+/** Sends a raw CONNECT and reads the proxy's answer; on 200 the socket is the open tunnel. */
+async function rawConnect(target: string, opts: { localAddress?: string; extraHeaders?: string; keep?: boolean } = {}): Promise<RawAnswer> {
+  const socket = net.connect({ host: '127.0.0.1', port: PROXY_PORT, localAddress: opts.localAddress });
+  await once(socket, 'connect');
+  socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${opts.extraHeaders ?? ''}\r\n`);
+  let data = Buffer.alloc(0);
+  return new Promise((resolve, reject) => {
+    const parse = () => {
+      const text = data.toString('utf8');
+      const end = text.indexOf('\r\n\r\n');
+      if (end < 0) return false;
+      const [statusLine, ...headerLines] = text.slice(0, end).split('\r\n');
+      const headers = Object.fromEntries(headerLines.map((h) => [h.slice(0, h.indexOf(':')).toLowerCase(), h.slice(h.indexOf(':') + 1).trim()]));
+      const status = Number(statusLine!.split(' ')[1]);
+      const length = Number(headers['content-length'] ?? 0);
+      const body = data.subarray(Buffer.byteLength(text.slice(0, end + 4)));
+      if (status !== 200 && body.length < length) return false;
+      socket.off('data', onData);
+      if (!opts.keep) socket.destroy();
+      resolve({ status, headers, body: body.toString('utf8'), socket });
+      return true;
+    };
+    const onData = (d: Buffer) => {
+      data = Buffer.concat([data, d]);
+      parse();
+    };
+    socket.on('data', onData);
+    socket.once('error', reject);
+    socket.once('close', () => {
+      if (!parse()) reject(new Error(`proxy closed without an answer: ${data.toString()}`));
+    });
+  });
+}
+
+async function curl(url: string, extra: string[] = []): Promise<{ code: string; body: string }> {
+  const { stdout } = await run('curl', ['-sS', '--max-time', '10', '--cacert', ca, '-x', PROXY, '-w', '\n%{http_code}', ...extra, url])
+    .catch((err: { stdout: string; stderr: string }) => ({ stdout: `${err.stdout}`, stderr: err.stderr }));
+  const lines = stdout.split('\n');
+  return { code: lines.pop()!, body: lines.join('\n').trimEnd() };
+}
+
+async function metrics(): Promise<string> {
+  return (await fetch(`http://127.0.0.1:${METRICS_PORT}/metrics`)).text();
+}
+
+beforeAll(async () => {
+  certDir = mkdtempSync(join(tmpdir(), 'egress-test-'));
+  await run('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1',
+    '-subj', '/CN=ok.egress.test',
+    '-addext', 'subjectAltName=DNS:ok.egress.test,DNS:ok6.egress.test,DNS:*.wild.egress.test,DNS:a.b.wild.egress.test,DNS:mixed.egress.test,DNS:rebind.egress.test,DNS:xn--bcher-kva.egress.test',
+    '-keyout', join(certDir, 'key.pem'), '-out', join(certDir, 'cert.pem'),
+  ]);
+  ca = join(certDir, 'cert.pem');
+  ns = createNetns('egt', 10);
+  await ns.spawnNode(join(ROOT, 'test/egress/upstream-server.ts'), [ns.nsAddress, ns.nsAddress6, ca, join(certDir, 'key.pem')]);
+  dns = await startDnsServer({
+    'ok.egress.test': { A: [ns.nsAddress] },
+    'ok6.egress.test': { AAAA: [ns.nsAddress6] },
+    'a.wild.egress.test': { A: [ns.nsAddress] },
+    'a.b.wild.egress.test': { A: [ns.nsAddress] },
+    'wild.egress.test': { A: [ns.nsAddress] },
+    'priv.egress.test': { A: ['10.0.0.7'], AAAA: ['fd00::7'] },
+    'mixed.egress.test': { A: ['10.0.0.7', ns.nsAddress], AAAA: ['::ffff:10.0.0.7'] },
+    'rebind.egress.test': (asked) => ({ A: [asked === 0 ? ns.nsAddress : '127.0.0.1'] }),
+    'mapped.egress.test': { AAAA: ['::ffff:169.254.169.254'] },
+    'nat64.egress.test': { AAAA: ['64:ff9b::a9fe:a9fe'] },
+    'servfail.egress.test': { servfail: true },
+    'dark.egress.test': { A: [ns.darkAddress] },
+    'self.egress.test': { A: [ns.hostAddress] },
+    'xn--bcher-kva.egress.test': { A: [ns.nsAddress] },
+    'localhost': { A: ['127.0.0.1'], AAAA: ['::1'] },
+    'notlisted.egress.test': { A: [ns.nsAddress] },
+  });
+  await startProxy();
+});
+
+afterAll(async () => {
+  if (proxy && proxy.exitCode === null) proxy.kill('SIGKILL');
+  await dns?.close();
+  ns?.destroy();
+});
+
+describe('allowed destinations', () => {
+  it('tunnels HTTPS with curl -x to the checked address, TLS untouched', async () => {
+    const r = await curl('https://ok.egress.test/hello');
+    expect(r).toEqual({ code: '200', body: `upstream ${ns.nsAddress} ok.egress.test /hello` });
+  });
+
+  it('tunnels HTTPS with undici ProxyAgent, over IPv6 when the name has only AAAA', async () => {
+    const dispatcher = new ProxyAgent({ uri: PROXY, requestTls: { ca: readFileSync(ca) } });
+    const res = await fetch('https://ok6.egress.test/v6', { dispatcher });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe(`upstream ${ns.nsAddress6} ok6.egress.test /v6\n`);
+    await dispatcher.close();
+  });
+
+  it('forwards absolute-form plain HTTP and sets Host from the URL', async () => {
+    const r = await curl('http://ok.egress.test/plain?x=1', ['-H', 'Host: elsewhere.example']);
+    expect(r).toEqual({ code: '200', body: `upstream ${ns.nsAddress} ok.egress.test /plain?x=1` });
+  });
+
+  it('matches names case-insensitively, without the trailing dot, wildcards one or more labels deep but not the suffix', async () => {
+    expect((await rawConnect('OK.EGRESS.TEST.:443')).status).toBe(200);
+    expect((await curl('https://a.wild.egress.test/')).code).toBe('200');
+    expect((await curl('https://a.b.wild.egress.test/')).code).toBe('200');
+    const bare = await rawConnect('wild.egress.test:443');
+    expect(bare.status).toBe(403);
+    expect(bare.headers['x-rlmesh-egress-refused']).toBe('not-allowed');
+  });
+
+  it('compares internationalised names in punycode', async () => {
+    expect((await rawConnect('xn--bcher-kva.egress.test:443')).status).toBe(200);
+    expect(await curl('https://BÜCHER.egress.test/idn')).toEqual({ code: '200', body: `upstream ${ns.nsAddress} xn--bcher-kva.egress.test /idn` });
+    // raw UTF-8 in the request line is not HTTP; Node's parser rejects it before any decision
+    expect((await rawConnect('bücher.egress.test:443')).status).toBe(400);
+  });
+
+  it('relays bytes both ways unchanged', async () => {
+    const { status, socket } = await rawConnect('ok.egress.test:7001', { keep: true });
+    expect(status).toBe(200);
+    const payload = Buffer.alloc(2 * 1024 * 1024);
+    for (let i = 0; i < payload.length; i++) payload[i] = (i * 7) & 0xff;
+    const received: Buffer[] = [];
+    let n = 0;
+    const done = new Promise<void>((resolve) => socket.on('data', (d: Buffer) => {
+      received.push(d);
+      n += d.length;
+      if (n >= payload.length) resolve();
+    }));
+    socket.write(payload);
+    await done;
+    expect(Buffer.concat(received).equals(payload)).toBe(true);
+    socket.destroy();
+  });
+});
+
+describe('hostile DNS answers', () => {
+  it('refuses a name that resolves only to private addresses, naming host, address and rule', async () => {
+    const r = await rawConnect('priv.egress.test:443');
+    expect(r.status).toBe(403);
+    expect(r.headers['x-rlmesh-egress-refused']).toBe('private-use');
+    expect(r.body.split('\n').filter(Boolean)).toHaveLength(1);
+    expect(r.body).toMatch(/^egress to 'priv\.egress\.test' refused: 10\.0\.0\.7 is private \(RFC 1918\); fd00::7 is unique-local/);
+    const viaCurl = await curl('http://priv.egress.test/');
+    expect(viaCurl.code).toBe('403');
+    expect(viaCurl.body).toContain("egress to 'priv.egress.test' refused: 10.0.0.7 is private (RFC 1918)");
+  });
+
+  it('with mixed answers connects only to the address that passed', async () => {
+    const r = await curl('https://mixed.egress.test/m');
+    expect(r).toEqual({ code: '200', body: `upstream ${ns.nsAddress} mixed.egress.test /m` });
+    const line = logLines.findLast((l) => l.host === 'mixed.egress.test');
+    expect(line).toMatchObject({ decision: 'allowed', address: ns.nsAddress });
+  });
+
+  it('resolves once per request and connects to what it checked: a rebinding answer cannot slip through', async () => {
+    const first = await curl('https://rebind.egress.test/r1');
+    expect(first).toEqual({ code: '200', body: `upstream ${ns.nsAddress} rebind.egress.test /r1` });
+    expect(dns.queries('rebind.egress.test', 'A')).toBe(1);
+    expect(dns.queries('rebind.egress.test', 'AAAA')).toBe(1);
+    const second = await rawConnect('rebind.egress.test:443');
+    expect(second.status).toBe(403);
+    expect(second.headers['x-rlmesh-egress-refused']).toBe('loopback');
+    expect(second.body).toContain('127.0.0.1 is loopback');
+    expect(dns.queries('rebind.egress.test', 'A')).toBe(2);
+  });
+
+  it('refuses IPv4-mapped and NAT64 answers that hide the metadata address', async () => {
+    const mapped = await rawConnect('mapped.egress.test:443');
+    expect(mapped.status).toBe(403);
+    expect(mapped.headers['x-rlmesh-egress-refused']).toBe('ipv4-mapped');
+    expect(mapped.body).toContain('169.254.169.254, which is link-local');
+    const nat64 = await rawConnect('nat64.egress.test:443');
+    expect(nat64.headers['x-rlmesh-egress-refused']).toBe('nat64');
+    expect(nat64.body).toContain('169.254.169.254, which is link-local');
+  });
+
+  it('refuses localhost even when listed', async () => {
+    const r = await rawConnect('localhost:443');
+    expect(r.status).toBe(403);
+    expect(r.headers['x-rlmesh-egress-refused']).toBe('loopback');
+  });
+
+  it('refuses connections to itself, whatever the allow-ranges say', async () => {
+    const r = await rawConnect('self.egress.test:443');
+    expect(r.status).toBe(403);
+    expect(r.headers['x-rlmesh-egress-refused']).toBe('proxy-itself');
+    expect(r.body).toContain(`${ns.hostAddress} is an address of the egress proxy itself`);
+  });
+});
+
+describe('refused requests', () => {
+  it.each([
+    ['notlisted.egress.test:443', 'not-allowed'],
+    ['ok.egress.test:8443', 'port-not-allowed'],
+    ['ok.egress.test', 'missing-port'],
+    ['ok.egress.test:99999', 'invalid-port'],
+    ['user:pw@ok.egress.test:443', 'userinfo'],
+    ['ok_x.egress.test:443', 'invalid-name'],
+    ['ok.egress.test%2f:443', 'invalid-name'],
+    ['198.18.10.2:443', 'ip-literal'],
+    ['0x7f.1:443', 'ip-literal'],
+    ['2130706433:443', 'ip-literal'],
+    ['[::ffff:127.0.0.1]:443', 'ip-literal'],
+  ])('CONNECT %s → 403 %s', async (target, rule) => {
+    const r = await rawConnect(target);
+    expect(r.status).toBe(403);
+    expect(r.headers['x-rlmesh-egress-refused']).toBe(rule);
+    expect(r.body).toMatch(/^egress to '.*' refused: .+\n$/);
+  });
+
+  it('answers 502 for DNS failures and refused connections, 504 for a connect timeout', async () => {
+    const nx = await rawConnect('nx.egress.test:443');
+    expect([nx.status, nx.headers['x-rlmesh-egress-error']]).toEqual([502, 'dns-enotfound']);
+    expect(nx.body).toContain('does not exist');
+    const servfail = await rawConnect('servfail.egress.test:443');
+    expect([servfail.status, servfail.headers['x-rlmesh-egress-error']]).toEqual([502, 'dns-eservfail']);
+    const closed = await rawConnect('ok.egress.test:9');
+    expect([closed.status, closed.headers['x-rlmesh-egress-error']]).toEqual([502, 'connect-econnrefused']);
+    const started = Date.now();
+    const dark = await rawConnect('dark.egress.test:443');
+    expect([dark.status, dark.headers['x-rlmesh-egress-error']]).toEqual([504, 'connect-timeout']);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1400);
+  });
+});
+
+describe('limits', () => {
+  it('caps tunnels per client (429) and in total (503), with Retry-After', async () => {
+    const held: net.Socket[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        const r = await rawConnect('ok.egress.test:7001', { keep: true });
+        expect(r.status).toBe(200);
+        held.push(r.socket);
+      }
+      const perClient = await rawConnect('ok.egress.test:7001');
+      expect(perClient.status).toBe(429);
+      expect(perClient.headers['retry-after']).toBe('5');
+      expect(perClient.headers['x-rlmesh-egress-error']).toBe('max-tunnels-per-client');
+      for (let i = 0; i < 2; i++) {
+        const r = await rawConnect('ok.egress.test:7001', { localAddress: '127.0.0.2', keep: true });
+        expect(r.status).toBe(200);
+        held.push(r.socket);
+      }
+      const total = await rawConnect('ok.egress.test:7001', { localAddress: '127.0.0.3' });
+      expect(total.status).toBe(503);
+      expect(total.headers['retry-after']).toBe('5');
+      expect(total.headers['x-rlmesh-egress-error']).toBe('max-tunnels');
+    } finally {
+      for (const s of held) s.destroy();
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await rawConnect('ok.egress.test:443')).status).toBe(200);
+  });
+
+  it('closes an idle tunnel after the idle timeout', async () => {
+    const { socket } = await rawConnect('ok.egress.test:7001', { keep: true });
+    const started = Date.now();
+    await once(socket, 'close');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2500);
+    expect(Date.now() - started).toBeLessThan(6000);
+  });
+
+  it('refuses oversized headers (431) and slow headers (408)', async () => {
+    const big = await rawConnect('ok.egress.test:443', { extraHeaders: `X-Pad: ${'a'.repeat(8192)}\r\n` });
+    expect(big.status).toBe(431);
+    const slow = net.connect({ host: '127.0.0.1', port: PROXY_PORT });
+    await once(slow, 'connect');
+    slow.write('CONNECT ok.egress.test:443 HTTP/1.1\r\n');
+    const chunks: Buffer[] = [];
+    slow.on('data', (d: Buffer) => chunks.push(d));
+    const started = Date.now();
+    await once(slow, 'close');
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(Buffer.concat(chunks).toString()).toMatch(/^HTTP\/1\.1 408/);
+  });
+});
+
+describe('observability', () => {
+  it('logs one line per decision with host, port, client, decision, rule, bytes and duration', () => {
+    const refused = logLines.find((l) => l.host === 'priv.egress.test' && l.method === 'CONNECT');
+    expect(refused).toMatchObject({ host: 'priv.egress.test', port: 443, client: '127.0.0.1', decision: 'refused', rule: 'private-use' });
+    expect(typeof refused!.durationMs).toBe('number');
+    const allowed = logLines.find((l) => l.host === 'ok.egress.test' && l.decision === 'allowed' && l.port === 7001);
+    expect(allowed).toMatchObject({ rule: 'allow-range', address: ns.nsAddress });
+    expect(allowed!.bytesUp).toBeGreaterThanOrEqual(2 * 1024 * 1024);
+    expect(allowed!.bytesDown).toBeGreaterThanOrEqual(2 * 1024 * 1024);
+  });
+
+  it('exports rlmesh_egress_* metrics by decision and rule, never by host', async () => {
+    const text = await metrics();
+    expect(text).toMatch(/rlmesh_egress_decisions_total\{decision="refused",rule="private-use"\} [1-9]/);
+    expect(text).toMatch(/rlmesh_egress_decisions_total\{decision="allowed",rule="allow-range"\} [1-9]/);
+    expect(text).toMatch(/rlmesh_egress_decisions_total\{decision="limited",rule="max-tunnels-per-client"\} [1-9]/);
+    expect(text).toMatch(/rlmesh_egress_bytes_total\{direction="downstream"\} [1-9]/);
+    expect(text).toMatch(/rlmesh_egress_upstream_connect_seconds_count [1-9]/);
+    expect(text).toMatch(/^rlmesh_egress_active_tunnels \d+$/m);
+    expect(text).not.toContain('egress.test');
+  });
+
+  it('serves /healthz and /readyz on the health port', async () => {
+    expect((await fetch(`http://127.0.0.1:${HEALTH_PORT}/healthz`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${HEALTH_PORT}/readyz`)).status).toBe(200);
+  });
+});
+
+describe('shutdown', () => {
+  it('on SIGTERM turns not-ready, stops accepting, lets an open tunnel finish, then exits 0', async () => {
+    const { socket } = await rawConnect('ok.egress.test:7001', { keep: true });
+    proxy.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 300));
+    const direct = new Agent();
+    expect((await fetch(`http://127.0.0.1:${HEALTH_PORT}/readyz`, { dispatcher: direct })).status).toBe(503);
+    await expect(rawConnect('ok.egress.test:7001')).rejects.toThrow(/ECONNREFUSED/);
+    socket.write('still here');
+    const [echo] = await once(socket, 'data') as [Buffer];
+    expect(echo.toString()).toBe('still here');
+    socket.end();
+    expect(await exited).toBe(0);
+    await direct.close();
+  });
+});
