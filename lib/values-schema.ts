@@ -379,6 +379,16 @@ const PRIVATE_IPV6 = ['::/127', '::ffff:0:0/96', '64:ff9b::/96', '64:ff9b:1::/48
 /** Ranges the egress proxy's NetworkPolicy excepts from 0.0.0.0/0 and ::/0: private, loopback, link-local, CGNAT, documentation, multicast. */
 export const NON_PUBLIC_RANGES = { ipv4: PRIVATE_IPV4, ipv6: PRIVATE_IPV6 };
 
+const UNITS: Record<string, number> = {
+  '': 1, m: 0.001, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+};
+/** The spool stops taking new records at 90% of its PVC, leaving room for the journal. */
+export function spoolMaxBytes(size: string): number {
+  const m = /^([0-9.]+)(.*)$/.exec(size)!;
+  return Math.floor(Number(m[1]) * UNITS[m[2]!]! * 0.9);
+}
+
 /** The runtime config (ConfigMap rlmesh-runtime-config, key config.json) the chart renders from these values. */
 export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', namespace: 'rlmesh-system' }): RuntimeConfig {
   const cp = values.controlPlane;
@@ -411,6 +421,7 @@ export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', 
       allowRanges: [],
     },
     artifactCache: { pvcName: 'rlmesh-artifact-cache', cacheName: 'default', accessModes: values.artifactCache.storage.sharedPvc.accessModes },
+    agent: { nodeSelector: values.agent.reportNodeSelector, spoolMaxBytes: spoolMaxBytes(values.agent.spool.size) },
     ports: { metrics: values.metrics.port, health: 8081 },
   });
 }

@@ -106,9 +106,19 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
     "allowedPorts" $v.egress.allowedPorts
     "allowRanges" (list))
   "artifactCache" (dict "pvcName" "rlmesh-artifact-cache" "cacheName" "default" "accessModes" $v.artifactCache.storage.sharedPvc.accessModes)
+  "agent" (dict "nodeSelector" $v.agent.reportNodeSelector "spoolMaxBytes" (include "rlmesh.spoolMaxBytes" . | int64))
   "ports" (dict "metrics" $v.metrics.port "health" 8081)
 }}
 {{- toPrettyJson $cfg }}
+{{- end }}
+
+{{/* 90% of agent.spool.size in bytes (spoolMaxBytes() in lib/values-schema.ts) */}}
+{{- define "rlmesh.spoolMaxBytes" -}}
+{{- $q := .Values.agent.spool.size }}
+{{- $num := regexFind "^[0-9.]+" $q }}
+{{- $unit := trimPrefix $num $q }}
+{{- $units := dict "" 1.0 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- mulf (float64 $num) (get $units $unit) 0.9 | floor | int64 }}
 {{- end }}
 
 {{/* Pod annotations that roll a Deployment when its config changes */}}

@@ -1,0 +1,89 @@
+// Helpers for the chart tests: render the chart with helm, parse every object,
+// and the ci/*-values.yaml scenarios.
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments, parse } from 'yaml';
+import { helm, type RunResult } from '../support/cluster.ts';
+
+export const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
+export const CHART = join(root, 'charts/rlmesh-runtime');
+export const TOKEN = 'rlm_jt_test0123456789abcdefghijk';
+export const KUBE_VERSION = '1.35.4';
+
+export const scenarios = (): string[] =>
+  readdirSync(join(CHART, 'ci'))
+    .filter((f) => f.endsWith('-values.yaml'))
+    .sort();
+
+export type K8sObject = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  [k: string]: unknown;
+};
+
+/** Writes a values object to a temp file for -f. */
+export function valuesFile(values: unknown): string {
+  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-chart-'));
+  const path = join(dir, 'values.yaml');
+  writeFileSync(path, JSON.stringify(values));
+  return path;
+}
+
+export function template(args: string[], opts: { allowFail?: boolean; namespace?: string } = {}): RunResult {
+  return helm(
+    ['template', 'rlmesh', CHART, '-n', opts.namespace ?? 'rlmesh-system', '--kube-version', KUBE_VERSION, ...args],
+    { allowFail: opts.allowFail },
+  );
+}
+
+/** Every object the chart renders (hooks included), by `Kind/namespace/name`. */
+export function render(args: string[], namespace = 'rlmesh-system'): Map<string, K8sObject> {
+  const out = template(args, { namespace }).stdout;
+  const objects = new Map<string, K8sObject>();
+  for (const doc of parseAllDocuments(out)) {
+    const o = doc.toJS() as K8sObject | null;
+    if (!o) continue;
+    const key = `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+    if (objects.has(key)) throw new Error(`rendered twice: ${key}`);
+    objects.set(key, o);
+  }
+  return objects;
+}
+
+export function get(objects: Map<string, K8sObject>, kind: string, namespace: string, name: string): K8sObject {
+  const o = objects.get(`${kind}/${namespace}/${name}`);
+  if (!o) throw new Error(`not rendered: ${kind}/${namespace}/${name}; have ${[...objects.keys()].join(', ')}`);
+  return o;
+}
+
+export const parseYaml = (s: string): unknown => parse(s);
+
+// the pod spec of anything that has one
+export type PodSpec = {
+  serviceAccountName?: string;
+  automountServiceAccountToken?: boolean;
+  securityContext?: Record<string, unknown>;
+  containers: {
+    name: string;
+    image: string;
+    args?: string[];
+    command?: string[];
+    env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+    resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+    securityContext?: Record<string, unknown>;
+    volumeMounts?: { name: string; mountPath: string }[];
+    livenessProbe?: { httpGet?: { path: string } };
+    readinessProbe?: { httpGet?: { path: string } };
+    ports?: { name: string; containerPort: number }[];
+  }[];
+  volumes?: { name: string; configMap?: { name: string }; persistentVolumeClaim?: { claimName: string } }[];
+  imagePullSecrets?: { name: string }[];
+  restartPolicy?: string;
+};
+export function podTemplate(o: K8sObject): { metadata: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec: PodSpec } {
+  const spec = o.spec as { template: { metadata: { annotations?: Record<string, string> }; spec: PodSpec } };
+  return spec.template;
+}

@@ -1,0 +1,368 @@
+// Template assertions: every object the chart renders, rendered by the real helm.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { runtimeConfigSchema } from '../../lib/runtime-config.ts';
+import { defaultValues, NON_PUBLIC_RANGES, renderRuntimeConfig, valuesSchema } from '../../lib/values-schema.ts';
+import { CHART, get, podTemplate, render, scenarios, template, TOKEN, type K8sObject } from './chart.ts';
+
+const SYS = 'rlmesh-system';
+const RUNS = 'rlmesh-runs';
+const token = ['--set', `joinToken=${TOKEN}`];
+const objs = render(token);
+
+const workloads = (o: Map<string, K8sObject>) => [...o.values()].filter((x) => ['Deployment', 'DaemonSet', 'Job'].includes(x.kind));
+
+describe('values', () => {
+  it('values.yaml holds exactly the zod schema defaults', () => {
+    expect(parse(readFileSync(join(CHART, 'values.yaml'), 'utf8'))).toEqual(defaultValues());
+  });
+
+  it('every scenario passes the zod schema too', () => {
+    for (const s of scenarios()) {
+      const v = { ...(parse(readFileSync(join(CHART, 'ci', s), 'utf8')) as object) };
+      const r = valuesSchema.safeParse(v);
+      expect(r.success, `${s}: ${JSON.stringify(r.error?.issues)}`).toBe(true);
+    }
+  });
+});
+
+describe('objects', () => {
+  it('namespace rlmesh-runs: restricted PodSecurity, kept on uninstall', () => {
+    const ns = get(objs, 'Namespace', '', RUNS);
+    expect(ns.metadata.labels).toMatchObject({
+      'pod-security.kubernetes.io/enforce': 'restricted',
+      'pod-security.kubernetes.io/audit': 'restricted',
+      'pod-security.kubernetes.io/warn': 'restricted',
+      'app.kubernetes.io/managed-by': 'Helm',
+    });
+    expect(ns.metadata.annotations?.['helm.sh/resource-policy']).toBe('keep');
+  });
+
+  it('ServiceAccounts mount a token only where the component calls the apiserver', () => {
+    expect(get(objs, 'ServiceAccount', SYS, 'rlmesh-cluster-agent').automountServiceAccountToken).toBe(true);
+    expect(get(objs, 'ServiceAccount', SYS, 'rlmesh-cluster-controller').automountServiceAccountToken).toBe(true);
+    expect(get(objs, 'ServiceAccount', SYS, 'rlmesh-egress-proxy').automountServiceAccountToken).toBe(false);
+    expect(podTemplate(get(objs, 'Deployment', SYS, 'rlmesh-egress-proxy')).spec.automountServiceAccountToken).toBe(false);
+  });
+
+  it('the agent: 1 replica, Recreate, spool PVC, token env, config volume, probes', () => {
+    const d = get(objs, 'Deployment', SYS, 'rlmesh-cluster-agent');
+    const spec = d.spec as { replicas: number; strategy: { type: string } };
+    expect(spec.replicas).toBe(1);
+    expect(spec.strategy.type).toBe('Recreate');
+    const pod = podTemplate(d).spec;
+    expect(pod.serviceAccountName).toBe('rlmesh-cluster-agent');
+    const c = pod.containers[0]!;
+    expect(c.args).toEqual(['agent']);
+    expect(c.env?.find((e) => e.name === 'RLMESH_JOIN_TOKEN')?.valueFrom?.secretKeyRef).toEqual({ name: 'rlmesh-join-token', key: 'token' });
+    expect(c.volumeMounts).toEqual(expect.arrayContaining([{ name: 'config', mountPath: '/etc/rlmesh/config', readOnly: true }]));
+    expect(c.volumeMounts?.find((m) => m.name === 'spool')?.mountPath).toBe('/var/lib/rlmesh/spool');
+    expect(pod.volumes?.find((v) => v.name === 'spool')?.persistentVolumeClaim?.claimName).toBe('rlmesh-agent-spool');
+    expect(c.livenessProbe?.httpGet?.path).toBe('/healthz');
+    expect(c.readinessProbe?.httpGet?.path).toBe('/readyz');
+    const pvc = get(objs, 'PersistentVolumeClaim', SYS, 'rlmesh-agent-spool');
+    expect(pvc.spec).toMatchObject({ accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Gi' } } });
+    expect(pvc.metadata.annotations?.['helm.sh/resource-policy']).toBeUndefined();
+  });
+
+  it('the join-token Secret exists only with joinToken; GitOps has none and no token env', () => {
+    const s = get(objs, 'Secret', SYS, 'rlmesh-join-token') as K8sObject & { data: { token: string } };
+    expect(Buffer.from(s.data.token, 'base64').toString()).toBe(TOKEN);
+    const gitops = render(['-f', join(CHART, 'ci/gitops-secrets-values.yaml')]);
+    expect([...gitops.keys()].filter((k) => k.startsWith('Secret/'))).toEqual([]);
+    const env = podTemplate(get(gitops, 'Deployment', SYS, 'rlmesh-cluster-agent')).spec.containers[0]!.env ?? [];
+    expect(env.map((e) => e.name)).not.toContain('RLMESH_JOIN_TOKEN');
+    // the token never appears in the rendered output except in its Secret (base64)
+    expect(template(token).stdout).not.toContain(TOKEN);
+  });
+
+  it('the controller: 2 replicas, its own ServiceAccount, entrypoint controller', () => {
+    const d = get(objs, 'Deployment', SYS, 'rlmesh-cluster-controller');
+    expect((d.spec as { replicas: number }).replicas).toBe(2);
+    expect(podTemplate(d).spec.serviceAccountName).toBe('rlmesh-cluster-controller');
+    expect(podTemplate(d).spec.containers[0]!.args).toEqual(['controller']);
+  });
+
+  it('the egress proxy: 2 replicas, Service on 3128, PodDisruptionBudget', () => {
+    const d = get(objs, 'Deployment', SYS, 'rlmesh-egress-proxy');
+    expect((d.spec as { replicas: number }).replicas).toBe(2);
+    expect(podTemplate(d).spec.containers[0]!.args).toEqual(['egress']);
+    const svc = get(objs, 'Service', SYS, 'rlmesh-egress-proxy') as K8sObject & { spec: { ports: { port: number }[]; selector: object } };
+    expect(svc.spec.ports[0]!.port).toBe(3128);
+    expect(svc.spec.selector).toEqual((d.spec as { selector: { matchLabels: object } }).selector.matchLabels);
+    const pdb = get(objs, 'PodDisruptionBudget', SYS, 'rlmesh-egress-proxy');
+    expect(pdb.spec).toMatchObject({ minAvailable: 1 });
+  });
+
+  it('ConfigMap rlmesh-runtime-config is valid runtime config and equals renderRuntimeConfig() in every scenario', () => {
+    for (const s of [undefined, ...scenarios()]) {
+      const args = s ? ['-f', join(CHART, 'ci', s)] : token;
+      const cm = get(render(args), 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> };
+      const rendered = JSON.parse(cm.data['config.json']!);
+      expect(runtimeConfigSchema.parse(rendered)).toEqual(rendered);
+      const values = valuesSchema.parse(s ? parse(readFileSync(join(CHART, 'ci', s), 'utf8')) : { joinToken: TOKEN });
+      expect(rendered, s).toEqual(renderRuntimeConfig(values));
+    }
+  });
+
+  it('egress.extraDomains are added to the built-in hosts, never replacing them', () => {
+    const cm = get(render(['-f', join(CHART, 'ci/extra-domains-scheduling-values.yaml')]), 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & {
+      data: Record<string, string>;
+    };
+    expect(JSON.parse(cm.data['config.json']!).egress.allowedDomains).toEqual([
+      'api.rlmesh.dev',
+      'registry.rlmesh.dev',
+      'my-inputs.s3.eu-west-1.amazonaws.com',
+      '*.huggingface.co',
+    ]);
+  });
+
+  it('artifact cache PVC in rlmesh-runs (kept) and the default RLMeshCache', () => {
+    const pvc = get(objs, 'PersistentVolumeClaim', RUNS, 'rlmesh-artifact-cache');
+    expect(pvc.metadata.annotations?.['helm.sh/resource-policy']).toBe('keep');
+    expect(pvc.spec).toEqual({ accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '100Gi' } } });
+    const rwx = render(['-f', join(CHART, 'ci/rwx-multinode-values.yaml')]);
+    expect(get(rwx, 'PersistentVolumeClaim', RUNS, 'rlmesh-artifact-cache').spec).toEqual({
+      accessModes: ['ReadWriteMany'],
+      storageClassName: 'nfs-rwx',
+      resources: { requests: { storage: '500Gi' } },
+    });
+    expect(get(rwx, 'PersistentVolumeClaim', SYS, 'rlmesh-agent-spool').spec).toMatchObject({ storageClassName: 'nfs-rwx', resources: { requests: { storage: '20Gi' } } });
+    const cache = get(objs, 'RLMeshCache', '', 'default');
+    expect(cache.apiVersion).toBe('rlmesh.dev/v1alpha1');
+    expect(cache.spec).toEqual({ pvcName: 'rlmesh-artifact-cache', namespace: RUNS, accessModes: ['ReadWriteOnce'] });
+  });
+
+  it('RBAC objects: Roles in both namespaces, ClusterRoles, bindings to the right ServiceAccounts', () => {
+    for (const [kind, ns, name] of [
+      ['Role', SYS, 'rlmesh-cluster-agent'],
+      ['Role', RUNS, 'rlmesh-cluster-agent'],
+      ['Role', SYS, 'rlmesh-cluster-controller'],
+      ['Role', RUNS, 'rlmesh-cluster-controller'],
+      ['ClusterRole', '', 'rlmesh-cluster-agent'],
+      ['ClusterRole', '', 'rlmesh-cluster-controller'],
+    ] as const) {
+      get(objs, kind, ns, name);
+      const binding = get(objs, `${kind}Binding`, ns, name) as K8sObject & { subjects: { name: string; namespace: string }[]; roleRef: { name: string } };
+      expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name, namespace: SYS }]);
+      expect(binding.roleRef.name).toBe(name);
+    }
+    const agentRole = get(objs, 'Role', SYS, 'rlmesh-cluster-agent') as K8sObject & { rules: { resources: string[]; resourceNames?: string[]; verbs: string[] }[] };
+    const named = agentRole.rules.find((r) => r.resources.includes('secrets') && r.resourceNames);
+    expect(named?.resourceNames).toEqual(['rlmesh-cluster-control', 'rlmesh-registry-pull', 'rlmesh-registry-join-crd-upgrade']);
+    // no rule anywhere grants exec, wildcards or Secrets to the controller
+    for (const o of objs.values()) {
+      if (!['Role', 'ClusterRole'].includes(o.kind)) continue;
+      for (const r of (o as K8sObject & { rules: { resources: string[]; verbs: string[] }[] }).rules) {
+        expect(r.verbs).not.toContain('*');
+        expect(r.resources).not.toContain('*');
+        expect(r.resources).not.toContain('pods/exec');
+        if (o.metadata.name === 'rlmesh-cluster-controller') expect(r.resources).not.toContain('secrets');
+      }
+    }
+    const obs = render(['-f', join(CHART, 'ci/observability-values.yaml')]);
+    const obsRole = get(obs, 'Role', SYS, 'rlmesh-cluster-agent') as K8sObject & { rules: { resourceNames?: string[] }[] };
+    expect(obsRole.rules.flatMap((r) => r.resourceNames ?? [])).toContain('rlmesh-cluster-relay-secret');
+  });
+
+  it('NetworkPolicies: runs default-deny, runs → proxy + DNS only, proxy → DNS + public only, agent/controller → DNS + API', () => {
+    const deny = get(objs, 'NetworkPolicy', RUNS, 'rlmesh-runs-default-deny');
+    expect(deny.spec).toEqual({ podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
+    type NP = { spec: { egress: { to?: Record<string, unknown>[]; ports: { protocol: string; port: number }[] }[] } };
+    const runs = get(objs, 'NetworkPolicy', RUNS, 'rlmesh-runs-egress') as K8sObject & NP;
+    expect(runs.spec.egress).toHaveLength(2);
+    expect(runs.spec.egress[0]).toEqual({
+      to: [
+        {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': SYS } },
+          podSelector: { matchLabels: { 'app.kubernetes.io/name': 'rlmesh-egress-proxy', 'app.kubernetes.io/instance': 'rlmesh' } },
+        },
+      ],
+      ports: [{ protocol: 'TCP', port: 3128 }],
+    });
+    expect(runs.spec.egress[1]).toEqual({
+      to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
+      ports: [
+        { protocol: 'UDP', port: 53 },
+        { protocol: 'TCP', port: 53 },
+      ],
+    });
+    const proxy = get(objs, 'NetworkPolicy', SYS, 'rlmesh-egress-proxy') as K8sObject & NP;
+    const publicRule = proxy.spec.egress[1]!;
+    expect(publicRule.to).toEqual([
+      { ipBlock: { cidr: '0.0.0.0/0', except: NON_PUBLIC_RANGES.ipv4 } },
+      { ipBlock: { cidr: '::/0', except: NON_PUBLIC_RANGES.ipv6 } },
+    ]);
+    for (const r of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8', '169.254.0.0/16', '100.64.0.0/10']) expect(NON_PUBLIC_RANGES.ipv4).toContain(r);
+    for (const r of ['fc00::/7', 'fe80::/10', '::ffff:0:0/96']) expect(NON_PUBLIC_RANGES.ipv6).toContain(r);
+    expect(publicRule.ports).toEqual([{ protocol: 'TCP', port: 443 }]);
+    for (const c of ['rlmesh-cluster-agent', 'rlmesh-cluster-controller']) {
+      const np = get(objs, 'NetworkPolicy', SYS, c) as K8sObject & NP;
+      expect(np.spec.egress[1]!.ports).toEqual([
+        { protocol: 'TCP', port: 443 },
+        { protocol: 'TCP', port: 6443 },
+      ]);
+    }
+    // GKE NodeLocal DNS and OpenShift peers/ports reach every DNS rule
+    const gke = get(render(['-f', join(CHART, 'ci/gke-nodelocal-dns-values.yaml')]), 'NetworkPolicy', RUNS, 'rlmesh-runs-egress') as K8sObject & NP;
+    expect(gke.spec.egress[1]!.to).toEqual([{ ipBlock: { cidr: '169.254.20.10/32' } }]);
+    const os = render(['-f', join(CHART, 'ci/openshift-dns-values.yaml')]);
+    for (const [ns, name] of [
+      [RUNS, 'rlmesh-runs-egress'],
+      [SYS, 'rlmesh-egress-proxy'],
+      [SYS, 'rlmesh-cluster-agent'],
+    ]) {
+      const np = get(os, 'NetworkPolicy', ns!, name!) as K8sObject & NP;
+      const dns = np.spec.egress.find((r) => r.ports.some((p) => p.protocol === 'UDP'))!;
+      expect(dns.ports.map((p) => `${p.protocol}/${p.port}`)).toEqual(['UDP/53', 'TCP/53', 'UDP/5353', 'TCP/5353']);
+      expect(JSON.stringify(dns.to)).toContain('openshift-dns');
+    }
+  });
+
+  it('the CRD upgrade hook: pre-upgrade Job with a digest-pinned kubectl applying the CRDs server-side, own RBAC, hook pull Secret', () => {
+    const job = get(objs, 'Job', SYS, 'rlmesh-crd-upgrade');
+    expect(job.metadata.annotations).toMatchObject({ 'helm.sh/hook': 'pre-upgrade', 'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded' });
+    const pod = podTemplate(job).spec;
+    expect(pod.restartPolicy).toBe('Never');
+    expect(pod.serviceAccountName).toBe('rlmesh-crd-upgrade');
+    expect(pod.containers[0]!.image).toMatch(/^registry\.rlmesh\.dev\/rlmesh\/kubectl:v1\.35\.4@sha256:[a-f0-9]{64}$/);
+    expect([...pod.containers[0]!.command!, ...pod.containers[0]!.args!]).toEqual([
+      'kubectl', 'apply', '--server-side', '--force-conflicts', '--field-manager=rlmesh-crd-upgrade', '-f', '/crds/',
+    ]);
+    expect(pod.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-join-crd-upgrade' }]);
+    const cm = get(objs, 'ConfigMap', SYS, 'rlmesh-crd-upgrade') as K8sObject & { data: Record<string, string> };
+    for (const f of ['rlmesh.dev_rlmeshcaches.yaml', 'rlmesh.dev_rlmeshevaluations.yaml'])
+      expect(cm.data[f]).toBe(readFileSync(join(CHART, 'crds', f), 'utf8'));
+    for (const kind of ['ConfigMap', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding']) {
+      const o = get(objs, kind, kind.startsWith('Cluster') ? '' : SYS, 'rlmesh-crd-upgrade');
+      expect(o.metadata.annotations?.['helm.sh/hook']).toBe('pre-upgrade');
+      expect(Number(o.metadata.annotations?.['helm.sh/hook-weight'])).toBeLessThan(0);
+    }
+    const cr = get(objs, 'ClusterRole', '', 'rlmesh-crd-upgrade') as K8sObject & { rules: { resourceNames?: string[] }[] };
+    expect(cr.rules[0]!.resourceNames).toEqual(['rlmeshcaches.rlmesh.dev', 'rlmeshevaluations.rlmesh.dev']);
+  });
+
+  it('GPU feature discovery: a DaemonSet with node-label rights when on; nothing GPU-specific when off', () => {
+    const ds = get(objs, 'DaemonSet', SYS, 'rlmesh-gpu-feature-discovery');
+    expect(podTemplate(ds).spec.containers[0]!.args).toEqual(['gpu-discovery']);
+    get(objs, 'ClusterRole', '', 'rlmesh-gpu-feature-discovery');
+    const off = render(['-f', join(CHART, 'ci/gpu-discovery-off-values.yaml')]);
+    expect([...off.keys()].filter((k) => k.includes('gpu'))).toEqual([]);
+    expect(JSON.parse((get(off, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!).gpuFeatureDiscovery).toEqual({
+      enabled: false,
+    });
+  });
+
+  it('staging hosts and CA bundle: ConfigMap rlmesh-ca-bundle mounted, NODE_EXTRA_CA_CERTS set', () => {
+    const st = render(['-f', join(CHART, 'ci/staging-ca-values.yaml')]);
+    const ca = get(st, 'ConfigMap', SYS, 'rlmesh-ca-bundle') as K8sObject & { data: Record<string, string> };
+    expect(ca.data['ca.crt']).toContain('-----BEGIN CERTIFICATE-----');
+    for (const name of ['rlmesh-cluster-agent', 'rlmesh-cluster-controller', 'rlmesh-egress-proxy']) {
+      const c = podTemplate(get(st, 'Deployment', SYS, name)).spec.containers[0]!;
+      expect(c.env?.find((e) => e.name === 'NODE_EXTRA_CA_CERTS')?.value).toBe('/etc/rlmesh/ca/ca.crt');
+      expect(c.volumeMounts?.map((m) => m.mountPath)).toContain('/etc/rlmesh/ca');
+    }
+    const cfg = JSON.parse((get(st, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!);
+    expect(cfg.controlPlane).toEqual({
+      apiHost: 'api.staging.rlmesh.dev',
+      apiPort: 443,
+      registryHost: 'registry.staging.rlmesh.dev',
+      outputHosts: ['outputs.staging.rlmesh.dev'],
+      caBundlePath: '/etc/rlmesh/ca/ca.crt',
+    });
+  });
+
+  it('ServiceMonitor or PodMonitor when enabled, on the metrics port', () => {
+    const sm = render([...token, '--set', 'metrics.serviceMonitor.enabled=true', '--set', 'metrics.serviceMonitor.labels.release=prom']);
+    expect(get(sm, 'ServiceMonitor', SYS, 'rlmesh-runtime').metadata.labels?.release).toBe('prom');
+    expect((get(sm, 'Service', SYS, 'rlmesh-metrics').spec as { ports: { port: number }[] }).ports[0]!.port).toBe(9090);
+    const pm = render([...token, '--set', 'metrics.podMonitor.enabled=true', '--set', 'metrics.port=9100']);
+    expect(get(pm, 'PodMonitor', SYS, 'rlmesh-runtime').spec).toMatchObject({ podMetricsEndpoints: [{ port: 'metrics', interval: '30s' }] });
+    expect(podTemplate(get(pm, 'Deployment', SYS, 'rlmesh-cluster-agent')).spec.containers[0]!.ports).toContainEqual({ name: 'metrics', containerPort: 9100, protocol: 'TCP' });
+    expect([...objs.keys()].some((k) => k.includes('Monitor'))).toBe(false);
+  });
+
+  it('scheduling knobs reach the pods: nodeSelector, tolerations, affinity, priorityClassName, podAnnotations, imagePullSecrets', () => {
+    const o = render(['-f', join(CHART, 'ci/extra-domains-scheduling-values.yaml')]);
+    const agent = podTemplate(get(o, 'Deployment', SYS, 'rlmesh-cluster-agent'));
+    expect(agent.spec).toMatchObject({
+      nodeSelector: { 'node-role.kubernetes.io/infra': '' },
+      tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'infra', effect: 'NoSchedule' }],
+      priorityClassName: 'system-cluster-critical',
+      imagePullSecrets: [{ name: 'corp-mirror' }],
+    });
+    expect(agent.metadata.annotations?.['example.com/team']).toBe('platform');
+    expect(JSON.stringify(podTemplate(get(o, 'Deployment', SYS, 'rlmesh-cluster-controller')).spec)).toContain('requiredDuringSchedulingIgnoredDuringExecution');
+    expect((get(o, 'Deployment', SYS, 'rlmesh-egress-proxy').spec as { replicas: number }).replicas).toBe(3);
+  });
+});
+
+describe('every pod', () => {
+  for (const s of [undefined, ...scenarios()]) {
+    it(`is restricted, pinned by digest and bounded (${s ?? 'token'})`, () => {
+      const o = render(s ? ['-f', join(CHART, 'ci', s)] : token);
+      const w = workloads(o);
+      expect(w.length).toBeGreaterThanOrEqual(4);
+      for (const x of w) {
+        const { spec } = podTemplate(x);
+        expect(spec.securityContext, x.metadata.name).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+        for (const c of spec.containers) {
+          expect(c.securityContext, x.metadata.name).toEqual({
+            allowPrivilegeEscalation: false,
+            readOnlyRootFilesystem: true,
+            runAsNonRoot: true,
+            capabilities: { drop: ['ALL'] },
+            seccompProfile: { type: 'RuntimeDefault' },
+          });
+          expect(c.image).toMatch(/@sha256:[a-f0-9]{64}$/);
+          expect(Object.keys(c.resources?.requests ?? {}).sort()).toEqual(['cpu', 'memory']);
+          expect(Object.keys(c.resources?.limits ?? {}).sort()).toEqual(['cpu', 'memory']);
+        }
+      }
+    });
+  }
+});
+
+describe('GitOps-clean renders', () => {
+  it('renders byte-identical twice for every scenario, with no random, time or lookup functions', () => {
+    for (const s of scenarios()) {
+      const a = template(['-f', join(CHART, 'ci', s)]).stdout;
+      const b = template(['-f', join(CHART, 'ci', s)]).stdout;
+      expect(a === b, s).toBe(true);
+    }
+    const sources = readFileSync(join(CHART, 'templates/_helpers.tpl'), 'utf8');
+    for (const f of ['randAlphaNum', 'randAlpha', 'uuidv4', 'now', 'lookup', 'genCA', 'genPrivateKey']) {
+      const r = new RegExp(`\\b${f}\\b`);
+      expect(r.test(sources), f).toBe(false);
+    }
+  });
+
+  it('checksum annotations roll the pods when their ConfigMaps change, and a new token rolls the agent', () => {
+    const ann = (args: string[], name: string) => podTemplate(get(render(args), 'Deployment', SYS, name)).metadata.annotations ?? {};
+    const base = ann(token, 'rlmesh-egress-proxy')['checksum/runtime-config'];
+    expect(base).toMatch(/^[a-f0-9]{64}$/);
+    expect(ann([...token, '--set', 'egress.extraDomains[0]=example.org'], 'rlmesh-egress-proxy')['checksum/runtime-config']).not.toBe(base);
+    expect(ann([...token, '--set', 'controller.replicas=3'], 'rlmesh-egress-proxy')['checksum/runtime-config']).toBe(base);
+    const t1 = ann(token, 'rlmesh-cluster-agent')['checksum/join-token'];
+    const t2 = ann(['--set', 'joinToken=rlm_jt_another0123456789abcdefgh'], 'rlmesh-cluster-agent')['checksum/join-token'];
+    expect(t1).toMatch(/^[a-f0-9]{64}$/);
+    expect(t2).not.toBe(t1);
+  });
+});
+
+describe('NOTES.txt', () => {
+  it("prints the spec's four Verify commands for this release", () => {
+    const out = template([...token, '--show-only', 'templates/runtime-config.yaml'], {}).stdout;
+    expect(out).toContain('rlmesh-runtime-config');
+    const notes = readFileSync(join(CHART, 'templates/NOTES.txt'), 'utf8');
+    for (const line of [
+      'kubectl -n {{ .Release.Namespace }} rollout status deployment/rlmesh-cluster-agent',
+      'kubectl -n {{ .Release.Namespace }} rollout status deployment/rlmesh-cluster-controller',
+      'kubectl get rlmeshcaches',
+      'kubectl -n rlmesh-runs get pods,pvc',
+    ])
+      expect(notes).toContain(line);
+  });
+});
