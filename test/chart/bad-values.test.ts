@@ -1,0 +1,70 @@
+// Bad input is refused before anything is applied, with a message naming the
+// value's path: Helm's schema validation (values.schema.json) or _validate.tpl.
+// The zod schema (the source of truth) refuses the same values at the same path.
+import { describe, expect, it } from 'vitest';
+import { valuesSchema } from '../../lib/values-schema.ts';
+import { template, TOKEN, valuesFile } from './chart.ts';
+
+const T = { joinToken: TOKEN };
+type Case = { name: string; values: Record<string, unknown>; path: string; says?: RegExp };
+
+const cases: Case[] = [
+  { name: 'token not shaped rlm_jt_', values: { joinToken: 'abc123' }, path: 'joinToken' },
+  { name: 'token with the wrong prefix', values: { joinToken: 'rlm_xx_0123456789abcdefghij' }, path: 'joinToken' },
+  { name: 'token too short', values: { joinToken: 'rlm_jt_short' }, path: 'joinToken' },
+  { name: 'neither joinToken nor credentials.controlSecret', values: {}, path: 'joinToken', says: /neither joinToken nor credentials.controlSecret/ },
+  { name: 'joinToken and controlSecret together', values: { ...T, credentials: { controlSecret: 'a', pullSecret: 'b' } }, path: 'credentials.controlSecret', says: /not both/ },
+  { name: 'controlSecret without pullSecret', values: { credentials: { controlSecret: 'rlmesh-secrets' } }, path: 'credentials.pullSecret' },
+  { name: 'pullSecret without controlSecret', values: { ...T, credentials: { pullSecret: 'rlmesh-registry-pull' } }, path: 'credentials.controlSecret' },
+  { name: 'unknown top-level key', values: { ...T, joinTokn: 'x' }, path: 'joinTokn' },
+  { name: 'unknown nested key', values: { ...T, egress: { extraDomain: ['a.com'] } }, path: 'egress' },
+  { name: 'unknown key deep in the cache', values: { ...T, artifactCache: { storage: { sharedPvc: { sizee: '1Gi' } } } }, path: 'artifactCache.storage.sharedPvc' },
+  { name: 'accessModes entry that is not a Kubernetes access mode', values: { ...T, artifactCache: { storage: { sharedPvc: { accessModes: ['ReadWriteSometimes'] } } } }, path: 'artifactCache.storage.sharedPvc.accessModes.0' },
+  { name: 'accessModes ReadOnlyMany cannot hold the cache', values: { ...T, artifactCache: { storage: { sharedPvc: { accessModes: ['ReadOnlyMany'] } } } }, path: 'artifactCache.storage.sharedPvc.accessModes' },
+  { name: 'empty accessModes', values: { ...T, artifactCache: { storage: { sharedPvc: { accessModes: [] } } } }, path: 'artifactCache.storage.sharedPvc.accessModes' },
+  { name: 'ReadWriteMany without storage.className', values: { ...T, artifactCache: { storage: { sharedPvc: { accessModes: ['ReadWriteMany'] } } } }, path: 'storage.className', says: /ReadWriteMany/ },
+  { name: 'cache size that is not a quantity', values: { ...T, artifactCache: { storage: { sharedPvc: { size: '100 GB' } } } }, path: 'artifactCache.storage.sharedPvc.size' },
+  { name: 'dnsPeers entry that is not a NetworkPolicy peer', values: { ...T, network: { dnsPeers: [{ host: 'kube-dns' }] } }, path: 'network.dnsPeers.0' },
+  { name: 'dnsPeers ipBlock with a bad CIDR', values: { ...T, network: { dnsPeers: [{ ipBlock: { cidr: '169.254.20.10' } }] } }, path: 'network.dnsPeers.0' },
+  { name: 'dnsPeers selector with an unknown operator', values: { ...T, network: { dnsPeers: [{ podSelector: { matchExpressions: [{ key: 'a', operator: 'Like' }] } }] } }, path: 'network.dnsPeers.0' },
+  { name: 'dnsPorts out of range', values: { ...T, network: { dnsPorts: [70000] } }, path: 'network.dnsPorts.0' },
+  { name: 'dnsPorts zero', values: { ...T, network: { dnsPorts: [0] } }, path: 'network.dnsPorts.0' },
+  { name: 'metrics port out of range', values: { ...T, metrics: { port: 65536 } }, path: 'metrics.port' },
+  { name: 'egress allowedPorts out of range', values: { ...T, egress: { allowedPorts: [-1] } }, path: 'egress.allowedPorts.0' },
+  { name: 'domain with a scheme', values: { ...T, egress: { extraDomains: ['https://my-inputs.s3.amazonaws.com'] } }, path: 'egress.extraDomains.0' },
+  { name: 'domain with a path', values: { ...T, egress: { extraDomains: ['my-inputs.s3.amazonaws.com/bucket'] } }, path: 'egress.extraDomains.0' },
+  { name: 'domain with a port', values: { ...T, egress: { extraDomains: ['my-inputs.s3.amazonaws.com:443'] } }, path: 'egress.extraDomains.0' },
+  { name: 'wildcard in the wrong place', values: { ...T, egress: { extraDomains: ['huggingface.*.co'] } }, path: 'egress.extraDomains.0' },
+  { name: 'bare wildcard', values: { ...T, egress: { extraDomains: ['*'] } }, path: 'egress.extraDomains.0' },
+  { name: 'API host with a scheme', values: { ...T, controlPlane: { apiHost: 'https://api.staging.rlmesh.dev' } }, path: 'controlPlane.apiHost' },
+  { name: 'CA bundle that is not PEM', values: { ...T, controlPlane: { caBundle: 'not a certificate' } }, path: 'controlPlane.caBundle' },
+  { name: 'image pinned by tag only', values: { ...T, agent: { image: { digest: 'latest' } } }, path: 'agent.image.digest' },
+  { name: 'resources with a bad quantity', values: { ...T, controller: { resources: { limits: { memory: 'lots' } } } }, path: 'controller.resources.limits.memory' },
+  { name: 'toleration with an unknown effect', values: { ...T, egress: { tolerations: [{ key: 'a', effect: 'Sometimes' }] } }, path: 'egress.tolerations.0.effect' },
+  { name: 'storage.className that is not a name', values: { ...T, storage: { className: 'Fast SSD' } }, path: 'storage.className' },
+  { name: 'ServiceMonitor and PodMonitor both on', values: { ...T, metrics: { serviceMonitor: { enabled: true }, podMonitor: { enabled: true } } }, path: 'metrics.podMonitor.enabled' },
+  { name: 'gpuFeatureDiscovery.enabled not a boolean', values: { ...T, gpuFeatureDiscovery: { enabled: 'yes' } }, path: 'gpuFeatureDiscovery.enabled' },
+  { name: 'controller replicas zero', values: { ...T, controller: { replicas: 0 } }, path: 'controller.replicas' },
+];
+
+describe('bad values are refused with the path named', () => {
+  it('has at least 25 cases', () => expect(cases.length).toBeGreaterThanOrEqual(25));
+
+  for (const c of cases) {
+    it(c.name, () => {
+      const r = template(['-f', valuesFile(c.values)], { allowFail: true });
+      expect(r.status, `helm accepted ${JSON.stringify(c.values)}`).not.toBe(0);
+      expect(r.stdout).toBe('');
+      // helm's schema errors name the path as /a/b/0; _validate.tpl names it as a.b
+      const slashPath = `/${c.path.replace(/\./g, '/')}`;
+      const names = r.stderr.includes(`'${slashPath}`) || r.stderr.includes(`${c.path}:`) || r.stderr.includes(`'${slashPath.split('/').slice(0, -1).join('/')}'`);
+      expect(names, `stderr does not name ${c.path}:\n${r.stderr}`).toBe(true);
+      if (c.says) expect(r.stderr).toMatch(c.says);
+
+      const z = valuesSchema.safeParse(c.values);
+      expect(z.success, `zod accepted ${JSON.stringify(c.values)}`).toBe(false);
+      const paths = z.error!.issues.map((i) => i.path.join('.'));
+      expect(paths.some((p) => p === c.path || c.path.startsWith(p) || p.startsWith(c.path)), `zod paths ${paths.join(', ')}`).toBe(true);
+    });
+  }
+});
