@@ -1,0 +1,53 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import type { RLMeshEvaluation } from '../lib/crds/types.ts';
+import { msUntilDeadline, nextStatus, observePod } from './evaluation-status.ts';
+
+const ev: RLMeshEvaluation = {
+  apiVersion: 'rlmesh.dev/v1alpha1',
+  kind: 'RLMeshEvaluation',
+  metadata: { name: 'e', namespace: 'rlmesh-runs', generation: 2 },
+  spec: { evaluationId: 'x', image: 'img', deadlineSeconds: 30, cancelled: false },
+};
+const pod = (status: V1Pod['status'], nodeName?: string): V1Pod => ({ metadata: { name: 'rle-e' }, spec: { containers: [], ...(nodeName ? { nodeName } : {}) }, status });
+
+describe('observePod', () => {
+  it('reports the scheduler refusal in its own words as Waiting', () => {
+    const o = observePod(
+      pod({ phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/3 nodes are available: 3 Insufficient nvidia.com/gpu.' }] }),
+      ev,
+    );
+    expect(o).toMatchObject({ phase: 'Waiting', reason: 'Unschedulable', message: '0/3 nodes are available: 3 Insufficient nvidia.com/gpu.' });
+  });
+
+  it('maps exit codes and the deadline', () => {
+    const ok = observePod(pod({ phase: 'Succeeded', containerStatuses: [{ name: 'evaluation', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 0 } } }] }, 'n1'), ev);
+    expect(ok).toMatchObject({ phase: 'Succeeded', exitCode: 0, nodeName: 'n1' });
+    const failed = observePod(pod({ phase: 'Failed', containerStatuses: [{ name: 'evaluation', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 3, reason: 'Error' } } }] }, 'n1'), ev);
+    expect(failed).toMatchObject({ phase: 'Failed', reason: 'NonZeroExit', exitCode: 3, message: 'the evaluation container exited with code 3 (Error)' });
+    const late = observePod(pod({ phase: 'Failed', reason: 'DeadlineExceeded' }, 'n1'), ev);
+    expect(late).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
+    expect(late.message).toContain('deadline of 30s');
+  });
+
+  it('computes the time left before the deadline from the pod start', () => {
+    const started = new Date(Date.now() - 10_000);
+    const left = msUntilDeadline(pod({ phase: 'Running', startTime: started }), ev)!;
+    expect(left).toBeGreaterThan(19_000);
+    expect(left).toBeLessThanOrEqual(20_000);
+  });
+});
+
+describe('nextStatus', () => {
+  it('keeps a condition transition time while its status holds, and never leaves a finished phase', () => {
+    const t0 = new Date('2026-01-01T00:00:00Z');
+    const s1 = nextStatus(undefined, { phase: 'Waiting', reason: 'QuotaExceeded', message: 'q', conditions: [{ type: 'Scheduled', status: 'False', reason: 'QuotaExceeded', message: 'q' }] }, 2, t0);
+    const s2 = nextStatus(s1, { phase: 'Waiting', reason: 'Unschedulable', message: 'u', conditions: [{ type: 'Scheduled', status: 'False', reason: 'Unschedulable', message: 'u' }] }, 2, new Date('2026-01-01T00:01:00Z'));
+    expect(s2.conditions![0]!.lastTransitionTime).toBe(t0.toISOString());
+    expect(s2.conditions![0]!.reason).toBe('Unschedulable');
+    expect(s2.observedGeneration).toBe(2);
+    const done = nextStatus(s2, { phase: 'Succeeded', reason: 'Completed', message: 'ok', exitCode: 0 }, 2);
+    expect(done.finishTime).toBeDefined();
+    expect(nextStatus(done, { phase: 'Running', reason: 'Started', message: '' }, 2)).toBe(done);
+  });
+});

@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import type { RLMeshEvaluation } from '../lib/crds/types.ts';
+import { buildEvaluationPod, labelValueFor, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
+
+const digest = 'a'.repeat(64);
+const ev = (over: Partial<RLMeshEvaluation['spec']> = {}, annotations: Record<string, string> = {}): RLMeshEvaluation => ({
+  apiVersion: 'rlmesh.dev/v1alpha1',
+  kind: 'RLMeshEvaluation',
+  metadata: { name: 'eval-1', namespace: 'rlmesh-runs', uid: 'uid-1', annotations },
+  spec: {
+    evaluationId: 'ev_123',
+    image: 'registry.rlmesh.dev/env/chess:1',
+    command: ['python', '-m', 'env'],
+    args: ['--episodes', '4'],
+    env: [
+      { name: 'SEED', value: '7' },
+      { name: 'HTTPS_PROXY', value: 'http://evil:1' },
+    ],
+    resources: { cpu: '2', memory: '4Gi', gpu: { count: 2, vendor: 'nvidia' } },
+    artifacts: [{ name: 'policy.pt', sha256: digest, sizeBytes: 10, source: { httpsUrl: 'https://x/y' } }],
+    deadlineSeconds: 600,
+    cancelled: false,
+    ...over,
+  },
+});
+const settings = (accessModes: string[] = ['ReadWriteOnce'], nodeName: string | null = 'node-a'): PodSettings => ({
+  namespace: 'rlmesh-runs',
+  pullSecret: 'rlmesh-registry-pull',
+  proxyUrl: 'http://rlmesh-egress-proxy.rlmesh-system.svc:3128',
+  cache: { pvcName: 'rlmesh-artifact-cache', accessModes, ...(nodeName ? { nodeName } : {}) },
+});
+
+describe('buildEvaluationPod', () => {
+  it('builds a restricted pod with no token, the pull Secret, proxy env, GPUs, deadline, owner and labels', () => {
+    const pod = buildEvaluationPod(ev({}, { 'rlmesh.dev/test-exit-code': '3', other: 'x' }), settings());
+    const spec = pod.spec!;
+    const c = spec.containers[0]!;
+    expect(pod.metadata!.name).toBe('rle-eval-1');
+    expect(pod.metadata!.labels).toMatchObject({ 'rlmesh.dev/evaluation': 'eval-1', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-controller' });
+    expect(pod.metadata!.annotations).toEqual({ 'rlmesh.dev/evaluation-id': 'ev_123', 'rlmesh.dev/test-exit-code': '3' });
+    expect(pod.metadata!.ownerReferences).toEqual([
+      { apiVersion: 'rlmesh.dev/v1alpha1', kind: 'RLMeshEvaluation', name: 'eval-1', uid: 'uid-1', controller: true, blockOwnerDeletion: false },
+    ]);
+    expect(spec.automountServiceAccountToken).toBe(false);
+    expect(spec.restartPolicy).toBe('Never');
+    expect(spec.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-pull' }]);
+    expect(spec.activeDeadlineSeconds).toBe(600);
+    expect(spec.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(c.securityContext).toEqual({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(c.command).toEqual(['python', '-m', 'env']);
+    expect(c.args).toEqual(['--episodes', '4']);
+    expect(c.resources).toEqual({
+      requests: { cpu: '2', memory: '4Gi', 'nvidia.com/gpu': '2' },
+      limits: { cpu: '2', memory: '4Gi', 'nvidia.com/gpu': '2' },
+    });
+    const env = Object.fromEntries(c.env!.map((e) => [e.name, e.value]));
+    expect(env.HTTPS_PROXY).toBe('http://rlmesh-egress-proxy.rlmesh-system.svc:3128');
+    expect(env.HTTP_PROXY).toBe('http://rlmesh-egress-proxy.rlmesh-system.svc:3128');
+    expect(env.NO_PROXY).toBe('localhost,127.0.0.1,::1');
+    expect(env.https_proxy).toBe(env.HTTPS_PROXY);
+    expect(env.SEED).toBe('7');
+    // the evaluation cannot point its own proxy variables elsewhere
+    expect(c.env!.filter((e) => e.name === 'HTTPS_PROXY')).toHaveLength(1);
+    expect(c.volumeMounts).toEqual([{ name: 'artifact-cache', mountPath: '/artifacts/policy.pt', subPath: `sha256/${digest}`, readOnly: true }]);
+    expect(spec.volumes).toEqual([{ name: 'artifact-cache', persistentVolumeClaim: { claimName: 'rlmesh-artifact-cache', readOnly: true } }]);
+  });
+
+  it('requests amd.com/gpu for AMD', () => {
+    const pod = buildEvaluationPod(ev({ resources: { gpu: { count: 1, vendor: 'amd' } } }), settings());
+    expect(pod.spec!.containers[0]!.resources!.limits).toEqual({ 'amd.com/gpu': '1' });
+  });
+
+  it('pins to the volume node with a ReadWriteOnce cache, and not with ReadWriteMany', () => {
+    const rwo = buildEvaluationPod(ev(), settings(['ReadWriteOnce'], 'node-a'));
+    expect(rwo.spec!.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms).toEqual([
+      { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-a'] }] },
+    ]);
+    const rwx = buildEvaluationPod(ev(), settings(['ReadWriteMany'], 'node-a'));
+    expect(rwx.spec!.affinity).toBeUndefined();
+    const noArtifacts = buildEvaluationPod(ev({ artifacts: [] }), settings(['ReadWriteOnce'], 'node-a'));
+    expect(noArtifacts.spec!.affinity).toBeUndefined();
+    expect(noArtifacts.spec!.volumes).toEqual([]);
+  });
+
+  it('waits for the cache node only with a ReadWriteOnce cache and artifacts', () => {
+    expect(needsCacheNode(ev(), settings(['ReadWriteOnce'], null))).toBe(true);
+    expect(needsCacheNode(ev(), settings(['ReadWriteMany'], null))).toBe(false);
+    expect(needsCacheNode(ev({ artifacts: [] }), settings(['ReadWriteOnce'], null))).toBe(false);
+  });
+
+  it('copies placement hints', () => {
+    const pod = buildEvaluationPod(
+      ev({ placement: { nodeSelector: { pool: 'gpu' }, tolerations: [{ key: 'gpu', operator: 'Exists', effect: 'NoSchedule' }] } }),
+      settings(),
+    );
+    expect(pod.spec!.nodeSelector).toEqual({ pool: 'gpu' });
+    expect(pod.spec!.tolerations).toEqual([{ key: 'gpu', operator: 'Exists', effect: 'NoSchedule' }]);
+  });
+
+  it('keeps names and label values within their limits', () => {
+    const long = 'e'.repeat(80);
+    expect(podNameFor(long).length).toBeLessThanOrEqual(63);
+    expect(podNameFor(long)).not.toBe(podNameFor(`${long}x`));
+    expect(labelValueFor(long).length).toBeLessThanOrEqual(63);
+  });
+});
