@@ -91,7 +91,7 @@ async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredent
         savePendingJoin(cfg, hash, result);
         await store.writeJoined(result, hash);
         rmSync(pendingJoinFile(cfg), { force: true });
-        log.info({ clusterId: result.clusterId, relay: result.relay !== undefined }, 'joined: credentials written to the control, pull and registry Secrets');
+        log.info({ clusterId: result.clusterId, withRelayCredential: result.relay !== undefined }, 'joined: credentials written to the control, pull and registry Secrets');
         d.onJoinOutcome('joined');
         return { control: result.control, clusterId: result.clusterId, tokenHash: hash, resourceVersion: undefined };
       } finally {

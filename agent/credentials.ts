@@ -98,11 +98,13 @@ export class CredentialStore {
     const data = Object.fromEntries(Object.entries(stringData).map(([k, v]) => [k, Buffer.from(v).toString('base64')]));
     const body: k8s.V1Secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace, labels: LABELS, annotations }, type, data };
     const existing = await this.get(namespace, name);
-    if (existing && existing.type !== type) {
-      // the type of a Secret is immutable: replace the object
-      await this.core.deleteNamespacedSecret({ namespace, name });
-      await this.core.createNamespacedSecret({ namespace, body });
-    } else if (existing) {
+    if (existing && (existing.type ?? 'Opaque') !== type) {
+      // a Secret's type is immutable, and the agent may not delete Secrets
+      throw new Error(
+        `Secret ${namespace}/${name} exists with type ${existing.type ?? 'Opaque'} but must be ${type}: delete it (kubectl -n ${namespace} delete secret ${name}) and the agent writes it again`,
+      );
+    }
+    if (existing) {
       await this.core.replaceNamespacedSecret({ namespace, name, body: { ...body, metadata: { ...body.metadata, annotations: { ...existing.metadata?.annotations, ...annotations } } } });
     } else {
       try {

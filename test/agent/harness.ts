@@ -1,0 +1,198 @@
+// What the agent's integration tests share: their own namespaces (so they never
+// touch a chart another test installed), the chart's own agent RBAC rendered
+// into them, the real control plane as a child process and the agent as a
+// child process authenticated as ServiceAccount rlmesh-cluster-agent.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as k8s from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { adminKubeConfig, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
+import { api, ROOT, startControlPlane, until, type ControlPlane } from '../support/runtime.ts';
+
+export const SYSTEM = 'rlmesh-agent-it';
+export const RUNS = 'rlmesh-agent-it-runs';
+export const SA = 'rlmesh-cluster-agent';
+const NODE = join(ROOT, 'node_modules/.bin/node');
+const CLUSTER_SCOPED_SUFFIX = '-agent-it';
+
+export type RbacMode = { joinToken: boolean; controlSecret?: string; pullSecret?: string; observability?: boolean };
+
+/**
+ * Namespaces, the CRDs, and the chart's ServiceAccount + agent RBAC (templates/rbac-agent.yaml)
+ * rendered into the test namespaces. Cluster-scoped names get a suffix so a chart
+ * installed by another test keeps its own.
+ */
+export function installAgentRbac(mode: RbacMode = { joinToken: true, observability: true }): void {
+  kubectl(['apply', '-f', join(ROOT, 'crds')]);
+  const args = [
+    'template', 'rlmesh', join(ROOT, 'charts/rlmesh-runtime'), '-n', SYSTEM, '--kube-version', '1.35.4',
+    '--show-only', 'templates/serviceaccounts.yaml', '--show-only', 'templates/rbac-agent.yaml',
+    '--set', 'gpuFeatureDiscovery.enabled=false', '--set', `observability.enabled=${mode.observability ?? false}`,
+  ];
+  if (mode.joinToken) args.push('--set', `joinToken=rlm_jt_${'x'.repeat(32)}`);
+  else args.push('--set', `credentials.controlSecret=${mode.controlSecret ?? 'rlmesh-secrets'}`, '--set', `credentials.pullSecret=${mode.pullSecret ?? 'rlmesh-registry-pull'}`);
+  const rendered = helm(args).stdout;
+  const docs = parseAllDocuments(rendered).map((d) => d.toJS() as k8s.KubernetesObject & { roleRef?: { kind: string; name: string } }).filter(Boolean);
+  for (const d of docs) {
+    if (d.metadata?.namespace === 'rlmesh-runs') d.metadata.namespace = RUNS;
+    if (d.kind === 'ClusterRole' || d.kind === 'ClusterRoleBinding') d.metadata!.name += CLUSTER_SCOPED_SUFFIX;
+    if (d.kind === 'ClusterRoleBinding' && d.roleRef) d.roleRef.name += CLUSTER_SCOPED_SUFFIX;
+  }
+  const ns = [SYSTEM, RUNS].map((n) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: n } }));
+  const file = join(mkdtempSync(join(tmpdir(), 'agent-rbac-')), 'rbac.json');
+  writeFileSync(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [...ns, ...docs] }));
+  kubectl(['apply', '-f', file]);
+}
+
+/** Removes what a previous test left: our Secrets, the join Lease, evaluations. */
+export function resetAgentState(): void {
+  for (const ns of [SYSTEM, RUNS]) {
+    kubectl(['-n', ns, 'delete', 'secrets', '--all', '--ignore-not-found', '--wait=false'], { allowFail: true });
+  }
+  kubectl(['-n', SYSTEM, 'delete', 'lease', 'rlmesh-cluster-agent-join', '--ignore-not-found'], { allowFail: true });
+  kubectl(['-n', RUNS, 'delete', 'rlmeshevaluations', '--all', '--ignore-not-found', '--wait=false'], { allowFail: true });
+}
+
+export async function controlPlane(dataDir?: string, listen?: string): Promise<ControlPlane> {
+  return startControlPlane({ ...(dataDir ? { dataDir } : {}), ...(listen ? { listen } : {}), args: ['--ping-interval', '1', '--silence-timeout', '10', '--test-clock'] });
+}
+
+export async function newCluster(cp: ControlPlane, name = 'agent-it'): Promise<{ clusterId: string; joinToken: string }> {
+  const r = await api<{ clusterId: string; joinToken: string }>(cp, 'POST', '/v1/clusters', { name });
+  if (r.status !== 201) throw new Error(`POST /v1/clusters: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+export async function newInstallCommand(cp: ControlPlane, clusterId: string): Promise<string> {
+  const r = await api<{ joinToken: string }>(cp, 'POST', `/v1/clusters/${clusterId}/install-command`);
+  if (r.status !== 200) throw new Error(`install-command: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.joinToken;
+}
+
+export type ClusterView = {
+  id: string;
+  status: string;
+  lastSeenAt: string | null;
+  live: boolean;
+  nodeReport: { report: { nodes?: { name: string; gpusAllocatable?: number; gpusFree?: number; cpuMillisFree?: string }[] }; receivedAt: string; received: number } | null;
+  updates: { distinct: number; duplicatesReceived: number };
+};
+
+export async function cluster(cp: ControlPlane, id: string): Promise<ClusterView> {
+  const r = await api<ClusterView>(cp, 'GET', `/v1/clusters/${id}`);
+  if (r.status !== 200) throw new Error(`GET cluster: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+export function runtimeConfig(cp: ControlPlane, over: { controlSecret?: string; pullSecret?: string; observability?: boolean; spoolMaxBytes?: number; nodeSelector?: string } = {}): string {
+  const url = new URL(cp.url);
+  const config = {
+    namespace: SYSTEM,
+    runsNamespace: RUNS,
+    controlPlane: { apiHost: url.hostname, apiPort: Number(url.port), registryHost: 'registry.rlmesh.dev', caBundlePath: cp.caFile },
+    credentials: {
+      ...(over.controlSecret ? { controlSecret: over.controlSecret } : {}),
+      ...(over.pullSecret ? { pullSecret: over.pullSecret } : {}),
+    },
+    observability: { enabled: over.observability ?? false },
+    gpuFeatureDiscovery: {},
+    egress: {},
+    artifactCache: {},
+    agent: { nodeSelector: over.nodeSelector ?? '', spoolMaxBytes: over.spoolMaxBytes ?? 64 * 1024 * 1024 },
+    ports: { health: 0, metrics: 0 },
+  };
+  const file = join(mkdtempSync(join(tmpdir(), 'agent-config-')), 'config.json');
+  writeFileSync(file, JSON.stringify(config));
+  return file;
+}
+
+export const FAST_TIMING: Record<string, string> = {
+  RLMESH_AGENT_HEARTBEAT_MS: '1000',
+  RLMESH_AGENT_SILENCE_MS: '5000',
+  RLMESH_AGENT_BACKOFF_BASE_MS: '200',
+  RLMESH_AGENT_BACKOFF_MAX_MS: '2000',
+  RLMESH_AGENT_AUTH_BACKOFF_MS: '2000',
+  RLMESH_AGENT_REPORT_DELAY_MS: '250',
+  RLMESH_AGENT_LEASE_SECONDS: '15',
+};
+
+export type AgentProcess = {
+  proc: ChildProcess;
+  logFile: string;
+  spoolDir: string;
+  log(): string;
+  /** parsed JSON log lines */
+  lines(): { level: number; msg: string; [k: string]: unknown }[];
+  waitFor(what: string, re: RegExp, seconds?: number): Promise<string>;
+  ports(): Promise<{ health: number }>;
+  readyz(): Promise<{ status: number; body: string }>;
+  metrics(): Promise<string>;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+};
+
+export async function startAgent(opts: { configFile: string; token?: string; spoolDir?: string; env?: Record<string, string>; name?: string }): Promise<AgentProcess> {
+  const spoolDir = opts.spoolDir ?? mkdtempSync(join(tmpdir(), 'agent-spool-'));
+  mkdirSync(spoolDir, { recursive: true });
+  const logFile = join(mkdtempSync(join(tmpdir(), 'agent-log-')), 'agent.log');
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    RLMESH_CONFIG: opts.configFile,
+    POD_NAMESPACE: SYSTEM,
+    POD_NAME: opts.name ?? `rlmesh-cluster-agent-${process.pid}`,
+    RLMESH_SPOOL_DIR: spoolDir,
+    RLMESH_AGENT_LISTEN_HOST: '127.0.0.1',
+    KUBECONFIG: await serviceAccountKubeconfig(SYSTEM, SA),
+    ...FAST_TIMING,
+    ...(opts.token ? { RLMESH_JOIN_TOKEN: opts.token } : {}),
+    ...(opts.env ?? {}),
+  };
+  const out = openSync(logFile, 'a');
+  const proc = spawn(NODE, [join(ROOT, 'agent/main.ts')], { env, stdio: ['ignore', out, out] });
+  const log = () => readFileSync(logFile, 'utf8');
+  const lines = () =>
+    log()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { level: number; msg: string });
+  const ports = async () => {
+    const line = await until('agent health port', () => lines().find((l) => l.msg === 'agent starting'), 30);
+    return { health: line.healthPort as number };
+  };
+  const get = async (path: string) => {
+    const { health } = await ports();
+    const res = await fetch(`http://127.0.0.1:${health}${path}`);
+    return { status: res.status, body: await res.text() };
+  };
+  return {
+    proc,
+    logFile,
+    spoolDir,
+    log,
+    lines,
+    waitFor: (what, re, seconds = 60) =>
+      until(what, () => {
+        if (proc.exitCode !== null && !re.test(log())) throw new Error(`the agent exited (${proc.exitCode}): ${log().slice(-2000)}`);
+        return log().split('\n').find((l) => re.test(l));
+      }, seconds),
+    ports,
+    readyz: () => get('/readyz'),
+    metrics: async () => (await get('/metrics')).body,
+    stop: (signal = 'SIGTERM') =>
+      new Promise((ok) => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return ok();
+        proc.once('exit', () => ok());
+        proc.kill(signal);
+      }),
+  };
+}
+
+export function secret(ns: string, name: string): k8s.V1Secret | undefined {
+  const r = kubectl(['-n', ns, 'get', 'secret', name, '-o', 'json'], { allowFail: true });
+  return r.status === 0 ? (JSON.parse(r.stdout) as k8s.V1Secret) : undefined;
+}
+
+export const decode = (s: k8s.V1Secret | undefined, key: string): string | undefined => (s?.data?.[key] ? Buffer.from(s.data[key], 'base64').toString('utf8') : undefined);
+
+export const admin = () => adminKubeConfig();

@@ -1,0 +1,100 @@
+// Join: the agent trades the token once, writes its Secrets (the token's hash,
+// never the token), connects, reports nodes; a restart never re-trades; a new
+// token rejoins and replaces the credentials.
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ControlPlane } from '../support/runtime.ts';
+import { until } from '../support/runtime.ts';
+import {
+  cluster,
+  controlPlane,
+  decode,
+  installAgentRbac,
+  newCluster,
+  newInstallCommand,
+  resetAgentState,
+  runtimeConfig,
+  RUNS,
+  secret,
+  startAgent,
+  SYSTEM,
+  type AgentProcess,
+} from './harness.ts';
+
+describe('agent join', () => {
+  let cp: ControlPlane;
+  const agents: AgentProcess[] = [];
+  beforeAll(async () => {
+    installAgentRbac({ joinToken: true, observability: true });
+    resetAgentState();
+    cp = await controlPlane();
+  });
+  afterAll(async () => {
+    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
+    await cp?.stop();
+  });
+
+  it('joins once, writes every Secret, connects, reports nodes and keeps lastSeenAt moving; a restart does not rejoin; a new token does', async () => {
+    const { clusterId, joinToken } = await newCluster(cp);
+    const config = runtimeConfig(cp, { observability: true });
+    const agent = await startAgent({ configFile: config, token: joinToken });
+    agents.push(agent);
+    await agent.waitFor('session connected', /session connected/);
+
+    // the control Secret: keys control and cluster-id, the token's hash, never the token
+    const control = secret(SYSTEM, 'rlmesh-cluster-control')!;
+    expect(decode(control, 'cluster-id')).toBe(clusterId);
+    expect(decode(control, 'control')).toMatch(/^rlm_cc_/);
+    expect(control.metadata?.annotations?.['rlmesh.dev/join-token-sha256']).toBe(createHash('sha256').update(joinToken).digest('hex'));
+    expect(JSON.stringify(control)).not.toContain(joinToken);
+    // the pull Secret in both namespaces and the CRD hook's copy
+    for (const [ns, name] of [[SYSTEM, 'rlmesh-registry-pull'], [RUNS, 'rlmesh-registry-pull'], [SYSTEM, 'rlmesh-registry-join-crd-upgrade']] as const) {
+      const s = secret(ns, name)!;
+      expect(s.type, `${ns}/${name}`).toBe('kubernetes.io/dockerconfigjson');
+      const auths = JSON.parse(decode(s, '.dockerconfigjson')!).auths as Record<string, { username: string; password: string }>;
+      expect(Object.values(auths)[0]!.username).toBe(clusterId);
+      expect(Object.values(auths)[0]!.password).toMatch(/^rlm_rp_/);
+    }
+    // observability on: the relay Secret
+    expect(decode(secret(SYSTEM, 'rlmesh-cluster-relay-secret'), 'relay-secret')).toMatch(/^rlm_rs_/);
+    // no credential in the log
+    expect(agent.log()).not.toMatch(/rlm_(jt|cc|rp|rs)_[0-9A-Za-z]{8}/);
+
+    // Connected, lastSeenAt advancing, nodes reported with the kwok GPU node's 8 GPUs
+    const first = await until('cluster Connected', async () => {
+      const c = await cluster(cp, clusterId);
+      return c.status === 'Connected' && c.nodeReport ? c : undefined;
+    });
+    const gpu = first.nodeReport!.report.nodes!.find((n) => n.name === 'kwok-gpu-0');
+    expect(gpu?.gpusAllocatable).toBe(8);
+    await until('lastSeenAt advances', async () => {
+      const c = await cluster(cp, clusterId);
+      return c.lastSeenAt! > first.lastSeenAt! ? c : undefined;
+    }, 10);
+    expect((await agent.readyz()).status).toBe(200);
+    expect(await agent.metrics()).toMatch(/rlmesh_agent_session_state\{state="connected"\} 1/);
+    expect(await agent.metrics()).toMatch(/rlmesh_agent_join_outcomes_total\{outcome="joined"\} 1/);
+
+    // restart with the same (now used) token: no join, same credentials
+    const controlBefore = decode(secret(SYSTEM, 'rlmesh-cluster-control'), 'control');
+    await agent.stop();
+    const again = await startAgent({ configFile: config, token: joinToken, spoolDir: agent.spoolDir });
+    agents.push(again);
+    await again.waitFor('session connected after restart', /session connected/);
+    expect(again.log()).toMatch(/already in the control Secret; not joining again/);
+    expect(again.log()).not.toMatch(/joining the control plane/);
+    expect(decode(secret(SYSTEM, 'rlmesh-cluster-control'), 'control')).toBe(controlBefore);
+
+    // a new install command (helm upgrade --install --set joinToken=NEW): rejoin and replace
+    const newToken = await newInstallCommand(cp, clusterId);
+    await again.stop();
+    const rejoined = await startAgent({ configFile: config, token: newToken, spoolDir: agent.spoolDir });
+    agents.push(rejoined);
+    await rejoined.waitFor('session connected after rejoin', /session connected/);
+    expect(rejoined.log()).toMatch(/a new join token was given: joining again/);
+    const after = secret(SYSTEM, 'rlmesh-cluster-control')!;
+    expect(decode(after, 'control')).not.toBe(controlBefore);
+    expect(after.metadata?.annotations?.['rlmesh.dev/join-token-sha256']).toBe(createHash('sha256').update(newToken).digest('hex'));
+    await rejoined.stop();
+  });
+});
