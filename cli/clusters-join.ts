@@ -1,0 +1,181 @@
+// rlmesh clusters join: trades a join token for the cluster's credentials and
+// writes them as Kubernetes Secrets for GitOps or a secret manager to deliver.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import type { Writable } from 'node:stream';
+import { parseArgs } from 'node:util';
+import { Agent, request } from 'undici';
+import { z } from 'zod';
+import { runtimeConfigSchema } from '../lib/runtime-config.ts';
+import { PromptCancelled, readAll, readHidden } from './hidden-prompt.ts';
+import { secretsYaml } from './k8s-secrets.ts';
+
+export const JOIN_HELP = `Usage: rlmesh clusters join [--token <rlm_jt_…> | --token -] --format k8s-secret [--out <file>] [options]
+
+Trades a single-use join token (Clusters → Connect your cluster, or New install
+command) for the cluster's control and pull credentials, and writes them as
+Kubernetes Secrets to deliver yourself (GitOps, ESO, Vault, Sealed Secrets):
+  the control Secret (keys control, cluster-id) in rlmesh-system,
+  the pull Secret (kubernetes.io/dockerconfigjson) in rlmesh-system and rlmesh-runs,
+  the relay Secret (key relay-secret) in rlmesh-system with --observability.
+Then install the chart without joinToken, naming them in credentials.controlSecret
+and credentials.pullSecret.
+
+Options:
+  --token <rlm_jt_…>        the join token; "-" reads it from standard input; without --token
+                            a terminal prompts for it without echo (keeps it out of shell history)
+  --format k8s-secret       output format (the only one)
+  --out <file>              write the YAML here (mode 0600); default: standard output
+  --api <url>               control plane API (default https://api.rlmesh.dev, or $RLMESH_API)
+  --ca-file <file>          PEM CA bundle to trust for a private control plane
+  --observability           also claim the relay credential (for rlmesh-observability)
+  --control-secret <name>   control Secret name (default rlmesh-secrets)
+  --pull-secret <name>      pull Secret name (default ${runtimeConfigSchema.shape.credentials.parse({}).pullSecret})
+  --relay-secret <name>     relay Secret name (default ${runtimeConfigSchema.shape.credentials.parse({}).relaySecret})
+  --namespace <ns>          runtime namespace (default rlmesh-system)
+  --runs-namespace <ns>     evaluation namespace (default rlmesh-runs)
+  -h, --help                this help
+
+Example:
+  rlmesh clusters join --token rlm_jt_… --format k8s-secret --out rlmesh-secrets.yaml
+`;
+
+export type Io = { stdin: NodeJS.ReadableStream & { isTTY?: boolean; setRawMode?: (raw: boolean) => unknown }; stdout: Writable; stderr: Writable };
+
+export class CliError extends Error {
+  readonly exitCode: number;
+  constructor(message: string, exitCode = 1) {
+    super(message);
+    this.exitCode = exitCode;
+  }
+}
+
+const joinResponse = z.object({ clusterId: z.string().min(1), control: z.string().min(1), pull: z.string().min(1), relay: z.string().min(1).optional() });
+const errorResponse = z.object({ code: z.string(), message: z.string() });
+
+export async function clustersJoin(argv: string[], io: Io): Promise<void> {
+  let values;
+  try {
+    values = parseArgs({
+      args: argv,
+      options: {
+        token: { type: 'string' },
+        format: { type: 'string' },
+        out: { type: 'string' },
+        api: { type: 'string' },
+        'ca-file': { type: 'string' },
+        observability: { type: 'boolean', default: false },
+        'control-secret': { type: 'string', default: 'rlmesh-secrets' },
+        'pull-secret': { type: 'string', default: runtimeConfigSchema.shape.credentials.parse({}).pullSecret },
+        'relay-secret': { type: 'string', default: runtimeConfigSchema.shape.credentials.parse({}).relaySecret },
+        namespace: { type: 'string', default: 'rlmesh-system' },
+        'runs-namespace': { type: 'string', default: 'rlmesh-runs' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (err) {
+    throw new CliError(`${(err as Error).message}; see rlmesh clusters join --help`, 2);
+  }
+  if (values.help) {
+    io.stdout.write(JOIN_HELP);
+    return;
+  }
+  if (values.format !== 'k8s-secret') {
+    throw new CliError(values.format === undefined ? '--format k8s-secret is required (Kubernetes Secrets as YAML)' : `unknown --format ${values.format}; the only format is k8s-secret`, 2);
+  }
+  for (const flag of ['control-secret', 'pull-secret', 'relay-secret', 'namespace', 'runs-namespace'] as const) {
+    if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(values[flag])) throw new CliError(`--${flag} ${values[flag]} is not a valid Kubernetes name (lowercase letters, digits, "-" and ".")`, 2);
+  }
+  const api = (values.api ?? process.env.RLMESH_API ?? 'https://api.rlmesh.dev').replace(/\/+$/, '');
+  if (!/^https:\/\//.test(api)) throw new CliError(`--api ${api} must be an https:// URL: the control plane only speaks TLS`, 2);
+  let ca: string | undefined;
+  if (values['ca-file']) {
+    try {
+      ca = readFileSync(values['ca-file'], 'utf8');
+    } catch (err) {
+      throw new CliError(`cannot read --ca-file ${values['ca-file']}: ${(err as Error).message}`, 2);
+    }
+  }
+
+  const token = (await readToken(values.token, io)).trim();
+  if (!/^rlm_jt_[0-9A-Za-z]{32,}$/.test(token)) {
+    throw new CliError('that is not a join token (expected rlm_jt_ followed by 32 or more letters and digits); copy the whole token from Clusters → Connect your cluster, or open New install command for a fresh one');
+  }
+
+  const result = await join(api, ca, token, values.observability);
+  if (values.observability && !result.relay) throw new CliError('the control plane did not return a relay credential although --observability was given; check that observability is enabled for your organisation');
+  const yaml = secretsYaml(
+    result,
+    { namespace: values.namespace, runsNamespace: values['runs-namespace'], control: values['control-secret'], pull: values['pull-secret'], relay: values['relay-secret'] },
+    createHash('sha256').update(token).digest('hex'),
+  );
+  if (values.out && values.out !== '-') {
+    writeFileSync(values.out, yaml, { mode: 0o600 });
+    io.stderr.write(
+      `cluster ${result.clusterId} joined; wrote Secrets ${values['control-secret']}, ${values['pull-secret']}${result.relay ? `, ${values['relay-secret']}` : ''} to ${values.out}\n` +
+        `install without joinToken, with credentials.controlSecret=${values['control-secret']} and credentials.pullSecret=${values['pull-secret']}\n`,
+    );
+  } else {
+    io.stdout.write(yaml);
+  }
+}
+
+async function readToken(flag: string | undefined, io: Io): Promise<string> {
+  if (flag !== undefined && flag !== '-') return flag;
+  if (flag === '-') return readAll(io.stdin);
+  if (!io.stdin.isTTY) {
+    throw new CliError('no join token: pass --token <rlm_jt_…>, or --token - to read it from standard input, or run in a terminal to be prompted for it', 2);
+  }
+  try {
+    return await readHidden('rlmesh join token (input hidden): ', io.stdin, io.stderr);
+  } catch (err) {
+    if (err instanceof PromptCancelled) throw new CliError(err.message, 130);
+    throw err;
+  }
+}
+
+async function join(api: string, ca: string | undefined, token: string, observability: boolean): Promise<z.infer<typeof joinResponse>> {
+  const dispatcher = new Agent({ connect: ca ? { ca } : {}, headersTimeout: 30_000, bodyTimeout: 30_000 });
+  try {
+    let res;
+    try {
+      res = await request(`${api}/v1/clusters/join`, {
+        method: 'POST',
+        dispatcher,
+        headers: { 'content-type': 'application/json', 'user-agent': 'rlmesh-cli' },
+        body: JSON.stringify({ token, facts: { source: 'rlmesh-cli', observability } }),
+      });
+    } catch (err) {
+      throw new CliError(connectionProblem(api, err));
+    }
+    const text = await res.body.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new CliError(`the control plane at ${api} answered ${res.statusCode} with something other than JSON; check --api (it must be the RLMesh API, e.g. https://api.rlmesh.dev)`);
+    }
+    if (res.statusCode !== 200) {
+      const e = errorResponse.safeParse(body);
+      if (e.success) throw new CliError(`join refused (${e.data.code}): ${e.data.message}`);
+      throw new CliError(`join failed with HTTP ${res.statusCode} from ${api}; check --api and retry`);
+    }
+    const ok = joinResponse.safeParse(body);
+    if (!ok.success) throw new CliError(`the control plane at ${api} answered the join without the expected fields (clusterId, control, pull); check --api`);
+    return ok.data;
+  } finally {
+    await dispatcher.close();
+  }
+}
+
+function connectionProblem(api: string, err: unknown): string {
+  const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } };
+  const code = e.code ?? e.cause?.code ?? '';
+  const detail = e.cause?.message ?? e.message ?? String(err);
+  if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME/.test(code)) {
+    return `the certificate of ${api} is not trusted (${code}: ${detail}); for a private control plane pass --ca-file <ca.crt> with the CA that signed it`;
+  }
+  return `cannot reach the control plane at ${api} (${code || 'error'}: ${detail}); check --api and that outbound HTTPS to it is allowed`;
+}

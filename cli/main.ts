@@ -1,0 +1,49 @@
+// rlmesh: the command line for what a cluster operator does outside the
+// dashboard. Today: claim a join token as Secrets (rlmesh clusters join).
+import { CliError, clustersJoin, type Io } from './clusters-join.ts';
+
+const HELP = `Usage: rlmesh <command> [options]
+
+Commands:
+  clusters join   trade a join token for the cluster's credentials, written as Kubernetes Secrets
+
+Run "rlmesh <command> --help" for a command's options.
+`;
+
+const CLUSTERS_HELP = `Usage: rlmesh clusters <command> [options]
+
+Commands:
+  join   trade a join token for the cluster's credentials, written as Kubernetes Secrets
+
+Run "rlmesh clusters join --help" for its options.
+`;
+
+export async function run(argv: string[], io: Io): Promise<number> {
+  const [group, command, ...rest] = argv;
+  const isHelp = (a: string | undefined): boolean => a === '--help' || a === '-h' || a === 'help';
+  try {
+    if (group === undefined || isHelp(group)) {
+      io.stdout.write(HELP);
+      return group === undefined ? 2 : 0;
+    }
+    if (group !== 'clusters') throw new CliError(`unknown command "${group}"; run rlmesh --help`, 2);
+    if (command === undefined || isHelp(command)) {
+      io.stdout.write(CLUSTERS_HELP);
+      return command === undefined ? 2 : 0;
+    }
+    if (command !== 'join') throw new CliError(`unknown command "clusters ${command}"; run rlmesh clusters --help`, 2);
+    await clustersJoin(rest, io);
+    return 0;
+  } catch (err) {
+    if (err instanceof CliError) {
+      io.stderr.write(`rlmesh: ${err.message}\n`);
+      return err.exitCode;
+    }
+    io.stderr.write(`rlmesh: unexpected failure: ${(err as Error).message}\n`);
+    return 1;
+  }
+}
+
+if (import.meta.main) {
+  process.exitCode = await run(process.argv.slice(2), { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+}
