@@ -14,6 +14,28 @@ export const hostnameSchema = z
     message: 'must be a bare lowercase DNS name (no scheme, path, port or wildcard), e.g. api.rlmesh.dev',
   });
 
+const labelSelectorSchema = z
+  .object({
+    matchLabels: z.record(z.string(), z.string()).optional(),
+    matchExpressions: z
+      .array(z.object({ key: z.string(), operator: z.enum(['In', 'NotIn', 'Exists', 'DoesNotExist']), values: z.array(z.string()).optional() }).strict())
+      .optional(),
+  })
+  .strict();
+
+/** A NetworkPolicy peer as the chart renders network.dnsPeers (checked by the values schema). */
+export const networkPolicyPeerConfigSchema = z
+  .object({
+    ipBlock: z.object({ cidr: z.string(), except: z.array(z.string()).optional() }).strict().optional(),
+    namespaceSelector: labelSelectorSchema.optional(),
+    podSelector: labelSelectorSchema.optional(),
+  })
+  .strict();
+
+export const DEFAULT_DNS_PEERS = [
+  { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } },
+];
+
 export const runtimeConfigSchema = z
   .object({
     release: z.string().default('rlmesh'),
@@ -66,6 +88,25 @@ export const runtimeConfigSchema = z
       })
       .strict()
       .default({ nodeSelector: '', spoolMaxBytes: 1024 * 1024 * 1024 }),
+    // network.dnsPeers/dnsPorts, storage.className and the preflight switches, for
+    // the preflight checks (lib/preflight/settings.ts). Optional with no default, so
+    // configs rendered before these fields existed parse to themselves; absent
+    // means the chart's defaults (CoreDNS on 53, the default StorageClass, probe on).
+    network: z
+      .object({
+        dnsPeers: z.array(networkPolicyPeerConfigSchema).min(1),
+        dnsPorts: z.array(z.number().int().min(1).max(65535)).min(1),
+      })
+      .strict()
+      .optional(),
+    storage: z.object({ className: z.string() }).strict().optional(),
+    preflight: z
+      .object({
+        // image: the runtime image (it carries lib/preflight/netprobe.ts); empty: the probe cannot run and says so
+        networkPolicyProbe: z.object({ enabled: z.boolean(), image: z.string() }).strict(),
+      })
+      .strict()
+      .optional(),
     ports: z
       .object({ metrics: z.number().int().default(9090), health: z.number().int().default(8081) })
       .strict()
