@@ -1,0 +1,138 @@
+{{/* Names are fixed (one observability release per runtime namespace); labels carry the release. */}}
+{{- define "obs.labels" -}}
+app.kubernetes.io/name: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/part-of: rlmesh-observability
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end }}
+
+{{- define "obs.selectorLabels" -}}
+app.kubernetes.io/name: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end }}
+
+{{/* repository:tag@digest: the tag is informational, the digest decides */}}
+{{- define "obs.image" -}}
+{{- printf "%s:%s@%s" .repository .tag .digest -}}
+{{- end }}
+
+{{/* restricted Pod Security; .uid is the image's own non-root user */}}
+{{- define "obs.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .uid }}
+runAsGroup: {{ .uid }}
+fsGroup: {{ .uid }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "obs.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* Scheduling and pull Secrets of a component: .c is its values block */}}
+{{- define "obs.podScheduling" -}}
+{{- with .c.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "obs.resources" -}}
+requests:
+  cpu: {{ .requests.cpu | quote }}
+  memory: {{ .requests.memory | quote }}
+limits:
+  cpu: {{ .limits.cpu | quote }}
+  memory: {{ .limits.memory | quote }}
+{{- end }}
+
+{{- define "obs.grafanaPasswordSecret" -}}{{ .Values.grafana.adminPasswordSecretName | default "rlmesh-grafana-admin" }}{{- end }}
+
+{{/*
+prometheus.yml. Scrapes the rlmesh-runtime pods (label rlmesh.dev/metrics=true,
+port named metrics) in prometheus.runtimeNamespace through Kubernetes service
+discovery, labels every series cluster=<clusterLabel>, and remote-writes with
+the relay credential read from its file on every request.
+*/}}
+{{- define "obs.prometheusConfig" -}}
+{{- $p := .Values.prometheus -}}
+global:
+  scrape_interval: {{ $p.scrapeInterval }}
+  evaluation_interval: {{ $p.scrapeInterval }}
+  external_labels:
+    cluster: {{ $p.clusterLabel | quote }}
+scrape_configs:
+  - job_name: rlmesh-runtime
+    kubernetes_sd_configs:
+      - role: pod
+        namespaces:
+          names: [{{ $p.runtimeNamespace | quote }}]
+        selectors:
+          - role: pod
+            label: "app.kubernetes.io/part-of=rlmesh-runtime,rlmesh.dev/metrics=true"
+    relabel_configs:
+      # one target per pod: its container port named metrics
+      - source_labels: [__meta_kubernetes_pod_container_port_name]
+        regex: metrics
+        action: keep
+      - source_labels: [__meta_kubernetes_pod_phase]
+        regex: Pending|Running
+        action: keep
+      - source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_component]
+        target_label: component
+      - source_labels: [__meta_kubernetes_namespace]
+        target_label: namespace
+      - source_labels: [__meta_kubernetes_pod_name]
+        target_label: pod
+  # Prometheus's own metrics, remote-written too: the platform sees remote-write failures
+  - job_name: prometheus
+    static_configs:
+      - targets: ["localhost:9090"]
+        labels:
+          component: rlmesh-prometheus
+{{- with $p.remoteWrite }}
+remote_write:
+  {{- range $i, $rw := . }}
+  - name: {{ printf "rlmesh-relay-%d" $i | quote }}
+    url: {{ $rw.url | quote }}
+    {{- /* Helm fills schema defaults in maps, not in list items: the same defaults here */}}
+    {{- $auth := $rw.authorization | default dict }}
+    authorization:
+      type: {{ $auth.type | default "Bearer" }}
+      credentials_file: {{ $auth.credentials_file | default "/etc/rlmesh/relay/relay-secret" | quote }}
+    {{- if $p.caBundle }}
+    tls_config:
+      ca_file: /etc/rlmesh/ca/ca.crt
+    {{- end }}
+    {{- with $rw.queue_config }}
+    queue_config:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+  {{- end }}
+{{- end }}
+{{- end }}

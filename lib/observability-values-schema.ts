@@ -1,0 +1,234 @@
+// The rlmesh-observability chart's values: one zod schema is the source of truth.
+// scripts/generators/observability-values-schema.ts turns it into the chart's
+// values.schema.json, values.yaml and README values table, like the runtime chart.
+// observabilityCrossFieldErrors() holds the rules JSON Schema cannot express; the
+// chart's templates/_validate.tpl fails the install with the same messages.
+import { z } from 'zod';
+
+const K8S_NAME = '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*';
+const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
+const DURATION = /^([0-9]+(ms|s|m|h|d|w|y))+$/;
+
+export const RELAY_MOUNT_DIR = '/etc/rlmesh/relay';
+export const RELAY_KEY = 'relay-secret';
+export const RELAY_CREDENTIALS_FILE = `${RELAY_MOUNT_DIR}/${RELAY_KEY}`;
+export const CA_BUNDLE_FILE = '/etc/rlmesh/ca/ca.crt';
+const CELL_IN_URL = /\/v1\/cells\/([^/]+)\/metrics$/;
+
+/** Prometheus LTS release, pinned by the digest of its multi-arch image index. */
+export const PROMETHEUS_IMAGE = {
+  repository: 'quay.io/prometheus/prometheus',
+  tag: 'v3.5.0',
+  digest: 'sha256:63805ebb8d2b3920190daf1cb14a60871b16fd38bed42b857a3182bc621f4996',
+};
+export const GRAFANA_IMAGE = {
+  repository: 'docker.io/grafana/grafana',
+  tag: '12.1.1',
+  digest: 'sha256:a1701c2180249361737a99a01bc770db39381640e4d631825d38ff4535efa47d',
+};
+
+const secretName = z
+  .string()
+  .max(253)
+  .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a Secret name (lowercase DNS subdomain) or empty' });
+const quantity = (what: string) =>
+  z.string().regex(QUANTITY, { message: `must be a Kubernetes quantity such as 100m, 512Mi or 10Gi (${what})` });
+const duration = z.string().regex(DURATION, { message: 'must be a Prometheus duration such as 30s, 5m or 1d' });
+
+type Image = { repository: string; tag: string; digest: string };
+const imageSchema = (d: Image, what: string) =>
+  z
+    .object({
+      repository: z
+        .string()
+        .regex(/^[a-z0-9]([a-z0-9.:_/-]*[a-z0-9])?$/, { message: 'must be an image repository without tag or digest' })
+        .default(d.repository)
+        .describe(`Image repository of ${what} (a mirror of it, for private registries).`),
+      tag: z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/).default(d.tag).describe('Version tag, for humans only: the digest decides what runs.'),
+      digest: z
+        .string()
+        .regex(/^sha256:[a-f0-9]{64}$/, { message: 'must be a sha256 digest (sha256:<64 hex>): images are pinned by digest' })
+        .default(d.digest)
+        .describe('Image digest (sha256:…); the image is always pulled by digest.'),
+      pullPolicy: z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('Kubernetes imagePullPolicy.'),
+    })
+    .strict()
+    .default({ ...d, pullPolicy: 'IfNotPresent' })
+    .describe(`Image of ${what}, pinned by digest.`);
+
+type Res = { cpu: string; memory: string };
+const cpuMem = (d: Res, kind: string) =>
+  z
+    .object({
+      cpu: quantity('CPU').default(d.cpu).describe(`CPU ${kind}.`),
+      memory: quantity('memory').default(d.memory).describe(`Memory ${kind}.`),
+    })
+    .strict()
+    .default(d);
+const resourcesSchema = (d: { requests: Res; limits: Res }, what: string) =>
+  z
+    .object({ requests: cpuMem(d.requests, 'request'), limits: cpuMem(d.limits, 'limit') })
+    .strict()
+    .default(d)
+    .describe(`Requests and limits of ${what}.`);
+
+const toleration = z
+  .object({
+    key: z.string().optional(),
+    operator: z.enum(['Exists', 'Equal']).optional(),
+    value: z.string().optional(),
+    effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
+    tolerationSeconds: z.number().int().optional(),
+  })
+  .strict();
+const affinity = z
+  .object({
+    nodeAffinity: z.record(z.string(), z.unknown()).optional(),
+    podAffinity: z.record(z.string(), z.unknown()).optional(),
+    podAntiAffinity: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+
+const podSettings = (what: string, image: Image, resources: { requests: Res; limits: Res }) => ({
+  image: imageSchema(image, what),
+  resources: resourcesSchema(resources, what),
+  nodeSelector: z.record(z.string(), z.string()).default({}).describe(`Node labels ${what} pods must match.`),
+  tolerations: z.array(toleration).default([]).describe(`Tolerations of ${what} pods.`),
+  affinity: affinity.default({}).describe(`Affinity of ${what} pods.`),
+  priorityClassName: z.string().default('').describe(`PriorityClass of ${what} pods (empty: none).`),
+  podAnnotations: z.record(z.string(), z.string()).default({}).describe(`Extra annotations on ${what} pods.`),
+});
+
+const remoteWriteSchema = z
+  .object({
+    url: z
+      .string()
+      .max(2048)
+      .regex(/^https:\/\/[^\s/?#]+\/\S*$/, { message: 'must be an https URL such as https://api.rlmesh.dev/v1/cells/<cluster id>/metrics' })
+      .describe('Remote-write endpoint: https://<api host>/v1/cells/<cluster id>/metrics.'),
+    authorization: z
+      .object({
+        type: z.literal('Bearer').default('Bearer').describe('Authorization scheme: Bearer.'),
+        credentials_file: z
+          .string()
+          .regex(new RegExp(`^${RELAY_MOUNT_DIR}/[A-Za-z0-9._-]+$`), {
+            message: `must be a file in ${RELAY_MOUNT_DIR}/, where the relay Secret is mounted (key ${RELAY_KEY}: ${RELAY_CREDENTIALS_FILE})`,
+          })
+          .default(RELAY_CREDENTIALS_FILE)
+          .describe('File holding the relay credential, reread by Prometheus on every request so rotation needs no restart.'),
+      })
+      .strict()
+      .default({ type: 'Bearer', credentials_file: RELAY_CREDENTIALS_FILE })
+      .describe('How Prometheus authenticates: the relay credential as a bearer, read from a file.'),
+    queue_config: z
+      .object({
+        capacity: z.number().int().min(1).optional().describe('Samples buffered per shard.'),
+        max_shards: z.number().int().min(1).optional().describe('Most parallel senders.'),
+        max_samples_per_send: z.number().int().min(1).optional().describe('Most samples per request.'),
+        batch_send_deadline: duration.optional().describe('Longest a sample waits before its batch is sent.'),
+        min_backoff: duration.optional().describe('First retry delay after a recoverable failure.'),
+        max_backoff: duration.optional().describe('Longest retry delay.'),
+      })
+      .strict()
+      .optional()
+      .describe('Prometheus queue_config of this endpoint; unset fields keep Prometheus defaults.'),
+  })
+  .strict();
+
+/** The values' shape and defaults; observabilityValuesSchema adds the cross-field rules. */
+export const observabilityValuesObjectSchema = z
+  .object({
+    imagePullSecrets: z
+      .array(z.object({ name: secretName.min(1) }).strict())
+      .default([])
+      .describe('Pull Secrets for the Prometheus and Grafana images, e.g. [{name: rlmesh-registry-pull}] (the runtime installation writes it in rlmesh-system).'),
+    prometheus: z
+      .object({
+        clusterLabel: z
+          .string()
+          .max(128)
+          .regex(/^([A-Za-z0-9][A-Za-z0-9_.:-]*)?$/, { message: "must be the cluster's public id as Clusters shows it (letters, digits, _ . : -)" })
+          .default('')
+          .describe("The cluster's public id: Prometheus labels every series with cluster=<this> (external_labels)."),
+        relayCredentialSecretName: secretName
+          .min(1)
+          .default('rlmesh-cluster-relay-secret')
+          .describe(`Secret (key ${RELAY_KEY}) holding the relay credential, mounted at ${RELAY_MOUNT_DIR}/; the runtime writes it when installed with observability.enabled=true.`),
+        remoteWrite: z
+          .array(remoteWriteSchema)
+          .default([])
+          .describe('Remote-write endpoints (Prometheus remote_write entries): url, authorization {type: Bearer, credentials_file}, optional queue_config.'),
+        caBundle: z
+          .string()
+          .regex(/^(-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*)?$/, { message: 'must be PEM certificates' })
+          .default('')
+          .describe(`PEM CA bundle that signs a private or staging remote-write endpoint (mounted at ${CA_BUNDLE_FILE}); empty: system roots.`),
+        runtimeNamespace: z
+          .string()
+          .max(63)
+          .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/)
+          .default('rlmesh-system')
+          .describe('Namespace of the rlmesh-runtime release whose pods are scraped; Prometheus may list and watch pods there and nothing else.'),
+        scrapeInterval: duration.default('30s').describe('How often the runtime components are scraped.'),
+        retention: duration.default('1d').describe('How long samples stay in the local TSDB (it is a buffer: remote write is the destination).'),
+        storageSizeLimit: quantity('size').default('4Gi').describe('Size limit of the emptyDir holding the TSDB and the remote-write WAL.'),
+        ...podSettings('Prometheus', PROMETHEUS_IMAGE, { requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' } }),
+      })
+      .strict()
+      .prefault({})
+      .describe('Prometheus: scrapes the runtime and remote-writes through the relay credential.'),
+    grafana: z
+      .object({
+        enabled: z.boolean().default(false).describe('Run Grafana with the RLMesh runtime dashboard; needs adminPassword or adminPasswordSecretName.'),
+        adminUser: z.string().min(1).max(64).default('admin').describe('Grafana admin user name.'),
+        adminPassword: z
+          .string()
+          .default('')
+          .describe('Grafana admin password, stored in Secret rlmesh-grafana-admin; prefer adminPasswordSecretName to keep it out of values.'),
+        adminPasswordSecretName: secretName.default('').describe('Existing Secret in the release namespace holding the Grafana admin password (key adminPasswordSecretKey).'),
+        adminPasswordSecretKey: z.string().min(1).max(253).regex(/^[-._a-zA-Z0-9]+$/).default('admin-password').describe('Key of the admin password in adminPasswordSecretName.'),
+        ...podSettings('Grafana', GRAFANA_IMAGE, { requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '500m', memory: '512Mi' } }),
+      })
+      .strict()
+      .prefault({})
+      .describe('Grafana (off by default).'),
+  })
+  .strict();
+
+export const observabilityValuesSchema = observabilityValuesObjectSchema.superRefine((v, ctx) => {
+  for (const e of observabilityCrossFieldErrors(v)) ctx.addIssue({ code: 'custom', path: e.path.split('.'), message: e.message });
+});
+
+export type ObservabilityValues = z.output<typeof observabilityValuesObjectSchema>;
+
+/** Rules JSON Schema cannot express; templates/_validate.tpl has the same rules and messages. */
+export function observabilityCrossFieldErrors(v: ObservabilityValues): { path: string; message: string }[] {
+  const errors: { path: string; message: string }[] = [];
+  const g = v.grafana;
+  if (g.enabled && g.adminPassword === '' && g.adminPasswordSecretName === '')
+    errors.push({
+      path: 'grafana.enabled',
+      message: 'grafana.enabled is true but no admin password is given: set grafana.adminPassword or grafana.adminPasswordSecretName (a Secret in the release namespace), or leave grafana.enabled=false',
+    });
+  if (g.adminPassword !== '' && g.adminPasswordSecretName !== '')
+    errors.push({
+      path: 'grafana.adminPassword',
+      message: 'grafana.adminPassword and grafana.adminPasswordSecretName are both set: give one password source',
+    });
+  v.prometheus.remoteWrite.forEach((rw, i) => {
+    const cell = CELL_IN_URL.exec(rw.url)?.[1];
+    if (cell !== undefined && v.prometheus.clusterLabel !== '' && cell !== v.prometheus.clusterLabel)
+      errors.push({
+        path: `prometheus.remoteWrite.${i}.url`,
+        message: `prometheus.remoteWrite[${i}].url writes to cluster ${cell} but prometheus.clusterLabel is ${v.prometheus.clusterLabel}: use the same cluster id in both`,
+      });
+  });
+  if (v.prometheus.clusterLabel === '')
+    errors.push({
+      path: 'prometheus.clusterLabel',
+      message: "prometheus.clusterLabel is empty: set it to the cluster's public id (Clusters shows it) so every series is labelled cluster=<id>",
+    });
+  return errors;
+}
+
+export const defaultObservabilityValues = (): ObservabilityValues => observabilityValuesObjectSchema.parse({});
