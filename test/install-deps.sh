@@ -9,6 +9,7 @@ APT_PACKAGES=(
   docker-registry
   iproute2
   curl
+  prometheus
 )
 
 missing=()
