@@ -155,7 +155,7 @@ export async function startAgent(opts: { configFile: string; token?: string; spo
     log()
       .split('\n')
       .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as { level: number; msg: string });
+      .map((l) => JSON.parse(l) as { level: number; msg: string; [k: string]: unknown });
   const ports = async () => {
     const line = await until('agent health port', () => lines().find((l) => l.msg === 'agent starting'), 30);
     return { health: line.healthPort as number };

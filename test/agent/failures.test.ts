@@ -1,0 +1,94 @@
+// What a user meets when something is wrong: a used, expired or invalid token,
+// and a bad config. Each is one log line naming the cause and the fix; the
+// agent stays up (not ready) and retries instead of crash-looping, except for a
+// bad config, which exits non-zero naming the field.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { api, ROOT, until, type ControlPlane } from '../support/runtime.ts';
+import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, secret, startAgent, SYSTEM, type AgentProcess } from './harness.ts';
+
+const ERROR = 50;
+
+describe('agent failures a user can meet', () => {
+  let cp: ControlPlane;
+  const agents: AgentProcess[] = [];
+  beforeAll(async () => {
+    installAgentRbac({ joinToken: true });
+    cp = await controlPlane();
+  });
+  beforeEach(() => resetAgentState());
+  afterAll(async () => {
+    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
+    await cp?.stop();
+  });
+
+  const expectRefusal = async (token: string, code: string, cause: RegExp) => {
+    const agent = await startAgent({ configFile: runtimeConfig(cp), token });
+    agents.push(agent);
+    const line = await agent.waitFor(`${code} log line`, new RegExp(`"code":"${code}"`));
+    const entry = JSON.parse(line) as { level: number; msg: string };
+    expect(entry.level).toBe(ERROR);
+    expect(entry.msg).toMatch(cause);
+    expect(entry.msg).toMatch(/new install command/i);
+    expect(entry.msg).not.toContain(token);
+    // retried with backoff, never a crash loop, and not ready meanwhile
+    await until('a retry', () => agent.lines().filter((l) => l.code === code).length >= 2 || undefined, 20);
+    expect(agent.proc.exitCode).toBeNull();
+    const ready = await agent.readyz();
+    expect(ready.status).toBe(503);
+    expect(ready.body).toMatch(cause);
+    expect(await agent.metrics()).toMatch(new RegExp(`rlmesh_agent_join_outcomes_total\\{outcome="${code}"\\} [1-9]`));
+    expect(agent.log()).not.toContain(token);
+    expect(secret(SYSTEM, 'rlmesh-cluster-control')).toBeUndefined();
+    await agent.stop();
+  };
+
+  it('a used token: names the cause and the fix', async () => {
+    const { joinToken } = await newCluster(cp, 'used');
+    const first = await startAgent({ configFile: runtimeConfig(cp), token: joinToken });
+    agents.push(first);
+    await first.waitFor('first join', /session connected/);
+    await first.stop();
+    resetAgentState(); // the credentials are gone (say, a reinstall into a fresh namespace): the token cannot be traded again
+    await expectRefusal(joinToken, 'token_used', /join token already used/);
+  });
+
+  it('an expired token: names the cause and the fix', async () => {
+    const { joinToken } = await newCluster(cp, 'expired');
+    const r = await api(cp, 'POST', '/v1/test/clock/advance', { ms: 2 * 3600 * 1000 });
+    expect(r.status).toBe(200);
+    await expectRefusal(joinToken, 'token_expired', /join token expired/);
+  });
+
+  it('an invalid token: names the cause and the fix', async () => {
+    await expectRefusal(`rlm_jt_${'Q'.repeat(40)}`, 'token_invalid', /join token invalid/);
+  });
+
+  it('a bad config exits non-zero with one line naming the field', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agent-badcfg-'));
+    const file = join(dir, 'config.json');
+    writeFileSync(file, JSON.stringify({ controlPlane: { apiHost: 'https://api.rlmesh.dev' }, credentials: {}, observability: {}, gpuFeatureDiscovery: {}, egress: {}, artifactCache: {} }));
+    const r = spawnSync(join(ROOT, 'node_modules/.bin/node'), [join(ROOT, 'agent/main.ts')], {
+      env: { PATH: process.env.PATH ?? '', RLMESH_CONFIG: file, RLMESH_SPOOL_DIR: dir },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(r.status).not.toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!).msg).toMatch(/field 'controlPlane.apiHost' must be a bare lowercase DNS name/);
+
+    const badEnv = spawnSync(join(ROOT, 'node_modules/.bin/node'), [join(ROOT, 'agent/main.ts')], {
+      env: { PATH: process.env.PATH ?? '', RLMESH_CONFIG: runtimeConfig(cp), RLMESH_SPOOL_DIR: dir, RLMESH_JOIN_TOKEN: 'not-a-token' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(badEnv.status).not.toBe(0);
+    expect(badEnv.stdout.trim().split('\n')).toHaveLength(1);
+    expect(badEnv.stdout).toMatch(/RLMESH_JOIN_TOKEN must look like rlm_jt_/);
+    expect(badEnv.stdout).not.toContain('not-a-token');
+  });
+});
