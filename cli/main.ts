@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // rlmesh: the command line for what a cluster operator does outside the
 // dashboard. Today: claim a join token as Secrets (rlmesh clusters join).
 import { CliError, clustersJoin, type Io } from './clusters-join.ts';
