@@ -1,0 +1,188 @@
+// The chart on the real local cluster: server-side dry-run of every scenario
+// (PodSecurity enforced), helm push to the OCI registry and install from oci://,
+// upgrade --reuse-values, upgrade --install with a new token, the CRD hook,
+// uninstall (what stays, what goes) and reinstall adopting what was kept.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
+import { CHART, get, podTemplate, render, scenarios, template, type K8sObject } from './chart.ts';
+import { parseAllDocuments } from 'yaml';
+
+const SYS = 'rlmesh-system';
+const RUNS = 'rlmesh-runs';
+const T1 = 'rlm_jt_first0123456789abcdefghij';
+const T2 = 'rlm_jt_second0123456789abcdefghi';
+const T3 = 'rlm_jt_third0123456789abcdefghij';
+const CRDS = ['rlmeshcaches.rlmesh.dev', 'rlmeshevaluations.rlmesh.dev'];
+
+let ref = '';
+const plain = ['--plain-http'];
+
+const json = <T>(args: string[]): T => JSON.parse(kubectl([...args, '-o', 'json']).stdout) as T;
+const exists = (args: string[]): boolean => kubectl(['get', ...args], { allowFail: true }).status === 0;
+const secretToken = (): string =>
+  Buffer.from(json<{ data: { token: string } }>(['-n', SYS, 'get', 'secret', 'rlmesh-join-token']).data.token, 'base64').toString();
+const agentAnnotations = (): Record<string, string> =>
+  json<{ spec: { template: { metadata: { annotations: Record<string, string> } } } }>(['-n', SYS, 'get', 'deployment', 'rlmesh-cluster-agent']).spec.template.metadata.annotations;
+
+async function until(what: string, check: () => boolean, ms = 90_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (check()) return;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+beforeAll(async () => {
+  // start from a cluster without the release or its kept objects
+  helm(['uninstall', 'rlmesh', '-n', SYS, '--wait', '--ignore-not-found'], { allowFail: true });
+  kubectl(['delete', 'namespace', RUNS, '--ignore-not-found', '--wait=true', '--timeout=120s']);
+  kubectl(['delete', 'rlmeshcaches.rlmesh.dev', 'default', '--ignore-not-found'], { allowFail: true });
+  kubectl(['-n', SYS, 'delete', 'secret', 'rlmesh-registry-join-crd-upgrade', '--ignore-not-found'], { allowFail: true });
+  await until('rlmesh-runs to be gone', () => !exists(['namespace', RUNS]));
+
+  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-chart-oci-'));
+  helm(['package', CHART, '-d', dir]);
+  const pushed = helm(['push', join(dir, 'rlmesh-runtime-0.1.0.tgz'), `oci://${clusterInfo().registry}/rlmesh/charts`, ...plain]);
+  expect(pushed.stdout + pushed.stderr).toMatch(/Digest: sha256:[a-f0-9]{64}/);
+  ref = `oci://${clusterInfo().registry}/rlmesh/charts/rlmesh-runtime`;
+});
+
+describe('the chart on the local cluster', () => {
+  it('installs from oci:// with a join token: every object, CRDs, restricted runs namespace', () => {
+    const r = helm(['install', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--create-namespace', '--set', `joinToken=${T1}`, ...plain]);
+    expect(r.stdout).toContain('STATUS: deployed');
+    expect(r.stdout).toContain(`kubectl -n ${SYS} rollout status deployment/rlmesh-cluster-agent`);
+    for (const d of ['rlmesh-cluster-agent', 'rlmesh-cluster-controller', 'rlmesh-egress-proxy']) expect(exists(['-n', SYS, 'deployment', d]), d).toBe(true);
+    for (const c of CRDS) expect(exists(['crd', c])).toBe(true);
+    expect(exists(['rlmeshcaches.rlmesh.dev', 'default'])).toBe(true);
+    const ns = json<{ metadata: { labels: Record<string, string> } }>(['get', 'namespace', RUNS]);
+    expect(ns.metadata.labels['pod-security.kubernetes.io/enforce']).toBe('restricted');
+    expect(exists(['-n', RUNS, 'pvc', 'rlmesh-artifact-cache'])).toBe(true);
+    expect(exists(['-n', SYS, 'pvc', 'rlmesh-agent-spool'])).toBe(true);
+    expect(secretToken()).toBe(T1);
+  });
+
+  it('server-side dry-run of every scenario against the apiserver; pod templates pass enforced restricted PodSecurity', () => {
+    // what the release already has is replaced (validated whole, no merge); the rest is created
+    const key = (o: K8sObject) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+    const installed = new Set(
+      parseAllDocuments(helm(['get', 'manifest', 'rlmesh', '-n', SYS]).stdout)
+        .map((d) => d.toJS() as K8sObject | null)
+        .filter((o): o is K8sObject => o !== null)
+        .map(key),
+    );
+    for (const s of scenarios()) {
+      const rendered = template(['-f', join(CHART, 'ci', s)]).stdout;
+      const docs = parseAllDocuments(rendered).map((d) => d.toJS() as K8sObject | null).filter((o): o is K8sObject => o !== null);
+      // a bound PVC's spec is immutable: validate the scenario's PVCs as new claims
+      for (const o of docs) if (o.kind === 'PersistentVolumeClaim') o.metadata.name = `${o.metadata.name}-dryrun`;
+      for (const [verb, group] of [
+        ['replace', docs.filter((o) => installed.has(key(o)))],
+        ['create', docs.filter((o) => !installed.has(key(o)))],
+      ] as const) {
+        if (group.length === 0) continue;
+        const input = group.map((o) => JSON.stringify(o)).join('\n');
+        const r = kubectl([verb, '--dry-run=server', '-f', '-'], { input, allowFail: true });
+        // ServiceMonitor/PodMonitor CRDs are not on this cluster; no scenario enables them
+        expect(r.status, `${s} ${verb}: ${r.stderr}`).toBe(0);
+        expect(r.stderr, s).not.toMatch(/would violate PodSecurity/);
+      }
+      // each pod template as a Pod in rlmesh-runs, where restricted is enforced
+      for (const doc of parseAllDocuments(rendered)) {
+        const o = doc.toJS() as K8sObject | null;
+        if (!o || !['Deployment', 'DaemonSet', 'Job'].includes(o.kind)) continue;
+        const t = podTemplate(o);
+        const { serviceAccountName: _sa, ...spec } = t.spec;
+        const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: `dryrun-${o.metadata.name}`, namespace: RUNS }, spec };
+        const p = kubectl(['create', '--dry-run=server', '-f', '-'], { input: JSON.stringify(pod), allowFail: true });
+        expect(p.status, `${s} ${o.kind}/${o.metadata.name}: ${p.stderr}`).toBe(0);
+        expect(p.stderr).not.toMatch(/PodSecurity/);
+      }
+    }
+  });
+
+  it('upgrade --reuse-values keeps the used token and runs the CRD hook Job (kwok completes it)', () => {
+    const before = agentAnnotations();
+    const r = helm(['upgrade', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--reuse-values', ...plain]);
+    expect(r.stdout).toContain('has been upgraded');
+    expect(secretToken()).toBe(T1);
+    expect(agentAnnotations()['checksum/join-token']).toBe(before['checksum/join-token']);
+    const events = kubectl(['-n', SYS, 'get', 'events', '--field-selector', 'involvedObject.kind=Job,involvedObject.name=rlmesh-crd-upgrade', '-o', 'jsonpath={range .items[*]}{.reason}{"\\n"}{end}']).stdout;
+    expect(events).toContain('SuccessfulCreate');
+    expect(events).toContain('Completed');
+    // hook objects are gone once it succeeded
+    expect(exists(['-n', SYS, 'job', 'rlmesh-crd-upgrade'])).toBe(false);
+    expect(exists(['clusterrole', 'rlmesh-crd-upgrade'])).toBe(false);
+  });
+
+  it("the hook's own apply command, run as its ServiceAccount, puts the chart's CRDs back", async () => {
+    const hook = render(['--set', `joinToken=${T1}`, '--show-only', 'templates/crd-upgrade-hook.yaml']);
+    for (const kind of ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding']) {
+      const o = get(hook, kind, kind === 'ServiceAccount' ? SYS : '', 'rlmesh-crd-upgrade');
+      kubectl(['apply', '-f', '-'], { input: JSON.stringify(o) });
+    }
+    try {
+      const path = '/spec/versions/0/schema/openAPIV3Schema/description';
+      kubectl(['patch', 'crd', CRDS[0]!, '--type=json', '-p', JSON.stringify([{ op: 'replace', path, value: 'stale' }])]);
+      const desc = () => json<{ spec: { versions: { schema: { openAPIV3Schema: { description: string } } }[] } }>(['get', 'crd', CRDS[0]!]).spec.versions[0]!.schema.openAPIV3Schema.description;
+      expect(desc()).toBe('stale');
+      const cm = get(hook, 'ConfigMap', SYS, 'rlmesh-crd-upgrade') as K8sObject & { data: Record<string, string> };
+      const dir = mkdtempSync(join(tmpdir(), 'rlmesh-crds-'));
+      for (const [f, body] of Object.entries(cm.data)) writeFileSync(join(dir, f), body);
+      const c = podTemplate(get(hook, 'Job', SYS, 'rlmesh-crd-upgrade')).spec.containers[0]!;
+      const args = c.args!.map((a) => (a === '/crds/' ? dir : a));
+      const kubeconfig = await serviceAccountKubeconfig(SYS, 'rlmesh-crd-upgrade');
+      const out = execFileSync(join(clusterInfo().bin, c.command![0]!), ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8' });
+      expect(out).toContain('rlmeshcaches.rlmesh.dev serverside-applied');
+      expect(desc()).not.toBe('stale');
+      expect(desc()).toContain('RLMeshCache');
+    } finally {
+      for (const kind of ['ClusterRoleBinding', 'ClusterRole']) kubectl(['delete', kind.toLowerCase(), 'rlmesh-crd-upgrade', '--ignore-not-found']);
+      kubectl(['-n', SYS, 'delete', 'serviceaccount', 'rlmesh-crd-upgrade', '--ignore-not-found']);
+    }
+  });
+
+  it('upgrade --install with a new token replaces it and rolls the agent', () => {
+    const before = agentAnnotations();
+    helm(['upgrade', '--install', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--create-namespace', '--set', `joinToken=${T2}`, ...plain]);
+    expect(secretToken()).toBe(T2);
+    expect(agentAnnotations()['checksum/join-token']).not.toBe(before['checksum/join-token']);
+  });
+
+  it('uninstall keeps rlmesh-runs, the artifact cache, the CRDs and the hook pull Secret; removes the spool PVC', async () => {
+    // the agent writes the hook pull Secret at join: do it with the agent's own token
+    const agent = await serviceAccountKubeconfig(SYS, 'rlmesh-cluster-agent');
+    const secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'rlmesh-registry-join-crd-upgrade', namespace: SYS },
+      type: 'kubernetes.io/dockerconfigjson',
+      data: { '.dockerconfigjson': Buffer.from('{"auths":{}}').toString('base64') },
+    };
+    execFileSync(join(clusterInfo().bin, 'kubectl'), ['--kubeconfig', agent, 'create', '-f', '-'], { input: JSON.stringify(secret) });
+    const cacheUid = json<{ metadata: { uid: string } }>(['-n', RUNS, 'get', 'pvc', 'rlmesh-artifact-cache']).metadata.uid;
+
+    const r = helm(['uninstall', 'rlmesh', '-n', SYS, '--wait']);
+    expect(r.stdout + r.stderr).toMatch(/resource-policy|kept|uninstalled/);
+    await until('the spool PVC to go', () => !exists(['-n', SYS, 'pvc', 'rlmesh-agent-spool']));
+    expect(exists(['namespace', RUNS])).toBe(true);
+    expect(json<{ metadata: { uid: string } }>(['-n', RUNS, 'get', 'pvc', 'rlmesh-artifact-cache']).metadata.uid).toBe(cacheUid);
+    for (const c of CRDS) expect(exists(['crd', c])).toBe(true);
+    expect(exists(['-n', SYS, 'secret', 'rlmesh-registry-join-crd-upgrade'])).toBe(true);
+    expect(exists(['-n', SYS, 'deployment', 'rlmesh-cluster-agent'])).toBe(false);
+
+    // install again: the kept namespace and PVC are adopted, no manual step
+    helm(['install', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--set', `joinToken=${T3}`, ...plain]);
+    const pvc = json<{ metadata: { uid: string; annotations: Record<string, string> } }>(['-n', RUNS, 'get', 'pvc', 'rlmesh-artifact-cache']);
+    expect(pvc.metadata.uid).toBe(cacheUid);
+    expect(pvc.metadata.annotations['meta.helm.sh/release-name']).toBe('rlmesh');
+    expect(secretToken()).toBe(T3);
+    expect(exists(['-n', SYS, 'pvc', 'rlmesh-agent-spool'])).toBe(true);
+    expect(helm(['status', 'rlmesh', '-n', SYS]).stdout).toContain('STATUS: deployed');
+  });
+});
