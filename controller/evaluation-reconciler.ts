@@ -103,6 +103,9 @@ export class EvaluationReconciler {
 
   async #followPod(ev: RLMeshEvaluation, pod: V1Pod): Promise<WorkResult> {
     let obs = observePod(pod, ev);
+    if ((ev.spec.artifacts?.length ?? 0) > 0 && ev.status?.artifacts?.state === 'Ready') {
+      obs.conditions = [...(obs.conditions ?? []), { type: 'ArtifactsReady', status: 'True', reason: 'Cached', message: `${ev.spec.artifacts!.length} artifact(s) in the cache` }];
+    }
     const left = msUntilDeadline(pod, ev);
     const overdue = !podFinished(pod) && left !== undefined && left <= 0;
     if (overdue) obs = deadlineExceeded(ev, { podName: obs.podName, nodeName: obs.nodeName, startTime: obs.startTime }, new Date().toISOString());
@@ -189,6 +192,8 @@ export class EvaluationReconciler {
     try {
       await this.#d.core.createNamespacedPod({ namespace: s.namespace, body });
       this.#d.metrics.podsCreated.inc();
+      // recorded here, not with the status write, which may be retried after the pod exists
+      await this.#d.events.record(ev, 'Normal', 'PodCreated', `created pod ${podName}${body.spec?.affinity ? ` pinned to node ${podSettings.cache.nodeName}, which holds the ReadWriteOnce artifact cache` : ''}`);
     } catch (err) {
       const code = statusCode(err);
       const message = apiMessage(err);
@@ -196,7 +201,7 @@ export class EvaluationReconciler {
         // already there (our own earlier create): follow it
       } else if (code === 403 && /quota/i.test(message)) {
         // the cluster's own words, e.g. 'pods "rle-x" is forbidden: exceeded quota: runs, requested: requests.cpu=4, used: ..., limited: ...'
-        await this.#write(ev, { phase: 'Waiting', reason: 'QuotaExceeded', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'QuotaExceeded', message }] }, true);
+        await this.#write(ev, { phase: 'Waiting', reason: 'QuotaExceeded', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'QuotaExceeded', message }] }, { refusal: true });
         return { requeueAfterMs: this.#d.settings.waitingRetryMs };
       } else if (code === 400 || code === 422 || code === 403) {
         const why = `the API server refused the evaluation pod: ${message}`;
@@ -211,7 +216,7 @@ export class EvaluationReconciler {
       message: `created pod ${podName}`,
       podName,
       conditions: artifacts.length > 0 ? [{ type: 'ArtifactsReady', status: 'True', reason: 'Cached', message: `${artifacts.length} artifact(s) in the cache` }] : [],
-    });
+    }, { quiet: true });
     return;
   }
 
@@ -248,7 +253,7 @@ export class EvaluationReconciler {
   }
 
   /** Writes the status if it changed, and records an Event when the phase or its reason did (or always, for a refusal). */
-  async #write(ev: RLMeshEvaluation, obs: Observation, refusal = false): Promise<WorkResult> {
+  async #write(ev: RLMeshEvaluation, obs: Observation, opts: { refusal?: boolean; quiet?: boolean } = {}): Promise<WorkResult> {
     const next = nextStatus(ev.status, obs, ev.metadata.generation);
     const changedPhase = ev.status?.phase !== next.phase || ev.status?.reason !== next.reason;
     const changedMessage = ev.status?.message !== next.message;
@@ -273,7 +278,7 @@ export class EvaluationReconciler {
     }
     // keep the cached copy current so the next reconcile of this key does not redo the write
     ev.status = { ...ev.status, ...next };
-    if (changedPhase || (refusal && changedMessage)) {
+    if (!opts.quiet && (changedPhase || (opts.refusal && changedMessage))) {
       this.#d.metrics.phaseTransitions.inc({ phase: next.phase ?? '', reason: next.reason ?? '' });
       this.#d.log.info({ evaluation: ev.metadata.name, phase: next.phase, reason: next.reason }, next.message ?? '');
       await this.#d.events.record(ev, WARNING_PHASES.has(next.phase ?? '') ? 'Warning' : 'Normal', next.reason ?? next.phase ?? 'Updated', next.message ?? '');

@@ -158,7 +158,7 @@ export const isFinished = (phase: Phase | undefined): boolean => phase !== undef
 
 export const conditionSchema = z
   .object({
-    type: z.string().min(1).describe('Type of condition: Ready (pod created), ArtifactsReady, Scheduled, Completed.'),
+    type: z.string().min(1).describe('Type of condition: ArtifactsReady (every artifact is in the cache), Scheduled (the pod has a node; False with the reason it is waiting), Completed (the evaluation finished; the reason says how).'),
     status: z.enum(['True', 'False', 'Unknown']).describe('True, False or Unknown.'),
     reason: z.string().min(1).describe('One-word CamelCase reason for the last transition, e.g. Unschedulable, QuotaExceeded, DigestMismatch.'),
     message: z.string().default('').describe('Human-readable details, in the cluster\'s own words where the cluster refused something.'),

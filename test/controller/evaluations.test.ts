@@ -1,0 +1,258 @@
+// Evaluations become pods on the real local cluster: the reconciler and the
+// cache filler run as child processes under their own ServiceAccounts; kwok
+// plays the pods' outcome from the annotations the controller copies.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { GROUP, VERSION } from '../../lib/crds/types.ts';
+import { MERGE_PATCH } from '../../controller/kube-errors.ts';
+import { kubectl } from '../support/cluster.ts';
+import { blob, startArtifactServer, type ArtifactServer } from './artifact-server.ts';
+import {
+  apply,
+  createEvaluation,
+  evaluation,
+  eventsFor,
+  getCache,
+  getEvaluation,
+  getPod,
+  setupEnv,
+  startController,
+  waitFor,
+  waitForPhase,
+  type ControllerProcess,
+  type Env,
+} from './harness.ts';
+
+let env: Env;
+let server: ArtifactServer;
+let reconciler: ControllerProcess;
+let filler: ControllerProcess;
+const artifact = blob(64 * 1024);
+
+const patchEvaluation = (name: string, body: object, status = false) =>
+  (status ? env.custom.patchNamespacedCustomObjectStatus.bind(env.custom) : env.custom.patchNamespacedCustomObject.bind(env.custom))(
+    { group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations', name, body },
+    MERGE_PATCH,
+  );
+
+beforeAll(async () => {
+  env = await setupEnv();
+  server = await startArtifactServer();
+  server.put('/policy.pt', artifact.data);
+  reconciler = await startController(env, 'reconciler', ['--gc-after-seconds=2']);
+  filler = await startController(env, 'cache-filler', [`--cache-dir=${env.dir}/cache`, '--node-name=kwok-cpu-0'], { NODE_EXTRA_CA_CERTS: server.caFile });
+  await waitFor('the filler to publish the cache status with its node', async () => (await getCache(env))?.status?.nodeName === 'kwok-cpu-0');
+});
+
+afterAll(async () => {
+  await reconciler?.stop();
+  await filler?.stop();
+  await server?.close();
+  await env?.cleanup();
+});
+
+describe('evaluation -> pod', () => {
+  it('runs a pod with every required property, pinned to the ReadWriteOnce cache node, and reports the outcome with Events', async () => {
+    await createEvaluation(
+      env,
+      evaluation(
+        'happy',
+        {
+          command: ['python', 'run.py'],
+          args: ['--episodes', '2'],
+          env: [{ name: 'SEED', value: '42' }],
+          resources: { cpu: '500m', memory: '256Mi' },
+          artifacts: [{ name: 'policy.pt', sha256: artifact.sha256, sizeBytes: artifact.data.length, source: { httpsUrl: server.url('/policy.pt') } }],
+          deadlineSeconds: 120,
+        },
+        { 'rlmesh.dev/test-duration': '2s', 'rlmesh.dev/test-exit-code': '0' },
+      ),
+    );
+    const done = await waitForPhase(env, 'happy', ['Succeeded', 'Failed']);
+    expect(done.status).toMatchObject({ phase: 'Succeeded', reason: 'Completed', exitCode: 0, podName: 'rle-happy', nodeName: 'kwok-cpu-0' });
+    expect(done.status!.startTime).toBeDefined();
+    expect(done.status!.finishTime).toBeDefined();
+    expect(done.status!.observedGeneration).toBe(1);
+    expect(done.status!.artifacts).toMatchObject({ state: 'Ready', reason: 'Cached' });
+    expect(done.status!.conditions!.map((c) => `${c.type}=${c.status}`).sort()).toEqual(['ArtifactsReady=True', 'Completed=True', 'Scheduled=True']);
+
+    const pod = (await getPod(env, 'rle-happy'))!;
+    const spec = pod.spec!;
+    const c = spec.containers[0]!;
+    expect(pod.metadata!.labels).toMatchObject({ 'rlmesh.dev/evaluation': 'happy', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-controller' });
+    expect(pod.metadata!.ownerReferences![0]).toMatchObject({ kind: 'RLMeshEvaluation', name: 'happy', uid: done.metadata.uid, controller: true });
+    expect(spec.automountServiceAccountToken).toBe(false);
+    expect(spec.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-pull' }]);
+    expect(spec.activeDeadlineSeconds).toBe(120);
+    expect(spec.securityContext!.runAsNonRoot).toBe(true);
+    expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } });
+    const envs = Object.fromEntries(c.env!.map((e) => [e.name, e.value]));
+    expect(envs).toMatchObject({ HTTPS_PROXY: `http://rlmesh-egress-proxy.${env.sys}.svc:3128`, HTTP_PROXY: `http://rlmesh-egress-proxy.${env.sys}.svc:3128`, NO_PROXY: 'localhost,127.0.0.1,::1', SEED: '42' });
+    expect(c.volumeMounts).toEqual([{ name: 'artifact-cache', mountPath: '/artifacts/policy.pt', subPath: `sha256/${artifact.sha256}`, readOnly: true }]);
+    expect(spec.volumes).toEqual([{ name: 'artifact-cache', persistentVolumeClaim: { claimName: 'rlmesh-artifact-cache', readOnly: true } }]);
+    expect(spec.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms[0]!.matchFields).toEqual([
+      { key: 'metadata.name', operator: 'In', values: ['kwok-cpu-0'] },
+    ]);
+    expect(spec.nodeName).toBe('kwok-cpu-0');
+    // the namespace enforces restricted Pod Security, so the pod's existence proves it passed
+
+    const events = await eventsFor(env, 'happy');
+    const reasons = events.map((e) => e.reason);
+    expect(reasons).toContain('PodCreated');
+    expect(reasons).toContain('Completed');
+    expect(events.find((e) => e.reason === 'Completed')!.type).toBe('Normal');
+  });
+
+  it('requests GPUs, and reports a failing exit code', async () => {
+    await createEvaluation(
+      env,
+      evaluation('gpu-fail', { resources: { gpu: { count: 2, vendor: 'nvidia' } } }, { 'rlmesh.dev/test-duration': '1s', 'rlmesh.dev/test-exit-code': '3' }),
+    );
+    const done = await waitForPhase(env, 'gpu-fail', ['Succeeded', 'Failed']);
+    expect(done.status).toMatchObject({ phase: 'Failed', reason: 'NonZeroExit', exitCode: 3, nodeName: 'kwok-gpu-0' });
+    expect(done.status!.message).toContain('exited with code 3');
+    const pod = (await getPod(env, 'rle-gpu-fail'))!;
+    expect(pod.spec!.containers[0]!.resources!.limits).toMatchObject({ 'nvidia.com/gpu': '2' });
+    const failed = (await eventsFor(env, 'gpu-fail')).find((e) => e.reason === 'NonZeroExit');
+    expect(failed?.type).toBe('Warning');
+  });
+
+  it('stops an evaluation that outlives its deadline', async () => {
+    await createEvaluation(env, evaluation('late', { deadlineSeconds: 2 }, { 'rlmesh.dev/test-duration': '120s' }));
+    await waitForPhase(env, 'late', ['Running']);
+    const done = await waitForPhase(env, 'late', ['Failed', 'Succeeded'], 30_000);
+    expect(done.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
+    expect(done.status!.message).toContain('deadline of 2s');
+    await waitFor('the overdue pod to be stopped', async () => {
+      const pod = await getPod(env, 'rle-late');
+      return !pod || !!pod.metadata?.deletionTimestamp;
+    });
+    expect((await eventsFor(env, 'late')).some((e) => e.reason === 'DeadlineExceeded' && e.type === 'Warning')).toBe(true);
+  });
+
+  it('cancels: spec.cancelled stops the pod, and deleting an evaluation deletes its pod', async () => {
+    await createEvaluation(env, evaluation('cancel-me', {}, { 'rlmesh.dev/test-duration': '120s' }));
+    await waitForPhase(env, 'cancel-me', ['Running']);
+    await patchEvaluation('cancel-me', { spec: { cancelled: true } });
+    const done = await waitForPhase(env, 'cancel-me', ['Cancelled']);
+    expect(done.status!.reason).toBe('Cancelled');
+    await waitFor('the cancelled pod to go', async () => {
+      const pod = await getPod(env, 'rle-cancel-me');
+      return !pod || !!pod.metadata?.deletionTimestamp;
+    });
+
+    await createEvaluation(env, evaluation('delete-me', {}, { 'rlmesh.dev/test-duration': '120s' }));
+    await waitForPhase(env, 'delete-me', ['Running']);
+    kubectl(['-n', env.runs, 'delete', 'rlmeshevaluation', 'delete-me', '--wait=true', '--timeout=30s']);
+    await waitFor('the deleted evaluation\'s pod to go', async () => {
+      const pod = await getPod(env, 'rle-delete-me');
+      return !pod || !!pod.metadata?.deletionTimestamp;
+    });
+  });
+
+  it('garbage-collects a finished evaluation once the agent reported it, and only then', async () => {
+    await createEvaluation(env, evaluation('collect', {}, { 'rlmesh.dev/test-duration': '500ms' }));
+    await waitForPhase(env, 'collect', ['Succeeded']);
+    await sleep(3000); // longer than --gc-after-seconds=2: not reported, so kept
+    expect(await getEvaluation(env, 'collect')).toBeDefined();
+    await patchEvaluation('collect', { status: { reportedAt: new Date().toISOString() } }, true);
+    await waitFor('the reported evaluation to be collected', async () => (await getEvaluation(env, 'collect')) === undefined, 20_000);
+    await waitFor('its pod to go with it', async () => {
+      const pod = await getPod(env, 'rle-collect');
+      return !pod || !!pod.metadata?.deletionTimestamp;
+    });
+  });
+});
+
+describe('Waiting, in the cluster\'s own words', () => {
+  it('waits when no node has the GPUs, with the scheduler\'s message', async () => {
+    await createEvaluation(env, evaluation('too-many-gpus', { resources: { gpu: { count: 16, vendor: 'nvidia' } } }));
+    await createEvaluation(env, evaluation('amd-gpu', { resources: { gpu: { count: 1, vendor: 'amd' } } }));
+    const nv = await waitForPhase(env, 'too-many-gpus', ['Waiting']);
+    expect(nv.status!.reason).toBe('Unschedulable');
+    expect(nv.status!.message).toMatch(/0\/3 nodes are available:.*Insufficient nvidia\.com\/gpu/);
+    expect(nv.status!.conditions!.find((c) => c.type === 'Scheduled')).toMatchObject({ status: 'False', reason: 'Unschedulable' });
+    const amd = await waitForPhase(env, 'amd-gpu', ['Waiting']);
+    expect(amd.status!.message).toMatch(/Insufficient amd\.com\/gpu/);
+    expect((await eventsFor(env, 'too-many-gpus')).some((e) => e.type === 'Warning' && e.reason === 'Unschedulable')).toBe(true);
+    await patchEvaluation('too-many-gpus', { spec: { cancelled: true } });
+    await patchEvaluation('amd-gpu', { spec: { cancelled: true } });
+  });
+
+  it('waits when a ResourceQuota refuses the pod, quoting the refusal, and starts once the quota allows it', async () => {
+    apply([{ apiVersion: 'v1', kind: 'ResourceQuota', metadata: { name: 'gpus', namespace: env.runs }, spec: { hard: { 'requests.nvidia.com/gpu': '1' } } }]);
+    await sleep(1000); // the quota controller fills in status.used
+    try {
+      await createEvaluation(env, evaluation('over-quota', { resources: { gpu: { count: 2, vendor: 'nvidia' } } }, { 'rlmesh.dev/test-duration': '500ms' }));
+      const waiting = await waitForPhase(env, 'over-quota', ['Waiting']);
+      expect(waiting.status!.reason).toBe('QuotaExceeded');
+      expect(waiting.status!.message).toMatch(/forbidden: exceeded quota: gpus, requested: requests\.nvidia\.com\/gpu=2, used: requests\.nvidia\.com\/gpu=0, limited: requests\.nvidia\.com\/gpu=1/);
+      expect(waiting.status!.conditions!.find((c) => c.type === 'Scheduled')).toMatchObject({ status: 'False', reason: 'QuotaExceeded' });
+      const refusal = (await eventsFor(env, 'over-quota')).find((e) => e.reason === 'QuotaExceeded');
+      expect(refusal?.type).toBe('Warning');
+      expect(refusal?.message).toContain('exceeded quota');
+      apply([{ apiVersion: 'v1', kind: 'ResourceQuota', metadata: { name: 'gpus', namespace: env.runs }, spec: { hard: { 'requests.nvidia.com/gpu': '4' } } }]);
+      await waitForPhase(env, 'over-quota', ['Succeeded'], 60_000);
+    } finally {
+      kubectl(['-n', env.runs, 'delete', 'resourcequota', 'gpus', '--ignore-not-found']);
+    }
+  });
+});
+
+describe('RWO vs RWX placement', () => {
+  it('pins pods that mount a ReadWriteOnce cache to its node, and lets them run anywhere with ReadWriteMany', async () => {
+    const elsewhere = {
+      artifacts: [{ name: 'policy.pt', sha256: artifact.sha256, sizeBytes: artifact.data.length, source: { httpsUrl: server.url('/policy.pt') } }],
+      placement: { nodeSelector: { 'kubernetes.io/hostname': 'kwok-cpu-1' } },
+    };
+    await createEvaluation(env, evaluation('rwo-elsewhere', elsewhere, { 'rlmesh.dev/test-duration': '500ms' }));
+    const stuck = await waitForPhase(env, 'rwo-elsewhere', ['Waiting']);
+    expect(stuck.status!.reason).toBe('Unschedulable');
+    expect(stuck.status!.message).toMatch(/didn't match Pod's node affinity\/selector/);
+    await patchEvaluation('rwo-elsewhere', { spec: { cancelled: true } });
+
+    await env.custom.patchClusterCustomObject(
+      { group: GROUP, version: VERSION, plural: 'rlmeshcaches', name: env.cacheName, body: { spec: { accessModes: ['ReadWriteMany'] } } },
+      MERGE_PATCH,
+    );
+    await sleep(1000);
+    await createEvaluation(env, evaluation('rwx-elsewhere', elsewhere, { 'rlmesh.dev/test-duration': '500ms' }));
+    const done = await waitForPhase(env, 'rwx-elsewhere', ['Succeeded', 'Failed']);
+    expect(done.status).toMatchObject({ phase: 'Succeeded', nodeName: 'kwok-cpu-1' });
+    expect((await getPod(env, 'rle-rwx-elsewhere'))!.spec!.affinity).toBeUndefined();
+  });
+});
+
+describe('bad input', () => {
+  it('is refused by the CRD schema with the field named', async () => {
+    const refuse = async (name: string, spec: object): Promise<string> => {
+      const err = await createEvaluation(env, evaluation(name, spec as never)).catch((e: unknown) => e);
+      expect((err as { code?: number }).code, name).toBe(422);
+      const body = (err as { body?: unknown }).body;
+      return (typeof body === 'string' ? (JSON.parse(body) as { message: string }) : (body as { message: string })).message;
+    };
+    expect(await refuse('bad-vendor', { resources: { gpu: { count: 1, vendor: 'intel' } } })).toContain('spec.resources.gpu.vendor: Unsupported value: "intel"');
+    expect(await refuse('bad-deadline', { deadlineSeconds: -5 })).toContain('spec.deadlineSeconds: Invalid value: -5');
+    expect(await refuse('no-digest', { artifacts: [{ name: 'a', sizeBytes: 1, source: { httpsUrl: 'https://x/y' } }] })).toContain('spec.artifacts[0].sha256: Required value');
+    expect(await refuse('bad-digest', { artifacts: [{ name: 'a', sha256: 'XYZ', sizeBytes: 1, source: { httpsUrl: 'https://x/y' } }] })).toContain('spec.artifacts[0].sha256');
+    expect(await refuse('two-sources', { artifacts: [{ name: 'a', sha256: 'a'.repeat(64), sizeBytes: 1, source: { httpsUrl: 'https://x/y', s3: { bucket: 'b', key: 'k' } } }] })).toContain(
+      'set exactly one of httpsUrl and s3',
+    );
+  });
+
+  it('fails an evaluation whose artifact is larger than the whole cache', async () => {
+    await env.custom.patchClusterCustomObject(
+      { group: GROUP, version: VERSION, plural: 'rlmeshcaches', name: env.cacheName, body: { spec: { capacityBytes: 10 * 1024 * 1024 } } },
+      MERGE_PATCH,
+    );
+    await sleep(1000);
+    await createEvaluation(
+      env,
+      evaluation('huge', { artifacts: [{ name: 'huge.bin', sha256: 'd'.repeat(64), sizeBytes: 50 * 1024 * 1024, source: { httpsUrl: server.url('/huge') } }] }),
+    );
+    const failed = await waitForPhase(env, 'huge', ['Failed']);
+    expect(failed.status!.reason).toBe('TooLarge');
+    expect(failed.status!.message).toContain('larger than the whole artifact cache');
+    expect(server.requests.get('/huge')).toBeUndefined();
+  });
+});
