@@ -98,7 +98,7 @@ export class CredentialWatch {
     }
     this.current = next;
     this.changedAt = Date.now();
-    log.info({ clusterId: next.clusterId, secret: `${namespace}/${name}` }, 'control credential changed; the session re-authenticates with the new value');
+    log.info({ clusterId: next.clusterId, secretName: `${namespace}/${name}` }, 'control credential changed; the session re-authenticates with the new value');
     this.o.onChange(next);
   }
 
