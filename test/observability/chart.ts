@@ -1,0 +1,93 @@
+// Helpers for the rlmesh-observability chart tests: render it with helm, parse
+// every object, its ci/*-values.yaml scenarios and the rendered prometheus.yml.
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse, parseAllDocuments } from 'yaml';
+import { helm, type RunResult } from '../support/cluster.ts';
+
+export const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
+export const CHART = join(root, 'charts/rlmesh-observability');
+export const KUBE_VERSION = '1.35.4';
+export const CLUSTER = 'c_4k2m9x7q1w8e3r5t6y0u';
+
+export const scenarios = (): string[] =>
+  readdirSync(join(CHART, 'ci'))
+    .filter((f) => f.endsWith('-values.yaml'))
+    .sort();
+
+export type K8sObject = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  [k: string]: unknown;
+};
+
+export function valuesFile(values: unknown): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'rlmesh-obs-chart-')), 'values.yaml');
+  writeFileSync(path, JSON.stringify(values));
+  return path;
+}
+
+export function template(args: string[], opts: { allowFail?: boolean } = {}): RunResult {
+  return helm(['template', 'rlmesh-observability', CHART, '-n', 'rlmesh-system', '--kube-version', KUBE_VERSION, ...args], opts);
+}
+
+export function render(args: string[]): Map<string, K8sObject> {
+  const objects = new Map<string, K8sObject>();
+  for (const doc of parseAllDocuments(template(args).stdout)) {
+    const o = doc.toJS() as K8sObject | null;
+    if (!o) continue;
+    const key = `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+    if (objects.has(key)) throw new Error(`rendered twice: ${key}`);
+    objects.set(key, o);
+  }
+  return objects;
+}
+
+export function get(objects: Map<string, K8sObject>, kind: string, name: string, namespace = 'rlmesh-system'): K8sObject {
+  const o = objects.get(`${kind}/${namespace}/${name}`);
+  if (!o) throw new Error(`not rendered: ${kind}/${namespace}/${name}; have ${[...objects.keys()].join(', ')}`);
+  return o;
+}
+
+export type PrometheusConfig = {
+  global: { scrape_interval: string; external_labels: Record<string, string> };
+  scrape_configs: Record<string, unknown>[] & { job_name: string }[];
+  remote_write?: {
+    name: string;
+    url: string;
+    authorization: { type: string; credentials_file: string };
+    tls_config?: { ca_file: string };
+    queue_config?: Record<string, unknown>;
+  }[];
+};
+
+/** The prometheus.yml the chart renders into ConfigMap rlmesh-prometheus-config. */
+export function prometheusConfig(objects: Map<string, K8sObject>): PrometheusConfig {
+  const cm = get(objects, 'ConfigMap', 'rlmesh-prometheus-config') as K8sObject & { data: Record<string, string> };
+  return parse(cm.data['prometheus.yml']!) as PrometheusConfig;
+}
+
+export type PodSpec = {
+  serviceAccountName?: string;
+  automountServiceAccountToken?: boolean;
+  securityContext?: Record<string, unknown>;
+  imagePullSecrets?: { name: string }[];
+  nodeSelector?: Record<string, string>;
+  containers: {
+    name: string;
+    image: string;
+    args?: string[];
+    env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+    securityContext?: Record<string, unknown>;
+    resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+    volumeMounts?: { name: string; mountPath: string; subPath?: string; readOnly?: boolean }[];
+  }[];
+  volumes?: { name: string; secret?: { secretName: string; items?: { key: string; path: string }[] }; configMap?: { name: string }; emptyDir?: Record<string, unknown> }[];
+};
+
+export function podTemplate(o: K8sObject): { metadata: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec: PodSpec } {
+  return (o.spec as { template: { metadata: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec: PodSpec } }).template;
+}
