@@ -311,9 +311,14 @@ describe('ClusterSession', () => {
     const c = await joinedCluster(cp);
     const s = session(cp, c.control);
     s.send({ case: 'hello', value: { clusterId: c.clusterId } });
+    await expect.poll(async () => (await cluster(cp, c.clusterId)).agentVersion).toBe('');
+    const seen = (await cluster(cp, c.clusterId)).lastSeenAt;
+    cp.clock.advance(10 * MIN);
     const ended = await s.ended;
     expect(ended?.code).toBe(Code.DeadlineExceeded);
-    expect((await cluster(cp, c.clusterId)).status).toBe('Disconnected');
+    expect(ended?.rawMessage).toContain('no message from the agent');
+    // the end of a silent session is not a sign of life
+    expect(await cluster(cp, c.clusterId)).toMatchObject({ status: 'Disconnected', lastSeenAt: seen });
   });
 
   it('a hello naming another cluster is refused', async () => {

@@ -216,7 +216,12 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
     clearInterval(ping);
     clearInterval(watchdog);
     ctx.signal.removeEventListener('abort', onAbort);
-    if (sessions.release(session)) store.setConnected(clusterId, false);
+    try {
+      if (sessions.release(session)) store.setConnected(clusterId, false);
+    } catch (err) {
+      // the store is already closed when the whole control plane shuts down; a restart marks every cluster Disconnected
+      slog.debug({ err }, 'could not record the disconnect');
+    }
     slog.info('session closed');
   }
 }

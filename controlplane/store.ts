@@ -175,9 +175,12 @@ export class Store {
   }
 
   setConnected(id: string, connected: boolean): void {
-    this.db
-      .prepare("UPDATE clusters SET status = ?, last_seen_at = ? WHERE id = ? AND status <> 'Archived'")
-      .run(connected ? 'Connected' : 'Disconnected', this.nowIso(), id);
+    if (connected) {
+      this.db.prepare("UPDATE clusters SET status = 'Connected', last_seen_at = ? WHERE id = ? AND status <> 'Archived'").run(this.nowIso(), id);
+    } else {
+      // not "seen": a session that ended after a silence must not look recent
+      this.db.prepare("UPDATE clusters SET status = 'Disconnected' WHERE id = ? AND status <> 'Archived'").run(id);
+    }
   }
 
   touch(id: string): void {
