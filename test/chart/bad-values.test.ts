@@ -1,9 +1,12 @@
 // Bad input is refused before anything is applied, with a message naming the
 // value's path: Helm's schema validation (values.schema.json) or _validate.tpl.
 // The zod schema (the source of truth) refuses the same values at the same path.
-import { describe, expect, it } from 'vitest';
-import { valuesSchema } from '../../lib/values-schema.ts';
-import { template, TOKEN, valuesFile } from './chart.ts';
+import { afterAll, describe, expect, it } from 'vitest';
+import { crossFieldErrors, valuesObjectSchema, valuesSchema } from '../../lib/values-schema.ts';
+import { helm, kubectl } from '../support/cluster.ts';
+import { CHART, TOKEN, valuesFile } from './chart.ts';
+
+const NS = 'rlmesh-bad-values';
 
 const T = { joinToken: TOKEN };
 type Case = { name: string; values: Record<string, unknown>; path: string; says?: RegExp };
@@ -47,19 +50,29 @@ const cases: Case[] = [
   { name: 'controller replicas zero', values: { ...T, controller: { replicas: 0 } }, path: 'controller.replicas' },
 ];
 
-describe('bad values are refused with the path named', () => {
+afterAll(() => {
+  // nothing was applied: no release, not even the namespace --create-namespace would make
+  expect(helm(['status', 'rlmesh-bad', '-n', NS], { allowFail: true }).status).not.toBe(0);
+  expect(kubectl(['get', 'namespace', NS], { allowFail: true }).status).not.toBe(0);
+});
+
+describe('bad values are refused at helm install with the path named', () => {
   it('has at least 25 cases', () => expect(cases.length).toBeGreaterThanOrEqual(25));
 
   for (const c of cases) {
     it(c.name, () => {
-      const r = template(['-f', valuesFile(c.values)], { allowFail: true });
+      // a real install: refused before anything reaches the cluster
+      const r = helm(['install', 'rlmesh-bad', CHART, '-n', NS, '--create-namespace', '-f', valuesFile(c.values)], { allowFail: true });
       expect(r.status, `helm accepted ${JSON.stringify(c.values)}`).not.toBe(0);
-      expect(r.stdout).toBe('');
+      expect(r.stderr).toMatch(/INSTALLATION FAILED/);
       // helm's schema errors name the path as /a/b/0; _validate.tpl names it as a.b
       const slashPath = `/${c.path.replace(/\./g, '/')}`;
       const names = r.stderr.includes(`'${slashPath}`) || r.stderr.includes(`${c.path}:`) || r.stderr.includes(`'${slashPath.split('/').slice(0, -1).join('/')}'`);
       expect(names, `stderr does not name ${c.path}:\n${r.stderr}`).toBe(true);
       if (c.says) expect(r.stderr).toMatch(c.says);
+      // a cross-field rule: _validate.tpl prints the zod rule's own message
+      const shaped = valuesObjectSchema.safeParse(c.values);
+      if (shaped.success) for (const e of crossFieldErrors(shaped.data)) expect(r.stderr).toContain(`${e.path}: ${e.message}`);
 
       const z = valuesSchema.safeParse(c.values);
       expect(z.success, `zod accepted ${JSON.stringify(c.values)}`).toBe(false);
