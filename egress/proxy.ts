@@ -15,6 +15,7 @@ import type { DestinationResolver } from './resolve-destination.ts';
 export const REFUSED_HEADER = 'X-RLMesh-Egress-Refused';
 export const ERROR_HEADER = 'X-RLMesh-Egress-Error';
 const RETRY_AFTER_SECONDS = 5;
+const SOCKET_BUFFER_BYTES = 256 * 1024;
 
 type Decision = 'allowed' | 'refused' | 'dns-failure' | 'connect-failure' | 'connect-timeout' | 'limited' | 'client-closed';
 
@@ -64,6 +65,8 @@ export function createProxy(deps: ProxyDeps) {
     maxHeaderSize: config.maxHeaderBytes,
     keepAliveTimeout: 5_000,
     noDelay: true,
+    // larger socket buffers: fewer pause/resume cycles when relaying bulk data
+    highWaterMark: SOCKET_BUFFER_BYTES,
     // how often header/request timeouts are enforced (Node's default is 30 s)
     connectionsCheckingInterval: Math.min(1_000, config.headerTimeoutMs),
   });
@@ -140,7 +143,8 @@ export function createProxy(deps: ProxyDeps) {
       if (budget <= 0) break;
       const started = performance.now();
       const result = await new Promise<Connected>((resolve) => {
-        const socket = net.connect({ host: address, port: dest.port, noDelay: true });
+        // highWaterMark reaches the socket's stream options; @types/node omits it from NetConnectOpts
+        const socket = net.connect({ host: address, port: dest.port, noDelay: true, highWaterMark: SOCKET_BUFFER_BYTES } as net.NetConnectOpts);
         const timer = setTimeout(() => {
           socket.destroy();
           resolve({

@@ -41,9 +41,15 @@ export interface ResolverOptions {
   self: ReadonlySet<string>;
 }
 
+const MAX_CACHE_SECONDS = 30;
+const MAX_CACHE_ENTRIES = 10_000;
+
 export class DestinationResolver {
   private readonly resolver: Resolver;
   private readonly options: ResolverOptions;
+  // Answers are kept for their TTL (at most 30 s) and classified again on
+  // every request; a TTL of 0 is never cached.
+  private readonly cache = new Map<string, { answers: string[]; expires: number }>();
 
   constructor(options: ResolverOptions) {
     this.options = options;
@@ -53,8 +59,19 @@ export class DestinationResolver {
 
   async resolve(dest: Destination): Promise<Resolution> {
     if (dest.kind === 'ip') return this.decide(dest, [dest.host]);
-    const [v4, v6] = await Promise.allSettled([this.resolver.resolve4(dest.host), this.resolver.resolve6(dest.host)]);
-    const answers = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
+    const cached = this.cache.get(dest.host);
+    if (cached && cached.expires > Date.now()) return this.decide(dest, cached.answers);
+    const [v4, v6] = await Promise.allSettled([
+      this.resolver.resolve4(dest.host, { ttl: true }),
+      this.resolver.resolve6(dest.host, { ttl: true }),
+    ]);
+    const records = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
+    const answers = records.map((r) => r.address);
+    const ttl = Math.min(MAX_CACHE_SECONDS, ...records.map((r) => r.ttl));
+    if (answers.length > 0 && ttl > 0) {
+      if (this.cache.size >= MAX_CACHE_ENTRIES) this.cache.clear();
+      this.cache.set(dest.host, { answers, expires: Date.now() + ttl * 1000 });
+    }
     if (answers.length === 0) {
       const err = [v4, v6].find((r): r is PromiseRejectedResult => r.status === 'rejected' && r.reason?.code !== 'ENODATA');
       const code: string = err?.reason?.code ?? 'ENODATA';

@@ -1,6 +1,6 @@
 // A DNS server for the egress tests and benchmark, on 127.0.0.1 only. Each
 // name maps to a function of how many times it was asked, so a test can serve
-// rebinding answers (public first, private after). Answers have TTL 0.
+// rebinding answers (public first, private after). Answers have TTL 0 unless an entry sets one.
 import dgram from 'node:dgram';
 import { once } from 'node:events';
 import dnsPacket from 'dns-packet';
@@ -10,6 +10,8 @@ export interface Answers {
   AAAA?: string[];
   /** answer SERVFAIL instead */
   servfail?: boolean;
+  /** seconds; default 0 (never cached) */
+  ttl?: number;
 }
 
 export type Zone = Record<string, Answers | ((askedBefore: number) => Answers)>;
@@ -47,7 +49,7 @@ export async function startDnsServer(zone: Zone): Promise<TestDnsServer> {
       type: 'response',
       flags: dnsPacket.RECURSION_DESIRED | dnsPacket.RECURSION_AVAILABLE | (rcode === 'NXDOMAIN' ? 3 : rcode === 'SERVFAIL' ? 2 : 0),
       questions: [q],
-      answers: data.map((address) => ({ type: type!, name: q.name, ttl: 0, class: 'IN' as const, data: address })),
+      answers: data.map((address) => ({ type: type!, name: q.name, ttl: answers?.ttl ?? 0, class: 'IN' as const, data: address })),
     });
     socket.send(reply, rinfo.port, rinfo.address);
   });

@@ -119,6 +119,17 @@ async function curl(url: string, extra: string[] = []): Promise<{ code: string; 
   return { code: lines.pop()!, body: lines.join('\n').trimEnd() };
 }
 
+/** The proxy logs a tunnel when it closes, a moment after the client has gone. */
+async function waitForLog(match: (l: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+  const deadline = Date.now() + 5_000;
+  for (;;) {
+    const line = logLines.findLast(match);
+    if (line) return line;
+    if (Date.now() > deadline) throw new Error(`no matching proxy log line in ${JSON.stringify(logLines.slice(-5))}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 async function metrics(): Promise<string> {
   return (await fetch(`http://127.0.0.1:${METRICS_PORT}/metrics`)).text();
 }
@@ -230,7 +241,7 @@ describe('hostile DNS answers', () => {
   it('with mixed answers connects only to the address that passed', async () => {
     const r = await curl('https://mixed.egress.test/m');
     expect(r).toEqual({ code: '200', body: `upstream ${ns.nsAddress} mixed.egress.test /m` });
-    const line = logLines.findLast((l) => l.host === 'mixed.egress.test');
+    const line = await waitForLog((l) => l.host === 'mixed.egress.test');
     expect(line).toMatchObject({ decision: 'allowed', address: ns.nsAddress });
   });
 
@@ -358,11 +369,11 @@ describe('limits', () => {
 });
 
 describe('observability', () => {
-  it('logs one line per decision with host, port, client, decision, rule, bytes and duration', () => {
+  it('logs one line per decision with host, port, client, decision, rule, bytes and duration', async () => {
     const refused = logLines.find((l) => l.host === 'priv.egress.test' && l.method === 'CONNECT');
     expect(refused).toMatchObject({ host: 'priv.egress.test', port: 443, client: '127.0.0.1', decision: 'refused', rule: 'private-use' });
     expect(typeof refused!.durationMs).toBe('number');
-    const allowed = logLines.find((l) => l.host === 'ok.egress.test' && l.decision === 'allowed' && l.port === 7001);
+    const allowed = await waitForLog((l) => l.host === 'ok.egress.test' && l.decision === 'allowed' && l.port === 7001 && Number(l.bytesUp) > 0);
     expect(allowed).toMatchObject({ rule: 'allow-range', address: ns.nsAddress });
     expect(allowed!.bytesUp).toBeGreaterThanOrEqual(2 * 1024 * 1024);
     expect(allowed!.bytesDown).toBeGreaterThanOrEqual(2 * 1024 * 1024);

@@ -1,0 +1,226 @@
+// Benchmark: the egress proxy vs a direct connection vs Squid (Debian's
+// squid, with the equivalent allow-list: one name, the same ports), measured
+// side by side in one run. Upstreams live in a network namespace on a veth
+// pair (198.18.20.0/24); the proxies listen on 127.0.0.1.
+//
+//   node test/bench/egress.ts [--seconds 3] [--rounds 3] [--connects 400] [--idle 2000]
+//
+// Prints bulk CONNECT throughput, connection setup latency p50/p99 (added
+// over direct), and RSS with N idle tunnels open, as ratios.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
+import net from 'node:net';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { startDnsServer } from '../egress/dns-server.ts';
+import { createNetns } from '../egress/netns.ts';
+
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '3' },
+    connects: { type: 'string', default: '400' },
+    idle: { type: 'string', default: '2000' },
+  },
+});
+const SECONDS = Number(values.seconds);
+const ROUNDS = Number(values.rounds);
+const CONNECTS = Number(values.connects);
+const IDLE = Number(values.idle);
+
+const ROOT = join(import.meta.dirname, '../..');
+const NAME = 'bench.egress.test';
+const PROXY_PORT = 24128;
+const SQUID_PORT = 24129;
+const work = mkdtempSync(join(tmpdir(), 'egress-bench-'));
+chmodSync(work, 0o777);
+
+type Mode = 'direct' | 'proxy' | 'squid';
+const children: ChildProcess[] = [];
+const ns = createNetns('egb', 20);
+
+function cleanup(): void {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  ns.destroy();
+}
+process.on('exit', cleanup);
+process.on('SIGINT', () => process.exit(130));
+
+async function waitForPort(port: number, what: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      const s = net.connect({ host: '127.0.0.1', port });
+      await once(s, 'connect');
+      s.destroy();
+      return;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`${what} did not listen on 127.0.0.1:${port}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+/** Opens a TCP stream to the upstream port, directly or through a proxy's CONNECT. */
+async function open(mode: Mode, port: number): Promise<net.Socket> {
+  if (mode === 'direct') {
+    const s = net.connect({ host: ns.nsAddress, port, noDelay: true });
+    await once(s, 'connect');
+    return s;
+  }
+  const s = net.connect({ host: '127.0.0.1', port: mode === 'proxy' ? PROXY_PORT : SQUID_PORT, noDelay: true });
+  await once(s, 'connect');
+  s.write(`CONNECT ${NAME}:${port} HTTP/1.1\r\nHost: ${NAME}:${port}\r\n\r\n`);
+  let buf = '';
+  for (;;) {
+    const [chunk] = (await once(s, 'data')) as [Buffer];
+    buf += chunk.toString('latin1');
+    const end = buf.indexOf('\r\n\r\n');
+    if (end < 0) continue;
+    if (!/^HTTP\/1\.[01] 200/.test(buf)) throw new Error(`${mode} refused CONNECT: ${buf.split('\r\n')[0]}`);
+    if (buf.length > end + 4) s.unshift(Buffer.from(buf.slice(end + 4), 'latin1'));
+    return s;
+  }
+}
+
+async function throughput(mode: Mode): Promise<number> {
+  const s = await open(mode, 7000);
+  let bytes = 0;
+  const started = performance.now();
+  s.on('data', (d: Buffer) => {
+    bytes += d.length;
+  });
+  await new Promise((r) => setTimeout(r, SECONDS * 1000));
+  const elapsed = (performance.now() - started) / 1000;
+  s.destroy();
+  return bytes / elapsed / 2 ** 20;
+}
+
+/** Interleaves the modes connection by connection, so load on the machine affects each alike. */
+async function setupLatencies(modes: Mode[]): Promise<Record<Mode, number[]>> {
+  const out: Record<Mode, number[]> = { direct: [], proxy: [], squid: [] };
+  for (let i = 0; i < CONNECTS; i++) {
+    for (const mode of modes) {
+      const started = performance.now();
+      const s = await open(mode, 7001);
+      s.write('x');
+      await once(s, 'data');
+      out[mode].push(performance.now() - started);
+      s.destroy();
+    }
+  }
+  for (const m of modes) out[m].sort((a, b) => a - b);
+  return out;
+}
+
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!;
+}
+function median(xs: number[]): number {
+  return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+}
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(m?.[1] ?? NaN) / 1024;
+}
+
+async function idleTunnels(mode: 'proxy' | 'squid', pid: number): Promise<{ before: number; after: number }> {
+  const before = rssMiB(pid);
+  const sockets: net.Socket[] = [];
+  for (let i = 0; i < IDLE; i += 100) {
+    sockets.push(...(await Promise.all(Array.from({ length: Math.min(100, IDLE - i) }, () => open(mode, 7001)))));
+  }
+  await new Promise((r) => setTimeout(r, 1000));
+  const after = rssMiB(pid);
+  for (const s of sockets) s.destroy();
+  await new Promise((r) => setTimeout(r, 1000));
+  return { before, after };
+}
+
+const loadAtStart = loadavg().map((l) => l.toFixed(2)).join(' ');
+
+async function main(): Promise<void> {
+  await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1', '-subj', `/CN=${NAME}`,
+    '-keyout', join(work, 'key.pem'), '-out', join(work, 'cert.pem')]);
+  const upstream = await ns.spawnNode(join(ROOT, 'test/egress/upstream-server.ts'), [ns.nsAddress, ns.nsAddress6, join(work, 'cert.pem'), join(work, 'key.pem')]);
+  children.push(upstream.child);
+  const dns = await startDnsServer({ [NAME]: { A: [ns.nsAddress], ttl: 30 } });
+
+  const proxy = spawn(process.execPath, [join(ROOT, 'egress/main.ts'),
+    '--listen', `127.0.0.1:${PROXY_PORT}`, '--health-listen', '127.0.0.1:24130', '--metrics-listen', '127.0.0.1:24131',
+    '--allow', NAME, '--ports', '7000,7001', '--allow-range', '198.18.0.0/15', '--dns', dns.address,
+    '--max-tunnels', String(IDLE + 100), '--max-tunnels-per-client', String(IDLE + 100), '--idle-timeout', '600000',
+  ], { stdio: ['ignore', 'ignore', 'inherit'] });
+  children.push(proxy);
+
+  writeFileSync(join(work, 'hosts'), `${ns.nsAddress} ${NAME}\n`);
+  writeFileSync(join(work, 'squid.conf'), [
+    `http_port 127.0.0.1:${SQUID_PORT}`,
+    `acl allowed_dst dstdomain ${NAME}`,
+    'acl allowed_ports port 7000 7001',
+    'acl CONNECT method CONNECT',
+    'http_access deny !allowed_ports',
+    'http_access allow CONNECT allowed_dst',
+    'http_access deny all',
+    `hosts_file ${join(work, 'hosts')}`,
+    'dns_nameservers 127.0.0.1',
+    'cache deny all',
+    'cache_mem 8 MB',
+    `access_log stdio:${join(work, 'access.log')}`,
+    `cache_log ${join(work, 'cache.log')}`,
+    `pid_filename ${join(work, 'squid.pid')}`,
+    `coredump_dir ${work}`,
+    'max_filedescriptors 16384',
+    'shutdown_lifetime 1 second',
+    '',
+  ].join('\n'));
+  const squid = spawn('squid', ['-N', '-f', join(work, 'squid.conf')], { stdio: ['ignore', 'ignore', 'inherit'] });
+  children.push(squid);
+  await waitForPort(PROXY_PORT, 'the egress proxy');
+  await waitForPort(SQUID_PORT, 'squid');
+
+  const modes: Mode[] = ['direct', 'proxy', 'squid'];
+  const tput: Record<Mode, number[]> = { direct: [], proxy: [], squid: [] };
+  for (let r = 0; r < ROUNDS; r++) for (const m of modes) tput[m].push(await throughput(m));
+  await setupLatencies(modes); // warm-up
+  const lat = await setupLatencies(modes);
+  const idleProxy = await idleTunnels('proxy', proxy.pid!);
+  const idleSquid = await idleTunnels('squid', squid.pid!);
+
+  const t = { direct: median(tput.direct), proxy: median(tput.proxy), squid: median(tput.squid) };
+  const p = (m: Mode, q: number) => pct(lat[m], q);
+  const f = (x: number, d = 2) => x.toFixed(d);
+  console.log(`\negress proxy benchmark (${new Date().toISOString()}, node ${process.version}, squid ${squidVersion()}, ${ROUNDS}×${SECONDS}s bulk, ${CONNECTS} setups, ${IDLE} idle tunnels)`);
+  console.log(`machine: ${cpus().length} CPUs, load average at start ${loadAtStart}, at end ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log('\nbulk CONNECT throughput, median MiB/s');
+  console.log(`  direct ${f(t.direct, 0)}  proxy ${f(t.proxy, 0)}  squid ${f(t.squid, 0)}`);
+  console.log(`  proxy/direct ${f(t.proxy / t.direct)}×   proxy/squid ${f(t.proxy / t.squid)}×   (goal ≥ 0.9×, ≥ 1.2×)`);
+  console.log('\nconnection setup to first echoed byte, ms (p50 / p99)');
+  for (const m of modes) console.log(`  ${m.padEnd(6)} ${f(p(m, 50), 3)} / ${f(p(m, 99), 3)}`);
+  console.log(`  added by proxy: p50 ${f(p('proxy', 50) - p('direct', 50), 3)} ms, p99 ${f(p('proxy', 99) - p('direct', 99), 3)} ms (goal p50 ≤ 0.5 ms)`);
+  console.log(`  added by squid: p50 ${f(p('squid', 50) - p('direct', 50), 3)} ms, p99 ${f(p('squid', 99) - p('direct', 99), 3)} ms`);
+  console.log(`\nRSS with ${IDLE} idle tunnels, MiB (before → with tunnels)`);
+  console.log(`  proxy ${f(idleProxy.before, 0)} → ${f(idleProxy.after, 0)}   squid ${f(idleSquid.before, 0)} → ${f(idleSquid.after, 0)}   (goal ≤ 300 MiB)`);
+  await dns.close();
+  cleanup();
+  process.exit(0);
+}
+
+function squidVersion(): string {
+  return /Version (\S+)/.exec(execFileSync('squid', ['-v'], { encoding: 'utf8' }))?.[1] ?? '?';
+}
+
+function run(cmd: string, args: string[]): Promise<void> {
+  const c = spawn(cmd, args, { stdio: 'ignore' });
+  return once(c, 'exit').then(([code]) => {
+    if (code !== 0) throw new Error(`${cmd} exited with ${code}`);
+  });
+}
+
+main().catch((err: Error) => {
+  console.error(`egress benchmark failed: ${err.message}`);
+  cleanup();
+  process.exit(1);
+});
