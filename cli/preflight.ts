@@ -1,0 +1,115 @@
+// rlmesh preflight: the cluster checked against every prerequisite, with the
+// user's kube context, before helm install. Exit 1 on any fail, 2 on bad usage.
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import * as k8s from '@kubernetes/client-node';
+import { parse as parseYaml } from 'yaml';
+import { exitCode, formatJson, formatTable } from '../lib/preflight/format.ts';
+import { runPreflight } from '../lib/preflight/run.ts';
+import { settingsFromValues } from '../lib/preflight/settings.ts';
+import { valuesObjectSchema, type Values } from '../lib/values-schema.ts';
+import type { Io } from './clusters-join.ts';
+
+export const PREFLIGHT_HELP = `Usage: rlmesh preflight [--kubeconfig <file>] [--context <name>] [--values <file>]... [--output table|json]
+
+Checks the cluster of your kube context against the runtime's prerequisites
+before you install it: Kubernetes version, node architectures, your rights,
+one installation per cluster, storage, GPUs, DNS peers, NetworkPolicy and
+clock skew. Each check says what it found and what to do. Exits 1 if any
+check fails.
+
+Options:
+  --kubeconfig <file>   kubeconfig to use (default: $KUBECONFIG or ~/.kube/config)
+  --context <name>      context to use (default: the current context)
+  -f, --values <file>   the values file(s) you will install with (repeatable, later wins)
+  -n, --namespace <ns>  the release namespace (default rlmesh-system)
+  -o, --output <fmt>    table (default) or json
+  --check-outbound      also try TCP+TLS 443 to the API and registry hosts from this machine
+  -h, --help            this help
+`;
+
+class UsageError extends Error {}
+
+export async function preflight(argv: string[], io: Pick<Io, 'stdout' | 'stderr'>): Promise<number> {
+  try {
+    const { values: opts } = parseArgs({
+      args: argv,
+      options: {
+        kubeconfig: { type: 'string' },
+        context: { type: 'string' },
+        values: { type: 'string', short: 'f', multiple: true },
+        namespace: { type: 'string', short: 'n', default: 'rlmesh-system' },
+        output: { type: 'string', short: 'o', default: 'table' },
+        'check-outbound': { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+    });
+    if (opts.help) {
+      io.stdout.write(PREFLIGHT_HELP);
+      return 0;
+    }
+    if (opts.output !== 'table' && opts.output !== 'json') throw new UsageError(`--output must be table or json, not "${opts.output}"`);
+    const values = readValues(opts.values ?? []);
+    const kc = loadKubeConfig(opts.kubeconfig, opts.context);
+    const report = await runPreflight({ mode: 'cli', kc, settings: settingsFromValues(values, opts.namespace) }, { outbound: opts['check-outbound'] });
+    io.stdout.write(opts.output === 'json' ? formatJson(report) : formatTable(report));
+    return exitCode(report);
+  } catch (err) {
+    const usage = err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+    io.stderr.write(`rlmesh preflight: ${(err as Error).message}${usage ? '; run rlmesh preflight --help' : ''}\n`);
+    return usage ? 2 : 1;
+  }
+}
+
+function readValues(files: string[]): Values {
+  let merged: Record<string, unknown> = {};
+  for (const file of files) {
+    let doc: unknown;
+    try {
+      doc = parseYaml(readFileSync(file, 'utf8'));
+    } catch (err) {
+      throw new UsageError(`cannot read values file ${file}: ${(err as Error).message}`);
+    }
+    if (doc !== null && doc !== undefined && (typeof doc !== 'object' || Array.isArray(doc))) throw new UsageError(`values file ${file} is not a YAML mapping`);
+    merged = deepMerge(merged, (doc ?? {}) as Record<string, unknown>);
+  }
+  // the shape only: preflight runs before a join token exists, helm install checks the cross-field rules
+  const parsed = valuesObjectSchema.safeParse(merged);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new UsageError(`invalid values: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+  return parsed.data;
+}
+
+// helm's rule: maps merge key by key, anything else is replaced
+function deepMerge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    const prev = out[k];
+    const isMap = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+    out[k] = isMap(prev) && isMap(v) ? deepMerge(prev, v) : v;
+  }
+  return out;
+}
+
+function loadKubeConfig(file: string | undefined, context: string | undefined): k8s.KubeConfig {
+  const kc = new k8s.KubeConfig();
+  try {
+    if (file) kc.loadFromFile(file);
+    else kc.loadFromDefault();
+  } catch (err) {
+    throw new UsageError(`cannot load the kubeconfig ${file ?? '(default)'}: ${(err as Error).message}`);
+  }
+  if (context) {
+    if (!kc.getContextObject(context)) throw new UsageError(`the kubeconfig has no context "${context}" (it has: ${kc.getContexts().map((c) => c.name).join(', ') || 'none'})`);
+    kc.setCurrentContext(context);
+  }
+  if (!kc.getCurrentCluster()) throw new UsageError('the kubeconfig has no current cluster: pass --kubeconfig or --context');
+  return kc;
+}
+
+if (import.meta.main) {
+  process.exitCode = await preflight(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr });
+}

@@ -1,0 +1,166 @@
+// NetworkPolicy enforcement probe. A short-lived pod in the runs namespace
+// (restricted Pod Security, no ServiceAccount token) runs
+//   node /app/lib/preflight/netprobe.ts <forbidden host:port> <allowed host:port>
+// which tries this controller's own metrics port (the runs namespace's
+// policies forbid it; the controller's own policy accepts anyone on it, so
+// only enforcement blocks it) and the egress proxy (allowed). Its exit code
+// and termination message become a check result, stored in ConfigMap
+// rlmesh-network-policy-probe where the agent's preflight picks it up.
+// Opt out with the chart value preflight.networkPolicyProbe.enabled=false.
+import { networkInterfaces } from 'node:os';
+import * as k8s from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { PROBE_CONFIGMAP, PROBE_KEY, type StoredProbe } from '../lib/preflight/checks/network-policy.ts';
+import { apiMessage, isNotFound } from '../lib/preflight/kube.ts';
+import { probeVerdict, readCni, type ProbeOutcome, type ProbeTargets } from '../lib/preflight/network-policy.ts';
+import type { CheckResult } from '../lib/preflight/types.ts';
+import type { RuntimeConfig } from '../lib/runtime-config.ts';
+
+export const PROBE_NAME = 'rlmesh-network-policy-probe';
+export const PROBE_LABELS = { 'app.kubernetes.io/name': PROBE_NAME, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/component': 'preflight' };
+export const PROBE_INTERVAL_MS = 3600_000;
+
+export type ProbeOptions = {
+  kc: k8s.KubeConfig;
+  /** where ConfigMap rlmesh-network-policy-probe goes (the release namespace) */
+  namespace: string;
+  runsNamespace: string;
+  image: string;
+  pullSecret: string;
+  targets: ProbeTargets;
+  log: Logger;
+  /** how long to wait for the pod to finish (default 90 s; the pod's own deadline is 60 s) */
+  timeoutMs?: number;
+  pollMs?: number;
+  /** extra pod annotations (the local cluster's kwok reads rlmesh.dev/test-exit-code from them) */
+  annotations?: Record<string, string>;
+};
+
+/** This pod's IP: POD_IP from the downward API, else the first non-loopback IPv4 address. */
+export function ownPodIp(): string | undefined {
+  if (process.env.POD_IP) return process.env.POD_IP;
+  for (const addrs of Object.values(networkInterfaces())) for (const a of addrs ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  return undefined;
+}
+
+/** Forbidden: this controller's metrics port; allowed: the egress proxy from egress.proxyUrl. */
+export function defaultProbeTargets(config: RuntimeConfig, podIp = ownPodIp()): ProbeTargets {
+  const proxy = new URL(config.egress.proxyUrl);
+  return { forbidden: `${podIp ?? '127.0.0.1'}:${config.ports.metrics}`, allowed: `${proxy.hostname}:${proxy.port || '80'}` };
+}
+
+export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecret' | 'targets' | 'annotations'>): k8s.V1Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { generateName: `${PROBE_NAME}-`, namespace: o.runsNamespace, labels: { ...PROBE_LABELS }, annotations: { ...(o.annotations ?? {}) } },
+    spec: {
+      restartPolicy: 'Never',
+      activeDeadlineSeconds: 60,
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      imagePullSecrets: [{ name: o.pullSecret }],
+      nodeSelector: { 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' },
+      securityContext: { runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: { type: 'RuntimeDefault' } },
+      containers: [
+        {
+          name: 'probe',
+          image: o.image,
+          command: ['node', '/app/lib/preflight/netprobe.ts', o.targets.forbidden, o.targets.allowed],
+          terminationMessagePolicy: 'File',
+          resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { cpu: '200m', memory: '96Mi' } },
+          securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+        },
+      ],
+    },
+  };
+}
+
+/** The outcome of a finished (or stuck) probe pod. */
+export function podOutcome(pod: k8s.V1Pod): ProbeOutcome | undefined {
+  const terminated = pod.status?.containerStatuses?.[0]?.state?.terminated;
+  if (terminated) return { kind: 'exited', exitCode: terminated.exitCode, ...(terminated.message ? { message: terminated.message.trim() } : {}) };
+  if (pod.status?.phase === 'Failed') return { kind: 'not-run', reason: pod.status.message || pod.status.reason || 'the pod failed before its container ran' };
+  return undefined;
+}
+
+function stuckReason(pod: k8s.V1Pod | undefined, timeoutMs: number): string {
+  const waiting = pod?.status?.containerStatuses?.[0]?.state?.waiting;
+  if (waiting) return `its container is waiting: ${waiting.reason}${waiting.message ? ` (${waiting.message})` : ''}`;
+  const unscheduled = pod?.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False');
+  if (unscheduled) return `it was not scheduled: ${unscheduled.message ?? unscheduled.reason}`;
+  return `it did not finish within ${Math.round(timeoutMs / 1000)} s (phase ${pod?.status?.phase ?? 'unknown'})`;
+}
+
+export async function runNetworkPolicyProbe(o: ProbeOptions): Promise<CheckResult> {
+  const core = o.kc.makeApiClient(k8s.CoreV1Api);
+  const timeoutMs = o.timeoutMs ?? 90_000;
+  const cni = await readCni(o.kc).catch(() => ({ names: [], enforcing: false, unknown: true }));
+  let outcome: ProbeOutcome;
+  if (!o.image) {
+    outcome = { kind: 'not-run', reason: 'no probe image is configured (runtime config preflight.networkPolicyProbe.image)' };
+  } else {
+    // the previous probe pod stays until now so that users can inspect it
+    await core.deleteCollectionNamespacedPod({ namespace: o.runsNamespace, labelSelector: `app.kubernetes.io/name=${PROBE_NAME}` });
+    outcome = await runPod(core, o, timeoutMs);
+  }
+  const result = probeVerdict(outcome, o.targets, cni);
+  await storeResult(core, o.namespace, { ...result, at: new Date().toISOString() });
+  o.log[result.verdict === 'pass' ? 'info' : 'warn']({ verdict: result.verdict, found: result.found, fix: result.fix }, 'NetworkPolicy probe');
+  return result;
+}
+
+async function runPod(core: k8s.CoreV1Api, o: ProbeOptions, timeoutMs: number): Promise<ProbeOutcome> {
+  let created: k8s.V1Pod;
+  try {
+    created = await core.createNamespacedPod({ namespace: o.runsNamespace, body: probePod(o) });
+  } catch (err) {
+    return { kind: 'not-run', reason: `creating it was refused: ${apiMessage(err)}` };
+  }
+  const name = created.metadata!.name!;
+  const deadline = Date.now() + timeoutMs;
+  let pod: k8s.V1Pod | undefined = created;
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, o.pollMs ?? 1000));
+    try {
+      pod = await core.readNamespacedPod({ namespace: o.runsNamespace, name });
+    } catch (err) {
+      if (isNotFound(err)) return { kind: 'not-run', reason: `pod ${name} was deleted before it finished` };
+      throw err;
+    }
+    const outcome = podOutcome(pod);
+    if (outcome) return outcome;
+  }
+  return { kind: 'not-run', reason: `pod ${o.runsNamespace}/${name}: ${stuckReason(pod, timeoutMs)}` };
+}
+
+async function storeResult(core: k8s.CoreV1Api, namespace: string, stored: StoredProbe): Promise<void> {
+  const body: k8s.V1ConfigMap = {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: PROBE_CONFIGMAP, namespace, labels: { ...PROBE_LABELS } },
+    data: { [PROBE_KEY]: JSON.stringify(stored), summary: `${stored.verdict}: ${stored.found}` },
+  };
+  try {
+    await core.replaceNamespacedConfigMap({ namespace, name: PROBE_CONFIGMAP, body });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    await core.createNamespacedConfigMap({ namespace, body });
+  }
+}
+
+/** Probes now and every hour while `active()` (the leader) says so; returns stop(). */
+export function startNetworkPolicyProbeLoop(o: ProbeOptions & { intervalMs?: number; active?: () => boolean }): () => void {
+  let running = false;
+  const tick = (): void => {
+    if (running || (o.active && !o.active())) return;
+    running = true;
+    runNetworkPolicyProbe(o)
+      .catch((err: unknown) => o.log.error({ err: apiMessage(err) }, 'NetworkPolicy probe could not run; next try in an hour'))
+      .finally(() => (running = false));
+  };
+  tick();
+  const timer = setInterval(tick, o.intervalMs ?? PROBE_INTERVAL_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}

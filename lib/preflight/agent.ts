@@ -1,0 +1,51 @@
+// The agent's preflight: the checks at start and every hour, published to
+// ConfigMap rlmesh-preflight and handed to the session to send upstream.
+import type * as k8s from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { PreflightReport } from '../gen/rlmesh/v1/session_pb.ts';
+import type { RuntimeConfig } from '../runtime-config.ts';
+import { summaryLine } from './format.ts';
+import { preflightReportMessage, publishConfigMap } from './publish.ts';
+import { runPreflight, type PreflightReportData } from './run.ts';
+import { settingsFromRuntimeConfig } from './settings.ts';
+
+export const PREFLIGHT_INTERVAL_MS = 3600_000;
+
+export type AgentPreflightOptions = {
+  kc: k8s.KubeConfig;
+  config: RuntimeConfig;
+  log: Logger;
+  /** hands the report to the session (spooled and sent as AgentMessage.preflight_report) */
+  send: (report: PreflightReport) => void | Promise<void>;
+  intervalMs?: number;
+};
+
+export async function agentPreflightOnce(opts: AgentPreflightOptions): Promise<PreflightReportData> {
+  const report = await runPreflight({ mode: 'agent', kc: opts.kc, settings: settingsFromRuntimeConfig(opts.config) });
+  const summary = summaryLine(report);
+  const failed = report.checks.filter((c) => c.verdict === 'fail');
+  if (failed.length) opts.log.warn({ summary, failed: failed.map((c) => ({ id: c.id, found: c.found, fix: c.fix })) }, 'preflight found problems');
+  else opts.log.info({ summary }, 'preflight');
+  try {
+    await publishConfigMap(opts.kc, report, opts.config.namespace);
+  } catch (err) {
+    opts.log.warn({ err: (err as Error).message }, 'cannot write ConfigMap rlmesh-preflight; the report still goes to the control plane');
+  }
+  await opts.send(preflightReportMessage(report));
+  return report;
+}
+
+/** Runs now, then every interval; returns stop(). Errors are logged, never thrown. */
+export function startAgentPreflight(opts: AgentPreflightOptions): () => void {
+  let stopped = false;
+  const tick = (): void => {
+    agentPreflightOnce(opts).catch((err: unknown) => opts.log.error({ err: (err as Error).message }, 'preflight run failed; next try in an hour'));
+  };
+  tick();
+  const timer = setInterval(() => !stopped && tick(), opts.intervalMs ?? PREFLIGHT_INTERVAL_MS);
+  timer.unref();
+  return () => {
+    stopped = true;
+    clearInterval(timer);
+  };
+}

@@ -1,0 +1,63 @@
+// Small helpers for reading the API: error codes and messages, and nodes.
+import * as k8s from '@kubernetes/client-node';
+
+export function statusCode(err: unknown): number | undefined {
+  if (err instanceof k8s.ApiException) return err.code;
+  const e = err as { code?: unknown; statusCode?: unknown } | undefined;
+  if (typeof e?.statusCode === 'number') return e.statusCode;
+  if (typeof e?.code === 'number') return e.code;
+  return undefined;
+}
+
+/** The API's Status message ("nodes is forbidden: User ... cannot list ..."), else the error's message. */
+export function apiMessage(err: unknown): string {
+  if (err instanceof k8s.ApiException) {
+    let body: unknown = err.body;
+    if (typeof body === 'string') {
+      try {
+        body = JSON.parse(body);
+      } catch {
+        return (body as string) || `HTTP ${err.code}`;
+      }
+    }
+    const msg = (body as { message?: unknown } | undefined)?.message;
+    return typeof msg === 'string' && msg ? msg : `HTTP ${err.code}`;
+  }
+  return (err as Error)?.message ?? String(err);
+}
+
+export const isForbidden = (err: unknown): boolean => statusCode(err) === 403;
+export const isNotFound = (err: unknown): boolean => statusCode(err) === 404;
+
+export async function listNodes(kc: k8s.KubeConfig, labelSelector: string): Promise<k8s.V1Node[]> {
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const list = await core.listNode(labelSelector ? { labelSelector } : {});
+  return list.items;
+}
+
+/** Why an ordinary pod cannot land on the node, or undefined when it can. */
+export function unschedulableReason(node: k8s.V1Node): string | undefined {
+  if (node.spec?.unschedulable) return 'cordoned';
+  const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
+  if (ready && ready.status !== 'True') return 'not Ready';
+  const taint = node.spec?.taints?.find((t) => t.effect === 'NoSchedule' || t.effect === 'NoExecute');
+  if (taint) return `taint ${taint.key}${taint.value ? `=${taint.value}` : ''}:${taint.effect}`;
+  return undefined;
+}
+
+export const nodeArch = (node: k8s.V1Node): string =>
+  node.metadata?.labels?.['kubernetes.io/arch'] ?? node.status?.nodeInfo?.architecture ?? 'unknown';
+export const nodeOs = (node: k8s.V1Node): string => node.metadata?.labels?.['kubernetes.io/os'] ?? node.status?.nodeInfo?.operatingSystem ?? 'unknown';
+
+/** Nodes an evaluation pod can run on: Linux amd64, schedulable. */
+export function usableNodes(nodes: k8s.V1Node[]): k8s.V1Node[] {
+  return nodes.filter((n) => nodeOs(n) === 'linux' && nodeArch(n) === 'amd64' && unschedulableReason(n) === undefined);
+}
+
+export const nodeName = (node: k8s.V1Node): string => node.metadata?.name ?? '(unnamed)';
+
+/** "a, b, c" or "a, b, c and 4 more" */
+export function nameList(names: string[], max = 5): string {
+  if (names.length <= max) return names.join(', ');
+  return `${names.slice(0, max).join(', ')} and ${names.length - max} more`;
+}

@@ -1,0 +1,46 @@
+// Where the agent's preflight results go: ConfigMap rlmesh-preflight in the
+// release namespace (data: report.json and a one-line summary), which users
+// read with
+//   kubectl -n rlmesh-system get configmap rlmesh-preflight -o jsonpath='{.data.summary}'
+// and the PreflightReport message the agent sends to the control plane.
+import { create } from '@bufbuild/protobuf';
+import * as k8s from '@kubernetes/client-node';
+import { PreflightReportSchema, type PreflightReport } from '../gen/rlmesh/v1/session_pb.ts';
+import { summaryLine } from './format.ts';
+import { isNotFound } from './kube.ts';
+import type { PreflightReportData } from './run.ts';
+
+export const PREFLIGHT_CONFIGMAP = 'rlmesh-preflight';
+
+export function preflightConfigMap(report: PreflightReportData, namespace: string): k8s.V1ConfigMap {
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: PREFLIGHT_CONFIGMAP,
+      namespace,
+      labels: { 'app.kubernetes.io/name': PREFLIGHT_CONFIGMAP, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' },
+    },
+    data: { summary: summaryLine(report), 'report.json': JSON.stringify(report, null, 2) },
+  };
+}
+
+/** Creates or replaces ConfigMap rlmesh-preflight with this report. */
+export async function publishConfigMap(kc: k8s.KubeConfig, report: PreflightReportData, namespace: string): Promise<void> {
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const body = preflightConfigMap(report, namespace);
+  try {
+    await core.replaceNamespacedConfigMap({ name: PREFLIGHT_CONFIGMAP, namespace, body });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    await core.createNamespacedConfigMap({ namespace, body });
+  }
+}
+
+/** The report as the agent sends it on the ClusterSession stream (AgentMessage.preflight_report). */
+export function preflightReportMessage(report: PreflightReportData): PreflightReport {
+  return create(PreflightReportSchema, {
+    id: report.id,
+    checks: report.checks.map((c) => ({ id: c.id, verdict: c.verdict, found: c.found, fix: c.fix })),
+  });
+}

@@ -1,0 +1,42 @@
+// The settings the checks judge the cluster against: from the runtime config
+// inside the cluster (agent), or from chart values before install (CLI).
+import { readFileSync } from 'node:fs';
+import { DEFAULT_DNS_PEERS, type RuntimeConfig } from '../runtime-config.ts';
+import type { Values } from '../values-schema.ts';
+import type { PreflightSettings } from './types.ts';
+
+export function settingsFromRuntimeConfig(cfg: RuntimeConfig): PreflightSettings {
+  return {
+    namespace: cfg.namespace,
+    runsNamespace: cfg.runsNamespace,
+    storageClassName: cfg.storage?.className ?? '',
+    accessModes: cfg.artifactCache.accessModes,
+    gpuFeatureDiscovery: cfg.gpuFeatureDiscovery.enabled,
+    dnsPeers: cfg.network?.dnsPeers ?? DEFAULT_DNS_PEERS,
+    dnsPorts: cfg.network?.dnsPorts ?? [53],
+    apiHost: cfg.controlPlane.apiHost,
+    apiPort: cfg.controlPlane.apiPort,
+    registryHost: cfg.controlPlane.registryHost,
+    ...(cfg.controlPlane.caBundlePath ? { ca: readFileSync(cfg.controlPlane.caBundlePath, 'utf8') } : {}),
+    nodeSelector: cfg.agent.nodeSelector,
+    networkPolicyProbe: cfg.preflight?.networkPolicyProbe.enabled ?? true,
+  };
+}
+
+export function settingsFromValues(values: Values, namespace = 'rlmesh-system'): PreflightSettings {
+  return {
+    namespace,
+    runsNamespace: 'rlmesh-runs',
+    storageClassName: values.storage.className,
+    accessModes: values.artifactCache.storage.sharedPvc.accessModes,
+    gpuFeatureDiscovery: values.gpuFeatureDiscovery.enabled,
+    dnsPeers: values.network.dnsPeers,
+    dnsPorts: values.network.dnsPorts,
+    apiHost: values.controlPlane.apiHost,
+    apiPort: 443,
+    registryHost: values.controlPlane.registryHost,
+    ...(values.controlPlane.caBundle ? { ca: values.controlPlane.caBundle } : {}),
+    nodeSelector: values.agent.reportNodeSelector,
+    networkPolicyProbe: true,
+  };
+}

@@ -1,0 +1,48 @@
+// What every preflight check returns, and what it is given: the API clients of
+// whoever runs it (the user's kube context for `rlmesh preflight`, the agent's
+// ServiceAccount inside the cluster) and the settings the chart would apply.
+import type * as k8s from '@kubernetes/client-node';
+import type { NetworkPolicyPeer } from './label-selector.ts';
+
+export type Verdict = 'pass' | 'warn' | 'fail';
+
+export type CheckResult = {
+  id: string;
+  verdict: Verdict;
+  /** what the check saw, in one or a few lines */
+  found: string;
+  /** one sentence: what to do (for pass: nothing, or what keeps it passing) */
+  fix: string;
+};
+
+/** Where the checks run: the CLI before install, or the agent inside the cluster. */
+export type PreflightMode = 'cli' | 'agent';
+
+export type PreflightSettings = {
+  /** release namespace (rlmesh-system) */
+  namespace: string;
+  runsNamespace: string;
+  storageClassName: string;
+  accessModes: string[];
+  gpuFeatureDiscovery: boolean;
+  dnsPeers: NetworkPolicyPeer[];
+  dnsPorts: number[];
+  apiHost: string;
+  apiPort: number;
+  registryHost: string;
+  /** PEM CA bundle for private control planes; undefined: system roots */
+  ca?: string;
+  /** label selector of the nodes evaluations may use (the agent's report selector); empty: all */
+  nodeSelector: string;
+  networkPolicyProbe: boolean;
+};
+
+export type PreflightContext = {
+  mode: PreflightMode;
+  kc: k8s.KubeConfig;
+  settings: PreflightSettings;
+  /** injectable for tests of the clock check; defaults to Date.now */
+  now?: () => number;
+};
+
+export type Check = (ctx: PreflightContext) => Promise<CheckResult>;
