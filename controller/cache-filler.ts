@@ -149,6 +149,7 @@ export class CacheFiller {
       const counted = `${ev.metadata.uid}/${a.sha256}`;
       if (!this.#counted.has(counted)) {
         this.#counted.add(counted);
+        this.scheduleHousekeeping(1000);
         if (present) {
           this.#hits++;
           this.#d.metrics.cacheHits.inc();

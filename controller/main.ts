@@ -234,13 +234,13 @@ async function startFiller(): Promise<void> {
   log.info({ namespace: runs, cacheDir: store.root, nodeName }, 'artifact cache filler started');
 }
 
-function serve(port: number, handler: Parameters<typeof createServer>[1]): Server {
+function serve(name: string, port: number, handler: Parameters<typeof createServer>[1]): Server {
   const server = createServer(handler);
-  server.listen(port, () => log.info({ port: (server.address() as { port: number }).port }, 'listening'));
+  server.listen(port, () => log.info({ server: name, port: (server.address() as { port: number }).port }, 'listening'));
   return server;
 }
 
-const metricsServer = serve(a['metrics-port'] ? num('metrics-port') : config.ports.metrics, (req, res) => {
+const metricsServer = serve('metrics', a['metrics-port'] ? num('metrics-port') : config.ports.metrics, (req, res) => {
   if (req.url === '/metrics') {
     metrics.registry.metrics().then(
       (body) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(body),
@@ -248,7 +248,7 @@ const metricsServer = serve(a['metrics-port'] ? num('metrics-port') : config.por
     );
   } else res.writeHead(404).end();
 });
-const healthServer = serve(a['health-port'] ? num('health-port') : config.ports.health, (req, res) => {
+const healthServer = serve('health', a['health-port'] ? num('health-port') : config.ports.health, (req, res) => {
   if (req.url === '/healthz') res.writeHead(200).end('ok');
   else if (req.url === '/readyz') res.writeHead(synced || !elector.leading ? 200 : 503).end(synced ? 'leader' : elector.leading ? 'syncing' : 'standby');
   else res.writeHead(404).end();

@@ -1,0 +1,75 @@
+// A real S3-compatible server on loopback: versitygw (POSIX backend) built
+// from its Go module by test/controller/build-s3-server.sh.
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { CreateBucketCommand, ListBucketsCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  return port;
+}
+
+export type S3Server = { endpoint: string; accessKeyId: string; secretAccessKey: string; client: S3Client; put: (bucket: string, key: string, body: Buffer) => Promise<void>; close: () => Promise<void> };
+
+export async function startS3Server(): Promise<S3Server> {
+  let bin: string;
+  try {
+    bin = execFileSync('bash', [join(here, 'build-s3-server.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop()!;
+  } catch (err) {
+    throw new Error(`cannot build the S3 test server (versitygw) with test/controller/build-s3-server.sh: ${(err as Error).message}; it needs Go and the Go module proxy`);
+  }
+  const root = mkdtempSync(join(tmpdir(), 'rlmesh-s3-'));
+  const port = await freePort();
+  const accessKeyId = `AK${randomBytes(8).toString('hex').toUpperCase()}`;
+  const secretAccessKey = randomBytes(20).toString('hex');
+  const child = spawn(bin, ['--port', `127.0.0.1:${port}`, '--access', accessKeyId, '--secret', secretAccessKey, 'posix', '--nometa', root], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const endpoint = `http://127.0.0.1:${port}`;
+  const client = new S3Client({ region: 'us-east-1', endpoint, forcePathStyle: true, credentials: { accessKeyId, secretAccessKey } });
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      await client.send(new ListBucketsCommand({}));
+      break;
+    } catch (err) {
+      if (child.exitCode !== null || Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`versitygw did not start on ${endpoint}: ${(err as Error).message}; stderr: ${stderr.slice(-500)}`);
+      }
+      await sleep(200);
+    }
+  }
+  const buckets = new Set<string>();
+  return {
+    endpoint,
+    accessKeyId,
+    secretAccessKey,
+    client,
+    put: async (bucket, key, body) => {
+      if (!buckets.has(bucket)) {
+        await client.send(new CreateBucketCommand({ Bucket: bucket })).catch((err: unknown) => {
+          if (!/BucketAlreadyOwnedByYou|BucketAlreadyExists/.test((err as Error).name)) throw err;
+        });
+        buckets.add(bucket);
+      }
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
+    },
+    close: async () => {
+      client.destroy();
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    },
+  };
+}
