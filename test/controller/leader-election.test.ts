@@ -1,0 +1,64 @@
+// Two controller replicas on the real local cluster: only the Lease holder
+// acts, and when it is killed the standby takes over within the lease duration.
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubectl } from '../support/cluster.ts';
+import { createEvaluation, evaluation, getPod, setupEnv, startController, waitFor, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
+
+let env: Env;
+const procs: ControllerProcess[] = [];
+
+const holder = (): string =>
+  kubectl(['-n', env.sys, 'get', 'lease', 'rlmesh-cluster-controller', '-o', 'jsonpath={.spec.holderIdentity}'], { allowFail: true }).stdout.trim();
+const logOf = (p: ControllerProcess): string => readFileSync(p.logFile, 'utf8');
+
+beforeAll(async () => {
+  env = await setupEnv();
+});
+
+afterAll(async () => {
+  for (const p of procs) await p.stop();
+  await env?.cleanup();
+});
+
+describe('leader election', () => {
+  it('lets only the leader act, and fails over to the standby when the leader is killed', async () => {
+    const r1 = await startController(env, 'reconciler', ['--identity=replica-1']);
+    procs.push(r1);
+    await waitFor('replica-1 to hold the Lease', async () => holder() === 'replica-1');
+    const r2 = await startController(env, 'reconciler', ['--identity=replica-2']);
+    procs.push(r2);
+    await waitFor('replica-2 to be campaigning', async () => logOf(r2).includes('waiting to become leader'));
+
+    for (let i = 0; i < 5; i++) await createEvaluation(env, evaluation(`led-${i}`, {}, { 'rlmesh.dev/test-duration': '200ms' }));
+    for (let i = 0; i < 5; i++) await waitForPhase(env, `led-${i}`, ['Succeeded']);
+    expect(holder()).toBe('replica-1');
+    expect(logOf(r1)).toContain('evaluation reconciler started');
+    expect(logOf(r2)).not.toContain('became leader');
+    expect(logOf(r2)).not.toContain('evaluation reconciler started');
+    expect(logOf(r2)).not.toContain('"phase"');
+
+    const killedAt = Date.now();
+    await r1.kill9();
+    await createEvaluation(env, evaluation('after-failover', {}, { 'rlmesh.dev/test-duration': '200ms' }));
+    await waitFor('replica-2 to take the Lease', async () => holder() === 'replica-2', 20_000, 100);
+    const failoverMs = Date.now() - killedAt;
+    // lease duration 3 s plus one retry period
+    expect(failoverMs).toBeLessThan(6_000);
+    const done = await waitForPhase(env, 'after-failover', ['Succeeded']);
+    expect(done.status!.podName).toBe('rle-after-failover');
+    expect(await getPod(env, 'rle-after-failover')).toBeDefined();
+    expect(logOf(r2)).toContain('became leader');
+
+    // a leader that shuts down cleanly hands over at once
+    const r3 = await startController(env, 'reconciler', ['--identity=replica-3']);
+    procs.push(r3);
+    await waitFor('replica-3 to be campaigning', async () => logOf(r3).includes('waiting to become leader'));
+    const stoppedAt = Date.now();
+    await r2.stop();
+    await waitFor('replica-3 to take the released Lease', async () => holder() === 'replica-3', 10_000, 100);
+    expect(Date.now() - stoppedAt).toBeLessThan(3_000);
+    await createEvaluation(env, evaluation('after-handover', {}, { 'rlmesh.dev/test-duration': '200ms' }));
+    await waitForPhase(env, 'after-handover', ['Succeeded']);
+  });
+});
