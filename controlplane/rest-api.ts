@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { AssignmentSchema } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import type { LiveSessions } from './live-sessions.ts';
+import type { RelaySeriesStore } from './metrics-relay.ts';
 import { credentialWireValue, dockerConfigJson } from './pull-secret.ts';
 import { looksLikeJoinToken, sameSecret } from './secrets.ts';
 import { assignmentMessage, cancellationMessage, rotationMessage } from './session.ts';
@@ -25,6 +26,7 @@ export type ApiOptions = {
   chartRef: string;
   chartVersion: string;
   controlPlaneVersion: string;
+  relay: RelaySeriesStore;
   /** Present only when started with --test-clock: POST /v1/test/clock/advance moves time forward. */
   advanceClock?: (ms: number) => Date;
 };
@@ -94,7 +96,7 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
   const clusterView = (c: Cluster) => ({ ...c, live: sessions.get(c.id) !== undefined });
   const evaluationView = (e: Evaluation) => ({ ...e, spec: redactSpec(e.spec), updates: store.listUpdates(e.id) });
 
-  type Route = { method: string; path: RegExp; admin: boolean; handle: (m: string[], body: () => Promise<unknown>) => unknown };
+  type Route = { method: string; path: RegExp; admin: boolean; handle: (m: string[], body: () => Promise<unknown>, query: URLSearchParams) => unknown };
   const routes: Route[] = [
     { method: 'GET', path: /^\/healthz$/, admin: false, handle: () => ({ ok: true }) },
     {
@@ -229,6 +231,16 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
       admin: true,
       handle: ([, id]) => ({ evaluations: store.listEvaluations(cluster(id!).id).map((e) => ({ ...e, spec: redactSpec(e.spec) })) }),
     },
+    {
+      // what the metrics relay received from the cluster's Prometheus; query parameters filter series by label (e.g. ?__name__=up)
+      method: 'GET',
+      path: /^\/v1\/clusters\/(c_[0-9a-z]+)\/metrics$/,
+      admin: true,
+      handle: ([, id], _body, query) => {
+        const c = cluster(id!);
+        return { ...opts.relay.stats(c.id), matching: opts.relay.series(c.id, Object.fromEntries(query)) };
+      },
+    },
     { method: 'GET', path: /^\/v1\/evaluations\/([0-9a-z-]+)$/, admin: true, handle: ([, id]) => evaluationView(evaluation(id!)) },
     {
       method: 'POST',
@@ -267,7 +279,7 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
           : new ApiError(404, 'not_found', `no endpoint ${req.method} ${url.pathname}; see controlplane/README.md for the API`);
       }
       if (route.admin) requireAdmin(req);
-      const out = await route.handle(route.path.exec(url.pathname)!.slice(), () => readJson(req));
+      const out = await route.handle(route.path.exec(url.pathname)!.slice(), () => readJson(req), url.searchParams);
       return Array.isArray(out) && typeof out[0] === 'number' ? (out as [number, unknown]) : [200, out];
     };
     respond().then(

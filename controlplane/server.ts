@@ -1,5 +1,6 @@
 // One TLS port for everything: the gRPC session (HTTP/2, Connect-ES with the
-// gRPC protocol) and the REST API (HTTP/1.1 or HTTP/2) as its fallback.
+// gRPC protocol), and as its fallback the metrics relay (Prometheus remote
+// write) and the REST API (HTTP/1.1 or HTTP/2).
 import { createSecureServer, type Http2SecureServer } from 'node:http2';
 import type { AddressInfo, Socket } from 'node:net';
 import { Code, ConnectError } from '@connectrpc/connect';
@@ -7,6 +8,7 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import type { Logger } from 'pino';
 import pkg from '../package.json' with { type: 'json' };
 import { LiveSessions } from './live-sessions.ts';
+import { handleRemoteWrite, RelaySeriesStore, relayClusterId, storeRelayVerifier, type RelayResponse } from './metrics-relay.ts';
 import { createApiHandler } from './rest-api.ts';
 import { clusterSessionRoutes } from './session.ts';
 import { Store, systemClock, type Clock } from './store.ts';
@@ -38,6 +40,8 @@ export type ControlPlane = {
   port: number;
   store: Store;
   sessions: LiveSessions;
+  /** What the metrics relay received (in memory). */
+  relay: RelaySeriesStore;
   close(): Promise<void>;
 };
 
@@ -45,6 +49,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
   const store = new Store(opts.dbFile, opts.clock ?? systemClock);
   store.markAllDisconnected();
   const sessions = new LiveSessions();
+  const relay = new RelaySeriesStore();
   const registryHost = opts.registryHost ?? 'registry.rlmesh.dev';
   const pingIntervalMs = opts.pingIntervalMs ?? 15_000;
   const silenceTimeoutMs = opts.silenceTimeoutMs ?? 45_000;
@@ -62,11 +67,22 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     chartRef: opts.chartRef ?? DEFAULT_CHART_REF,
     chartVersion: opts.chartVersion ?? pkg.version,
     controlPlaneVersion: pkg.version,
+    relay,
     ...(opts.advanceClock ? { advanceClock: opts.advanceClock } : {}),
   });
   const handler = connectNodeAdapter({
     routes: clusterSessionRoutes({ store, sessions, log: opts.log, registryHost, pingIntervalMs, silenceTimeoutMs }),
-    fallback: api,
+    fallback: (req, res) => {
+      const relayCluster = relayClusterId(new URL(req.url ?? '/', 'https://control-plane').pathname);
+      if (relayCluster === undefined) return api(req, res);
+      handleRemoteWrite(req, res as unknown as RelayResponse, relayCluster, { verify: storeRelayVerifier(store), sink: relay }).catch((err: unknown) => {
+        opts.log.error({ err, clusterId: relayCluster }, 'remote write failed');
+        if (!res.headersSent) {
+          (res as { writeHead(status: number, headers: Record<string, string>): void }).writeHead(500, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ code: 'internal', message: 'the relay failed to store this batch; Prometheus retries it' }));
+        }
+      });
+    },
   });
 
   const server: Http2SecureServer = createSecureServer({ cert: opts.tls.cert, key: opts.tls.key, allowHTTP1: true }, handler);
@@ -92,6 +108,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     port,
     store,
     sessions,
+    relay,
     async close() {
       sessions.closeAll(new ConnectError('the control plane is shutting down; the agent should reconnect', Code.Unavailable));
       // let the error reach the agents before the connections go
