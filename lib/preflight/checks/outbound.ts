@@ -1,6 +1,7 @@
 // Outbound TCP 443 with TLS to the control-plane API and the registry: a
 // connect and a verified handshake, nothing sent. From the agent this is the
 // cluster's own egress; from the CLI it only says what this machine reaches.
+import { isIP } from 'node:net';
 import { connect } from 'node:tls';
 import type { CheckResult, PreflightContext } from '../types.ts';
 
@@ -12,7 +13,7 @@ export async function probeTls(host: string, port: number, ca: string | undefine
   const target = `${host}:${port}`;
   const started = performance.now();
   return new Promise((resolve) => {
-    const socket = connect({ host, port, servername: host, ...(ca ? { ca } : {}), timeout: timeoutMs, ALPNProtocols: ['h2', 'http/1.1'] });
+    const socket = connect({ host, port, ...(isIP(host) ? {} : { servername: host }), ...(ca ? { ca } : {}), timeout: timeoutMs, ALPNProtocols: ['h2', 'http/1.1'] });
     const done = (error?: string): void => {
       socket.destroy();
       resolve({ target, ok: error === undefined, ms: Math.round(performance.now() - started), ...(error ? { error } : {}) });
