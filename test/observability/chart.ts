@@ -30,13 +30,13 @@ export function valuesFile(values: unknown): string {
   return path;
 }
 
-export function template(args: string[], opts: { allowFail?: boolean } = {}): RunResult {
-  return helm(['template', 'rlmesh-observability', CHART, '-n', 'rlmesh-system', '--kube-version', KUBE_VERSION, ...args], opts);
+export function template(args: string[], opts: { allowFail?: boolean; namespace?: string } = {}): RunResult {
+  return helm(['template', 'rlmesh-observability', CHART, '-n', opts.namespace ?? 'rlmesh-system', '--kube-version', KUBE_VERSION, ...args], opts);
 }
 
-export function render(args: string[]): Map<string, K8sObject> {
+export function render(args: string[], namespace = 'rlmesh-system'): Map<string, K8sObject> {
   const objects = new Map<string, K8sObject>();
-  for (const doc of parseAllDocuments(template(args).stdout)) {
+  for (const doc of parseAllDocuments(template(args, { namespace }).stdout)) {
     const o = doc.toJS() as K8sObject | null;
     if (!o) continue;
     const key = `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
@@ -65,8 +65,8 @@ export type PrometheusConfig = {
 };
 
 /** The prometheus.yml the chart renders into ConfigMap rlmesh-prometheus-config. */
-export function prometheusConfig(objects: Map<string, K8sObject>): PrometheusConfig {
-  const cm = get(objects, 'ConfigMap', 'rlmesh-prometheus-config') as K8sObject & { data: Record<string, string> };
+export function prometheusConfig(objects: Map<string, K8sObject>, namespace = 'rlmesh-system'): PrometheusConfig {
+  const cm = get(objects, 'ConfigMap', 'rlmesh-prometheus-config', namespace) as K8sObject & { data: Record<string, string> };
   return parse(cm.data['prometheus.yml']!) as PrometheusConfig;
 }
 

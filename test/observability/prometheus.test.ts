@@ -1,0 +1,284 @@
+// A real Prometheus (Debian's /usr/bin/prometheus, started here) runs the
+// prometheus.yml the chart renders. Only what cannot exist outside a pod is
+// rewritten: Debian builds Prometheus without Kubernetes service discovery and
+// no pod runs here, so the discovery becomes static 127.0.0.1 targets carrying
+// the same __meta_kubernetes_* labels Kubernetes SD gives a runtime pod (the
+// chart's relabelling runs on them unchanged), where the components' real
+// prom-client registries are served; the file paths of the relay credential and
+// CA point into a temp dir. The discovery's rights are checked separately: the
+// chart's ServiceAccount lists the runtime pods with the chart's selector
+// against the real apiserver, and nothing else. Prometheus remote-writes to the control plane's relay handler
+// with the credential from the file; rotation in the file is followed without a
+// restart, and a wrong credential is refused and counted by Prometheus itself.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Registry } from 'prom-client';
+import * as k8s from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { createMetrics as agentMetrics } from '../../agent/metrics.ts';
+import { createMetrics as controllerMetrics } from '../../controller/metrics.ts';
+import { createMetrics as egressMetrics } from '../../egress/metrics.ts';
+import { kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
+import { prometheusConfig, render, valuesFile, type K8sObject } from './chart.ts';
+import { startRelayServer, type RelayServer } from './relay-server.ts';
+
+const PROMETHEUS = '/usr/bin/prometheus';
+const PROMTOOL = '/usr/bin/promtool';
+const NS = 'rlmesh-obs-e2e';
+
+let relay: RelayServer;
+let cluster: { clusterId: string; relay: string };
+let prom: ChildProcess;
+let promUrl: string;
+let promLog = '';
+let credentialFile: string;
+let saKubeconfig: string;
+let selector: string;
+const metricServers: Server[] = [];
+
+async function serve(registry: Registry): Promise<number> {
+  const server = createServer((req, res) => {
+    void registry.metrics().then((text) => {
+      res.writeHead(200, { 'content-type': registry.contentType });
+      res.end(text);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  metricServers.push(server);
+  return (server.address() as AddressInfo).port;
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}
+
+/** Replaces the file the way the kubelet updates a Secret volume: a new file swapped in atomically. */
+function writeCredential(value: string): void {
+  const tmp = `${credentialFile}.tmp`;
+  writeFileSync(tmp, value, { mode: 0o600 });
+  renameSync(tmp, credentialFile);
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\nprometheus log (tail):\n${promLog.slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function promMetric(name: RegExp): Promise<number> {
+  const text = await (await fetch(`${promUrl}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) if (name.test(line)) sum += Number(line.split(' ').pop());
+  return sum;
+}
+const FAILED = /^prometheus_remote_storage_(samples_failed_total|failed_samples_total)\{[^}]*remote_name="rlmesh-relay-0"/;
+
+function pod(name: string, labels: Record<string, string>, ports: { name: string; containerPort: number }[]): K8sObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: NS, labels },
+    spec: { containers: [{ name: 'main', image: 'registry.rlmesh.dev/rlmesh/rlmesh-runtime:test', ports }] },
+  };
+}
+const runtimeLabels = (component: string) => ({
+  'app.kubernetes.io/part-of': 'rlmesh-runtime',
+  'app.kubernetes.io/component': component,
+  'rlmesh.dev/metrics': 'true',
+});
+
+beforeAll(async () => {
+  if (!existsSync(PROMETHEUS))
+    throw new Error(`${PROMETHEUS} is missing: install Debian's prometheus package (test/install-deps.sh does: apt-get install prometheus)`);
+  relay = await startRelayServer();
+  cluster = relay.joinCluster();
+
+  // the components' own registries, with values the assertions look for
+  const agent = agentMetrics({ spoolBytes: () => 2048, spoolRecords: () => 3, spoolMaxBytes: 1 << 20, credentialAgeSeconds: () => 42 });
+  agent.setState('connected');
+  const controller = controllerMetrics();
+  controller.phaseTransitions.inc({ phase: 'Succeeded', reason: 'Completed' }, 3);
+  controller.cacheCapacityBytes.set(100e9);
+  const egress = egressMetrics();
+  egress.decisions.inc({ decision: 'refused', rule: 'private-address' });
+  const ports = { agent: await serve(agent.registry), controller: await serve(controller.registry), egress: await serve(egress.registry) };
+
+  // the chart, rendered for this cluster, installed namespace and relay
+  const values = {
+    prometheus: {
+      clusterLabel: cluster.clusterId,
+      runtimeNamespace: NS,
+      scrapeInterval: '1s',
+      caBundle: relay.ca,
+      remoteWrite: [{ url: `${relay.url}/v1/cells/${cluster.clusterId}/metrics`, queue_config: { batch_send_deadline: '1s', min_backoff: '100ms', max_backoff: '1s' } }],
+    },
+  };
+  const objects = render(['-f', valuesFile(values)], NS);
+  kubectl(['delete', 'namespace', NS, '--ignore-not-found', '--wait=true']);
+  kubectl(['create', 'namespace', NS]);
+  const rbac = [...objects.values()].filter((o) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind));
+  expect(rbac.map((o) => o.kind).sort()).toEqual(['Role', 'RoleBinding', 'ServiceAccount']);
+  kubectl(['apply', '-f', '-'], { input: rbac.map((o) => JSON.stringify(o)).join('\n') });
+  const pods = [
+    pod('rlmesh-cluster-agent-e2e', runtimeLabels('rlmesh-cluster-agent'), [{ name: 'metrics', containerPort: 9090 }, { name: 'health', containerPort: 8081 }]),
+    pod('rlmesh-cluster-controller-e2e', runtimeLabels('rlmesh-cluster-controller'), [{ name: 'metrics', containerPort: 9090 }]),
+    pod('rlmesh-egress-proxy-e2e', runtimeLabels('rlmesh-egress-proxy'), [{ name: 'metrics', containerPort: 9090 }]),
+    // not the runtime's: never discovered
+    pod('someone-else', { app: 'someone-else', 'rlmesh.dev/metrics': 'true' }, [{ name: 'metrics', containerPort: 9090 }]),
+  ];
+  kubectl(['apply', '-f', '-'], { input: pods.map((o) => JSON.stringify(o)).join('\n') });
+  saKubeconfig = await serviceAccountKubeconfig(NS, 'rlmesh-prometheus');
+
+  // prometheus.yml as the chart renders it, with the out-of-cluster rewrites
+  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-prometheus-'));
+  credentialFile = join(dir, 'relay-secret');
+  writeCredential(cluster.relay);
+  const promPort = await freePort();
+  promUrl = `http://127.0.0.1:${promPort}`;
+  const cfg = prometheusConfig(objects, NS) as unknown as {
+    scrape_configs: { job_name: string; kubernetes_sd_configs?: Record<string, unknown>[]; relabel_configs?: unknown[]; static_configs?: { targets: string[]; labels?: Record<string, string> }[] }[];
+    remote_write: { authorization: { credentials_file: string }; tls_config: { ca_file: string } }[];
+  };
+  const runtimeJob = cfg.scrape_configs.find((j) => j.job_name === 'rlmesh-runtime')!;
+  selector = (runtimeJob.kubernetes_sd_configs![0] as { selectors: { label: string }[] }).selectors[0]!.label;
+  // what Kubernetes SD (role: pod) yields for each container port of a runtime pod
+  const target = (port: number, component: string, portName = 'metrics') => ({
+    targets: [`127.0.0.1:${port}`],
+    labels: {
+      __meta_kubernetes_namespace: NS,
+      __meta_kubernetes_pod_name: `${component}-e2e`,
+      __meta_kubernetes_pod_phase: 'Running',
+      __meta_kubernetes_pod_container_port_name: portName,
+      __meta_kubernetes_pod_label_app_kubernetes_io_component: component,
+    },
+  });
+  delete runtimeJob.kubernetes_sd_configs;
+  runtimeJob.static_configs = [
+    target(ports.agent, 'rlmesh-cluster-agent'),
+    target(ports.controller, 'rlmesh-cluster-controller'),
+    target(ports.egress, 'rlmesh-egress-proxy'),
+    // the agent's health port: the chart's relabelling must drop it
+    target(ports.agent, 'rlmesh-cluster-agent', 'health'),
+  ];
+  cfg.scrape_configs.find((j) => j.job_name === 'prometheus')!.static_configs![0]!.targets = [`127.0.0.1:${promPort}`];
+  expect(cfg.remote_write[0]!.authorization.credentials_file).toBe('/etc/rlmesh/relay/relay-secret');
+  cfg.remote_write[0]!.authorization.credentials_file = credentialFile;
+  cfg.remote_write[0]!.tls_config.ca_file = relay.caFile;
+  const configFile = join(dir, 'prometheus.yml');
+  writeFileSync(configFile, stringify(cfg));
+  const check = spawnSync(PROMTOOL, ['check', 'config', configFile], { encoding: 'utf8' });
+  expect(check.status, check.stdout + check.stderr).toBe(0);
+
+  prom = spawn(PROMETHEUS, [`--config.file=${configFile}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${promPort}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  prom.stdout!.on('data', (d: Buffer) => (promLog += d.toString()));
+  prom.stderr!.on('data', (d: Buffer) => (promLog += d.toString()));
+  await until('Prometheus ready', async () => (await fetch(`${promUrl}/-/ready`).catch(() => undefined))?.ok || undefined);
+});
+
+afterAll(async () => {
+  if (prom && prom.exitCode === null) {
+    const exited = new Promise((r) => prom.once('exit', r));
+    prom.kill('SIGTERM');
+    await exited;
+  }
+  for (const s of metricServers) s.close();
+  await relay?.close();
+  kubectl(['delete', 'namespace', NS, '--ignore-not-found', '--wait=false'], { allowFail: true });
+});
+
+type Target = { labels: Record<string, string>; health: string; scrapePool: string };
+
+describe('Prometheus with the chart configuration', () => {
+  it('the chart’s ServiceAccount lists and watches the runtime pods with the chart’s selector, and nothing else', async () => {
+    const kc = new k8s.KubeConfig();
+    kc.loadFromFile(saKubeconfig);
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    const listed = await core.listNamespacedPod({ namespace: NS, labelSelector: selector });
+    expect(listed.items.map((p) => p.metadata?.name).sort()).toEqual(['rlmesh-cluster-agent-e2e', 'rlmesh-cluster-controller-e2e', 'rlmesh-egress-proxy-e2e']);
+    const as = `--as=system:serviceaccount:${NS}:rlmesh-prometheus`;
+    const can = (args: string[]) => kubectl(['auth', 'can-i', as, ...args], { allowFail: true }).stdout.trim();
+    expect(can(['list', 'pods', '-n', NS])).toBe('yes');
+    expect(can(['watch', 'pods', '-n', NS])).toBe('yes');
+    for (const denied of [['get', 'secrets', '-n', NS], ['list', 'secrets', '-n', NS], ['list', 'pods', '-n', 'default'], ['list', 'pods', '-A'], ['create', 'pods', '-n', NS], ['list', 'nodes'], ['create', 'pods/exec', '-n', NS]])
+      expect(can(denied), denied.join(' ')).toBe('no');
+  });
+
+  it('scrapes the runtime components’ metrics ports with the chart’s relabelling (component, namespace, pod) and drops other ports', async () => {
+    const targets = await until('three healthy rlmesh-runtime targets', async () => {
+      const body = (await (await fetch(`${promUrl}/api/v1/targets?state=active`)).json()) as { data: { activeTargets: Target[] } };
+      const t = body.data.activeTargets.filter((x) => x.scrapePool === 'rlmesh-runtime');
+      return t.length === 3 && t.every((x) => x.health === 'up') ? t : undefined;
+    });
+    expect(targets.map((t) => t.labels.component).sort()).toEqual(['rlmesh-cluster-agent', 'rlmesh-cluster-controller', 'rlmesh-egress-proxy']);
+    for (const t of targets) expect(t.labels).toMatchObject({ namespace: NS, job: 'rlmesh-runtime', pod: `${t.labels.component}-e2e` });
+    const dropped = (await (await fetch(`${promUrl}/api/v1/targets?state=dropped`)).json()) as { data: { droppedTargets: { discoveredLabels: Record<string, string> }[] } };
+    expect(dropped.data.droppedTargets.map((d) => d.discoveredLabels.__meta_kubernetes_pod_container_port_name)).toContain('health');
+  });
+
+  it('remote-writes every series labelled cluster=<cluster id> through the relay credential file', async () => {
+    const connected = await until('rlmesh_agent_session_state{state="connected"} at the relay', () =>
+      relay.series.series(cluster.clusterId, { __name__: 'rlmesh_agent_session_state', state: 'connected' })[0],
+    );
+    expect(connected.labels).toMatchObject({ cluster: cluster.clusterId, job: 'rlmesh-runtime', component: 'rlmesh-cluster-agent', namespace: NS });
+    expect(connected.lastValue).toBe(1);
+    const succeeded = await until('controller phase transitions at the relay', () =>
+      relay.series.series(cluster.clusterId, { __name__: 'rlmesh_controller_phase_transitions_total', phase: 'Succeeded' })[0],
+    );
+    expect(succeeded.lastValue).toBe(3);
+    await until('egress decisions at the relay', () => relay.series.series(cluster.clusterId, { __name__: 'rlmesh_egress_decisions_total', decision: 'refused' })[0]);
+    // Prometheus's own metrics travel too (the platform sees remote-write health)
+    await until('prometheus self-scrape at the relay', () => relay.series.series(cluster.clusterId, { __name__: 'up', job: 'prometheus' })[0]);
+    expect(relay.series.series(cluster.clusterId).every((s) => s.labels.cluster === cluster.clusterId)).toBe(true);
+    expect(relay.presented.every((p) => p.bearer === cluster.relay && p.ok)).toBe(true);
+  });
+
+  it('follows a rotated credential written into the file, without a restart', async () => {
+    const pid = prom.pid;
+    const { value: rotated } = relay.store.rotateCredential(cluster.clusterId, 'relay');
+    const t = Date.now();
+    writeCredential(rotated);
+    await until('the rotated bearer at the relay', () => relay.presented.find((p) => p.at > t && p.bearer === rotated && p.ok));
+    const samples = relay.series.stats(cluster.clusterId).samples;
+    await until('more samples with the rotated credential', () => relay.series.stats(cluster.clusterId).samples > samples || undefined);
+    // once switched, every request carries the new value (the old one would still be valid for 24 h)
+    const switched = relay.presented.findIndex((p) => p.at > t && p.bearer === rotated);
+    expect(relay.presented.slice(switched).every((p) => p.bearer === rotated)).toBe(true);
+    expect(prom.exitCode).toBeNull();
+    expect(prom.pid).toBe(pid);
+  });
+
+  it('a wrong credential is refused (401) and shows in Prometheus’s own remote-write failure metrics; the right one recovers', async () => {
+    const wrong = `rlm_rs_${'0'.repeat(40)}`;
+    const failedBefore = await promMetric(FAILED);
+    const t = Date.now();
+    writeCredential(wrong);
+    await until('the wrong bearer refused at the relay', () => relay.presented.find((p) => p.at > t && p.bearer === wrong && !p.ok));
+    const failed = await until('prometheus_remote_storage_samples_failed_total to rise', async () => {
+      const v = await promMetric(FAILED);
+      return v > failedBefore ? v : undefined;
+    });
+    expect(failed).toBeGreaterThan(failedBefore);
+    expect(promLog).toMatch(/401/);
+
+    const current = relay.store.credentialSummary(cluster.clusterId).find((c) => c.purpose === 'relay' && c.current);
+    expect(current).toBeDefined();
+    const valid = relay.presented.filter((p) => p.ok).at(-1)!.bearer;
+    const back = Date.now();
+    writeCredential(valid);
+    await until('accepted again after the right credential is back', () => relay.presented.find((p) => p.at > back && p.bearer === valid && p.ok));
+    expect(prom.exitCode).toBeNull();
+  });
+});
