@@ -101,7 +101,12 @@ export async function runNetworkPolicyProbe(o: ProbeOptions): Promise<CheckResul
     outcome = { kind: 'not-run', reason: 'no probe image is configured (runtime config preflight.networkPolicyProbe.image)' };
   } else {
     // the previous probe pod stays until now so that users can inspect it
-    await core.deleteCollectionNamespacedPod({ namespace: o.runsNamespace, labelSelector: `app.kubernetes.io/name=${PROBE_NAME}` });
+    const previous = await core.listNamespacedPod({ namespace: o.runsNamespace, labelSelector: `app.kubernetes.io/name=${PROBE_NAME}` });
+    for (const p of previous.items) {
+      await core.deleteNamespacedPod({ namespace: o.runsNamespace, name: p.metadata!.name!, gracePeriodSeconds: 0 }).catch((err: unknown) => {
+        if (!isNotFound(err)) throw err;
+      });
+    }
     outcome = await runPod(core, o, timeoutMs);
   }
   const result = probeVerdict(outcome, o.targets, cni);
