@@ -92,6 +92,14 @@ describe('REST API', () => {
     expect(JSON.stringify([again, expired, unknown])).not.toContain(String(a.body.joinToken));
   });
 
+  it('ten concurrent joins with one token: exactly one succeeds', async () => {
+    const cp = await start();
+    const a = await api(cp, 'POST', '/v1/clusters', {});
+    const results = await Promise.all(Array.from({ length: 10 }, () => api(cp, 'POST', '/v1/clusters/join', { token: a.body.joinToken }, false)));
+    expect(results.filter((r) => r.status === 200)).toHaveLength(1);
+    expect(results.filter((r) => r.status === 409 && r.body.code === 'token_used')).toHaveLength(9);
+  });
+
   it('a join with observability also claims the relay credential', async () => {
     const cp = await start();
     const c = await joinedCluster(cp, { observability: true });
