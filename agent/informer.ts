@@ -14,8 +14,8 @@ export type InformerOptions<T> = {
   kc: k8s.KubeConfig;
   /** watch path, e.g. /api/v1/pods */
   path: string;
-  /** one page of the list; called with limit and continue */
-  list: (page: { limit: number; continue?: string }) => Promise<ListPage>;
+  /** one page of the list; called with limit and (client-node's name for) continue */
+  list: (page: { limit: number; _continue?: string }) => Promise<ListPage>;
   labelSelector?: string;
   fieldSelector?: string;
   trim: (obj: unknown) => T;
@@ -69,7 +69,7 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
     let cont: string | undefined;
     let resourceVersion: string | undefined;
     do {
-      const page = await opts.list({ limit: 500, ...(cont ? { continue: cont } : {}) });
+      const page = await opts.list({ limit: 500, ...(cont ? { _continue: cont } : {}) });
       for (const it of page.items) items.push(opts.trim(it));
       resourceVersion ??= page.metadata?.resourceVersion;
       cont = page.metadata?._continue || page.metadata?.continue || undefined;
