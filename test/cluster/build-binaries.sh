@@ -86,7 +86,12 @@ fi
 # --- helm ---
 if ! have helm; then
   log "building helm $HELM_VERSION"
-  GOBIN="$BIN" go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  # as helm's Makefile does: the default Kubernetes version helm templates for comes from its client-go
+  helm_mod=$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  kminor=$(awk '$1=="k8s.io/client-go"{split($2,v,"."); print v[2]; exit}' "$helm_mod")
+  ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do ld="$ld -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$kminor"; done
+  GOBIN="$BIN" go install -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   stamp helm "$HELM_VERSION"
 fi
 
