@@ -124,10 +124,15 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
   let lastHeard = Date.now();
   let lastTouch = 0;
   const ping = setInterval(() => {
-    // A credential that expired or was revoked during the session ends it.
-    const auth = store.authenticate('control', credential);
-    if (!auth.ok) return out.fail(new ConnectError(authFailureMessage(auth), Code.Unauthenticated, { 'rlmesh-auth-cause': auth.cause }));
-    out.push(create(ControlMessageSchema, { msg: { case: 'ping', value: { nonce: randomBase62(12), sentAt: timestampFromDate(new Date()) } } }));
+    try {
+      // A credential that expired or was revoked during the session ends it.
+      const auth = store.authenticate('control', credential);
+      if (!auth.ok) return out.fail(new ConnectError(authFailureMessage(auth), Code.Unauthenticated, { 'rlmesh-auth-cause': auth.cause }));
+      out.push(create(ControlMessageSchema, { msg: { case: 'ping', value: { nonce: randomBase62(12), sentAt: timestampFromDate(new Date()) } } }));
+    } catch (err) {
+      slog.error({ err }, 'ping failed');
+      out.fail(new ConnectError('the control plane could not check the session; the agent should reconnect', Code.Unavailable));
+    }
   }, opts.pingIntervalMs);
   const watchdog = setInterval(() => {
     if (Date.now() - lastHeard > opts.silenceTimeoutMs) {
