@@ -26,7 +26,7 @@ export type InformerOptions<T extends KubernetesObject> = {
 };
 
 // ListWatch keeps these private; the watchdog needs them to force a relist.
-type ListWatchInternals = { resourceVersion: string; _stop: () => void };
+type ListWatchInternals = { resourceVersion: string; request?: unknown; _stop: () => void };
 
 export function startInformer<T extends KubernetesObject>(opts: InformerOptions<T>): KeptInformer<T> {
   const watchdogMs = opts.watchdogMs ?? 300_000;
@@ -75,6 +75,11 @@ export function startInformer<T extends KubernetesObject>(opts: InformerOptions<
 
   const relist = (why: string): void => {
     if (stopped) return;
+    if (!internals.request) {
+      // the watch is still connecting; aborting now would abort nothing
+      setTimeout(() => relist(why), 500).unref();
+      return;
+    }
     opts.log.info({ informer: opts.name, why }, 'relisting');
     lastActivity = Date.now();
     internals.resourceVersion = '';
