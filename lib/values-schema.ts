@@ -261,6 +261,13 @@ export const valuesObjectSchema = z
           })
           .strict()
           .prefault({}),
+        filler: z
+          .object({
+            ...podSettings('the artifact cache filler', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
+          })
+          .strict()
+          .prefault({})
+          .describe('The cache filler (Deployment rlmesh-artifact-cache-filler in rlmesh-runs): it mounts the cache PVC, fetches and verifies artifacts and evicts them.'),
       })
       .strict()
       .prefault({})

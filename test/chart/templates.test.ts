@@ -85,6 +85,20 @@ describe('objects', () => {
     expect(podTemplate(d).spec.containers[0]!.args).toEqual(['controller']);
   });
 
+  it('the cache filler: the controller in its cache-filler role in rlmesh-runs, mounting the cache PVC', () => {
+    const d = get(objs, 'Deployment', RUNS, 'rlmesh-artifact-cache-filler');
+    expect((d.spec as { replicas: number; strategy: { type: string } }).strategy.type).toBe('Recreate');
+    const pod = podTemplate(d).spec;
+    expect(pod.serviceAccountName).toBe('rlmesh-artifact-cache-filler');
+    expect(pod.containers[0]!.args).toEqual(['controller', '--role=cache-filler', '--cache-dir=/var/lib/rlmesh/cache']);
+    expect(pod.volumes?.find((v) => v.name === 'cache')?.persistentVolumeClaim?.claimName).toBe('rlmesh-artifact-cache');
+    expect(pod.volumes?.find((v) => v.name === 'config')?.configMap?.name).toBe('rlmesh-runtime-config');
+    const copy = get(objs, 'ConfigMap', RUNS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> };
+    expect(copy.data).toEqual((get(objs, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data);
+    expect(get(objs, 'ServiceAccount', RUNS, 'rlmesh-artifact-cache-filler').automountServiceAccountToken).toBe(true);
+    get(objs, 'NetworkPolicy', RUNS, 'rlmesh-artifact-cache-filler');
+  });
+
   it('the egress proxy: 2 replicas, Service on 3128, PodDisruptionBudget', () => {
     const d = get(objs, 'Deployment', SYS, 'rlmesh-egress-proxy');
     expect((d.spec as { replicas: number }).replicas).toBe(2);
@@ -143,10 +157,12 @@ describe('objects', () => {
       ['Role', RUNS, 'rlmesh-cluster-controller'],
       ['ClusterRole', '', 'rlmesh-cluster-agent'],
       ['ClusterRole', '', 'rlmesh-cluster-controller'],
+      ['Role', RUNS, 'rlmesh-artifact-cache-filler'],
+      ['ClusterRole', '', 'rlmesh-artifact-cache-filler'],
     ] as const) {
       get(objs, kind, ns, name);
       const binding = get(objs, `${kind}Binding`, ns, name) as K8sObject & { subjects: { name: string; namespace: string }[]; roleRef: { name: string } };
-      expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name, namespace: SYS }]);
+      expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name, namespace: name === 'rlmesh-artifact-cache-filler' ? RUNS : SYS }]);
       expect(binding.roleRef.name).toBe(name);
     }
     const agentRole = get(objs, 'Role', SYS, 'rlmesh-cluster-agent') as K8sObject & { rules: { resources: string[]; resourceNames?: string[]; verbs: string[] }[] };

@@ -197,3 +197,33 @@ readinessProbe:
   periodSeconds: 5
   failureThreshold: 2
 {{- end }}
+
+{{- /* DNS: only to network.dnsPeers, only on network.dnsPorts, UDP and TCP */}}
+{{- define "rlmesh.dnsEgressRule" -}}
+- to:
+    {{- toYaml .Values.network.dnsPeers | nindent 4 }}
+  ports:
+    {{- range .Values.network.dnsPorts }}
+    - protocol: UDP
+      port: {{ . }}
+    - protocol: TCP
+      port: {{ . }}
+    {{- end }}
+{{- end }}
+{{- /* the Kubernetes API and the control plane (TCP 443): their addresses are not known in advance */}}
+{{- define "rlmesh.apiEgressRule" -}}
+- ports:
+    {{- $ports := list 443 }}
+    {{- range .Values.network.apiServerPorts }}{{ $ports = append $ports (int .) }}{{ end }}
+    {{- range ($ports | uniq) }}
+    - protocol: TCP
+      port: {{ . }}
+    {{- end }}
+{{- end }}
+{{- define "rlmesh.metricsIngressRule" -}}
+- ports:
+    - protocol: TCP
+      port: {{ .Values.metrics.port }}
+    - protocol: TCP
+      port: 8081
+{{- end }}
