@@ -52,9 +52,21 @@ describe('agent spool', () => {
       await Promise.all(workers);
     })();
 
-    // kill -9 mid-burst, once the control plane holds a share of the updates
+    // once the control plane holds a share of the updates, freeze it so acks stop
+    // (updates already on the wire stay in its socket buffer), let the spool fill
+    // with unacked updates, then kill -9 the agent and let the control plane go on
     await until('a share of the burst delivered', async () => ((await cluster(cp, clusterId)).updates.distinct >= 150 ? true : undefined), 120, 100);
-    await agent.stop('SIGKILL');
+    cp.proc.kill('SIGSTOP');
+    let unacked = 0;
+    try {
+      await until('unacked updates in the spool', async () => {
+        unacked = Number(/rlmesh_agent_spool_records (\d+)/.exec(await agent.metrics())?.[1] ?? 0);
+        return unacked >= 50 ? true : undefined;
+      }, 60, 100);
+      await agent.stop('SIGKILL');
+    } finally {
+      cp.proc.kill('SIGCONT');
+    }
     const atKill = await cluster(cp, clusterId);
     expect(atKill.updates.distinct).toBeLessThan(TOTAL);
     await createAll;
@@ -63,6 +75,8 @@ describe('agent spool', () => {
     const restarted = await startAgent({ configFile: config, token: joinToken, spoolDir: agent.spoolDir });
     agents.push(restarted);
     await restarted.waitFor('reconnected', /session connected/);
+    const loaded = restarted.lines().find((l) => l.msg === 'agent spool loaded')!;
+    expect(loaded.pendingUpdates as number).toBeGreaterThan(0);
     const done = await until('all updates delivered', async () => {
       const c = await cluster(cp, clusterId);
       return c.updates.distinct >= TOTAL ? c : undefined;
