@@ -22,8 +22,9 @@ Then install the chart without joinToken, naming them in credentials.controlSecr
 and credentials.pullSecret.
 
 Options:
-  --token <rlm_jt_…>        the join token; "-" reads it from standard input; without --token
-                            a terminal prompts for it without echo (keeps it out of shell history)
+  --token <rlm_jt_…>        the join token; "-" reads it from standard input (piped), and in a
+                            terminal, "-" or no --token prompts for it without echo (keeps it
+                            out of shell history)
   --format k8s-secret       output format (the only one)
   --out <file>              write the YAML here (mode 0600); default: standard output
   --api <url>               control plane API (default https://api.rlmesh.dev, or $RLMESH_API)
@@ -124,7 +125,7 @@ export async function clustersJoin(argv: string[], io: Io): Promise<void> {
 
 async function readToken(flag: string | undefined, io: Io): Promise<string> {
   if (flag !== undefined && flag !== '-') return flag;
-  if (flag === '-') return readAll(io.stdin);
+  if (flag === '-' && !io.stdin.isTTY) return readAll(io.stdin);
   if (!io.stdin.isTTY) {
     throw new CliError('no join token: pass --token <rlm_jt_…>, or --token - to read it from standard input, or run in a terminal to be prompted for it', 2);
   }

@@ -107,13 +107,22 @@ describe('rlmesh clusters join --format k8s-secret', () => {
   it('prompts for the token in a terminal without echoing it', async () => {
     const token = await newToken();
     const out = join(dir, 'prompted.yaml');
-    const cmd = [process.execPath, MAIN, ...joinArgs('', out).filter((a) => a !== '--token' && a !== '')].map((a) => `'${a}'`).join(' ');
+    const cmd = [process.execPath, MAIN, ...joinArgs('-', out)].map((a) => `'${a}'`).join(' ');
     // script(1) gives the CLI a real pseudo-terminal; the token is typed into it
     const r = await exec('script', ['-qec', cmd, '/dev/null'], '', { prompt: 'rlmesh join token (input hidden):', text: `${token}\r` });
     expect(r.stdout).toContain('rlmesh join token (input hidden):');
     expect(r.stdout).not.toContain(token);
     expect(r.status).toBe(0);
     expect(secrets(out)).toHaveLength(3);
+
+    // no --token at all in a terminal prompts the same way
+    const out2 = join(dir, 'prompted2.yaml');
+    const cmd2 = [process.execPath, MAIN, ...joinArgs('', out2).filter((a) => a !== '--token' && a !== '')].map((a) => `'${a}'`).join(' ');
+    const token2 = await newToken();
+    const r2 = await exec('script', ['-qec', cmd2, '/dev/null'], '', { prompt: 'rlmesh join token (input hidden):', text: `${token2}\r` });
+    expect(r2.stdout).not.toContain(token2);
+    expect(r2.status).toBe(0);
+    expect(secrets(out2)).toHaveLength(3);
   });
 
   it('a used, expired or invalid token gives the control plane\'s reason and what to do', async () => {
