@@ -10,21 +10,18 @@
 // against the real apiserver, and nothing else. Prometheus remote-writes to the control plane's relay handler
 // with the credential from the file; rotation in the file is followed without a
 // restart, and a wrong credential is refused and counted by Prometheus itself.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Registry } from 'prom-client';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { createMetrics as agentMetrics } from '../../agent/metrics.ts';
 import { createMetrics as controllerMetrics } from '../../controller/metrics.ts';
 import { createMetrics as egressMetrics } from '../../egress/metrics.ts';
 import { kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { prometheusConfig, render, valuesFile, type K8sObject } from './chart.ts';
+import { activeTargets, freePort, ownMetric, serveRegistry, startPrometheus, until as untilFor, type RunningPrometheus } from './prometheus-run.ts';
 import { startRelayServer, type RelayServer } from './relay-server.ts';
 
 const PROMETHEUS = '/usr/bin/prometheus';
@@ -33,31 +30,15 @@ const NS = 'rlmesh-obs-e2e';
 
 let relay: RelayServer;
 let cluster: { clusterId: string; relay: string };
-let prom: ChildProcess;
-let promUrl: string;
-let promLog = '';
+let prometheus: RunningPrometheus;
 let credentialFile: string;
 let saKubeconfig: string;
 let selector: string;
 const metricServers: Server[] = [];
-
-async function serve(registry: Registry): Promise<number> {
-  const server = createServer((req, res) => {
-    void registry.metrics().then((text) => {
-      res.writeHead(200, { 'content-type': registry.contentType });
-      res.end(text);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+const until = <T>(what: string, fn: () => Promise<T | undefined> | T | undefined) => untilFor(what, fn, 30_000, () => prometheus?.log() ?? '');
+async function serve(registry: Parameters<typeof serveRegistry>[0]): Promise<number> {
+  const { port, server } = await serveRegistry(registry);
   metricServers.push(server);
-  return (server.address() as AddressInfo).port;
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
   return port;
 }
 
@@ -68,22 +49,6 @@ function writeCredential(value: string): void {
   renameSync(tmp, credentialFile);
 }
 
-async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\nprometheus log (tail):\n${promLog.slice(-3000)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
-async function promMetric(name: RegExp): Promise<number> {
-  const text = await (await fetch(`${promUrl}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split('\n')) if (name.test(line)) sum += Number(line.split(' ').pop());
-  return sum;
-}
 const FAILED = /^prometheus_remote_storage_(samples_failed_total|failed_samples_total)\{[^}]*remote_name="rlmesh-relay-0"/;
 
 function pod(name: string, labels: Record<string, string>, ports: { name: string; containerPort: number }[]): K8sObject {
@@ -147,7 +112,6 @@ beforeAll(async () => {
   credentialFile = join(dir, 'relay-secret');
   writeCredential(cluster.relay);
   const promPort = await freePort();
-  promUrl = `http://127.0.0.1:${promPort}`;
   const cfg = prometheusConfig(objects, NS) as unknown as {
     scrape_configs: { job_name: string; kubernetes_sd_configs?: Record<string, unknown>[]; relabel_configs?: unknown[]; static_configs?: { targets: string[]; labels?: Record<string, string> }[] }[];
     remote_write: { authorization: { credentials_file: string }; tls_config: { ca_file: string } }[];
@@ -177,29 +141,15 @@ beforeAll(async () => {
   expect(cfg.remote_write[0]!.authorization.credentials_file).toBe('/etc/rlmesh/relay/relay-secret');
   cfg.remote_write[0]!.authorization.credentials_file = credentialFile;
   cfg.remote_write[0]!.tls_config.ca_file = relay.caFile;
-  const configFile = join(dir, 'prometheus.yml');
-  writeFileSync(configFile, stringify(cfg));
-  const check = spawnSync(PROMTOOL, ['check', 'config', configFile], { encoding: 'utf8' });
-  expect(check.status, check.stdout + check.stderr).toBe(0);
-
-  prom = spawn(PROMETHEUS, [`--config.file=${configFile}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${promPort}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-  prom.stdout!.on('data', (d: Buffer) => (promLog += d.toString()));
-  prom.stderr!.on('data', (d: Buffer) => (promLog += d.toString()));
-  await until('Prometheus ready', async () => (await fetch(`${promUrl}/-/ready`).catch(() => undefined))?.ok || undefined);
+  prometheus = await startPrometheus({ binary: PROMETHEUS, promtool: PROMTOOL, config: cfg, dir, port: promPort });
 });
 
 afterAll(async () => {
-  if (prom && prom.exitCode === null) {
-    const exited = new Promise((r) => prom.once('exit', r));
-    prom.kill('SIGTERM');
-    await exited;
-  }
+  await prometheus?.stop();
   for (const s of metricServers) s.close();
   await relay?.close();
   kubectl(['delete', 'namespace', NS, '--ignore-not-found', '--wait=false'], { allowFail: true });
 });
-
-type Target = { labels: Record<string, string>; health: string; scrapePool: string };
 
 describe('Prometheus with the chart configuration', () => {
   it('the chart’s ServiceAccount lists and watches the runtime pods with the chart’s selector, and nothing else', async () => {
@@ -218,13 +168,12 @@ describe('Prometheus with the chart configuration', () => {
 
   it('scrapes the runtime components’ metrics ports with the chart’s relabelling (component, namespace, pod) and drops other ports', async () => {
     const targets = await until('three healthy rlmesh-runtime targets', async () => {
-      const body = (await (await fetch(`${promUrl}/api/v1/targets?state=active`)).json()) as { data: { activeTargets: Target[] } };
-      const t = body.data.activeTargets.filter((x) => x.scrapePool === 'rlmesh-runtime');
+      const t = await activeTargets(prometheus.url, 'rlmesh-runtime');
       return t.length === 3 && t.every((x) => x.health === 'up') ? t : undefined;
     });
     expect(targets.map((t) => t.labels.component).sort()).toEqual(['rlmesh-cluster-agent', 'rlmesh-cluster-controller', 'rlmesh-egress-proxy']);
     for (const t of targets) expect(t.labels).toMatchObject({ namespace: NS, job: 'rlmesh-runtime', pod: `${t.labels.component}-e2e` });
-    const dropped = (await (await fetch(`${promUrl}/api/v1/targets?state=dropped`)).json()) as { data: { droppedTargets: { discoveredLabels: Record<string, string> }[] } };
+    const dropped = (await (await fetch(`${prometheus.url}/api/v1/targets?state=dropped`)).json()) as { data: { droppedTargets: { discoveredLabels: Record<string, string> }[] } };
     expect(dropped.data.droppedTargets.map((d) => d.discoveredLabels.__meta_kubernetes_pod_container_port_name)).toContain('health');
   });
 
@@ -246,7 +195,7 @@ describe('Prometheus with the chart configuration', () => {
   });
 
   it('follows a rotated credential written into the file, without a restart', async () => {
-    const pid = prom.pid;
+    const pid = prometheus.proc.pid;
     const { value: rotated } = relay.store.rotateCredential(cluster.clusterId, 'relay');
     const t = Date.now();
     writeCredential(rotated);
@@ -256,22 +205,22 @@ describe('Prometheus with the chart configuration', () => {
     // once switched, every request carries the new value (the old one would still be valid for 24 h)
     const switched = relay.presented.findIndex((p) => p.at > t && p.bearer === rotated);
     expect(relay.presented.slice(switched).every((p) => p.bearer === rotated)).toBe(true);
-    expect(prom.exitCode).toBeNull();
-    expect(prom.pid).toBe(pid);
+    expect(prometheus.proc.exitCode).toBeNull();
+    expect(prometheus.proc.pid).toBe(pid);
   });
 
   it('a wrong credential is refused (401) and shows in Prometheus’s own remote-write failure metrics; the right one recovers', async () => {
     const wrong = `rlm_rs_${'0'.repeat(40)}`;
-    const failedBefore = await promMetric(FAILED);
+    const failedBefore = await ownMetric(prometheus.url, FAILED);
     const t = Date.now();
     writeCredential(wrong);
     await until('the wrong bearer refused at the relay', () => relay.presented.find((p) => p.at > t && p.bearer === wrong && !p.ok));
     const failed = await until('prometheus_remote_storage_samples_failed_total to rise', async () => {
-      const v = await promMetric(FAILED);
+      const v = await ownMetric(prometheus.url, FAILED);
       return v > failedBefore ? v : undefined;
     });
     expect(failed).toBeGreaterThan(failedBefore);
-    expect(promLog).toMatch(/401/);
+    expect(prometheus.log()).toMatch(/401/);
 
     const current = relay.store.credentialSummary(cluster.clusterId).find((c) => c.purpose === 'relay' && c.current);
     expect(current).toBeDefined();
@@ -279,6 +228,6 @@ describe('Prometheus with the chart configuration', () => {
     const back = Date.now();
     writeCredential(valid);
     await until('accepted again after the right credential is back', () => relay.presented.find((p) => p.at > back && p.bearer === valid && p.ok));
-    expect(prom.exitCode).toBeNull();
+    expect(prometheus.proc.exitCode).toBeNull();
   });
 });
