@@ -1,0 +1,70 @@
+// The agent's preflight end to end with the agent's own rights
+// (test/preflight/rbac.yaml): every check runs without a permission gap,
+// ConfigMap rlmesh-preflight is readable with the documented kubectl
+// command, the PreflightReport goes to the session, and outbound 443 and
+// clock skew are measured against the reference control plane on loopback.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { startTestControlPlane, type TestControlPlane } from '../../controlplane/test-helpers.ts';
+import type { PreflightReport } from '../../lib/gen/rlmesh/v1/session_pb.ts';
+import { agentPreflightOnce } from '../../lib/preflight/agent.ts';
+import { CHECK_IDS } from '../../lib/preflight/run.ts';
+import { runtimeConfigSchema } from '../../lib/runtime-config.ts';
+import { kubectl } from '../support/cluster.ts';
+import { agentKubeConfig, NS, RUNS, setUpNamespaces, tearDownNamespaces } from './support.ts';
+
+let cp: TestControlPlane;
+
+beforeAll(async () => {
+  setUpNamespaces();
+  cp = await startTestControlPlane();
+});
+
+afterAll(async () => {
+  await cp?.close();
+  tearDownNamespaces();
+});
+
+describe('agent preflight', () => {
+  it('runs every in-cluster check with the agent rights, publishes the ConfigMap and sends the report', async () => {
+    const config = runtimeConfigSchema.parse({
+      namespace: NS,
+      runsNamespace: RUNS,
+      controlPlane: { apiHost: 'localhost', apiPort: cp.port, registryHost: 'localhost', caBundlePath: cp.caFile },
+      credentials: {},
+      observability: {},
+      gpuFeatureDiscovery: { enabled: true },
+      egress: {},
+      artifactCache: {},
+    });
+    const sent: PreflightReport[] = [];
+    const report = await agentPreflightOnce({ kc: await agentKubeConfig(), config, log: pino({ level: 'silent' }), send: (r) => void sent.push(r) });
+
+    expect(report.checks.map((c) => c.id)).toEqual(CHECK_IDS.filter((id) => id !== 'install-rights'));
+    for (const c of report.checks) expect(c.found, `${c.id} could read what it needs`).not.toMatch(/^could not check/);
+
+    const byId = Object.fromEntries(report.checks.map((c) => [c.id, c]));
+    expect(byId['kubernetes-version']!.verdict).toBe('pass');
+    expect(byId['storage-class']!.verdict).toBe('pass');
+    expect(byId['outbound-443']!.verdict).toBe('fail');
+    expect(byId['outbound-443']!.found).toMatch(new RegExp(`^from the agent pod: localhost:${cp.port} TLS ok in \\d+ ms; localhost:443 connection refused$`));
+    expect(byId['outbound-443']!.fix).toBe("Allow outbound TCP 443 from the cluster's nodes to localhost in your firewall or egress gateway.");
+    expect(byId['clock-skew']!.verdict).toBe('pass');
+    expect(byId['clock-skew']!.found).toContain(`https://localhost:${cp.port}/v1/info (Date header)`);
+    expect(byId['network-policy']!.found).toContain('the controller has not reported a NetworkPolicy probe yet');
+
+    // the status users read, with the command the docs give
+    const summary = kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-preflight', '-o', 'jsonpath={.data.summary}']).stdout;
+    expect(summary).toMatch(/^fail: \d+ fail \([a-z0-9-, ]*outbound-443[a-z0-9-, ]*\), \d+ warn.*, \d+ pass at \d{4}-/);
+    const stored = JSON.parse(kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-preflight', '-o', 'jsonpath={.data.report\\.json}']).stdout) as { id: string };
+    expect(stored.id).toBe(report.id);
+
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.id).toBe(report.id);
+    expect(sent[0]!.checks.map((c) => `${c.id}:${c.verdict}`)).toEqual(report.checks.map((c) => `${c.id}:${c.verdict}`));
+
+    // a second run replaces the ConfigMap
+    const again = await agentPreflightOnce({ kc: await agentKubeConfig(), config, log: pino({ level: 'silent' }), send: (r) => void sent.push(r) });
+    expect(JSON.parse(kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-preflight', '-o', 'jsonpath={.data.report\\.json}']).stdout).id).toBe(again.id);
+  });
+});

@@ -1,0 +1,60 @@
+// rlmesh preflight as a user runs it: a process with a kubeconfig and a
+// values file, table and JSON output, exit 1 on a fail.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { CHECK_IDS } from '../../lib/preflight/run.ts';
+import { clusterInfo } from '../support/cluster.ts';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
+const dir = mkdtempSync(join(tmpdir(), 'rlmesh-pf-cli-'));
+const values = join(dir, 'values.yaml');
+writeFileSync(
+  values,
+  `controlPlane:
+  apiHost: localhost
+  registryHost: localhost
+network:
+  dnsPeers:
+    - namespaceSelector:
+        matchLabels: { kubernetes.io/metadata.name: rlmesh-pf-no-such-namespace }
+`,
+);
+
+function preflight(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [join(root, 'cli/preflight.ts'), '--kubeconfig', clusterInfo().kubeconfig, '-f', values, ...args], { encoding: 'utf8', timeout: 60_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('rlmesh preflight', () => {
+  it('prints JSON with every CLI check and exits 1 on a fail', () => {
+    const r = preflight(['--output', 'json']);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(1);
+    const report = JSON.parse(r.stdout) as { mode: string; checks: { id: string; verdict: string; found: string; fix: string }[] };
+    expect(report.mode).toBe('cli');
+    expect(report.checks.map((c) => c.id)).toEqual(CHECK_IDS.filter((id) => id !== 'outbound-443'));
+    for (const c of report.checks) {
+      expect(['pass', 'warn', 'fail']).toContain(c.verdict);
+      expect(c.found.length).toBeGreaterThan(0);
+      expect(c.fix).toMatch(/\.$/);
+    }
+    const dns = report.checks.find((c) => c.id === 'dns-peers')!;
+    expect(dns.verdict).toBe('fail');
+    expect(dns.found).toContain('peer 1 (namespaces {kubernetes.io/metadata.name=rlmesh-pf-no-such-namespace}) matches no running pod');
+    expect(report.checks.find((c) => c.id === 'install-rights')!.verdict).toBe('pass');
+    expect(report.checks.find((c) => c.id === 'kubernetes-version')!.found).toBe(`Kubernetes ${clusterInfo().kubernetesVersion} (floor 1.34)`);
+  });
+
+  it('prints a table with each fix under its check, and the outbound check on request', () => {
+    const r = preflight(['--check-outbound']);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toMatch(/^PASS {2}kubernetes-version {3}Kubernetes v/);
+    expect(r.stdout).toMatch(/\nFAIL {2}dns-peers {12}peer 1 .*\n {27}fix: Set network\.dnsPeers/);
+    expect(r.stdout).toMatch(/\nWARN {2}outbound-443 {9}from this machine \(the cluster may differ; the agent checks again from inside\): localhost:443 connection refused\n/);
+    expect(r.stdout).toMatch(/\npreflight fail: \d+ fail \([a-z0-9-, ]*dns-peers[a-z0-9-, ]*\), .* fix every FAIL before installing\.\n$/);
+  });
+});
