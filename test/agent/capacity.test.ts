@@ -1,0 +1,72 @@
+// Node reports on the real cluster: the GPU model from discovery labels, free
+// capacity net of another tenant's pod (GPUs from limits) within a second of the
+// change, only the nodes the selector names.
+import * as k8s from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminKubeConfig, kubectl } from '../support/cluster.ts';
+import { api, until, type ControlPlane } from '../support/runtime.ts';
+import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, type AgentProcess } from './harness.ts';
+
+const TENANT = 'rlmesh-agent-it-tenant';
+
+type Report = { nodes: { name: string; gpusAllocatable?: number; gpusFree?: number; cpuMillisFree?: string; cpuMillisAllocatable?: string; gpus?: { vendor: string; model: string; memoryMib: string; count: number }[] }[] };
+
+describe('agent node reports', () => {
+  let cp: ControlPlane;
+  const agents: AgentProcess[] = [];
+  beforeAll(async () => {
+    installAgentRbac({ joinToken: true });
+    resetAgentState();
+    kubectl(['create', 'namespace', TENANT], { allowFail: true });
+    kubectl(['-n', TENANT, 'delete', 'pod', '--all', '--grace-period=0', '--force'], { allowFail: true });
+    cp = await controlPlane();
+  });
+  afterAll(async () => {
+    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
+    await cp?.stop();
+    kubectl(['delete', 'namespace', TENANT, '--wait=false'], { allowFail: true });
+  });
+
+  it("reports another tenant's GPU pod within a second, and only the selected nodes", async () => {
+    const { clusterId, joinToken } = await newCluster(cp, 'capacity');
+    const agent = await startAgent({ configFile: runtimeConfig(cp, { nodeSelector: 'nvidia.com/gpu.present=true' }), token: joinToken });
+    agents.push(agent);
+    await agent.waitFor('connected', /session connected/);
+    const report = async () => (await api<{ nodeReport: { report: Report; received: number } | null }>(cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport;
+    const first = await until('a node report', async () => (await report()) ?? undefined, 20);
+    // the selector keeps the CPU-only nodes out of what the control plane learns
+    expect(first.report.nodes.map((n) => n.name)).toEqual(['kwok-gpu-0']);
+    const gpu = first.report.nodes[0]!;
+    expect(gpu.gpusAllocatable).toBe(8);
+    expect(gpu.gpus).toEqual([{ vendor: 'nvidia', model: 'NVIDIA-H100-80GB-HBM3', memoryMib: '81559', count: 8 }]);
+    const freeBefore = gpu.gpusFree ?? 0;
+    const cpuBefore = Number(gpu.cpuMillisFree);
+
+    const core = adminKubeConfig().makeApiClient(k8s.CoreV1Api);
+    const t0 = Date.now();
+    await core.createNamespacedPod({
+      namespace: TENANT,
+      body: {
+        metadata: { name: 'someone-elses-training' },
+        spec: {
+          nodeName: 'kwok-gpu-0',
+          restartPolicy: 'Never',
+          tolerations: [{ operator: 'Exists' }],
+          containers: [{ name: 'train', image: 'busybox', resources: { requests: { cpu: '3', memory: '1Gi' }, limits: { 'nvidia.com/gpu': '3' } } }],
+        },
+      },
+    });
+    await until('report shows the pod', async () => {
+      const n = (await report())?.report.nodes[0];
+      return n && (n.gpusFree ?? 0) === freeBefore - 3 && Number(n.cpuMillisFree) === cpuBefore - 3000 ? n : undefined;
+    }, 10, 50);
+    const latency = Date.now() - t0;
+    // within a second of the change (plus this test's polling)
+    expect(latency).toBeLessThan(1500);
+
+    await core.deleteNamespacedPod({ namespace: TENANT, name: 'someone-elses-training', gracePeriodSeconds: 0 });
+    await until('freed again', async () => ((await report())?.report.nodes[0]?.gpusFree === freeBefore ? true : undefined), 15, 50);
+    expect(await agent.metrics()).toMatch(/rlmesh_agent_node_report_latency_seconds_count [1-9]/);
+    await agent.stop();
+  });
+});
