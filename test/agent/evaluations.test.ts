@@ -1,0 +1,86 @@
+// Assignments become RLMeshEvaluations (S3 credentials in an owned Secret, not
+// in the object); their status streams back with rising sequences; a
+// cancellation sets spec.cancelled.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubectl } from '../support/cluster.ts';
+import { api, until, type ControlPlane } from '../support/runtime.ts';
+import { controlPlane, decode, installAgentRbac, newCluster, resetAgentState, runtimeConfig, RUNS, secret, startAgent, type AgentProcess } from './harness.ts';
+
+type Ev = { id: string; phase: string; result: { exitCode?: number } | null; updates: { phase: string; sequence: number }[] };
+
+describe('agent evaluations', () => {
+  let cp: ControlPlane;
+  const agents: AgentProcess[] = [];
+  beforeAll(async () => {
+    installAgentRbac({ joinToken: true });
+    resetAgentState();
+    cp = await controlPlane();
+  });
+  afterAll(async () => {
+    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
+    await cp?.stop();
+  });
+
+  it('turns an assignment into an RLMeshEvaluation, streams its status back and applies a cancellation', async () => {
+    const { clusterId, joinToken } = await newCluster(cp, 'evaluations');
+    const agent = await startAgent({ configFile: runtimeConfig(cp), token: joinToken });
+    agents.push(agent);
+    await agent.waitFor('connected', /session connected/);
+
+    const submitted = await api<{ id: string }>(cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, {
+      image: 'registry.rlmesh.dev/evals/math:1',
+      command: ['python', 'eval.py'],
+      env: { SEED: '7' },
+      cpu: '2',
+      memory: '4Gi',
+      gpuCount: 1,
+      gpuVendor: 'nvidia',
+      deadlineSeconds: 600,
+      artifacts: [{ name: 'weights.bin', sha256: 'a'.repeat(64), sizeBytes: 1024, source: { s3: { bucket: 'models', key: 'w.bin', region: 'eu-west-1', accessKeyId: 'AKIATEST', secretAccessKey: 'sekrit-value', sessionToken: 'tok' } } }],
+    });
+    expect(submitted.status).toBe(201);
+    const id = submitted.body.id;
+
+    const obj = await until('RLMeshEvaluation created', () => {
+      const r = kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', id, '-o', 'json'], { allowFail: true });
+      return r.status === 0 ? (JSON.parse(r.stdout) as { metadata: { uid: string }; spec: Record<string, unknown> }) : undefined;
+    }, 20);
+    expect(obj.spec).toMatchObject({
+      evaluationId: id,
+      image: 'registry.rlmesh.dev/evals/math:1',
+      command: ['python', 'eval.py'],
+      env: [{ name: 'SEED', value: '7' }],
+      resources: { cpu: '2', memory: '4Gi', gpu: { count: 1, vendor: 'nvidia' } },
+      deadlineSeconds: 600,
+      cancelled: false,
+      artifacts: [{ name: 'weights.bin', source: { s3: { bucket: 'models', key: 'w.bin', credentialsSecretRef: { name: `${id}-s3` } } } }],
+    });
+    expect(JSON.stringify(obj)).not.toContain('sekrit-value');
+    const s3 = secret(RUNS, `${id}-s3`)!;
+    expect(decode(s3, 'secretAccessKey')).toBe('sekrit-value');
+    expect(s3.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'RLMeshEvaluation', name: id, uid: obj.metadata.uid });
+
+    // the agent reports the accepted evaluation, then each phase the controller writes
+    const ev = async () => (await api<Ev>(cp, 'GET', `/v1/evaluations/${id}`)).body;
+    await until('Pending reported', async () => ((await ev()).phase === 'Pending' ? true : undefined), 15);
+    kubectl(['-n', RUNS, 'patch', 'rlmeshevaluation', id, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status: { phase: 'Running', podName: `${id}-pod`, nodeName: 'kwok-gpu-0' } })]);
+    await until('Running reported', async () => ((await ev()).phase === 'Running' ? true : undefined), 15);
+    kubectl(['-n', RUNS, 'patch', 'rlmeshevaluation', id, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status: { phase: 'Succeeded', exitCode: 0, reason: 'Completed' } })]);
+    const done = await until('Succeeded reported', async () => {
+      const e = await ev();
+      return e.phase === 'Succeeded' ? e : undefined;
+    }, 15);
+    expect(done.result?.exitCode).toBe(0);
+    expect(done.updates.map((u) => u.phase)).toEqual(['Pending', 'Running', 'Succeeded']);
+    const seqs = done.updates.map((u) => Number(u.sequence));
+    expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
+    expect(new Set(seqs).size).toBe(3);
+
+    // a cancellation: spec.cancelled is set for the controller to stop the pod
+    const second = await api<{ id: string }>(cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, { image: 'busybox', deadlineSeconds: 60 });
+    await until('second created', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id], { allowFail: true }).status === 0 ? true : undefined), 20);
+    expect((await api(cp, 'POST', `/v1/evaluations/${second.body.id}/cancel`, { reason: 'user asked' })).status).toBe(200);
+    await until('spec.cancelled set', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id, '-o', 'jsonpath={.spec.cancelled}']).stdout === 'true' ? true : undefined), 20);
+    await agent.stop();
+  });
+});
