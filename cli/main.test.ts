@@ -160,6 +160,7 @@ describe('rlmesh clusters join --format k8s-secret', () => {
     expect(await rlmesh(['--help'])).toMatchObject({ status: 0, stdout: expect.stringContaining('clusters join') });
     expect(await rlmesh(['clusters', '--help'])).toMatchObject({ status: 0, stdout: expect.stringContaining('join') });
     expect(await rlmesh(['clusters', 'join', '--help'])).toMatchObject({ status: 0, stdout: expect.stringContaining('--format k8s-secret') });
+    expect(await rlmesh(['preflight', '--help'])).toMatchObject({ status: 0, stdout: expect.stringContaining('rlmesh preflight') });
     expect(await rlmesh(['nodes'])).toMatchObject({ status: 2, stderr: expect.stringContaining('rlmesh --help') });
     expect(await rlmesh(['clusters', 'join', '--format', 'json'])).toMatchObject({ status: 2, stderr: expect.stringContaining('k8s-secret') });
   });

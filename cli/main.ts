@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // rlmesh: the command line for what a cluster operator does outside the
-// dashboard. Today: claim a join token as Secrets (rlmesh clusters join).
+// dashboard: check a cluster before installing (rlmesh preflight) and claim a
+// join token as Secrets (rlmesh clusters join).
 import { CliError, clustersJoin, type Io } from './clusters-join.ts';
 
 const HELP = `Usage: rlmesh <command> [options]
 
 Commands:
+  preflight       check the cluster of your kube context against the runtime's prerequisites
   clusters join   trade a join token for the cluster's credentials, written as Kubernetes Secrets
 
 Run "rlmesh <command> --help" for a command's options.
@@ -27,6 +29,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
       io.stdout.write(HELP);
       return group === undefined ? 2 : 0;
     }
+    // loaded on demand: it brings the Kubernetes client, which clusters join does not need
+    if (group === 'preflight') return await (await import('./preflight.ts')).preflight(argv.slice(1), io);
     if (group !== 'clusters') throw new CliError(`unknown command "${group}"; run rlmesh --help`, 2);
     if (command === undefined || isHelp(command)) {
       io.stdout.write(CLUSTERS_HELP);
