@@ -101,7 +101,15 @@ const ack = (ids: string[]): ControlMessage => create(ControlMessageSchema, { ms
 
 async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMessage>, ctx: HandlerContext): AsyncGenerator<ControlMessage> {
   const { store, sessions, log } = opts;
-  const { clusterId, credential } = authenticate(store, ctx.requestHeader.get('authorization'));
+  let clusterId: string;
+  let credential: string;
+  try {
+    ({ clusterId, credential } = authenticate(store, ctx.requestHeader.get('authorization')));
+  } catch (err) {
+    const e = ConnectError.from(err);
+    log.warn({ cause: e.metadata.get('rlmesh-auth-cause'), reason: e.rawMessage }, 'session refused');
+    throw e;
+  }
   const session: LiveSession = { id: `s_${randomBase62(16)}`, clusterId, outbox: new Outbox<ControlMessage>(), openedAt: new Date() };
   const out = session.outbox;
   const slog = log.child({ clusterId, sessionId: session.id });
