@@ -32,7 +32,7 @@ export async function startControlPlane(opts: { dataDir?: string; listen?: strin
   const proc = spawn(
     NODE,
     [join(ROOT, 'controlplane/main.ts'), '--data-dir', dataDir, '--listen', opts.listen ?? '127.0.0.1:0', '--generate-tls', join(dataDir, 'tls'),
-      '--tls-host', 'localhost', '--registry-host', clusterInfo().registry.split(':')[0]!, ...(opts.args ?? [])],
+      '--tls-host', 'localhost', ...(opts.args ?? [])],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const { createWriteStream } = await import('node:fs');

@@ -1,0 +1,128 @@
+// The README's first command: the whole product on one machine, narrated.
+// Local cluster -> reference control plane -> chart from the local OCI registry
+// installed with a fresh join token -> agent, controller and egress proxy
+// running as the chart's ServiceAccounts -> one evaluation, phase by phase.
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { clusterInfo, helm, kubectl } from './support/cluster.ts';
+import { runDeployment } from './support/run-deployment.ts';
+import { api, pushChart, ROOT, startControlPlane, until, type Component } from './support/runtime.ts';
+
+const NS = 'rlmesh-system';
+let step = 0;
+const say = (text: string) => console.log(`\n[${++step}] ${text}`);
+const detail = (text: string) => console.log(`    ${text}`);
+
+const components: Component[] = [];
+let stopControlPlane: (() => Promise<void>) | undefined;
+async function cleanup(): Promise<void> {
+  await Promise.all(components.map((c) => c.stop()));
+  await stopControlPlane?.();
+}
+
+async function main(): Promise<void> {
+  say('Starting the local Kubernetes cluster (real kube-apiserver, scheduler, controller-manager; kwok nodes)');
+  const kubeconfig = execFileSync(join(ROOT, 'test/cluster/up'), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop()!;
+  process.env.KUBECONFIG = kubeconfig;
+  const info = clusterInfo();
+  detail(`kubeconfig ${kubeconfig}; Kubernetes ${info.kubernetesVersion}`);
+  detail(kubectl(['get', 'nodes', '-L', 'nvidia.com/gpu.product', '--no-headers']).stdout.trim().split('\n').join('\n    '));
+
+  say('Starting the reference control plane (HTTPS + gRPC on localhost:443, its own CA)');
+  const cp = await startControlPlane({
+    dataDir: join(homedir(), '.cache/rlmesh-demo/controlplane'),
+    listen: '127.0.0.1:443',
+    args: ['--advertise-host', 'localhost', '--ping-interval', '5'],
+  }).catch((err: Error) => {
+    throw new Error(`${err.message}. Port 443 on 127.0.0.1 must be free (the chart's agent dials the API on 443); stop whatever listens there and run ./demo again`);
+  });
+  stopControlPlane = cp.stop;
+  detail(`${cp.url}; log ${cp.logFile}`);
+
+  say('Publishing the chart to the local OCI registry');
+  const chart = pushChart();
+  detail(`${chart.ref} --version ${chart.version}`);
+
+  say('Connect your cluster: the control plane issues a single-use join token');
+  const created = await api<{ clusterId: string; joinToken: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'demo' });
+  if (created.status !== 201) throw new Error(`POST /v1/clusters answered ${created.status}: ${JSON.stringify(created.body)}`);
+  const { clusterId, joinToken } = created.body;
+  detail(`cluster ${clusterId}; token ${joinToken.slice(0, 10)}… (valid one hour, works once)`);
+
+  say('helm install rlmesh … --set joinToken=… (from oci://, as a user would)');
+  helm(['uninstall', 'rlmesh', '-n', NS, '--wait'], { allowFail: true });
+  helm([
+    'install', 'rlmesh', chart.ref, '--version', chart.version, '--plain-http', '-n', NS, '--create-namespace',
+    '--set', `joinToken=${joinToken}`, '--set', 'controlPlane.apiHost=localhost', '--set-file', `controlPlane.caBundle=${cp.caFile}`,
+    '--wait', '--timeout', '3m',
+  ]);
+  detail(helm(['-n', NS, 'status', 'rlmesh', '--show-resources=false']).stdout.split('\n').slice(0, 6).join('\n    '));
+
+  say('Running the agent, controller and egress proxy (kwok pods run no containers: local processes stand in, as the chart\'s ServiceAccounts)');
+  components.push(await runDeployment(NS, 'rlmesh-cluster-agent'));
+  components.push(await runDeployment(NS, 'rlmesh-cluster-controller'));
+  components.push(await runDeployment('rlmesh-runs', 'rlmesh-artifact-cache-filler').catch(() => runDeployment(NS, 'rlmesh-artifact-cache-filler')));
+  components.push(await runDeployment(NS, 'rlmesh-egress-proxy'));
+  for (const c of components) detail(`${c.name}: pid ${c.proc.pid}, log ${c.logFile}`);
+
+  say('Waiting for the agent to trade the token and connect');
+  const secret = await until('the control Secret', () => {
+    const r = kubectl(['-n', NS, 'get', 'secret', 'rlmesh-cluster-control', '-o', 'json'], { allowFail: true });
+    return r.status === 0 ? (JSON.parse(r.stdout) as { data: Record<string, string>; metadata: { annotations?: Record<string, string> } }) : undefined;
+  }, 60);
+  detail(`joined as ${Buffer.from(secret.data['cluster-id']!, 'base64').toString()}; Secrets written:`);
+  detail(kubectl(['get', 'secrets', '-A', '--field-selector', 'type!=helm.sh/release.v1', '-o', 'custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,TYPE:.type', '--no-headers']).stdout.trim().split('\n').filter((l) => /rlmesh/.test(l)).join('\n    '));
+  const connected = await until('Connected', async () => {
+    const r = await api<{ clusters: { id: string; status: string; lastSeenAt: string }[] }>(cp, 'GET', '/v1/clusters');
+    return r.body.clusters.find((c) => c.id === clusterId && c.status === 'Connected');
+  }, 60);
+  detail(`control plane shows ${connected.status}, lastSeenAt ${connected.lastSeenAt}`);
+
+  say('Submitting a small evaluation to this cluster');
+  const submitted = await api<{ id: string }>(cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, {
+    image: 'registry.rlmesh.dev/rlmesh/examples/echo-eval@sha256:' + 'ab'.repeat(32),
+    command: ['python', '-m', 'eval'],
+    cpu: '500m',
+    memory: '512Mi',
+    deadlineSeconds: '600',
+  });
+  if (submitted.status !== 201) throw new Error(`submitting the evaluation answered ${submitted.status}: ${JSON.stringify(submitted.body)}`);
+  const evalId = submitted.body.id;
+  detail(`evaluation ${evalId}`);
+  const seen = new Set<string>();
+  const final = await until('the evaluation to finish', async () => {
+    const r = await api<{ phase: string; result?: unknown; updates: { phase: string; message?: string; pod?: string; node?: string }[] }>(cp, 'GET', `/v1/evaluations/${evalId}`);
+    for (const u of r.body.updates ?? []) {
+      const key = `${u.phase}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      detail(`phase ${u.phase}${u.pod ? ` (pod ${u.pod}${u.node ? ` on ${u.node}` : ''})` : ''}${u.message ? `: ${u.message}` : ''}`);
+    }
+    return ['Succeeded', 'Failed', 'Cancelled'].includes(r.body.phase) ? r.body : undefined;
+  }, 120, 500);
+  detail(`result reached the control plane: ${final.phase}`);
+
+  say('Look at it yourself');
+  for (const c of [
+    `export KUBECONFIG=${kubeconfig}`,
+    'kubectl -n rlmesh-system rollout status deployment/rlmesh-cluster-agent',
+    'kubectl get rlmeshcaches',
+    'kubectl -n rlmesh-runs get rlmeshevaluations,pods,pvc',
+    `kubectl -n rlmesh-runs describe rlmeshevaluation ${evalId}`,
+  ]) detail(c);
+  detail('The cluster keeps running; stop it with: test/cluster/down');
+}
+
+main()
+  .then(cleanup)
+  .catch(async (err: Error) => {
+    console.error(`\ndemo stopped at step ${step}: ${err.message}`);
+    for (const c of components) {
+      const tail = readFileSync(c.logFile, 'utf8').trim().split('\n').slice(-5).join('\n      ');
+      console.error(`    last lines of ${c.name}:\n      ${tail}`);
+    }
+    await cleanup();
+    process.exit(1);
+  });
