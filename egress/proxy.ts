@@ -9,6 +9,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { parseAbsoluteUrl, parseAuthority, type AllowList, type Destination, type Refusal } from './allow-list.ts';
 import type { EgressConfig } from './config.ts';
+import { DownstreamRelay } from './downstream-relay.ts';
 import type { EgressMetrics } from './metrics.ts';
 import type { DestinationResolver } from './resolve-destination.ts';
 
@@ -61,7 +62,8 @@ export function createProxy(deps: ProxyDeps) {
   const { config, allowList, resolver, metrics, logger } = deps;
   const server = http.createServer({
     headersTimeout: config.headerTimeoutMs,
-    requestTimeout: config.headerTimeoutMs * 3,
+    // a forwarded body may take long; idle connections are cut by the socket timeout below
+    requestTimeout: 0,
     maxHeaderSize: config.maxHeaderBytes,
     keepAliveTimeout: 5_000,
     noDelay: true,
@@ -70,6 +72,7 @@ export function createProxy(deps: ProxyDeps) {
     // how often header/request timeouts are enforced (Node's default is 30 s)
     connectionsCheckingInterval: Math.min(1_000, config.headerTimeoutMs),
   });
+  server.setTimeout(config.idleTimeoutMs, (socket) => socket.destroy());
   const perClient = new Map<string, number>();
   const open = new Set<Duplex>();
   let active = 0;
@@ -135,7 +138,7 @@ export function createProxy(deps: ProxyDeps) {
   }
 
   /** Opens TCP to the first checked address that answers, within one connect-timeout budget. */
-  async function connect(dest: Destination, addresses: string[]): Promise<Connected> {
+  async function connect(dest: Destination, addresses: string[], onread?: DownstreamRelay['onread']): Promise<Connected> {
     const deadline = performance.now() + config.connectTimeoutMs;
     let last: Answer | undefined;
     for (const address of addresses) {
@@ -144,7 +147,7 @@ export function createProxy(deps: ProxyDeps) {
       const started = performance.now();
       const result = await new Promise<Connected>((resolve) => {
         // highWaterMark reaches the socket's stream options; @types/node omits it from NetConnectOpts
-        const socket = net.connect({ host: address, port: dest.port, noDelay: true, highWaterMark: SOCKET_BUFFER_BYTES } as net.NetConnectOpts);
+        const socket = net.connect({ host: address, port: dest.port, noDelay: true, highWaterMark: SOCKET_BUFFER_BYTES, ...(onread ? { onread } : {}) } as net.NetConnectOpts);
         const timer = setTimeout(() => {
           socket.destroy();
           resolve({
@@ -234,7 +237,8 @@ export function createProxy(deps: ProxyDeps) {
         record({ ...base, host: hostField, port, decision: a.decision, rule: a.rule, status: a.status, durationMs: performance.now() - started });
       };
       if ('status' in decided) return fail(decided);
-      const connected = await connect(dest as Destination, decided.addresses);
+      const relay = new DownstreamRelay();
+      const connected = await connect(dest as Destination, decided.addresses, relay.onread);
       if (!connected.ok) return fail(connected.answer);
       const upstream = connected.socket;
       if (clientSocket.destroyed) {
@@ -269,7 +273,7 @@ export function createProxy(deps: ProxyDeps) {
       clientSocket.once('close', () => upstream.end());
       clientSocket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       if (head.length > 0) upstream.write(head);
-      upstream.pipe(clientSocket);
+      relay.start(upstream, clientSocket);
       clientSocket.pipe(upstream);
     })().catch((err: Error) => {
       logger.error({ err, client, host: shown(target) }, 'egress tunnel failed unexpectedly');
@@ -331,6 +335,16 @@ export function createProxy(deps: ProxyDeps) {
       logger.error({ err, client, host: base.host }, 'egress request failed unexpectedly');
       res.destroy();
     });
+  });
+
+  // protocol upgrades (WebSocket over plain HTTP) are not relayed; wss:// goes through CONNECT
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    const a: Answer = {
+      status: 403, decision: 'refused', rule: 'upgrade',
+      body: `egress to '${shown(req.url ?? '')}' refused: protocol upgrades over plain HTTP are not proxied; use TLS (wss://, https://) through CONNECT`,
+    };
+    answerSocket(socket, a);
+    record({ host: shown(req.url ?? ''), client: req.socket.remoteAddress ?? 'unknown', method: req.method ?? '', decision: a.decision, rule: a.rule, status: a.status, bytesUp: 0, bytesDown: 0, durationMs: 0 });
   });
 
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {

@@ -85,15 +85,30 @@ async function open(mode: Mode, port: number): Promise<net.Socket> {
   }
 }
 
+/** CPU seconds (user + system) a process has used so far. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
+}
+
+const relayPid: Partial<Record<Mode, number>> = {};
+const cpu: Record<Mode, { seconds: number; bytes: number }> = { direct: { seconds: 0, bytes: 0 }, proxy: { seconds: 0, bytes: 0 }, squid: { seconds: 0, bytes: 0 } };
+
 async function throughput(mode: Mode): Promise<number> {
   const s = await open(mode, 7000);
   let bytes = 0;
+  const pid = relayPid[mode];
+  const cpuBefore = pid ? cpuSeconds(pid) : 0;
   const started = performance.now();
   s.on('data', (d: Buffer) => {
     bytes += d.length;
   });
   await new Promise((r) => setTimeout(r, SECONDS * 1000));
   const elapsed = (performance.now() - started) / 1000;
+  if (pid) {
+    cpu[mode].seconds += cpuSeconds(pid) - cpuBefore;
+    cpu[mode].bytes += bytes;
+  }
   s.destroy();
   return bytes / elapsed / 2 ** 20;
 }
@@ -178,6 +193,8 @@ async function main(): Promise<void> {
   ].join('\n'));
   const squid = spawn('squid', ['-N', '-f', join(work, 'squid.conf')], { stdio: ['ignore', 'ignore', 'inherit'] });
   children.push(squid);
+  relayPid.proxy = proxy.pid!;
+  relayPid.squid = squid.pid!;
   await waitForPort(PROXY_PORT, 'the egress proxy');
   await waitForPort(SQUID_PORT, 'squid');
 
@@ -197,6 +214,8 @@ async function main(): Promise<void> {
   console.log('\nbulk CONNECT throughput, median MiB/s');
   console.log(`  direct ${f(t.direct, 0)}  proxy ${f(t.proxy, 0)}  squid ${f(t.squid, 0)}`);
   console.log(`  proxy/direct ${f(t.proxy / t.direct)}×   proxy/squid ${f(t.proxy / t.squid)}×   (goal ≥ 0.9×, ≥ 1.2×)`);
+  const perGiB = (m: Mode) => cpu[m].seconds / (cpu[m].bytes / 2 ** 30);
+  console.log(`  relay CPU per GiB: proxy ${f(perGiB('proxy'), 3)} s, squid ${f(perGiB('squid'), 3)} s (proxy/squid ${f(perGiB('proxy') / perGiB('squid'))}×; less is better, independent of machine load)`);
   console.log('\nconnection setup to first echoed byte, ms (p50 / p99)');
   for (const m of modes) console.log(`  ${m.padEnd(6)} ${f(p(m, 50), 3)} / ${f(p(m, 99), 3)}`);
   console.log(`  added by proxy: p50 ${f(p('proxy', 50) - p('direct', 50), 3)} ms, p99 ${f(p('proxy', 99) - p('direct', 99), 3)} ms (goal p50 ≤ 0.5 ms)`);

@@ -43,7 +43,7 @@ async function startProxy(extra: string[] = []): Promise<void> {
     '--allow', 'mapped.egress.test', '--allow', 'nat64.egress.test', '--allow', 'nx.egress.test',
     '--allow', 'servfail.egress.test', '--allow', 'dark.egress.test', '--allow', 'self.egress.test',
     '--allow', 'bücher.egress.test', '--allow', 'localhost',
-    '--ports', '443,80,7001,9',
+    '--ports', '443,80,7001,7002,9',
     '--allow-range', '198.18.0.0/15', '--allow-range', '2001:2::/48',
     '--dns', dns.address,
     '--connect-timeout', '1500',
@@ -226,6 +226,65 @@ describe('allowed destinations', () => {
   });
 });
 
+describe('tunnel lifecycle', () => {
+  async function readAll(socket: net.Socket): Promise<string> {
+    const chunks: Buffer[] = [];
+    socket.on('data', (d: Buffer) => chunks.push(d));
+    await once(socket, 'end');
+    return Buffer.concat(chunks).toString();
+  }
+
+  it('ends the tunnel after the last byte when the destination closes', async () => {
+    const { status, socket } = await rawConnect('ok.egress.test:80', { keep: true });
+    expect(status).toBe(200);
+    socket.write('GET /bye HTTP/1.0\r\nHost: ok.egress.test\r\n\r\n');
+    const response = await readAll(socket);
+    expect(response).toMatch(/^HTTP\/1\.1 200 OK/);
+    expect(response).toContain(`upstream ${ns.nsAddress} ok.egress.test /bye`);
+    socket.destroy();
+  });
+
+  it('delivers what a destination says first after the 200, in order', async () => {
+    const { status, socket } = await rawConnect('ok.egress.test:7002', { keep: true });
+    expect(status).toBe(200);
+    let text = '';
+    socket.on('data', (d: Buffer) => {
+      text += d.toString();
+    });
+    socket.write('ping\n');
+    const deadline = Date.now() + 5_000;
+    while (!text.includes('ping') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(text).toBe(`banner from ${ns.nsAddress}\nping\n`);
+    socket.destroy();
+  });
+
+  it('relays a large download intact through pooled buffers while other tunnels run', async () => {
+    const a = await rawConnect('ok.egress.test:7001', { keep: true });
+    const b = await rawConnect('ok.egress.test:7001', { keep: true });
+    const payload = (seed: number) => {
+      const p = Buffer.alloc(8 * 1024 * 1024);
+      for (let i = 0; i < p.length; i++) p[i] = (i * seed + (i >> 12)) & 0xff;
+      return p;
+    };
+    const roundTrip = (socket: net.Socket, data: Buffer) => new Promise<Buffer>((resolve) => {
+      const got: Buffer[] = [];
+      let n = 0;
+      socket.on('data', (d: Buffer) => {
+        got.push(d);
+        n += d.length;
+        if (n >= data.length) resolve(Buffer.concat(got));
+      });
+      socket.write(data);
+    });
+    const [pa, pb] = [payload(7), payload(13)];
+    const [ra, rb] = await Promise.all([roundTrip(a.socket, pa), roundTrip(b.socket, pb)]);
+    expect(ra.equals(pa)).toBe(true);
+    expect(rb.equals(pb)).toBe(true);
+    a.socket.destroy();
+    b.socket.destroy();
+  });
+});
+
 describe('hostile DNS answers', () => {
   it('refuses a name that resolves only to private addresses, naming host, address and rule', async () => {
     const r = await rawConnect('priv.egress.test:443');
@@ -299,6 +358,12 @@ describe('refused requests', () => {
     expect(r.status).toBe(403);
     expect(r.headers['x-rlmesh-egress-refused']).toBe(rule);
     expect(r.body).toMatch(/^egress to '.*' refused: .+\n$/);
+  });
+
+  it('refuses protocol upgrades over plain HTTP', async () => {
+    const r = await curl('http://ok.egress.test/ws', ['-H', 'Upgrade: websocket', '-H', 'Connection: Upgrade']);
+    expect(r.code).toBe('403');
+    expect(r.body).toContain('protocol upgrades over plain HTTP are not proxied');
   });
 
   it('answers 502 for DNS failures and refused connections, 504 for a connect timeout', async () => {

@@ -4,6 +4,7 @@
 //   80   HTTP, the same
 //   7000 source: writes data until the client closes (bulk throughput)
 //   7001 echo (setup latency)
+//   7002 banner: speaks first ("banner from <address>\n"), then echoes
 // Prints one JSON line when every port listens.
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
@@ -32,6 +33,11 @@ for (const host of [v4, v6]) {
     s.on('error', () => s.destroy());
     s.pipe(s);
   }).listen(7001, host));
+  servers.push(net.createServer((s) => {
+    s.on('error', () => s.destroy());
+    s.write(`banner from ${s.localAddress}\n`);
+    s.pipe(s);
+  }).listen(7002, host));
 }
 await Promise.all(servers.map((s) => (s.listening ? undefined : once(s, 'listening'))));
 console.log(JSON.stringify({ ready: true, v4, v6 }));
