@@ -311,6 +311,21 @@ export const valuesObjectSchema = z
       .strict()
       .prefault({})
       .describe('The pre-upgrade Job that applies the CRDs server-side (pull Secret rlmesh-registry-join-crd-upgrade, kept on uninstall).'),
+    preflight: z
+      .object({
+        networkPolicyProbe: z
+          .object({
+            enabled: z
+              .boolean()
+              .default(true)
+              .describe('The controller starts a short-lived probe pod in rlmesh-runs to prove NetworkPolicy is enforced; the agent reports the result in its preflight.'),
+          })
+          .strict()
+          .prefault({}),
+      })
+      .strict()
+      .prefault({})
+      .describe('Preflight checks the agent runs at start and every hour (ConfigMap rlmesh-preflight).'),
     observability: z
       .object({ enabled: z.boolean().default(false).describe('Join also claims the relay credential (Secret rlmesh-cluster-relay-secret) for the rlmesh-observability chart.') })
       .strict()
@@ -430,6 +445,15 @@ export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', 
     },
     artifactCache: { pvcName: 'rlmesh-artifact-cache', cacheName: 'default', accessModes: values.artifactCache.storage.sharedPvc.accessModes },
     agent: { nodeSelector: values.agent.reportNodeSelector, spoolMaxBytes: spoolMaxBytes(values.agent.spool.size) },
+    network: { dnsPeers: values.network.dnsPeers, dnsPorts: values.network.dnsPorts },
+    storage: { className: values.storage.className },
+    preflight: {
+      networkPolicyProbe: {
+        enabled: values.preflight.networkPolicyProbe.enabled,
+        // the probe runs the controller's image (it carries lib/preflight/netprobe.ts)
+        image: `${values.controller.image.repository}:${values.controller.image.tag}@${values.controller.image.digest}`,
+      },
+    },
     ports: { metrics: values.metrics.port, health: 8081 },
   });
 }

@@ -107,6 +107,9 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
     "allowRanges" (list))
   "artifactCache" (dict "pvcName" "rlmesh-artifact-cache" "cacheName" "default" "accessModes" $v.artifactCache.storage.sharedPvc.accessModes)
   "agent" (dict "nodeSelector" $v.agent.reportNodeSelector "spoolMaxBytes" (include "rlmesh.spoolMaxBytes" . | int64))
+  "network" (dict "dnsPeers" $v.network.dnsPeers "dnsPorts" $v.network.dnsPorts)
+  "storage" (dict "className" $v.storage.className)
+  "preflight" (dict "networkPolicyProbe" (dict "enabled" $v.preflight.networkPolicyProbe.enabled "image" (include "rlmesh.image" $v.controller.image)))
   "ports" (dict "metrics" $v.metrics.port "health" 8081)
 }}
 {{- toPrettyJson $cfg }}
