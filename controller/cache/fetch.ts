@@ -64,9 +64,11 @@ export class ArtifactFetcher {
     this.#log = log;
     this.#metrics = metrics;
     this.#o = {
-      chunkBytes: opts.chunkBytes ?? 16 * 1024 * 1024,
+      chunkBytes: opts.chunkBytes ?? 32 * 1024 * 1024,
       parallelism: opts.parallelism ?? 4,
-      rangedThresholdBytes: opts.rangedThresholdBytes ?? 64 * 1024 * 1024,
+      // ranged GETs pay off where one connection is slower than the disk (a WAN, a
+      // throttled bucket), not on a fast link, where they only add work: large objects only
+      rangedThresholdBytes: opts.rangedThresholdBytes ?? 256 * 1024 * 1024,
       attempts: opts.attempts ?? 5,
       baseDelayMs: opts.baseDelayMs ?? 500,
       maxDelayMs: opts.maxDelayMs ?? 10_000,
@@ -195,33 +197,35 @@ export class ArtifactFetcher {
     const fh = await open(tmp, partial?.size === a.sizeBytes ? 'r+' : 'w+');
     try {
       await fh.truncate(a.sizeBytes);
-      const load = async (i: number): Promise<Buffer> => {
+      // each range is written where it belongs as it arrives; its pieces are kept for
+      // hashing in order (no copy into one buffer)
+      const load = async (i: number): Promise<Buffer[]> => {
         const start = i * chunk;
         const len = Math.min(chunk, a.sizeBytes - start);
         if (done.has(i)) {
           const buf = Buffer.allocUnsafe(len);
           await fh.read(buf, 0, len, start);
-          return buf;
+          return [buf];
         }
-        const buf = await this.#retrying(src, a, async () => {
+        const parts = await this.#retrying(src, a, async () => {
           const body = await src.get({ start, end: start + len - 1 });
-          const parts: Buffer[] = [];
+          const pieces: Buffer[] = [];
           let got = 0;
           for await (const piece of body as AsyncIterable<Buffer>) {
+            if (got + piece.length > len) throw new RangesUnsupported(`range ${start}-${start + len - 1} returned more than ${len} bytes`);
+            await fh.write(piece, 0, piece.length, start + got);
             got += piece.length;
-            if (got > len) throw new RangesUnsupported(`range ${start}-${start + len - 1} returned more than ${len} bytes`);
-            parts.push(piece);
+            pieces.push(piece);
           }
           if (got !== len) throw new Error(`range ${start}-${start + len - 1} returned ${got} of ${len} bytes`);
-          return Buffer.concat(parts, len);
+          return pieces;
         });
-        await fh.write(buf, 0, len, start);
         await appendFile(journal, `${i}\n`);
-        return buf;
+        return parts;
       };
       // download up to `parallelism` ranges at once, hashing them in order as they land
       const hash = createHash('sha256');
-      const pending = new Map<number, Promise<Buffer>>();
+      const pending = new Map<number, Promise<Buffer[]>>();
       let next = 0;
       const launch = (hashed: number): void => {
         while (next < n && next < hashed + this.#o.parallelism) {
@@ -232,9 +236,8 @@ export class ArtifactFetcher {
       };
       launch(0);
       for (let i = 0; i < n; i++) {
-        const buf = await pending.get(i)!;
+        for (const piece of await pending.get(i)!) hash.update(piece);
         pending.delete(i);
-        hash.update(buf);
         launch(i + 1);
       }
       const actual = hash.digest('hex');

@@ -49,6 +49,10 @@ export async function startArtifactServer(): Promise<ArtifactServer> {
   const throttles = new Map<string, number>();
   const server = createServer({ key: tls.key, cert: tls.cert }, (req, res) => {
     const path = new URL(req.url ?? '/', 'https://x').pathname;
+    if (path === '/__stats') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(Object.fromEntries(requests)));
+      return;
+    }
     requests.set(path, (requests.get(path) ?? 0) + 1);
     const fail = failures.get(path) ?? 0;
     if (fail > 0) {

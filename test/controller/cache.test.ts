@@ -11,6 +11,7 @@ import { MERGE_PATCH } from '../../controller/kube-errors.ts';
 import { blob, startArtifactServer, type ArtifactServer } from './artifact-server.ts';
 import {
   apply,
+  metric,
   createEvaluation,
   evaluation,
   eventsFor,
@@ -47,18 +48,6 @@ const https = (name: string, b: { data: Buffer; sha256: string }, path: string) 
   sizeBytes: b.data.length,
   source: { httpsUrl: server.url(path) },
 });
-
-async function metric(proc: ControllerProcess, name: string): Promise<number> {
-  const line = readFileSync(proc.logFile, 'utf8')
-    .split('\n')
-    .find((l) => l.includes('"server":"metrics"'));
-  const port = (JSON.parse(line!) as { port: number }).port;
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return text
-    .split('\n')
-    .filter((l) => l.startsWith(name))
-    .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
-}
 
 beforeAll(async () => {
   env = await setupEnv();

@@ -5,7 +5,7 @@
 // ServiceAccounts through TokenRequest, so RBAC is exercised for real.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync, createWriteStream } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -246,4 +246,18 @@ export async function getPod(env: Env, name: string): Promise<k8s.V1Pod | undefi
     if ((err as { code?: number }).code === 404) return undefined;
     throw err;
   }
+}
+
+/** Sum of the samples of a metric (name with labels as a prefix) from a controller process's /metrics. */
+export async function metric(proc: ControllerProcess, name: string): Promise<number> {
+  const line = readFileSync(proc.logFile, 'utf8')
+    .split('\n')
+    .find((l) => l.includes('"server":"metrics"'));
+  if (!line) throw new Error(`the controller has not logged its metrics port yet (${proc.logFile})`);
+  const port = (JSON.parse(line) as { port: number }).port;
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(name))
+    .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
 }

@@ -1,0 +1,219 @@
+// Benchmark: the controller against bare baselines, side by side in one run on
+// the local cluster (test/cluster/up must be running).
+//
+//   node test/bench/controller.ts [--evaluations 1000] [--object-mib 256] [--rounds 3] [--fanout 50]
+//
+// 1. evaluations -> pods: the reconciler (as its ServiceAccount) turning N
+//    evaluations into pods, vs a bare client creating the same N pods in a
+//    loop (sequential, and with the controller's concurrency).
+// 2. cache fill throughput: the filler's fetch path (ranged GETs, SHA-256,
+//    temp file, fsync, rename) vs a raw GET of the same object from the same
+//    server, over HTTPS (separate server process) and S3 (versitygw).
+// 3. fan-out: `--fanout` evaluations wanting one artifact -> downloads counted.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import * as k8s from '@kubernetes/client-node';
+import { GetObjectCommand } from '@aws-sdk/client-s3';
+import { pino } from 'pino';
+import { Agent, request } from 'undici';
+import { ArtifactFetcher } from '../../controller/cache/fetch.ts';
+import { ArtifactStore } from '../../controller/cache/store.ts';
+import { buildEvaluationPod } from '../../controller/pod-spec.ts';
+import type { RLMeshEvaluation } from '../../lib/crds/types.ts';
+import { adminKubeConfig, kubectl } from '../support/cluster.ts';
+import { apply, createEvaluation, evaluation, metric, setupEnv, startController, waitForPhase, type Env } from '../controller/harness.ts';
+import { startS3Server } from '../controller/s3-server.ts';
+
+const { values } = parseArgs({
+  options: {
+    evaluations: { type: 'string', default: '1000' },
+    'object-mib': { type: 'string', default: '256' },
+    rounds: { type: 'string', default: '3' },
+    fanout: { type: 'string', default: '50' },
+  },
+});
+const N = Number(values.evaluations);
+const OBJECT = Number(values['object-mib']) * 1024 * 1024;
+const ROUNDS = Number(values.rounds);
+const FANOUT = Number(values.fanout);
+const CONCURRENCY = 16;
+const silent = pino({ level: 'silent' });
+const results: string[] = [];
+const report = (line: string): void => {
+  console.log(line);
+  results.push(line);
+};
+
+async function pool<T>(items: T[], concurrency: number, fn: (item: T) => Promise<unknown>): Promise<void> {
+  let i = 0;
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (i < items.length) await fn(items[i++]!);
+  }));
+}
+
+/** Resolves with the time the namespace holds `count` pods, counting ADDED events of a watch opened now. */
+function podsAppear(namespace: string, count: number): Promise<number> {
+  const kc = adminKubeConfig();
+  const seen = new Set<string>();
+  return new Promise((resolve, reject) => {
+    const watch = new k8s.Watch(kc);
+    let req: AbortController | undefined;
+    void watch
+      .watch(`/api/v1/namespaces/${namespace}/pods`, {}, (type, obj: k8s.V1Pod) => {
+        if (type === 'ADDED') seen.add(obj.metadata!.name!);
+        if (seen.size >= count) {
+          req?.abort();
+          resolve(performance.now());
+        }
+      }, (err) => {
+        if (err && seen.size < count) reject(err);
+      })
+      .then((r) => (req = r));
+  });
+}
+
+async function benchPods(env: Env): Promise<void> {
+  const kc = adminKubeConfig();
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const evs = Array.from({ length: N }, (_, i) => evaluation(`bench-${i}`, { resources: { cpu: '10m', memory: '16Mi' } }, { 'rlmesh.dev/test-duration': '100ms' }) as RLMeshEvaluation);
+  const settings = { namespace: '', pullSecret: 'rlmesh-registry-pull', proxyUrl: 'http://rlmesh-egress-proxy.rlmesh-system.svc:3128', cache: { pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteOnce'] } };
+  const barePods = (ns: string) =>
+    evs.map((ev) => {
+      const pod = buildEvaluationPod({ ...ev, metadata: { ...ev.metadata, uid: 'bench' } }, { ...settings, namespace: ns });
+      pod.metadata!.ownerReferences = [];
+      return pod;
+    });
+
+  const bare: Record<string, number> = {};
+  for (const [label, conc] of [['sequential', 1], [`${CONCURRENCY} at once`, CONCURRENCY]] as const) {
+    const ns = `${env.id}-bare-${conc}`;
+    apply([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }]);
+    const pods = barePods(ns);
+    const t0 = performance.now();
+    await pool(pods, conc, (body) => core.createNamespacedPod({ namespace: ns, body }));
+    const ms = performance.now() - t0;
+    report(`bare client (${label}): ${N} pods in ${(ms / 1000).toFixed(2)} s = ${((N * 1000) / ms).toFixed(0)} pods/s`);
+    bare[label] = ms;
+    kubectl(['delete', 'namespace', ns, '--wait=false']);
+  }
+
+  // evaluations exist before the controller starts: its time runs from "reconciler started" to the Nth pod
+  await pool(evs, 32, (ev) => createEvaluation(env, ev));
+  const appeared = podsAppear(env.runs, N);
+  const proc = await startController(env, 'reconciler', [`--concurrency=${CONCURRENCY}`], { LOG_LEVEL: 'info' });
+  const startedAt = await new Promise<number>((resolve) => {
+    const rl = createInterface({ input: proc.child.stdout! });
+    rl.on('line', (l) => {
+      if (l.includes('evaluation reconciler started')) resolve(performance.now());
+    });
+  });
+  const doneAt = await appeared;
+  const ms = doneAt - startedAt;
+  report(`controller: ${N} evaluations -> ${N} pods in ${(ms / 1000).toFixed(2)} s = ${((N * 1000) / ms).toFixed(0)} pods/s (each: pod create + status write + Event)`);
+  report(`ratio controller / bare sequential loop: ${(bare.sequential! / ms).toFixed(2)}x  (goal >= 0.8x)`);
+  report(`ratio controller / bare client at concurrency ${CONCURRENCY}: ${(bare[`${CONCURRENCY} at once`]! / ms).toFixed(2)}x`);
+  await proc.stop();
+}
+
+async function startServerProcess(size: number): Promise<{ child: ChildProcess; url: string; sha256: string; caFile: string; statsUrl: string; dispatcher: Agent }> {
+  const child = spawn(process.execPath, [join(import.meta.dirname, 'controller-artifact-server.ts'), String(size)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
+  const info = JSON.parse(line) as { url: string; sha256: string; caFile: string; statsUrl: string };
+  return { child, ...info, dispatcher: new Agent({ connect: { ca: readFileSync(info.caFile, 'utf8') }, connections: 8 }) };
+}
+
+async function drain(body: AsyncIterable<Uint8Array>): Promise<number> {
+  let n = 0;
+  for await (const c of body) n += c.length;
+  return n;
+}
+
+async function benchFill(): Promise<void> {
+  const srv = await startServerProcess(OBJECT);
+  const s3 = await startS3Server();
+  try {
+    const data = await drain((await request(srv.url, { dispatcher: srv.dispatcher })).body);
+    await s3.put('bench', 'object.bin', Buffer.from(await (await request(srv.url, { dispatcher: srv.dispatcher })).body.arrayBuffer()));
+    const mib = data / 1024 / 1024;
+    const dir = mkdtempSync(join(tmpdir(), 'rlmesh-bench-cache-'));
+    const store = new ArtifactStore(dir);
+    await store.init();
+    const fetcher = new ArtifactFetcher(store, silent, undefined, { dispatcher: srv.dispatcher });
+    const ref = { name: 'object.bin', sha256: srv.sha256, sizeBytes: data };
+    // rounds interleave the two sides so load from elsewhere on the machine hits both alike; best of each
+    const sideBySide = async (raw: () => Promise<unknown>, fill: () => Promise<unknown>): Promise<[number, number]> => {
+      let r = Infinity;
+      let f = Infinity;
+      for (let i = 0; i < ROUNDS; i++) {
+        let t0 = performance.now();
+        await raw();
+        r = Math.min(r, performance.now() - t0);
+        await store.remove(srv.sha256);
+        t0 = performance.now();
+        await fill();
+        f = Math.min(f, performance.now() - t0);
+      }
+      return [r, f];
+    };
+    const rate = (ms: number) => `${((mib * 1000) / ms).toFixed(0)} MiB/s`;
+    const https = { kind: 'https' as const, url: srv.url };
+    const [rawHttps, fillHttps] = await sideBySide(async () => drain((await request(srv.url, { dispatcher: srv.dispatcher })).body), () => fetcher.fetch(ref, https));
+    const mode = data >= 256 * 1024 * 1024 ? 'parallel ranged GETs, 4 x 32 MiB' : 'one stream';
+    report(`HTTPS ${mib.toFixed(0)} MiB: raw GET ${rate(rawHttps)}, cache fill (${mode}; SHA-256, temp file, fsync, rename) ${rate(fillHttps)}; ratio ${(rawHttps / fillHttps).toFixed(2)}x  (goal >= 0.9x)`);
+    const single = new ArtifactFetcher(store, silent, undefined, { dispatcher: srv.dispatcher, rangedThresholdBytes: Number.MAX_SAFE_INTEGER });
+    const [rawHttps1, fillHttps1] = await sideBySide(async () => drain((await request(srv.url, { dispatcher: srv.dispatcher })).body), () => single.fetch(ref, https));
+    report(`HTTPS ${mib.toFixed(0)} MiB, fill forced to one stream: raw GET ${rate(rawHttps1)}, cache fill ${rate(fillHttps1)}; ratio ${(rawHttps1 / fillHttps1).toFixed(2)}x`);
+    const creds = { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey };
+    const s3src = { kind: 's3' as const, endpoint: s3.endpoint, region: 'us-east-1', bucket: 'bench', key: 'object.bin', credentials: creds };
+    const [rawS3, fillS3] = await sideBySide(
+      async () => drain((await s3.client.send(new GetObjectCommand({ Bucket: 'bench', Key: 'object.bin' }))).Body as AsyncIterable<Uint8Array>),
+      () => fetcher.fetch(ref, s3src),
+    );
+    report(`S3 (versitygw) ${mib.toFixed(0)} MiB: raw GetObject ${rate(rawS3)}, cache fill (${mode}) ${rate(fillS3)}; ratio ${(rawS3 / fillS3).toFixed(2)}x`);
+    rmSync(dir, { recursive: true, force: true });
+  } finally {
+    srv.child.kill('SIGTERM');
+    await srv.dispatcher.close();
+    await s3.close();
+  }
+}
+
+async function benchFanout(env: Env): Promise<void> {
+  const srv = await startServerProcess(32 * 1024 * 1024);
+  const cacheDir = mkdtempSync(join(tmpdir(), 'rlmesh-bench-fanout-'));
+  const reconciler = await startController(env, 'reconciler', [], { LOG_LEVEL: 'info' });
+  const filler = await startController(env, 'cache-filler', [`--cache-dir=${cacheDir}`, '--node-name=kwok-cpu-0'], { NODE_EXTRA_CA_CERTS: srv.caFile, LOG_LEVEL: 'info' });
+  try {
+    const artifact = { name: 'shared.bin', sha256: srv.sha256, sizeBytes: 32 * 1024 * 1024, source: { httpsUrl: srv.url } };
+    await pool(Array.from({ length: FANOUT }, (_, i) => i), FANOUT, (i) =>
+      createEvaluation(env, evaluation(`fan-${i}`, { artifacts: [artifact] }, { 'rlmesh.dev/test-duration': '100ms' })),
+    );
+    for (let i = 0; i < FANOUT; i++) await waitForPhase(env, `fan-${i}`, ['Succeeded'], 300_000);
+    const stats = (await (await request(srv.statsUrl, { dispatcher: srv.dispatcher })).body.json()) as Record<string, number>;
+    const downloads = await metric(filler, 'rlmesh_cache_fetches_total{source="https",result="ok"}');
+    report(`fan-out: ${FANOUT} evaluations wanting one 32 MiB artifact -> ${downloads} download(s), ${stats['/object.bin'] ?? 0} GET(s) at the source; all ${FANOUT} Succeeded`);
+  } finally {
+    await reconciler.stop();
+    await filler.stop();
+    srv.child.kill('SIGTERM');
+    await srv.dispatcher.close();
+    rmSync(cacheDir, { recursive: true, force: true });
+  }
+}
+
+const env = await setupEnv();
+try {
+  await benchFill();
+  await benchFanout(env);
+  kubectl(['-n', env.runs, 'delete', 'rlmeshevaluations', '--all', '--wait=true', '--timeout=120s'], { allowFail: true });
+  kubectl(['-n', env.runs, 'delete', 'pods', '--all', '--wait=true', '--timeout=120s'], { allowFail: true });
+  await benchPods(env);
+} finally {
+  await env.cleanup();
+}
+console.log('\nsummary\n' + results.join('\n'));
+process.exit(0);
