@@ -19,13 +19,14 @@ describe('egress config', () => {
     const file = join(dir, 'config.json');
     writeFileSync(file, JSON.stringify({
       controlPlane: {}, credentials: {}, observability: {}, gpuFeatureDiscovery: {}, artifactCache: {},
-      egress: { allowedDomains: ['api.rlmesh.dev'], allowedPorts: [443, 8443], allowRanges: ['10.20.0.0/16'] },
+      egress: { allowedDomains: ['api.rlmesh.dev'], allowedPorts: [443, 8443], allowRanges: ['10.20.0.0/16'], proxyUrl: 'http://rlmesh-egress-proxy.rlmesh-system.svc:3129' },
       ports: { metrics: 9191, health: 8181 },
     }));
     const c = parseConfig(['--allow', 'extra.example'], { RLMESH_CONFIG: file });
     expect(c.allow).toEqual(['api.rlmesh.dev', 'extra.example']);
     expect(c.ports).toEqual([443, 8443]);
     expect(c.allowRanges).toEqual(['10.20.0.0/16']);
+    expect(c.listen).toEqual({ host: '0.0.0.0', port: 3129 });
     expect(c.healthListen).toEqual({ host: '0.0.0.0', port: 8181 });
     expect(c.metricsListen).toEqual({ host: '0.0.0.0', port: 9191 });
   });

@@ -33,7 +33,7 @@ export interface EgressConfig {
   drainTimeoutMs: number;
 }
 
-export const USAGE = `usage: node egress/main.ts [--config FILE] [--listen HOST:PORT] [--allow NAME]... [--ports 443,80]
+export const USAGE = `usage: node egress/main.ts [--help] [--config FILE] [--listen HOST:PORT] [--allow NAME]... [--ports 443,80]
   [--allow-range CIDR]... [--dns IP[:PORT]]... [--health-listen HOST:PORT] [--metrics-listen HOST:PORT]
   [--connect-timeout MS] [--idle-timeout MS] [--header-timeout MS] [--max-header-bytes N]
   [--max-tunnels N] [--max-tunnels-per-client N] [--drain-timeout MS] [--dns-timeout MS]`;
@@ -52,12 +52,17 @@ function positive(flag: string, text: string | undefined, fallback: number): num
   return n;
 }
 
+export function wantsHelp(argv: string[]): boolean {
+  return argv.includes('--help') || argv.includes('-h');
+}
+
 export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): EgressConfig {
   const { values: v } = parseArgs({
     args: argv,
     strict: true,
     options: {
       config: { type: 'string' },
+      help: { type: 'boolean', default: false },
       listen: { type: 'string' },
       'health-listen': { type: 'string' },
       'metrics-listen': { type: 'string' },
@@ -86,8 +91,10 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       return n;
     });
   }
+  // in the cluster the proxy listens on the port of the proxy URL the chart hands to evaluation pods
+  const proxyPort = runtime ? (new URL(runtime.egress.proxyUrl).port || '3128') : '3128';
   return {
-    listen: hostPort('listen', v.listen ?? '0.0.0.0:3128'),
+    listen: hostPort('listen', v.listen ?? `0.0.0.0:${proxyPort}`),
     healthListen: hostPort('health-listen', v['health-listen'] ?? `0.0.0.0:${runtime?.ports.health ?? 8081}`),
     metricsListen: hostPort('metrics-listen', v['metrics-listen'] ?? `0.0.0.0:${runtime?.ports.metrics ?? 9090}`),
     allow: [...(runtime?.egress.allowedDomains ?? []), ...v.allow],

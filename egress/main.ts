@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { createLogger } from '../lib/logger.ts';
 import { AllowList } from './allow-list.ts';
 import { parseAllowRange } from './classify-address.ts';
-import { parseConfig, USAGE, type HostPort } from './config.ts';
+import { parseConfig, USAGE, wantsHelp, type HostPort } from './config.ts';
 import { createMetrics } from './metrics.ts';
 import { createHealthServer, createMetricsServer } from './ops-server.ts';
 import { createProxy } from './proxy.ts';
@@ -28,6 +28,10 @@ async function listen(server: Server, at: HostPort, what: string): Promise<void>
 }
 
 async function main(): Promise<void> {
+  if (wantsHelp(process.argv.slice(2))) {
+    console.log(`${USAGE}\n\nSee egress/README.md for the allow-list, address and allow-range rules.`);
+    return;
+  }
   const config = parseConfig(process.argv.slice(2));
   const allowList = new AllowList({ entries: config.allow, ports: config.ports });
   const allowRanges = config.allowRanges.map(parseAllowRange);
