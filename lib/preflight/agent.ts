@@ -35,14 +35,20 @@ export async function agentPreflightOnce(opts: AgentPreflightOptions): Promise<P
   return report;
 }
 
-/** Runs now, then every interval; returns stop(). Errors are logged, never thrown. */
+/** Runs now, then every interval (never two at once); returns stop(), after which nothing more is sent. */
 export function startAgentPreflight(opts: AgentPreflightOptions): () => void {
   let stopped = false;
+  let running = false;
+  const guarded: AgentPreflightOptions = { ...opts, send: (r) => (stopped ? undefined : opts.send(r)) };
   const tick = (): void => {
-    agentPreflightOnce(opts).catch((err: unknown) => opts.log.error({ err: (err as Error).message }, 'preflight run failed; next try in an hour'));
+    if (stopped || running) return;
+    running = true;
+    agentPreflightOnce(guarded)
+      .catch((err: unknown) => opts.log.error({ err: (err as Error).message }, 'preflight run failed; next try in an hour'))
+      .finally(() => (running = false));
   };
   tick();
-  const timer = setInterval(() => !stopped && tick(), opts.intervalMs ?? PREFLIGHT_INTERVAL_MS);
+  const timer = setInterval(tick, opts.intervalMs ?? PREFLIGHT_INTERVAL_MS);
   timer.unref();
   return () => {
     stopped = true;

@@ -25,6 +25,8 @@ export function apply(yaml: string): void {
 
 /** Namespaces NS (release) and RUNS (restricted Pod Security), ServiceAccounts and rbac.yaml. */
 export function setUpNamespaces(): void {
+  // a previous file's teardown may still be deleting them
+  kubectl(['wait', '--for=delete', `namespace/${NS}`, `namespace/${RUNS}`, '--timeout=120s'], { allowFail: true });
   apply(`
 apiVersion: v1
 kind: Namespace
