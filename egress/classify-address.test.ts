@@ -1,3 +1,4 @@
+import { BlockList } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { describe, expect, it } from 'vitest';
 import { classifyAddress, normaliseHost, parseAllowRange } from './classify-address.ts';
@@ -260,5 +261,51 @@ describe('allow-ranges', () => {
     expect(classifyAddress('::ffff:198.18.0.2', ranges).verdict).toBe('refused');
     expect(classifyAddress('64:ff9b::198.18.0.2', ranges).verdict).toBe('refused');
     expect(classifyAddress('2002:c612:2::1', ranges).verdict).toBe('refused');
+  });
+});
+
+// An independent matcher as oracle: node:net BlockList built from the same
+// registry rows (plus everything outside 2000::/3), checked against random
+// addresses across the whole space.
+describe('agrees with node:net BlockList on random addresses', () => {
+  const v4 = new BlockList();
+  const v6 = new BlockList();
+  for (const r of IPV4_ROWS) {
+    const [net, bits] = ipaddr.parseCIDR(r.cidr);
+    v4.addSubnet(net.toString(), bits, 'ipv4');
+  }
+  for (const r of [...IPV6_ROWS.map((row) => row.cidr), '::/3', '4000::/2', '8000::/1']) {
+    const [net, bits] = ipaddr.parseCIDR(r);
+    v6.addSubnet(net.toString(), bits, 'ipv6');
+  }
+  let seed = 12345;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed;
+  };
+  const byte = () => random() & 0xff;
+
+  it('IPv4: 200,000 addresses', () => {
+    let mismatches = 0;
+    for (let i = 0; i < 200_000; i++) {
+      const a = `${byte()}.${byte()}.${byte()}.${byte()}`;
+      if ((classifyAddress(a).verdict === 'refused') !== v4.check(a, 'ipv4')) mismatches++;
+    }
+    expect(mismatches).toBe(0);
+  });
+
+  it('IPv6: 100,000 addresses, half of them near special blocks', () => {
+    const prefixes = ['2001:0', '2001:1', '2001:2', '2001:3', '2001:4', '2001:1f', '2002', '2620:4f', '3fff', '5f00', 'fc00', 'fe80', 'fec0', 'ff00', '64:ff9b', '100', '2001:db8', '0'];
+    let mismatches = 0;
+    for (let i = 0; i < 100_000; i++) {
+      const groups = Array.from({ length: 8 }, () => ((random() & 0xffff) >>> 0).toString(16));
+      if (i % 2) {
+        const p = prefixes[random() % prefixes.length]!.split(':');
+        p.forEach((g, j) => (groups[j] = g));
+      }
+      const a = ipaddr.parse(groups.join(':')).toString();
+      if ((classifyAddress(a).verdict === 'refused') !== v6.check(a, 'ipv6')) mismatches++;
+    }
+    expect(mismatches).toBe(0);
   });
 });
