@@ -3,7 +3,7 @@ import type * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { accessModesVerdict } from './checks/access-modes.ts';
 import { skewVerdict } from './checks/clock-skew.ts';
-import { dnsVerdict, nodeLocalAddresses, type DnsFacts, type PodView } from './checks/dns-peers.ts';
+import { dnsVerdict, nodeLocalAddresses, resolvConfNameservers, type DnsFacts, type PodView } from './checks/dns-peers.ts';
 import { gpuVerdict } from './checks/gpu-resources.ts';
 import { rightsVerdict, INSTALL_RIGHTS } from './checks/install-rights.ts';
 import { versionVerdict } from './checks/kubernetes-version.ts';
@@ -178,6 +178,12 @@ describe('dns-peers', () => {
     expect(dnsVerdict([{ ipBlock: { cidr: '10.244.0.0/16' } }], [53], facts([coredns])).verdict).toBe('pass');
     expect(dnsVerdict([{ ipBlock: { cidr: '10.244.0.0/16', except: ['10.244.0.0/24'] } }], [53], facts([coredns])).verdict).toBe('fail');
     expect(dnsVerdict([{ ipBlock: { cidr: '10.96.0.10/32' } }], [53], facts([coredns], { kubeDnsServiceIp: '10.96.0.10' })).verdict).toBe('warn');
+  });
+  it('a link-local nameserver of the agent pod counts as a node-local resolver address', () => {
+    expect(resolvConfNameservers('search svc.cluster.local\nnameserver 169.254.20.10\n nameserver 10.96.0.10\noptions ndots:5\n')).toEqual(['169.254.20.10', '10.96.0.10']);
+    const peer = { ipBlock: { cidr: '169.254.20.10/32' } };
+    expect(dnsVerdict([peer], [53], facts([], { podNameservers: ['169.254.20.10'] }))).toMatchObject({ verdict: 'pass', found: 'peer 1 (ipBlock 169.254.20.10/32) contains node-local DNS address 169.254.20.10' });
+    expect(dnsVerdict([{ ipBlock: { cidr: '10.96.0.10/32' } }], [53], facts([], { podNameservers: ['10.96.0.10'] })).verdict).toBe('fail');
   });
   it('a peer without namespaceSelector selects pods in the policies own namespaces only', () => {
     expect(dnsVerdict([{ podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }], [53], facts([coredns])).verdict).toBe('fail');

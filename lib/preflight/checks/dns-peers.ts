@@ -3,6 +3,7 @@
 // Selector peers are evaluated against the live pods and namespaces, as the
 // CNI would; ipBlock peers must contain a resolver pod, a node-local DNS
 // address, or (weaker) the kube-dns Service IP.
+import { readFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import ipaddr from 'ipaddr.js';
 import { apiMessage, isForbidden, isNotFound } from '../kube.ts';
@@ -19,6 +20,8 @@ export type DnsFacts = {
   kubeDnsServiceIp?: string;
   /** namespaces the NetworkPolicies live in: a peer without namespaceSelector selects pods there */
   policyNamespaces: string[];
+  /** inside the cluster: the nameservers of this pod's /etc/resolv.conf */
+  podNameservers?: string[];
 };
 
 const DNS_LABELS: [string, string][] = [
@@ -55,6 +58,22 @@ export function nodeLocalAddresses(pods: PodView[]): string[] {
   return out;
 }
 
+function isLinkLocal(ip: string): boolean {
+  try {
+    return ipaddr.process(ip).range() === 'linkLocal';
+  } catch {
+    return false;
+  }
+}
+
+/** nameserver lines of a resolv.conf */
+export function resolvConfNameservers(text: string): string[] {
+  return text
+    .split('\n')
+    .map((l) => /^\s*nameserver\s+(\S+)/.exec(l)?.[1])
+    .filter((ip): ip is string => ip !== undefined);
+}
+
 function inBlock(ip: string, block: NonNullable<NetworkPolicyPeer['ipBlock']>): boolean {
   try {
     const addr = ipaddr.process(ip);
@@ -85,7 +104,8 @@ export function suggestedPeer(p: PodView): string {
 
 export function dnsVerdict(peers: NetworkPolicyPeer[], dnsPorts: number[], facts: DnsFacts): CheckResult {
   const resolvers = facts.pods.filter((p) => p.running && looksLikeResolver(p));
-  const nodeLocal = nodeLocalAddresses(facts.pods);
+  // a link-local nameserver in the pod's resolv.conf is a node-local cache (not translated by a Service)
+  const nodeLocal = [...new Set([...nodeLocalAddresses(facts.pods), ...(facts.podNameservers ?? []).filter(isLinkLocal)])];
   const lines: string[] = [];
   let serving = 0;
   let wrongPorts: number[] = [];
@@ -164,7 +184,21 @@ export async function gatherDnsFacts(ctx: PreflightContext): Promise<DnsFacts> {
   } catch (err) {
     if (!isNotFound(err) && !isForbidden(err)) throw new Error(`reading Service kube-system/kube-dns: ${apiMessage(err)}`);
   }
-  return { pods, namespaces, ...(kubeDnsServiceIp ? { kubeDnsServiceIp } : {}), policyNamespaces: [ctx.settings.namespace, ctx.settings.runsNamespace] };
+  let podNameservers: string[] = [];
+  if (ctx.mode === 'agent') {
+    try {
+      podNameservers = resolvConfNameservers(readFileSync('/etc/resolv.conf', 'utf8'));
+    } catch {
+      // no resolv.conf: the API facts alone decide
+    }
+  }
+  return {
+    pods,
+    namespaces,
+    ...(kubeDnsServiceIp ? { kubeDnsServiceIp } : {}),
+    policyNamespaces: [ctx.settings.namespace, ctx.settings.runsNamespace],
+    podNameservers,
+  };
 }
 
 export async function checkDnsPeers(ctx: PreflightContext): Promise<CheckResult> {
