@@ -44,9 +44,9 @@ export function ownPodIp(): string | undefined {
 }
 
 /** Forbidden: this controller's metrics port; allowed: the egress proxy from egress.proxyUrl. */
-export function defaultProbeTargets(config: RuntimeConfig, podIp = ownPodIp()): ProbeTargets {
+export function defaultProbeTargets(config: RuntimeConfig, metricsPort = config.ports.metrics, podIp = ownPodIp()): ProbeTargets {
   const proxy = new URL(config.egress.proxyUrl);
-  return { forbidden: `${podIp ?? '127.0.0.1'}:${config.ports.metrics}`, allowed: `${proxy.hostname}:${proxy.port || '80'}` };
+  return { forbidden: `${podIp ?? '127.0.0.1'}:${metricsPort}`, allowed: `${proxy.hostname}:${proxy.port || '80'}` };
 }
 
 export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecret' | 'targets' | 'annotations'>): k8s.V1Pod {

@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { runtimeConfigSchema } from '../lib/runtime-config.ts';
+import { defaultProbeTargets, podOutcome, probePod } from './network-policy-probe.ts';
+
+const config = runtimeConfigSchema.parse({ controlPlane: {}, credentials: {}, observability: {}, gpuFeatureDiscovery: {}, egress: {}, artifactCache: {} });
+
+describe('NetworkPolicy probe pod', () => {
+  it('targets this controller metrics port (forbidden) and the egress proxy (allowed)', () => {
+    expect(defaultProbeTargets(config, 9090, '10.244.1.7')).toEqual({ forbidden: '10.244.1.7:9090', allowed: 'rlmesh-egress-proxy.rlmesh-system.svc:3128' });
+  });
+  it('is a restricted pod without a ServiceAccount token running the small probe command', () => {
+    const pod = probePod({ runsNamespace: 'rlmesh-runs', image: 'img', pullSecret: 'pull', targets: { forbidden: 'a:1', allowed: 'b:2' } });
+    expect(pod.spec).toMatchObject({
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      activeDeadlineSeconds: 60,
+      securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+      imagePullSecrets: [{ name: 'pull' }],
+    });
+    expect(pod.spec?.containers[0]).toMatchObject({
+      command: ['node', '/app/lib/preflight/netprobe.ts', 'a:1', 'b:2'],
+      securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+    });
+    expect(pod.metadata?.labels?.['app.kubernetes.io/managed-by']).toBeUndefined();
+  });
+  it('reads the exit code and termination message, or why the pod did not run', () => {
+    expect(podOutcome({ status: { containerStatuses: [{ name: 'probe', image: '', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 10, message: 'forbidden a:1: connected\n' } } }] } })).toEqual({
+      kind: 'exited',
+      exitCode: 10,
+      message: 'forbidden a:1: connected',
+    });
+    expect(podOutcome({ status: { phase: 'Failed', reason: 'DeadlineExceeded' } })).toEqual({ kind: 'not-run', reason: 'DeadlineExceeded' });
+    expect(podOutcome({ status: { phase: 'Running' } })).toBeUndefined();
+  });
+});
