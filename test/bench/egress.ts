@@ -213,6 +213,7 @@ async function main(): Promise<void> {
   console.log(`machine: ${cpus().length} CPUs, load average at start ${loadAtStart}, at end ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   console.log('\nbulk CONNECT throughput, median MiB/s');
   console.log(`  direct ${f(t.direct, 0)}  proxy ${f(t.proxy, 0)}  squid ${f(t.squid, 0)}`);
+  for (const m of modes) console.log(`    ${m} rounds: ${tput[m].map((x) => f(x, 0)).join(' ')}`);
   console.log(`  proxy/direct ${f(t.proxy / t.direct)}×   proxy/squid ${f(t.proxy / t.squid)}×   (goal ≥ 0.9×, ≥ 1.2×)`);
   const perGiB = (m: Mode) => cpu[m].seconds / (cpu[m].bytes / 2 ** 30);
   console.log(`  relay CPU per GiB: proxy ${f(perGiB('proxy'), 3)} s, squid ${f(perGiB('squid'), 3)} s (proxy/squid ${f(perGiB('proxy') / perGiB('squid'))}×; less is better, independent of machine load)`);
