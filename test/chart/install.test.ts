@@ -56,7 +56,14 @@ describe('the chart on the local cluster', () => {
   it('installs from oci:// with a join token: every object, CRDs, restricted runs namespace', () => {
     const r = helm(['install', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--create-namespace', '--set', `joinToken=${T1}`, ...plain]);
     expect(r.stdout).toContain('STATUS: deployed');
-    expect(r.stdout).toContain(`kubectl -n ${SYS} rollout status deployment/rlmesh-cluster-agent`);
+    // NOTES.txt: the spec's four Verify commands for this release
+    for (const line of [
+      `kubectl -n ${SYS} rollout status deployment/rlmesh-cluster-agent`,
+      `kubectl -n ${SYS} rollout status deployment/rlmesh-cluster-controller`,
+      'kubectl get rlmeshcaches',
+      'kubectl -n rlmesh-runs get pods,pvc',
+    ])
+      expect(r.stdout).toContain(line);
     for (const d of ['rlmesh-cluster-agent', 'rlmesh-cluster-controller', 'rlmesh-egress-proxy']) expect(exists(['-n', SYS, 'deployment', d]), d).toBe(true);
     for (const c of CRDS) expect(exists(['crd', c])).toBe(true);
     expect(exists(['rlmeshcaches.rlmesh.dev', 'default'])).toBe(true);

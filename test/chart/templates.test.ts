@@ -67,6 +67,14 @@ describe('objects', () => {
     expect(pvc.metadata.annotations?.['helm.sh/resource-policy']).toBeUndefined();
   });
 
+  it('every pod pulls with the cluster pull Secret (rlmesh-registry-pull, or credentials.pullSecret)', () => {
+    for (const o of workloads(objs)) expect(podTemplate(o).spec.imagePullSecrets, o.metadata.name).toContainEqual({ name: 'rlmesh-registry-pull' });
+    const gitops = render(['-f', join(CHART, 'ci/gitops-secrets-values.yaml')]);
+    for (const o of workloads(gitops)) expect(podTemplate(o).spec.imagePullSecrets, o.metadata.name).toContainEqual({ name: 'rlmesh-registry-pull' });
+    const own = render(['--set', 'credentials.controlSecret=a', '--set', 'credentials.pullSecret=my-pull']);
+    for (const o of workloads(own)) expect(podTemplate(o).spec.imagePullSecrets, o.metadata.name).toContainEqual({ name: 'my-pull' });
+  });
+
   it('the join-token Secret exists only with joinToken; GitOps has none and no token env', () => {
     const s = get(objs, 'Secret', SYS, 'rlmesh-join-token') as K8sObject & { data: { token: string } };
     expect(Buffer.from(s.data.token, 'base64').toString()).toBe(TOKEN);
@@ -247,7 +255,7 @@ describe('objects', () => {
     expect([...pod.containers[0]!.command!, ...pod.containers[0]!.args!]).toEqual([
       'kubectl', 'apply', '--server-side', '--force-conflicts', '--field-manager=rlmesh-crd-upgrade', '-f', '/crds/',
     ]);
-    expect(pod.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-join-crd-upgrade' }]);
+    expect(pod.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-join-crd-upgrade' }, { name: 'rlmesh-registry-pull' }]);
     const cm = get(objs, 'ConfigMap', SYS, 'rlmesh-crd-upgrade') as K8sObject & { data: Record<string, string> };
     for (const f of ['rlmesh.dev_rlmeshcaches.yaml', 'rlmesh.dev_rlmeshevaluations.yaml'])
       expect(cm.data[f]).toBe(readFileSync(join(CHART, 'crds', f), 'utf8'));
@@ -307,7 +315,7 @@ describe('objects', () => {
       nodeSelector: { 'node-role.kubernetes.io/infra': '' },
       tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'infra', effect: 'NoSchedule' }],
       priorityClassName: 'system-cluster-critical',
-      imagePullSecrets: [{ name: 'corp-mirror' }],
+      imagePullSecrets: [{ name: 'corp-mirror' }, { name: 'rlmesh-registry-pull' }],
     });
     expect(agent.metadata.annotations?.['example.com/team']).toBe('platform');
     expect(JSON.stringify(podTemplate(get(o, 'Deployment', SYS, 'rlmesh-cluster-controller')).spec)).toContain('requiredDuringSchedulingIgnoredDuringExecution');

@@ -57,11 +57,14 @@ affinity:
 {{- with .c.priorityClassName }}
 priorityClassName: {{ . }}
 {{- end }}
-{{- $secrets := concat (list) .root.Values.imagePullSecrets (.extraPullSecrets | default list) }}
-{{- with $secrets }}
+{{- /* values' pull Secrets, the caller's, then the cluster's own pull Secret (written at join, or credentials.pullSecret) */}}
+{{- $names := list }}
+{{- range concat .root.Values.imagePullSecrets (.extraPullSecrets | default list) }}{{ $names = append $names .name }}{{ end }}
+{{- $names = append $names (include "rlmesh.pullSecret" .root) | uniq }}
 imagePullSecrets:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
+  {{- range $names }}
+  - name: {{ . }}
+  {{- end }}
 {{- end }}
 
 {{- define "rlmesh.resources" -}}
