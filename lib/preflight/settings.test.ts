@@ -36,7 +36,16 @@ describe('preflight settings', () => {
     const values = valuesObjectSchema.parse({ storage: { className: 'nfs' }, artifactCache: { storage: { sharedPvc: { accessModes: ['ReadWriteMany'] } } }, gpuFeatureDiscovery: { enabled: false } });
     const fromValues = settingsFromValues(values);
     expect(fromValues).toMatchObject({ storageClassName: 'nfs', accessModes: ['ReadWriteMany'], gpuFeatureDiscovery: false });
-    const rendered = settingsFromRuntimeConfig(renderRuntimeConfig(defaultValues()));
-    expect(rendered).toEqual(settingsFromValues(defaultValues()));
+    expect(settingsFromRuntimeConfig(renderRuntimeConfig(defaultValues()))).toEqual(settingsFromValues(defaultValues()));
+    const custom = valuesObjectSchema.parse({
+      storage: { className: 'nfs' },
+      artifactCache: { storage: { sharedPvc: { accessModes: ['ReadWriteMany'] } } },
+      gpuFeatureDiscovery: { enabled: false },
+      network: { dnsPeers: [{ ipBlock: { cidr: '169.254.20.10/32' } }], dnsPorts: [5353] },
+      agent: { reportNodeSelector: 'pool=gpu' },
+      preflight: { networkPolicyProbe: { enabled: false } },
+      controlPlane: { apiHost: 'api.staging.example.com', registryHost: 'registry.staging.example.com' },
+    });
+    expect(settingsFromRuntimeConfig(renderRuntimeConfig(custom))).toEqual(settingsFromValues(custom));
   });
 });

@@ -37,6 +37,6 @@ export function settingsFromValues(values: Values, namespace = 'rlmesh-system'):
     registryHost: values.controlPlane.registryHost,
     ...(values.controlPlane.caBundle ? { ca: values.controlPlane.caBundle } : {}),
     nodeSelector: values.agent.reportNodeSelector,
-    networkPolicyProbe: true,
+    networkPolicyProbe: values.preflight.networkPolicyProbe.enabled,
   };
 }
