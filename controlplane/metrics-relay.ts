@@ -5,15 +5,16 @@
 // which Prometheus rereads from its file on every request). Answers follow the
 // protocol: 204 stored; 400 and 401 are final (Prometheus drops the batch and
 // counts it failed); 5xx would be retried.
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { fromBinary } from '@bufbuild/protobuf';
+import type { ConnectNodeAdapterOptions } from '@connectrpc/connect-node';
 import { uncompress } from 'snappyjs';
 import { WriteRequestSchema } from '../lib/gen/prometheus/remote_pb.ts';
 import type { Store } from './store.ts';
 
-export type RelayRequest = IncomingMessage | Http2ServerRequest;
-export type RelayResponse = ServerResponse | Http2ServerResponse;
+/** What connect-node's fallback handler gets: node:http or node:http2 (compat) objects. */
+type FallbackHandler = NonNullable<ConnectNodeAdapterOptions['fallback']>;
+export type RelayRequest = Parameters<FallbackHandler>[0];
+export type RelayResponse = Parameters<FallbackHandler>[1];
 
 const PATH = /^\/v1\/cells\/([A-Za-z0-9_-]{1,128})\/metrics\/?$/;
 
@@ -67,12 +68,12 @@ export function storeRelayVerifier(store: Store): RelayVerifier {
 
 function send(res: RelayResponse, status: number, body?: { code: string; message: string }): void {
   if (body === undefined) {
-    (res as ServerResponse).writeHead(status);
+    res.writeHead(status);
     res.end();
     return;
   }
   const text = JSON.stringify(body);
-  (res as ServerResponse).writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
 
@@ -92,7 +93,7 @@ async function readBody(req: RelayRequest, max: number): Promise<Buffer> {
 /** Handles one remote-write request for `clusterId` (taken from the path by relayClusterId). */
 export async function handleRemoteWrite(req: RelayRequest, res: RelayResponse, clusterId: string, deps: RelayDeps): Promise<void> {
   if (req.method !== 'POST') {
-    (res as ServerResponse).setHeader('allow', 'POST');
+    res.setHeader('allow', 'POST');
     send(res, 405, { code: 'method_not_allowed', message: `${req.method} is not supported here: Prometheus remote write sends POST /v1/cells/<cluster id>/metrics` });
     return;
   }
