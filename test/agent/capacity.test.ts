@@ -50,7 +50,7 @@ describe('agent node reports', () => {
         metadata: { name: 'someone-elses-training' },
         spec: {
           nodeName: 'kwok-gpu-0',
-          restartPolicy: 'Never',
+          restartPolicy: 'Always',
           tolerations: [{ operator: 'Exists' }],
           containers: [{ name: 'train', image: 'busybox', resources: { requests: { cpu: '3', memory: '1Gi' }, limits: { 'nvidia.com/gpu': '3' } } }],
         },

@@ -11,11 +11,19 @@ import { parseAllDocuments } from 'yaml';
 import { adminKubeConfig, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { api, ROOT, startControlPlane, until, type ControlPlane } from '../support/runtime.ts';
 
-export const SYSTEM = 'rlmesh-agent-it';
-export const RUNS = 'rlmesh-agent-it-runs';
+// reassigned by useNamespaces (live ESM bindings)
+export let SYSTEM = 'rlmesh-agent-it';
+export let RUNS = 'rlmesh-agent-it-runs';
+let clusterScopedSuffix = '-agent-it';
+
+/** Another pair of namespaces (the benchmark uses its own, so it never races the tests). */
+export function useNamespaces(system: string, runs: string): void {
+  SYSTEM = system;
+  RUNS = runs;
+  clusterScopedSuffix = `-${system}`;
+}
 export const SA = 'rlmesh-cluster-agent';
 const NODE = join(ROOT, 'node_modules/.bin/node');
-const CLUSTER_SCOPED_SUFFIX = '-agent-it';
 
 export type RbacMode = { joinToken: boolean; controlSecret?: string; pullSecret?: string; observability?: boolean };
 
@@ -37,8 +45,8 @@ export function installAgentRbac(mode: RbacMode = { joinToken: true, observabili
   const docs = parseAllDocuments(rendered).map((d) => d.toJS() as k8s.KubernetesObject & { roleRef?: { kind: string; name: string } }).filter(Boolean);
   for (const d of docs) {
     if (d.metadata?.namespace === 'rlmesh-runs') d.metadata.namespace = RUNS;
-    if (d.kind === 'ClusterRole' || d.kind === 'ClusterRoleBinding') d.metadata!.name += CLUSTER_SCOPED_SUFFIX;
-    if (d.kind === 'ClusterRoleBinding' && d.roleRef) d.roleRef.name += CLUSTER_SCOPED_SUFFIX;
+    if (d.kind === 'ClusterRole' || d.kind === 'ClusterRoleBinding') d.metadata!.name += clusterScopedSuffix;
+    if (d.kind === 'ClusterRoleBinding' && d.roleRef) d.roleRef.name += clusterScopedSuffix;
   }
   const ns = [SYSTEM, RUNS].map((n) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: n } }));
   const file = join(mkdtempSync(join(tmpdir(), 'agent-rbac-')), 'rbac.json');
@@ -120,6 +128,8 @@ export const FAST_TIMING: Record<string, string> = {
 
 export type AgentProcess = {
   proc: ChildProcess;
+  /** Date.now() right before the process was spawned */
+  startedAt: number;
   logFile: string;
   spoolDir: string;
   log(): string;
@@ -149,6 +159,7 @@ export async function startAgent(opts: { configFile: string; token?: string; spo
     ...(opts.env ?? {}),
   };
   const out = openSync(logFile, 'a');
+  const startedAt = Date.now();
   const proc = spawn(NODE, [join(ROOT, 'agent/main.ts')], { env, stdio: ['ignore', out, out] });
   const log = () => readFileSync(logFile, 'utf8');
   const lines = () =>
@@ -167,6 +178,7 @@ export async function startAgent(opts: { configFile: string; token?: string; spo
   };
   return {
     proc,
+    startedAt,
     logFile,
     spoolDir,
     log,

@@ -1,0 +1,198 @@
+// Agent benchmark (not a timed test): prints figures and their ratio to the goals.
+//   node test/bench/agent.ts
+// Env: RLMESH_BENCH_NODES (default 500) extra kwok nodes, RLMESH_BENCH_PODS (default 5000)
+// pods spread over them, RLMESH_BENCH_CHANGES (default 40) changes timed end to end,
+// RLMESH_BENCH_RUNS (default 5) starts/restarts timed.
+// The agent runs with production timing (backoff 0.5 s → 30 s, heartbeat 10 s, silence 45 s).
+// Bench nodes are tainted NoSchedule and labelled rlmesh.dev/bench=agent; all are removed at the end.
+import { readFileSync } from 'node:fs';
+import * as k8s from '@kubernetes/client-node';
+import { adminKubeConfig, kubectl } from '../support/cluster.ts';
+import { api, until, type ControlPlane } from '../support/runtime.ts';
+import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces, type AgentProcess } from '../agent/harness.ts';
+
+const NODES = Number(process.env.RLMESH_BENCH_NODES ?? 500);
+const PODS = Number(process.env.RLMESH_BENCH_PODS ?? 5000);
+const CHANGES = Number(process.env.RLMESH_BENCH_CHANGES ?? 40);
+const RUNS = Number(process.env.RLMESH_BENCH_RUNS ?? 5);
+const BENCH_NS = 'rlmesh-agent-bench-pods';
+const PRODUCTION = {
+  RLMESH_AGENT_HEARTBEAT_MS: '10000',
+  RLMESH_AGENT_SILENCE_MS: '45000',
+  RLMESH_AGENT_BACKOFF_BASE_MS: '500',
+  RLMESH_AGENT_BACKOFF_MAX_MS: '30000',
+  RLMESH_AGENT_AUTH_BACKOFF_MS: '30000',
+  RLMESH_AGENT_REPORT_DELAY_MS: '250',
+  RLMESH_AGENT_LEASE_SECONDS: '60',
+};
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
+};
+const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+const logTime = (a: AgentProcess, msg: string, nth = 1) => {
+  const l = a.lines().filter((x) => x.msg === msg)[nth - 1];
+  return l ? Date.parse(l.time as string) : undefined;
+};
+const rows: [string, string, string][] = [];
+const row = (what: string, figure: string, vsGoal: string) => {
+  rows.push([what, figure, vsGoal]);
+  console.log(`${what.padEnd(58)} ${figure.padEnd(28)} ${vsGoal}`);
+};
+
+async function pool<T>(items: T[], n: number, fn: (t: T) => Promise<unknown>) {
+  let i = 0;
+  await Promise.all(Array.from({ length: n }, async () => {
+    while (i < items.length) await fn(items[i++]!);
+  }));
+}
+
+function benchNode(i: number): k8s.V1Node {
+  const name = `bench-agent-${String(i).padStart(5, '0')}`;
+  const gpu = i % 4 === 0;
+  const capacity: Record<string, string> = { cpu: '32', memory: '128Gi', pods: '110', ...(gpu ? { 'nvidia.com/gpu': '8' } : {}) };
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: {
+      name,
+      labels: { 'kubernetes.io/hostname': name, 'kubernetes.io/arch': 'amd64', type: 'kwok', 'rlmesh.dev/bench': 'agent', ...(gpu ? { 'nvidia.com/gpu.product': 'NVIDIA-H100-80GB-HBM3', 'nvidia.com/gpu.memory': '81559' } : {}) },
+      annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
+    },
+    spec: { taints: [{ key: 'rlmesh.dev/bench', value: 'agent', effect: 'NoSchedule' }] },
+    status: { allocatable: capacity, capacity },
+  };
+}
+
+async function main() {
+  useNamespaces('rlmesh-agent-bench', 'rlmesh-agent-bench-runs');
+  installAgentRbac({ joinToken: true });
+  resetAgentState();
+  let cp: ControlPlane = await controlPlane();
+  const agents: AgentProcess[] = [];
+  const kc = adminKubeConfig();
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  try {
+    console.log(`agent benchmark: ${NODES} extra kwok nodes, ${PODS} pods, ${CHANGES} timed changes, ${RUNS} runs\n`);
+    const { clusterId, joinToken } = await newCluster(cp, 'bench');
+    const config = runtimeConfig(cp);
+
+    // 1. start → Connected: the first start joins; later ones find their credentials
+    let spool = '';
+    const starts: number[] = [];
+    let joinStart = 0;
+    const loads: number[] = [];
+    for (let r = 0; r <= RUNS; r++) {
+      const a = await startAgent({ configFile: config, token: joinToken, env: PRODUCTION, ...(spool ? { spoolDir: spool } : {}) });
+      agents.push(a);
+      spool = a.spoolDir;
+      await a.waitFor('connected', /session connected/, 60);
+      const ms = logTime(a, 'session connected')! - a.startedAt;
+      loads.push(logTime(a, 'agent spool loaded')! - a.startedAt);
+      if (r === 0) joinStart = ms;
+      else starts.push(ms);
+      await a.stop();
+    }
+    row('start → Connected, first start (joins)', `${joinStart} ms`, `${(joinStart / 1000).toFixed(2)}× the 1 s goal`);
+    row(`start → Connected, restart (median of ${RUNS})`, `${pct(starts, 50)} ms (max ${Math.max(...starts)} ms)`, `${(pct(starts, 50) / 1000).toFixed(2)}× the 1 s goal`);
+    row('  of which: process start and module loading (median)', `${pct(loads, 50)} ms`, '');
+
+    // 2. control-plane restart → reconnected
+    const agent = await startAgent({ configFile: config, token: joinToken, env: PRODUCTION, spoolDir: spool });
+    agents.push(agent);
+    await agent.waitFor('connected', /session connected/);
+    const reconnects: number[] = [];
+    const outages: number[] = [];
+    for (let r = 0; r < RUNS; r++) {
+      const port = new URL(cp.url).port;
+      const before = agent.lines().filter((l) => l.msg === 'session connected').length;
+      const killed = Date.now();
+      await cp.stop('SIGKILL');
+      cp = await controlPlane(cp.dataDir, `127.0.0.1:${port}`);
+      const up = Date.now();
+      await until('reconnected', () => (agent.lines().filter((l) => l.msg === 'session connected').length > before ? true : undefined), 60, 20);
+      const at = logTime(agent, 'session connected', before + 1)!;
+      reconnects.push(Math.max(0, at - up));
+      outages.push(at - killed);
+      await new Promise((res) => setTimeout(res, 500));
+    }
+    row(`control-plane restart → reconnected (median of ${RUNS}, from its ready line)`, `${pct(reconnects, 50)} ms (max ${Math.max(...reconnects)} ms)`, `${(pct(reconnects, 50) / 2000).toFixed(2)}× the 2 s goal`);
+    row('  whole outage incl. control-plane start (median)', `${pct(outages, 50)} ms`, '');
+    const rssSmall = rssMiB(agent.proc.pid!);
+    const podsSmall = Number(agent.lines().find((l) => l.msg === 'node and pod informers synced')?.pods ?? 0);
+    await agent.stop();
+
+    // 3. scale: many nodes and pods, then change → report end to end
+    kubectl(['create', 'namespace', BENCH_NS], { allowFail: true });
+    let t = Date.now();
+    await pool(Array.from({ length: NODES }, (_, i) => i), 16, (i) => core.createNode({ body: benchNode(i) }).catch((e: { code?: number }) => (e.code === 409 ? undefined : Promise.reject(e))));
+    console.log(`  created ${NODES} nodes in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    t = Date.now();
+    await pool(Array.from({ length: PODS }, (_, i) => i), 32, (i) =>
+      core
+        .createNamespacedPod({
+          namespace: BENCH_NS,
+          body: {
+            metadata: { name: `bench-pod-${i}` },
+            spec: {
+              nodeName: `bench-agent-${String(i % NODES).padStart(5, '0')}`,
+              restartPolicy: 'Always',
+              tolerations: [{ operator: 'Exists' }],
+              containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu: '100m', memory: '256Mi' } } }],
+            },
+          },
+        })
+        .catch((e: { code?: number }) => (e.code === 409 ? undefined : Promise.reject(e))),
+    );
+    console.log(`  created ${PODS} pods in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+
+    const big = await startAgent({ configFile: config, token: joinToken, env: PRODUCTION, spoolDir: spool });
+    agents.push(big);
+    const t1 = Date.now();
+    await big.waitFor('informers synced', /node and pod informers synced/, 300);
+    const synced = big.lines().find((l) => l.msg === 'node and pod informers synced')!;
+    row(`initial list of ${String(synced.nodes)} nodes + ${String(synced.pods)} pods`, `${Date.parse(synced.time as string) - t1} ms`, '');
+
+    type Node = { name: string; cpuMillisFree?: string };
+    const reportOf = async () => (await api<{ nodeReport: { report: { nodes: Node[] }; receivedAt: string } | null }>(cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport;
+    await until('a report with the bench nodes', async () => ((await reportOf())?.report.nodes.length ?? 0) >= NODES || undefined, 120, 200);
+    const latencies: number[] = [];
+    for (let c = 0; c < CHANGES; c++) {
+      const node = `bench-agent-${String(Math.floor(Math.random() * NODES)).padStart(5, '0')}`;
+      const cur = (await reportOf())!.report.nodes.find((n) => n.name === node)!;
+      const free = Number(cur.cpuMillisFree);
+      const t0 = Date.now();
+      await core.createNamespacedPod({
+        namespace: BENCH_NS,
+        body: { metadata: { name: `bench-change-${c}` }, spec: { nodeName: node, restartPolicy: 'Always', tolerations: [{ operator: 'Exists' }], containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu: '1' } } }] } },
+      });
+      const seen: { receivedAt: string } = await until('change reported', async () => {
+        const r = await reportOf();
+        const n = r?.report.nodes.find((x) => x.name === node);
+        return r && n && Number(n.cpuMillisFree) === free - 1000 ? r : undefined;
+      }, 30, 20);
+      latencies.push(Date.parse(seen.receivedAt) - t0);
+    }
+    row(`change → report at the control plane, p50 (${CHANGES} changes)`, `${pct(latencies, 50)} ms`, '');
+    row(`change → report at the control plane, p99`, `${pct(latencies, 99)} ms`, `${(pct(latencies, 99) / 1000).toFixed(2)}× the 1 s goal`);
+    await new Promise((r) => setTimeout(r, 2000));
+    const rssBig = rssMiB(big.proc.pid!);
+    const podsBig = Number(synced.pods);
+    row(`agent RSS with ${String(synced.nodes)} nodes + ${podsBig} pods`, `${rssBig.toFixed(0)} MiB`, `${(rssBig / 256).toFixed(2)}× the 256 MiB goal`);
+    // the bench keeps the goal's ratio of 10 pods per node, so memory above the small cluster scales with pods
+    const projected = rssSmall + ((rssBig - rssSmall) * 50_000) / Math.max(1, podsBig - podsSmall);
+    row('agent RSS, small cluster (3 nodes)', `${rssSmall.toFixed(0)} MiB`, '');
+    row('agent RSS projected to 5,000 nodes + 50,000 pods (linear)', `${projected.toFixed(0)} MiB`, `${(projected / 256).toFixed(2)}× the 256 MiB goal`);
+    await big.stop();
+  } finally {
+    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
+    await cp.stop();
+    kubectl(['delete', 'namespace', BENCH_NS, '--wait=false'], { allowFail: true });
+    kubectl(['delete', 'nodes', '-l', 'rlmesh.dev/bench=agent', '--wait=false'], { allowFail: true });
+  }
+  console.log('\n| measure | figure | against the goal |\n| --- | --- | --- |');
+  for (const [a, b, c] of rows) console.log(`| ${a.trim()} | ${b} | ${c} |`);
+}
+
+await main();
