@@ -6,6 +6,7 @@
 // what lets it list and watch the runtime pods. Kwok pods run no containers: the
 // chart's relabelling runs unchanged and one appended rule maps each discovered
 // metrics port to 127.0.0.1, where the components' real registries are served.
+// It remote-writes to the reference control plane (controlplane/) on 127.0.0.1.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -19,11 +20,11 @@ import { PROMETHEUS_IMAGE } from '../../lib/observability-values-schema.ts';
 import { kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { prometheusConfig, render, root, valuesFile, type K8sObject } from './chart.ts';
 import { activeTargets, freePort, ownMetric, serveRegistry, startPrometheus, until as untilFor, type RunningPrometheus } from './prometheus-run.ts';
-import { startRelayServer, type RelayServer } from './relay-server.ts';
+import { joinWithRelay, relayView, rotateRelay, rotationUsed, startTestControlPlane, type RelayCluster, type TestControlPlane } from './control-plane.ts';
 
 const NS = 'rlmesh-obs-sd';
-let relay: RelayServer;
-let cluster: { clusterId: string; relay: string };
+let cp: TestControlPlane;
+let cluster: RelayCluster;
 let prometheus: RunningPrometheus;
 let credentialFile: string;
 let binary: string;
@@ -55,8 +56,8 @@ beforeAll(async () => {
   const version = spawnSync(binary, ['--version'], { encoding: 'utf8' });
   expect(version.stdout + version.stderr).toContain(`version ${PROMETHEUS_IMAGE.tag.replace(/^v/, '')}`);
 
-  relay = await startRelayServer();
-  cluster = relay.joinCluster();
+  cp = await startTestControlPlane();
+  cluster = await joinWithRelay(cp);
   const agent = agentMetrics({ spoolBytes: () => 0, spoolRecords: () => 0, spoolMaxBytes: 1, credentialAgeSeconds: () => 1 });
   agent.setState('connected');
   const controller = controllerMetrics();
@@ -74,8 +75,8 @@ beforeAll(async () => {
       clusterLabel: cluster.clusterId,
       runtimeNamespace: NS,
       scrapeInterval: '1s',
-      caBundle: relay.ca,
-      remoteWrite: [{ url: `${relay.url}/v1/cells/${cluster.clusterId}/metrics`, queue_config: { batch_send_deadline: '1s', min_backoff: '100ms', max_backoff: '1s' } }],
+      caBundle: cp.ca,
+      remoteWrite: [{ url: `${cp.url}/v1/cells/${cluster.clusterId}/metrics`, queue_config: { batch_send_deadline: '1s', min_backoff: '100ms', max_backoff: '1s' } }],
     },
   };
   const objects = render(['-f', valuesFile(values)], NS);
@@ -105,14 +106,14 @@ beforeAll(async () => {
   job.relabel_configs!.push({ source_labels: ['__meta_kubernetes_pod_container_port_number'], target_label: '__address__', replacement: '127.0.0.1:$1' });
   cfg.scrape_configs.find((j) => j.job_name === 'prometheus')!.static_configs![0]!.targets = [`127.0.0.1:${port}`];
   cfg.remote_write[0]!.authorization.credentials_file = credentialFile;
-  cfg.remote_write[0]!.tls_config.ca_file = relay.caFile;
+  cfg.remote_write[0]!.tls_config.ca_file = cp.caFile;
   prometheus = await startPrometheus({ binary, config: cfg, dir, port });
 }, 1_800_000);
 
 afterAll(async () => {
   await prometheus?.stop();
   for (const s of servers) s.close();
-  await relay?.close();
+  await cp?.close();
   kubectl(['delete', 'namespace', NS, '--ignore-not-found', '--wait=false'], { allowFail: true });
 });
 
@@ -142,26 +143,23 @@ describe(`Prometheus ${PROMETHEUS_IMAGE.tag} with the chart's Kubernetes service
     });
   });
 
-  it('remote-writes (remote write 1.0) to the relay with cluster=<cluster id> and the credential from the file', async () => {
-    const s = await until('rlmesh_egress_active_tunnels at the relay', () => relay.series.series(cluster.clusterId, { __name__: 'rlmesh_egress_active_tunnels' })[0]);
+  it('remote-writes (remote write 1.0) to the control plane with cluster=<cluster id> and the credential from the file', async () => {
+    const first = (match: Record<string, string>) => async () => (await relayView(cp, cluster.clusterId, match)).matching[0];
+    const s = await until('rlmesh_egress_active_tunnels at the control plane', first({ __name__: 'rlmesh_egress_active_tunnels' }));
     expect(s.labels).toMatchObject({ cluster: cluster.clusterId, job: 'rlmesh-runtime', component: 'rlmesh-egress-proxy', pod: 'rlmesh-egress-proxy-sd' });
     expect(s.lastValue).toBe(2);
-    await until('agent session state at the relay', () => relay.series.series(cluster.clusterId, { __name__: 'rlmesh_agent_session_state', state: 'connected' })[0]);
-    expect(relay.presented.length).toBeGreaterThan(0);
-    expect(relay.presented.every((p) => p.bearer === cluster.relay && p.ok)).toBe(true);
+    await until('agent session state at the control plane', first({ __name__: 'rlmesh_agent_session_state', state: 'connected' }));
   });
 
   it('rotation in the file is followed; a wrong credential is refused and counted in its remote-write failure metrics', async () => {
-    const { value: rotated } = relay.store.rotateCredential(cluster.clusterId, 'relay');
-    const t = Date.now();
+    const rotated = await rotateRelay(cp, cluster.clusterId);
     writeCredential(rotated);
-    await until('the rotated bearer accepted', () => relay.presented.find((p) => p.at > t && p.bearer === rotated && p.ok));
+    await until('the rotated credential presented to the control plane', () => rotationUsed(cp, cluster.clusterId) || undefined);
     const failed = /^prometheus_remote_storage_samples_failed_total\{[^}]*remote_name="rlmesh-relay-0"/;
     const before = await ownMetric(prometheus.url, failed);
-    const t2 = Date.now();
     writeCredential(`rlm_rs_${'1'.repeat(40)}`);
-    await until('the wrong bearer refused', () => relay.presented.find((p) => p.at > t2 && !p.ok));
     await until('samples_failed_total to rise', async () => ((await ownMetric(prometheus.url, failed)) > before ? true : undefined));
+    await until('the refusal in the Prometheus log', () => (prometheus.log().includes('credential_invalid') ? true : undefined));
     expect(prometheus.proc.exitCode).toBeNull();
   });
 });

@@ -1,28 +1,30 @@
-// The control plane's metrics relay over real TLS on 127.0.0.1 with the real
-// credential store: remote write 1.0 bodies built with the protocol's own
-// encoding (protobuf WriteRequest, snappy block format), the answers Prometheus
-// acts on (204 / 400 / 401), rotation with the 24 h overlap, and what is stored.
+// The reference control plane's metrics relay, on its one TLS port on
+// 127.0.0.1 (HTTP/2 and HTTP/1.1): remote write 1.0 bodies built with the
+// protocol's own encoding (protobuf WriteRequest, snappy block format), the
+// answers Prometheus acts on (204 / 400 / 401), rotation with the 24 h overlap,
+// and what the admin API then shows.
 import { create, toBinary } from '@bufbuild/protobuf';
 import { compress } from 'snappyjs';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api } from '../../controlplane/test-helpers.ts';
 import { relayClusterId } from '../../controlplane/metrics-relay.ts';
 import { ROTATION_OVERLAP_MS } from '../../controlplane/store.ts';
 import { WriteRequestSchema } from '../../lib/gen/prometheus/remote_pb.ts';
-import { startRelayServer, type RelayServer } from './relay-server.ts';
+import { joinWithRelay, relayView, rotateRelay, startTestControlPlane, type RelayCluster, type TestControlPlane } from './control-plane.ts';
 
-let relay: RelayServer;
+let cp: TestControlPlane;
 let dispatcher: Agent;
-let cluster: { clusterId: string; relay: string };
+let cluster: RelayCluster;
 
 beforeAll(async () => {
-  relay = await startRelayServer();
-  dispatcher = new Agent({ connect: { ca: relay.ca }, allowH2: true });
-  cluster = relay.joinCluster();
+  cp = await startTestControlPlane();
+  dispatcher = new Agent({ connect: { ca: cp.ca }, allowH2: true });
+  cluster = await joinWithRelay(cp);
 });
 afterAll(async () => {
   await dispatcher.close();
-  await relay.close();
+  await cp.close();
 });
 
 function writeRequest(series: { labels: Record<string, string>; samples: [number, number][] }[]): Uint8Array {
@@ -38,7 +40,7 @@ function writeRequest(series: { labels: Record<string, string>; samples: [number
 }
 
 async function post(clusterId: string, body: Uint8Array | string, headers: Record<string, string>) {
-  const res = await request(`${relay.url}/v1/cells/${clusterId}/metrics`, {
+  const res = await request(`${cp.url}/v1/cells/${clusterId}/metrics`, {
     method: 'POST',
     dispatcher,
     body: typeof body === 'string' ? body : Buffer.from(body),
@@ -67,14 +69,15 @@ describe('metrics relay', () => {
     ]);
     const r = await post(cluster.clusterId, body, bearer(cluster.relay));
     expect(r.status, r.text).toBe(204);
-    expect(relay.series.stats(cluster.clusterId)).toMatchObject({ requests: 1, samples: 3, series: 2 });
-    const [s] = relay.series.series(cluster.clusterId, { __name__: 'rlmesh_agent_session_state' });
-    expect(s).toMatchObject({ lastValue: 1, lastTimestampMs: now, samples: 2, labels: { state: 'connected', cluster: cluster.clusterId } });
+    const view = await relayView(cp, cluster.clusterId, { __name__: 'rlmesh_agent_session_state' });
+    expect(view).toMatchObject({ requests: 1, samples: 3, series: 2 });
+    expect(view.matching).toHaveLength(1);
+    expect(view.matching[0]).toMatchObject({ lastValue: 1, lastTimestampMs: now, samples: 2, labels: { state: 'connected', cluster: cluster.clusterId } });
   });
 
   it('401 with {code, message} without a bearer, with an unknown one, or with another cluster’s; never echoes the credential', async () => {
     const body = writeRequest([{ labels: { __name__: 'up' }, samples: [[1, Date.now()]] }]);
-    const before = relay.series.stats(cluster.clusterId).requests;
+    const before = (await relayView(cp, cluster.clusterId)).requests;
 
     const none = await post(cluster.clusterId, body, {});
     expect(none.status).toBe(401);
@@ -88,13 +91,18 @@ describe('metrics relay', () => {
     expect(unknown.json?.message).toContain('rlmesh-cluster-relay-secret');
     expect(unknown.text).not.toContain(wrong);
 
-    const other = relay.joinCluster();
+    const other = await joinWithRelay(cp);
     const cross = await post(cluster.clusterId, body, bearer(other.relay));
     expect(cross.status).toBe(401);
     expect(cross.json?.code).toBe('credential_wrong_cluster');
     expect(cross.text).not.toContain(other.relay);
 
-    expect(relay.series.stats(cluster.clusterId).requests).toBe(before);
+    // the control credential is no relay credential
+    const control = await api(cp, 'POST', '/v1/clusters', { name: 'x' }).then(async (c) => (await api(cp, 'POST', '/v1/clusters/join', { token: c.body.joinToken, facts: {} }, false)).body);
+    const asControl = await post(String(control.clusterId), body, bearer(String(control.control)));
+    expect(asControl.status).toBe(401);
+    expect(asControl.json?.code).toBe('credential_invalid');
+    expect((await relayView(cp, cluster.clusterId)).requests).toBe(before);
   });
 
   it('400 on a body that is not snappy, not a WriteRequest, or not declared snappy', async () => {
@@ -110,30 +118,30 @@ describe('metrics relay', () => {
   });
 
   it('405 on GET', async () => {
-    const res = await request(`${relay.url}/v1/cells/${cluster.clusterId}/metrics`, { dispatcher, headers: bearer(cluster.relay) });
+    const res = await request(`${cp.url}/v1/cells/${cluster.clusterId}/metrics`, { dispatcher, headers: bearer(cluster.relay) });
     expect(res.statusCode).toBe(405);
     expect(((await res.body.json()) as { code: string }).code).toBe('method_not_allowed');
   });
 
   it('rotation: the new and the old credential both work for 24 h, then the old one is refused as expired', async () => {
-    const c = relay.joinCluster();
+    const c = await joinWithRelay(cp);
     const body = () => writeRequest([{ labels: { __name__: 'up', cluster: c.clusterId }, samples: [[1, Date.now()]] }]);
-    const { value: next } = relay.store.rotateCredential(c.clusterId, 'relay');
+    const next = await rotateRelay(cp, c.clusterId);
     expect((await post(c.clusterId, body(), bearer(next))).status).toBe(204);
     expect((await post(c.clusterId, body(), bearer(c.relay))).status).toBe(204);
-    relay.clock.advance(ROTATION_OVERLAP_MS - 60_000);
+    cp.clock.advance(ROTATION_OVERLAP_MS - 60_000);
     expect((await post(c.clusterId, body(), bearer(c.relay))).status).toBe(204);
-    relay.clock.advance(120_000);
+    cp.clock.advance(120_000);
     const old = await post(c.clusterId, body(), bearer(c.relay));
     expect(old.status).toBe(401);
     expect(old.json?.code).toBe('credential_expired');
     expect((await post(c.clusterId, body(), bearer(next))).status).toBe(204);
-    expect(relay.series.stats(c.clusterId).requests).toBe(4);
+    expect((await relayView(cp, c.clusterId)).requests).toBe(4);
   });
 
   it('an archived cluster takes no metrics', async () => {
-    const c = relay.joinCluster();
-    relay.store.archiveCluster(c.clusterId);
+    const c = await joinWithRelay(cp);
+    expect((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/archive`)).status).toBe(200);
     const r = await post(c.clusterId, writeRequest([]), bearer(c.relay));
     expect(r.status).toBe(401);
     expect(r.json?.code).toBe('cluster_archived');
