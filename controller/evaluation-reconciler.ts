@@ -193,7 +193,7 @@ export class EvaluationReconciler {
       await this.#d.core.createNamespacedPod({ namespace: s.namespace, body });
       this.#d.metrics.podsCreated.inc();
       // recorded here, not with the status write, which may be retried after the pod exists
-      await this.#d.events.record(ev, 'Normal', 'PodCreated', `created pod ${podName}${body.spec?.affinity ? ` pinned to node ${podSettings.cache.nodeName}, which holds the ReadWriteOnce artifact cache` : ''}`);
+      void this.#d.events.record(ev, 'Normal', 'PodCreated', `created pod ${podName}${body.spec?.affinity ? ` pinned to node ${podSettings.cache.nodeName}, which holds the ReadWriteOnce artifact cache` : ''}`);
     } catch (err) {
       const code = statusCode(err);
       const message = apiMessage(err);
@@ -258,8 +258,9 @@ export class EvaluationReconciler {
     const changedPhase = ev.status?.phase !== next.phase || ev.status?.reason !== next.reason;
     const changedMessage = ev.status?.message !== next.message;
     if (sameOwnedFields(ev.status, next)) return;
+    let updated: RLMeshEvaluation;
     try {
-      await this.#d.custom.patchNamespacedCustomObjectStatus(
+      updated = await this.#d.custom.patchNamespacedCustomObjectStatus(
         {
           group: GROUP,
           version: VERSION,
@@ -276,12 +277,14 @@ export class EvaluationReconciler {
       if (isNotFound(err)) return;
       throw err;
     }
-    // keep the cached copy current so the next reconcile of this key does not redo the write
+    // keep the cached copy current (status and resourceVersion) so the next reconcile of
+    // this key neither redoes the write nor conflicts with it before the watch delivers it
     ev.status = { ...ev.status, ...next };
+    if (updated?.metadata?.resourceVersion) ev.metadata.resourceVersion = updated.metadata.resourceVersion;
     if (!opts.quiet && (changedPhase || (opts.refusal && changedMessage))) {
       this.#d.metrics.phaseTransitions.inc({ phase: next.phase ?? '', reason: next.reason ?? '' });
       this.#d.log.info({ evaluation: ev.metadata.name, phase: next.phase, reason: next.reason }, next.message ?? '');
-      await this.#d.events.record(ev, WARNING_PHASES.has(next.phase ?? '') ? 'Warning' : 'Normal', next.reason ?? next.phase ?? 'Updated', next.message ?? '');
+      void this.#d.events.record(ev, WARNING_PHASES.has(next.phase ?? '') ? 'Warning' : 'Normal', next.reason ?? next.phase ?? 'Updated', next.message ?? '');
     }
     return;
   }

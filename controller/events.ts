@@ -13,6 +13,10 @@ export class EventRecorder {
   readonly #component: string;
   readonly #instance: string;
   readonly #log: Logger;
+  // Events are written off the reconcile path, a few at a time, in order of occurrence
+  readonly #backlog: (() => Promise<void>)[] = [];
+  #inFlight = 0;
+  static readonly MAX_IN_FLIGHT = 8;
 
   constructor(core: CoreV1Api, component: string, instance: string, log: Logger) {
     this.#core = core;
@@ -21,8 +25,26 @@ export class EventRecorder {
     this.#log = log;
   }
 
-  /** Records an Event; failing to record one is logged, never fatal. */
-  async record(ev: RLMeshEvaluation, type: EventType, reason: string, message: string): Promise<void> {
+  /** Queues an Event; failing to record one is logged, never fatal. Resolves once written. */
+  record(ev: RLMeshEvaluation, type: EventType, reason: string, message: string): Promise<void> {
+    return new Promise((resolve) => {
+      this.#backlog.push(() => this.#write(ev, type, reason, message).finally(resolve));
+      this.#drain();
+    });
+  }
+
+  #drain(): void {
+    while (this.#inFlight < EventRecorder.MAX_IN_FLIGHT && this.#backlog.length > 0) {
+      const job = this.#backlog.shift()!;
+      this.#inFlight++;
+      void job().finally(() => {
+        this.#inFlight--;
+        this.#drain();
+      });
+    }
+  }
+
+  async #write(ev: RLMeshEvaluation, type: EventType, reason: string, message: string): Promise<void> {
     const namespace = ev.metadata.namespace ?? 'default';
     const now = new Date();
     try {

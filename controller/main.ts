@@ -132,12 +132,12 @@ async function startReconciler(): Promise<void> {
   // the queue only runs once started, after the reconciler below exists
   const q = queue('evaluations', (key) => reconciler.reconcile(key));
   const evaluations = evaluationInformer((ev) => q.add(keyOf(ev)));
-  const requeueUnstarted = (): void => {
-    for (const ev of evaluations.cache.list(runs)) {
-      const p = ev.status?.phase;
-      if (p === 'Waiting' || p === 'Fetching' || p === undefined || p === 'Pending') q.add(keyOf(ev));
-    }
+  // capacity freed (a pod finished or went away, the cache node became known): evaluations
+  // that are Waiting try again; everything else is driven by its own object's events
+  const requeueWaiting = (): void => {
+    for (const ev of evaluations.cache.list(runs)) if (ev.status?.phase === 'Waiting') q.add(keyOf(ev));
   };
+  const finishedPods = new Set<string>();
   const pods = startInformer<k8s.V1Pod & k8s.KubernetesObject>({
     kc,
     log,
@@ -149,11 +149,16 @@ async function startReconciler(): Promise<void> {
     onChange: (pod, verb) => {
       const owner = pod.metadata?.ownerReferences?.find((o) => o.kind === EVALUATION.kind);
       if (owner) q.add(`${pod.metadata?.namespace}/${owner.name}`);
-      // a pod that finished or went away frees room: Waiting evaluations try again
-      if (verb === 'delete' || pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') requeueUnstarted();
+      const name = pod.metadata?.name ?? '';
+      const finished = pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
+      if (verb === 'delete') finishedPods.delete(name);
+      if (verb === 'delete' || (finished && !finishedPods.has(name))) {
+        if (finished) finishedPods.add(name);
+        requeueWaiting();
+      }
     },
   });
-  const caches = cacheInformer(() => requeueUnstarted());
+  const caches = cacheInformer(() => requeueWaiting());
   stoppers.push(() => evaluations.stop(), () => pods.stop(), () => caches.stop(), () => q.stop());
   await Promise.all([evaluations.synced, pods.synced, caches.synced]);
   const reconciler = new EvaluationReconciler({

@@ -5,7 +5,6 @@
 // GETs and a journal of finished ranges, so a restarted controller resumes
 // instead of starting over. HTTPS goes through undici, S3 through
 // @aws-sdk/client-s3 with the assignment's temporary credentials.
-import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { appendFile, open, readFile, stat } from 'node:fs/promises';
 import { Transform, type Readable } from 'node:stream';
@@ -15,6 +14,7 @@ import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
 import { EnvHttpProxyAgent, request, type Dispatcher } from 'undici';
 import type { Metrics } from '../metrics.ts';
+import { createHasher } from './hasher.ts';
 import type { ArtifactStore } from './store.ts';
 
 export type FetchFailure = 'DigestMismatch' | 'SizeMismatch' | 'SourceUnreachable' | 'TooLarge' | 'CredentialsMissing';
@@ -152,27 +152,28 @@ export class ArtifactFetcher {
   async #single(src: Source, a: ArtifactRef): Promise<void> {
     const tmp = this.#store.tmpPath(a.sha256);
     await this.#store.discardPartial(a.sha256);
-    const hash = createHash('sha256');
+    const hash = createHasher(a.sizeBytes);
     let bytes = 0;
     const count = new Transform({
       transform(chunk: Buffer, _enc, cb) {
         bytes += chunk.length;
         if (bytes > a.sizeBytes) return cb(new FetchError('SizeMismatch', sizeMessage(a, `more than ${a.sizeBytes}`, src)));
-        hash.update(chunk);
-        cb(null, chunk);
+        Promise.resolve(hash.update(chunk)).then(() => cb(null, chunk), cb);
       },
     });
     try {
       await pipeline(await src.get(), count, createWriteStream(tmp));
     } catch (err) {
+      hash.destroy();
       await this.#store.discardPartial(a.sha256);
       throw err;
     }
     if (bytes !== a.sizeBytes) {
+      hash.destroy();
       await this.#store.discardPartial(a.sha256);
       throw new FetchError('SizeMismatch', sizeMessage(a, String(bytes), src));
     }
-    const actual = hash.digest('hex');
+    const actual = await hash.digest();
     if (actual !== a.sha256) {
       await this.#store.discardPartial(a.sha256);
       throw new FetchError('DigestMismatch', digestMessage(a, actual, src));
@@ -195,6 +196,7 @@ export class ArtifactFetcher {
     const resumed = done.size;
     if (resumed > 0) this.#log.info({ artifact: a.name, chunks: n, alreadyWritten: resumed }, 'resuming an interrupted download');
     const fh = await open(tmp, partial?.size === a.sizeBytes ? 'r+' : 'w+');
+    const hashers: { destroy: () => void }[] = [];
     try {
       await fh.truncate(a.sizeBytes);
       // each range is written where it belongs as it arrives; its pieces are kept for
@@ -224,7 +226,8 @@ export class ArtifactFetcher {
         return parts;
       };
       // download up to `parallelism` ranges at once, hashing them in order as they land
-      const hash = createHash('sha256');
+      const hash = createHasher(a.sizeBytes);
+      hashers.push(hash);
       const pending = new Map<number, Promise<Buffer[]>>();
       let next = 0;
       const launch = (hashed: number): void => {
@@ -236,11 +239,11 @@ export class ArtifactFetcher {
       };
       launch(0);
       for (let i = 0; i < n; i++) {
-        for (const piece of await pending.get(i)!) hash.update(piece);
+        for (const piece of await pending.get(i)!) await hash.update(piece);
         pending.delete(i);
         launch(i + 1);
       }
-      const actual = hash.digest('hex');
+      const actual = await hash.digest();
       if (actual !== a.sha256) {
         await fh.close().catch(() => {});
         await this.#store.discardPartial(a.sha256);
@@ -249,6 +252,7 @@ export class ArtifactFetcher {
         throw new FetchError('DigestMismatch', digestMessage(a, actual, src));
       }
     } catch (err) {
+      for (const h of hashers) h.destroy();
       await fh.close().catch(() => {});
       if (err instanceof FetchError || err instanceof RangesUnsupported) await this.#store.discardPartial(a.sha256);
       throw err;

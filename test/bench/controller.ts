@@ -1,7 +1,7 @@
 // Benchmark: the controller against bare baselines, side by side in one run on
 // the local cluster (test/cluster/up must be running).
 //
-//   node test/bench/controller.ts [--evaluations 1000] [--object-mib 256] [--rounds 3] [--fanout 50]
+//   node test/bench/controller.ts [--evaluations 1000] [--object-mib 256] [--rounds 3] [--fanout 50] [--parts fill,fanout,pods]
 //
 // 1. evaluations -> pods: the reconciler (as its ServiceAccount) turning N
 //    evaluations into pods, vs a bare client creating the same N pods in a
@@ -34,12 +34,14 @@ const { values } = parseArgs({
     'object-mib': { type: 'string', default: '256' },
     rounds: { type: 'string', default: '3' },
     fanout: { type: 'string', default: '50' },
+    parts: { type: 'string', default: 'fill,fanout,pods' },
   },
 });
 const N = Number(values.evaluations);
 const OBJECT = Number(values['object-mib']) * 1024 * 1024;
 const ROUNDS = Number(values.rounds);
 const FANOUT = Number(values.fanout);
+const PARTS = new Set(values.parts.split(','));
 const CONCURRENCY = 16;
 const silent = pino({ level: 'silent' });
 const results: string[] = [];
@@ -207,11 +209,13 @@ async function benchFanout(env: Env): Promise<void> {
 
 const env = await setupEnv();
 try {
-  await benchFill();
-  await benchFanout(env);
-  kubectl(['-n', env.runs, 'delete', 'rlmeshevaluations', '--all', '--wait=true', '--timeout=120s'], { allowFail: true });
-  kubectl(['-n', env.runs, 'delete', 'pods', '--all', '--wait=true', '--timeout=120s'], { allowFail: true });
-  await benchPods(env);
+  if (PARTS.has('fill')) await benchFill();
+  if (PARTS.has('fanout')) await benchFanout(env);
+  if (PARTS.has('pods')) {
+    kubectl(['-n', env.runs, 'delete', 'rlmeshevaluations', '--all', '--wait=true', '--timeout=120s'], { allowFail: true });
+    kubectl(['-n', env.runs, 'delete', 'pods', '--all', '--wait=true', '--timeout=120s'], { allowFail: true });
+    await benchPods(env);
+  }
 } finally {
   await env.cleanup();
 }
