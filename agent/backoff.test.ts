@@ -18,6 +18,11 @@ describe('backoff', () => {
     for (const v of seen) expect(v).toBeGreaterThanOrEqual(500);
   });
 
+  it('grows by the given factor', () => {
+    const b = createBackoff(250, 30_000, () => 1, 1.5);
+    expect([b.next(), b.next(), b.next()]).toEqual([250, 375, 563]);
+  });
+
   it('reset starts again from the base', () => {
     const b = createBackoff(100, 1000, () => 1);
     b.next();

@@ -8,11 +8,11 @@ export type Backoff = {
   readonly attempts: number;
 };
 
-export function createBackoff(baseMs: number, maxMs: number, random: () => number = Math.random): Backoff {
+export function createBackoff(baseMs: number, maxMs: number, random: () => number = Math.random, factor = 2): Backoff {
   let attempts = 0;
   return {
     next() {
-      const ceiling = Math.min(maxMs, baseMs * 2 ** Math.min(attempts, 30));
+      const ceiling = Math.min(maxMs, baseMs * factor ** Math.min(attempts, 60));
       attempts++;
       // at least half the ceiling, so a retry storm still spreads out but never spins
       return Math.round(ceiling / 2 + random() * (ceiling / 2));

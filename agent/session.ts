@@ -76,6 +76,7 @@ export class Session {
   private connectedOnce = false;
   private sentUpdates = new Set<string>();
   private loop: Promise<void> | undefined;
+  private resetBackoff: () => void = () => undefined;
   /** when the session last reached Connected (ms since epoch) */
   connectedAt = 0;
 
@@ -139,7 +140,9 @@ export class Session {
 
   private async run(): Promise<void> {
     const { timing, log } = this.d;
-    const backoff = createBackoff(timing.backoffBaseMs, timing.backoffMaxMs);
+    // a gentler factor than 2: after a control-plane restart the next attempt lands soon after it is back
+    const backoff = createBackoff(timing.backoffBaseMs, timing.backoffMaxMs, Math.random, 1.5);
+    this.resetBackoff = () => backoff.reset();
     while (!this.stopped) {
       let delay: number;
       try {
@@ -222,6 +225,7 @@ export class Session {
           this.outbox = outbox;
           this.sentUpdates = new Set();
           this.connectedAt = Date.now();
+          this.resetBackoff();
           this.setState('connected');
           if (this.connectedOnce) this.d.onReconnect();
           this.connectedOnce = true;

@@ -3,7 +3,7 @@
 // Env: RLMESH_BENCH_NODES (default 500) extra kwok nodes, RLMESH_BENCH_PODS (default 5000)
 // pods spread over them, RLMESH_BENCH_CHANGES (default 40) changes timed end to end,
 // RLMESH_BENCH_RUNS (default 5) starts/restarts timed.
-// The agent runs with production timing (backoff 0.5 s → 30 s, heartbeat 10 s, silence 45 s).
+// The agent runs with production timing (backoff 0.25 s → 30 s, heartbeat 10 s, silence 45 s).
 // Bench nodes are tainted NoSchedule and labelled rlmesh.dev/bench=agent; all are removed at the end.
 import { readFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
@@ -19,7 +19,7 @@ const BENCH_NS = 'rlmesh-agent-bench-pods';
 const PRODUCTION = {
   RLMESH_AGENT_HEARTBEAT_MS: '10000',
   RLMESH_AGENT_SILENCE_MS: '45000',
-  RLMESH_AGENT_BACKOFF_BASE_MS: '500',
+  RLMESH_AGENT_BACKOFF_BASE_MS: '250',
   RLMESH_AGENT_BACKOFF_MAX_MS: '30000',
   RLMESH_AGENT_AUTH_BACKOFF_MS: '30000',
   RLMESH_AGENT_REPORT_DELAY_MS: '250',
@@ -124,6 +124,10 @@ async function main() {
     await agent.stop();
 
     // 3. scale: many nodes and pods, then change → report end to end
+    await until('the previous run\'s pod namespace is gone', () => {
+      const r = kubectl(['get', 'namespace', BENCH_NS, '-o', 'jsonpath={.status.phase}'], { allowFail: true });
+      return r.status !== 0 || r.stdout === 'Active' ? true : undefined;
+    }, 600, 2000);
     kubectl(['create', 'namespace', BENCH_NS], { allowFail: true });
     let t = Date.now();
     await pool(Array.from({ length: NODES }, (_, i) => i), 16, (i) => core.createNode({ body: benchNode(i) }).catch((e: { code?: number }) => (e.code === 409 ? undefined : Promise.reject(e))));
