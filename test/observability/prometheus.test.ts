@@ -11,7 +11,7 @@
 // reference control plane's relay (controlplane/, on 127.0.0.1)
 // with the credential from the file; rotation in the file is followed without a
 // restart, and a wrong credential is refused and counted by Prometheus itself.
-import { existsSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +21,7 @@ import { createMetrics as agentMetrics } from '../../agent/metrics.ts';
 import { createMetrics as controllerMetrics } from '../../controller/metrics.ts';
 import { createMetrics as egressMetrics } from '../../egress/metrics.ts';
 import { kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { prometheusConfig, render, valuesFile, type K8sObject } from './chart.ts';
+import { CHART, prometheusConfig, render, valuesFile, type K8sObject } from './chart.ts';
 import { activeTargets, freePort, ownMetric, serveRegistry, startPrometheus, until as untilFor, type RunningPrometheus } from './prometheus-run.ts';
 import { joinWithRelay, relayView, rotateRelay, rotationUsed, startTestControlPlane, type RelayCluster, type TestControlPlane } from './control-plane.ts';
 
@@ -78,6 +78,7 @@ beforeAll(async () => {
   const controller = controllerMetrics();
   controller.phaseTransitions.inc({ phase: 'Succeeded', reason: 'Completed' }, 3);
   controller.cacheCapacityBytes.set(100e9);
+  controller.leader.set({ role: 'evaluations' }, 1);
   const egress = egressMetrics();
   egress.decisions.inc({ decision: 'refused', rule: 'private-address' });
   const ports = { agent: await serve(agent.registry), controller: await serve(controller.registry), egress: await serve(egress.registry) };
@@ -223,5 +224,19 @@ describe('Prometheus with the chart configuration', () => {
     const requests = (await relayView(cp, cluster.clusterId)).requests;
     await until('accepted again after the right credential is back', async () => ((await relayView(cp, cluster.clusterId)).requests > requests ? true : undefined));
     expect(prometheus.proc.exitCode).toBeNull();
+  });
+
+  it('every query of the Grafana dashboard runs on this Prometheus; connection, phases and egress have data', async () => {
+    const dashboard = JSON.parse(readFileSync(join(CHART, 'files/dashboards/rlmesh-runtime.json'), 'utf8')) as { panels: { title: string; targets?: { expr: string }[] }[] };
+    const results = new Map<string, number>();
+    for (const panel of dashboard.panels)
+      for (const t of panel.targets ?? []) {
+        const query = t.expr.replaceAll('$__range', '5m');
+        const res = (await (await fetch(`${prometheus.url}/api/v1/query?${new URLSearchParams({ query })}`)).json()) as { status: string; error?: string; data?: { result: unknown[] } };
+        expect(res.status, `${panel.title}: ${query}: ${res.error}`).toBe('success');
+        results.set(panel.title, (results.get(panel.title) ?? 0) + (res.data?.result.length ?? 0));
+      }
+    for (const title of ['Agent session', 'Session state', 'Evaluations by phase (transitions in range)', 'Decisions by outcome', 'Controller leader'])
+      expect(results.get(title), title).toBeGreaterThan(0);
   });
 });
