@@ -1,0 +1,128 @@
+// The agent's informers survive losing the API server: its connections to the
+// real kube-apiserver go through a TCP relay this test controls, which can drop
+// every connection and refuse new ones (an API server restart, as the agent sees
+// it), or keep connections open but silent (a dead watch, for the watchdog).
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import * as k8s from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminKubeConfig, clusterInfo, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
+import { api, until, type ControlPlane } from '../support/runtime.ts';
+import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, SA, startAgent, SYSTEM, type AgentProcess } from './harness.ts';
+
+const TENANT = 'rlmesh-agent-it-tenant2';
+
+/** A loopback TCP relay to the API server: 'up', 'down' (drop all, refuse new) or 'silent' (existing connections stop carrying bytes). */
+class Relay {
+  private server: Server | undefined;
+  private readonly pairs = new Set<[Socket, Socket]>();
+  port = 0;
+  private readonly target: { host: string; port: number };
+  constructor(target: { host: string; port: number }) {
+    this.target = target;
+  }
+  async up(port = 0): Promise<void> {
+    this.server = createServer((client) => {
+      const upstream = connect(this.target.port, this.target.host);
+      const pair: [Socket, Socket] = [client, upstream];
+      this.pairs.add(pair);
+      client.pipe(upstream);
+      upstream.pipe(client);
+      const close = () => {
+        client.destroy();
+        upstream.destroy();
+        this.pairs.delete(pair);
+      };
+      client.on('error', close).on('close', close);
+      upstream.on('error', close).on('close', close);
+    });
+    await new Promise<void>((ok) => this.server!.listen(port, '127.0.0.1', ok));
+    this.port = (this.server.address() as { port: number }).port;
+  }
+  async down(): Promise<void> {
+    for (const [a, b] of this.pairs) {
+      a.destroy();
+      b.destroy();
+    }
+    this.pairs.clear();
+    await new Promise((ok) => this.server?.close(ok));
+  }
+  /** existing connections stay open but carry nothing more; new ones work */
+  silence(): void {
+    for (const [a, b] of this.pairs) {
+      a.unpipe(b);
+      b.unpipe(a);
+      a.pause();
+      b.pause();
+    }
+    this.pairs.clear();
+  }
+}
+
+describe('agent informers when the API server goes away', () => {
+  let cp: ControlPlane;
+  let relay: Relay;
+  const agents: AgentProcess[] = [];
+  beforeAll(async () => {
+    installAgentRbac({ joinToken: true });
+    resetAgentState();
+    kubectl(['create', 'namespace', TENANT], { allowFail: true });
+    cp = await controlPlane();
+    const url = new URL(clusterInfo().apiserverUrl);
+    relay = new Relay({ host: url.hostname, port: Number(url.port) });
+    await relay.up();
+  });
+  afterAll(async () => {
+    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
+    await cp?.stop();
+    await relay?.down();
+    kubectl(['delete', 'namespace', TENANT, '--wait=false'], { allowFail: true });
+  });
+
+  it('recovers from an API server outage and from silent watches; changes made meanwhile reach the control plane', async () => {
+    const { clusterId, joinToken } = await newCluster(cp, 'apiserver-loss');
+    const kubeconfig = JSON.parse(readFileSync(await serviceAccountKubeconfig(SYSTEM, SA), 'utf8')) as { clusters: { cluster: { server: string } }[] };
+    kubeconfig.clusters[0]!.cluster.server = `https://127.0.0.1:${relay.port}`;
+    const kcFile = `${clusterInfo().dir}/sa/agent-it-relay.kubeconfig`;
+    writeFileSync(kcFile, JSON.stringify(kubeconfig), { mode: 0o600 });
+    const agent = await startAgent({
+      configFile: runtimeConfig(cp, { nodeSelector: 'nvidia.com/gpu.present=true' }),
+      token: joinToken,
+      env: { KUBECONFIG: kcFile, RLMESH_AGENT_WATCH_SILENCE_MS: '4000' },
+    });
+    agents.push(agent);
+    await agent.waitFor('connected', /session connected/);
+    await agent.waitFor('informers synced', /node and pod informers synced/);
+
+    const core = adminKubeConfig().makeApiClient(k8s.CoreV1Api);
+    const report = async () =>
+      (await api<{ nodeReport: { report: { nodes: { name: string; gpusFree?: number }[] } } | null }>(cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport?.report.nodes.find((n) => n.name === 'kwok-gpu-0');
+    const gpusFree = async () => (await report())?.gpusFree ?? 0;
+    const base = await until('first report', async () => (await report()) ?? undefined, 20).then((n) => n.gpusFree ?? 0);
+    const pod = (name: string, gpus: number): k8s.V1Pod => ({
+      metadata: { name },
+      spec: { nodeName: 'kwok-gpu-0', tolerations: [{ operator: 'Exists' }], containers: [{ name: 'c', image: 'busybox', resources: { limits: { 'nvidia.com/gpu': String(gpus) } } }] },
+    });
+
+    // 1. outage: every connection dropped, new ones refused; a change happens meanwhile
+    const port = relay.port;
+    await relay.down();
+    await core.createNamespacedPod({ namespace: TENANT, body: pod('during-outage', 2) });
+    await agent.waitFor('watch failure noticed', /watch failed; restarting the informer/, 30);
+    expect(agent.proc.exitCode).toBeNull();
+    await new Promise((r) => setTimeout(r, 3000));
+    await relay.up(port);
+    await until('the change made during the outage is reported', async () => ((await gpusFree()) === base - 2 ? true : undefined), 60, 200);
+    // and changes after it flow as before
+    await core.createNamespacedPod({ namespace: TENANT, body: pod('after-outage', 1) });
+    await until('a change after the outage is reported', async () => ((await gpusFree()) === base - 3 ? true : undefined), 30, 200);
+
+    // 2. silent watches: connections stay open but carry nothing; the watchdog re-opens them
+    relay.silence();
+    await core.deleteNamespacedPod({ namespace: TENANT, name: 'during-outage', gracePeriodSeconds: 0 });
+    await agent.waitFor('watchdog', /watch silent for too long; re-opening it/, 30);
+    await until('the change made while the watch was silent is reported', async () => ((await gpusFree()) === base - 1 ? true : undefined), 60, 200);
+    expect(agent.proc.exitCode).toBeNull();
+    await agent.stop();
+  });
+});
