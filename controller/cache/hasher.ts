@@ -10,6 +10,8 @@ export type Hasher = { update: (chunk: Buffer) => Promise<void> | void; digest: 
 const OFF_THREAD_MIN_BYTES = 8 * 1024 * 1024;
 // at most this much copied data waits for the worker before update() applies backpressure
 const MAX_IN_FLIGHT = 32 * 1024 * 1024;
+// network reads arrive in 16 KiB pieces: posting each would cost more than hashing it
+const BATCH_BYTES = 1024 * 1024;
 
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
@@ -31,6 +33,22 @@ export function createHasher(sizeBytes: number): Hasher {
   let drained: (() => void) | undefined;
   let onDigest: ((d: string) => void) | undefined;
   let onFail: ((e: Error) => void) | undefined;
+  let batch: Buffer[] = [];
+  let batched = 0;
+  const post = (): void => {
+    if (batched === 0) return;
+    // one private copy the worker can own (the pieces may be reused or written meanwhile)
+    const copy = new Uint8Array(batched);
+    let off = 0;
+    for (const piece of batch) {
+      copy.set(piece, off);
+      off += piece.length;
+    }
+    batch = [];
+    batched = 0;
+    inFlight += copy.byteLength;
+    worker.postMessage(copy, [copy.buffer]);
+  };
   worker.on('message', (m: { ack?: number; digest?: string }) => {
     if (m.ack !== undefined) {
       inFlight -= m.ack;
@@ -45,9 +63,10 @@ export function createHasher(sizeBytes: number): Hasher {
   return {
     update: async (chunk) => {
       if (failure) throw failure;
-      const copy = new Uint8Array(chunk); // a private copy the worker can own
-      inFlight += copy.byteLength;
-      worker.postMessage(copy, [copy.buffer]);
+      batch.push(chunk);
+      batched += chunk.length;
+      if (batched < BATCH_BYTES) return;
+      post();
       if (inFlight > MAX_IN_FLIGHT) {
         await new Promise<void>((resolve) => (drained = resolve));
         drained = undefined;
@@ -62,6 +81,7 @@ export function createHasher(sizeBytes: number): Hasher {
           resolve(d);
         };
         onFail = reject;
+        post();
         worker.postMessage('digest');
       }),
     destroy: () => void worker.terminate(),
