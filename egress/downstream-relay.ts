@@ -21,12 +21,24 @@ export class DownstreamRelay {
   private client?: Duplex;
   private early: Buffer[] = [];
   private paused = false;
+  // the buffer handed out for the next read; a read that ends in EOF or EAGAIN
+  // never reaches the callback, so it is handed out again or returned on close
+  private lent?: Buffer;
 
   /** Pass as `onread` to net.connect for the destination socket. */
   readonly onread = {
-    buffer: (): Buffer => pool.pop() ?? Buffer.allocUnsafe(BUFFER_BYTES),
-    callback: (bytes: number, buffer: Buffer): boolean => this.relay(bytes, buffer),
+    buffer: (): Buffer => (this.lent ??= pool.pop() ?? Buffer.allocUnsafe(BUFFER_BYTES)),
+    callback: (bytes: number, buffer: Buffer): boolean => {
+      this.lent = undefined;
+      return this.relay(bytes, buffer);
+    },
   };
+
+  /** Returns the unused read buffer to the pool once the destination socket is closed. */
+  closed(): void {
+    if (this.lent) release(this.lent);
+    this.lent = undefined;
+  }
 
   /** Starts relaying to the client; bytes the destination sent before this (a banner) go first. */
   start(upstream: net.Socket, client: Duplex): void {

@@ -267,6 +267,7 @@ export function createProxy(deps: ProxyDeps) {
         });
       };
       upstream.once('close', finish);
+      upstream.once('close', () => relay.closed());
       clientSocket.once('close', finish);
       // a side that closes lets the other flush and finish; idle timeouts end stragglers
       upstream.once('close', () => clientSocket.end());

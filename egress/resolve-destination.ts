@@ -50,6 +50,8 @@ export class DestinationResolver {
   // Answers are kept for their TTL (at most 30 s) and classified again on
   // every request; a TTL of 0 is never cached.
   private readonly cache = new Map<string, { answers: string[]; expires: number }>();
+  // classification is a pure function of the address (the ranges are fixed)
+  private readonly verdicts = new Map<string, Classification>();
 
   constructor(options: ResolverOptions) {
     this.options = options;
@@ -81,12 +83,22 @@ export class DestinationResolver {
     return this.decide(dest, answers);
   }
 
+  private classify(address: string): Classification {
+    let c = this.verdicts.get(address);
+    if (!c) {
+      c = classifyAddress(address, this.options.allowRanges);
+      if (this.verdicts.size >= MAX_CACHE_ENTRIES) this.verdicts.clear();
+      this.verdicts.set(address, c);
+    }
+    return c;
+  }
+
   private decide(dest: Destination, answers: string[]): Resolution {
     const passed: string[] = [];
     const refused: { rule: string; reason: string }[] = [];
     let rule = 'public';
     for (const answer of answers) {
-      const c: Classification = classifyAddress(answer, this.options.allowRanges);
+      const c = this.classify(answer);
       if (c.verdict !== 'refused' && this.options.self.has(c.address)) {
         refused.push({ rule: 'proxy-itself', reason: `${c.address} is an address of the egress proxy itself` });
       } else if (c.verdict === 'refused') {

@@ -78,7 +78,7 @@ interface RawAnswer {
   socket: net.Socket;
 }
 
-/** Sends a raw CONNECT and reads the proxy's answer; on 200 the socket is the open tunnel. */
+/** Sends a raw CONNECT and reads the proxy's answer; on 200 the socket is the open tunnel, paused until the caller resumes it. */
 async function rawConnect(target: string, opts: { localAddress?: string; extraHeaders?: string; keep?: boolean } = {}): Promise<RawAnswer> {
   const socket = net.connect({ host: '127.0.0.1', port: PROXY_PORT, localAddress: opts.localAddress });
   await once(socket, 'connect');
@@ -96,8 +96,12 @@ async function rawConnect(target: string, opts: { localAddress?: string; extraHe
       const body = data.subarray(Buffer.byteLength(text.slice(0, end + 4)));
       if (status !== 200 && body.length < length) return false;
       socket.off('data', onData);
+      // bytes after a 200 belong to the tunnel: keep them (and anything later)
+      // for the caller, who attaches its reader and then calls resume()
+      socket.pause();
+      if (status === 200 && body.length > 0) socket.unshift(body);
       if (!opts.keep) socket.destroy();
-      resolve({ status, headers, body: body.toString('utf8'), socket });
+      resolve({ status, headers, body: status === 200 ? '' : body.toString('utf8'), socket });
       return true;
     };
     const onData = (d: Buffer) => {
@@ -219,6 +223,7 @@ describe('allowed destinations', () => {
       n += d.length;
       if (n >= payload.length) resolve();
     }));
+    socket.resume();
     socket.write(payload);
     await done;
     expect(Buffer.concat(received).equals(payload)).toBe(true);
@@ -230,6 +235,7 @@ describe('tunnel lifecycle', () => {
   async function readAll(socket: net.Socket): Promise<string> {
     const chunks: Buffer[] = [];
     socket.on('data', (d: Buffer) => chunks.push(d));
+    socket.resume();
     await once(socket, 'end');
     return Buffer.concat(chunks).toString();
   }
@@ -251,6 +257,7 @@ describe('tunnel lifecycle', () => {
     socket.on('data', (d: Buffer) => {
       text += d.toString();
     });
+    socket.resume();
     socket.write('ping\n');
     const deadline = Date.now() + 5_000;
     while (!text.includes('ping') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
@@ -274,6 +281,7 @@ describe('tunnel lifecycle', () => {
         n += d.length;
         if (n >= data.length) resolve(Buffer.concat(got));
       });
+      socket.resume();
       socket.write(data);
     });
     const [pa, pb] = [payload(7), payload(13)];
@@ -470,7 +478,9 @@ describe('shutdown', () => {
     expect((await fetch(`http://127.0.0.1:${HEALTH_PORT}/readyz`, { dispatcher: direct })).status).toBe(503);
     await expect(rawConnect('ok.egress.test:7001')).rejects.toThrow(/ECONNREFUSED/);
     socket.write('still here');
-    const [echo] = await once(socket, 'data') as [Buffer];
+    const echoed = once(socket, 'data');
+    socket.resume();
+    const [echo] = await echoed as [Buffer];
     expect(echo.toString()).toBe('still here');
     socket.end();
     expect(await exited).toBe(0);
