@@ -19,8 +19,31 @@ function secret(name: string, namespace: string, type: string, stringData: Recor
   return { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace, labels, ...(annotations ? { annotations } : {}) }, type, stringData };
 }
 
-export function secretsYaml(r: JoinResult, names: SecretNames, tokenSha256: string): string {
+// The pull Secret must exist in the runs namespace before the chart is installed,
+// so the namespace comes first, carrying the metadata with which Helm adopts
+// an existing object into release `rlmesh` (and the chart's PodSecurity labels).
+function namespaces(names: SecretNames, release: string) {
+  return [
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: names.namespace } },
+    {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: {
+        name: names.runsNamespace,
+        labels: {
+          'app.kubernetes.io/managed-by': 'Helm',
+          'pod-security.kubernetes.io/enforce': 'restricted',
+          'pod-security.kubernetes.io/enforce-version': 'latest',
+        },
+        annotations: { 'meta.helm.sh/release-name': release, 'meta.helm.sh/release-namespace': names.namespace, 'helm.sh/resource-policy': 'keep' },
+      },
+    },
+  ];
+}
+
+export function secretsYaml(r: JoinResult, names: SecretNames, tokenSha256: string, release = 'rlmesh'): string {
   const docs = [
+    ...namespaces(names, release),
     secret(names.control, names.namespace, 'Opaque', { [CONTROL_KEY]: r.control, [CLUSTER_ID_KEY]: r.clusterId }, { [TOKEN_HASH_ANNOTATION]: tokenSha256 }),
     secret(names.pull, names.namespace, 'kubernetes.io/dockerconfigjson', { '.dockerconfigjson': r.pull }),
     secret(names.pull, names.runsNamespace, 'kubernetes.io/dockerconfigjson', { '.dockerconfigjson': r.pull }),

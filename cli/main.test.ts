@@ -58,7 +58,8 @@ function asStored(doc: Record<string, unknown>): k8s.V1Secret {
   const { stringData, ...rest } = doc as unknown as { stringData: Record<string, string> } & k8s.V1Secret;
   return { ...rest, data: Object.fromEntries(Object.entries(stringData).map(([k, v]) => [k, Buffer.from(v).toString('base64')])) };
 }
-const secrets = (file: string) => parseAllDocuments(readFileSync(file, 'utf8')).map((d) => d.toJS() as Record<string, unknown>);
+const documents = (text: string) => parseAllDocuments(text).map((d) => d.toJS() as Record<string, unknown>);
+const secrets = (file: string) => documents(readFileSync(file, 'utf8')).filter((d) => d.kind === 'Secret');
 
 describe('rlmesh clusters join --format k8s-secret', () => {
   it('writes the control Secret and the pull Secret in both namespaces, which the agent accepts and the control plane authenticates', async () => {
@@ -81,6 +82,10 @@ describe('rlmesh clusters join --format k8s-secret', () => {
     expect(parsePullSecret(asStored(docs[2]!), 'rlmesh-runs', 'rlmesh-registry-pull')).toEqual({ ok: true, value: true });
     expect(JSON.parse((docs[1]!.stringData as Record<string, string>)['.dockerconfigjson']!)).toHaveProperty(['auths', 'registry.example.test', 'username'], control.value.clusterId);
     expect(r.stderr + r.stdout).not.toContain(control.value.control);
+    // the runs namespace comes first, adoptable by the chart's release (helm install finds it already there)
+    const runsNs = documents(readFileSync(out, 'utf8')).find((d) => d.kind === 'Namespace' && (d.metadata as k8s.V1ObjectMeta).name === 'rlmesh-runs')!;
+    expect((runsNs.metadata as k8s.V1ObjectMeta).annotations).toMatchObject({ 'meta.helm.sh/release-name': 'rlmesh', 'meta.helm.sh/release-namespace': 'rlmesh-system' });
+    expect((runsNs.metadata as k8s.V1ObjectMeta).labels).toMatchObject({ 'app.kubernetes.io/managed-by': 'Helm', 'pod-security.kubernetes.io/enforce': 'restricted' });
 
     const s = openSession(cp, control.value.control);
     expect((await s.waitFor('welcome')).sessionId).not.toBe('');
@@ -101,7 +106,7 @@ describe('rlmesh clusters join --format k8s-secret', () => {
     const token = await newToken();
     const r = await rlmesh(['clusters', 'join', '--token', '-', '--api', cp.url, '--ca-file', cp.caFile, '--format', 'k8s-secret'], `${token}\n`);
     expect(r.status).toBe(0);
-    expect(parseAllDocuments(r.stdout)).toHaveLength(3);
+    expect(documents(r.stdout).filter((d) => d.kind === 'Secret')).toHaveLength(3);
   });
 
   it('prompts for the token in a terminal without echoing it', async () => {

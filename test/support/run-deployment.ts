@@ -50,6 +50,8 @@ export type RunOptions = {
   /** process name suffix (two replicas of one Deployment need two names) */
   replica?: string;
   extraEnv?: Record<string, string>;
+  /** appended to the container's args (e.g. loopback listen addresses) */
+  extraArgs?: string[];
 };
 
 export async function runDeployment(namespace: string, name: string, opts: RunOptions = {}): Promise<Component> {
@@ -99,7 +101,7 @@ export async function runDeployment(namespace: string, name: string, opts: RunOp
     }
   }
 
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '', RLMESH_LISTEN_HOST: '127.0.0.1' };
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '', RLMESH_LISTEN_HOST: '127.0.0.1', RLMESH_AGENT_LISTEN_HOST: '127.0.0.1' };
   for (const e of container.env ?? []) {
     const from = e.valueFrom;
     let value: string | undefined = e.value;
@@ -124,7 +126,7 @@ export async function runDeployment(namespace: string, name: string, opts: RunOp
   if (pod.spec!.automountServiceAccountToken !== false) env.KUBECONFIG = await serviceAccountKubeconfig(namespace, sa);
   Object.assign(env, opts.extraEnv ?? {});
 
-  const args = (container.args ?? []).map(rewrite);
+  const args = [...(container.args ?? []).map(rewrite), ...(opts.extraArgs ?? [])];
   const logFile = join(work, `${podName}.log`);
   const out = openSync(logFile, 'a');
   const proc = spawn(NODE, [join(ROOT, 'bin/rlmesh-runtime.ts'), ...args], { env, stdio: ['ignore', out, out], cwd: work });
