@@ -23,6 +23,7 @@ import { EventRecorder } from './events.ts';
 import { startInformer, type KeptInformer } from './informer.ts';
 import { LeaderElector } from './leader-election.ts';
 import { createMetrics } from './metrics.ts';
+import { defaultProbeTargets, startNetworkPolicyProbeLoop } from './network-policy-probe.ts';
 import { LABEL_MANAGED_BY, MANAGED_BY } from './pod-spec.ts';
 import { WorkQueue } from './work-queue.ts';
 
@@ -185,6 +186,21 @@ async function startReconciler(): Promise<void> {
   q.start();
   for (const ev of evaluations.cache.list(runs)) q.add(keyOf(ev));
   log.info({ namespace: runs }, 'evaluation reconciler started');
+  // preflight: does the CNI enforce NetworkPolicy? (result read by the agent's preflight)
+  const probe = config.preflight?.networkPolicyProbe;
+  if (probe?.enabled) {
+    const stop = startNetworkPolicyProbeLoop({
+      kc,
+      namespace: config.namespace,
+      runsNamespace: runs,
+      image: probe.image,
+      pullSecret: config.credentials.pullSecret,
+      targets: defaultProbeTargets(config, metricsPort),
+      log,
+      active: () => elector.leading,
+    });
+    stoppers.push(stop);
+  }
 }
 
 async function startFiller(): Promise<void> {
@@ -245,7 +261,8 @@ function serve(name: string, port: number, handler: Parameters<typeof createServ
   return server;
 }
 
-const metricsServer = serve('metrics', a['metrics-port'] ? num('metrics-port') : config.ports.metrics, (req, res) => {
+const metricsPort = a['metrics-port'] ? num('metrics-port') : config.ports.metrics;
+const metricsServer = serve('metrics', metricsPort, (req, res) => {
   if (req.url === '/metrics') {
     metrics.registry.metrics().then(
       (body) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(body),
