@@ -1,8 +1,9 @@
 // The chart's values surface is derived from the zod schema in lib/values-schema.ts:
 // values-schema.json (top level), charts/rlmesh-runtime/values.schema.json (the same,
 // JSON Schema draft-07 as Helm validates it), charts/rlmesh-runtime/values.yaml
-// (every default, each value commented with its description) and the values table
-// in charts/rlmesh-runtime/README.md between the markers.
+// (every default, each value commented with its description), the same defaults
+// as templates/_defaults.tpl, and the values table in charts/rlmesh-runtime/README.md
+// between the markers.
 import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -109,6 +110,10 @@ export async function outputs(): Promise<Record<string, string>> {
     'values-schema.json': json,
     [`${CHART}/values.schema.json`]: json,
     [`${CHART}/values.yaml`]: valuesYaml(),
+    // values.yaml is not readable from templates (.Files leaves it out); rlmesh.defaults needs the defaults
+    [`${CHART}/templates/_defaults.tpl`]:
+      '{{/* Generated from lib/values-schema.ts by `npm run generate`: the defaults of this chart version, for rlmesh.defaults. */}}\n' +
+      `{{- define "rlmesh.defaultValues" -}}\n${JSON.stringify(defaultValues())}\n{{- end }}\n`,
     [readmePath]: newReadme,
   };
 }

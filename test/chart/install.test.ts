@@ -3,7 +3,7 @@
 // upgrade --reuse-values, upgrade --install with a new token, the CRD hook,
 // uninstall (what stays, what goes) and reinstall adopting what was kept.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -125,6 +125,35 @@ describe('the chart on the local cluster', () => {
     // hook objects are gone once it succeeded
     expect(exists(['-n', SYS, 'job', 'rlmesh-crd-upgrade'])).toBe(false);
     expect(exists(['clusterrole', 'rlmesh-crd-upgrade'])).toBe(false);
+  });
+
+  it('upgrade --reuse-values to a newer chart version fills in the values that version added', () => {
+    // a next chart version with a new value (and a template that uses it)
+    const dir = mkdtempSync(join(tmpdir(), 'rlmesh-chart-next-'));
+    const next = join(dir, 'rlmesh-runtime');
+    cpSync(CHART, next, { recursive: true });
+    const chartYaml = join(next, 'Chart.yaml');
+    writeFileSync(chartYaml, readFileSync(chartYaml, 'utf8').replace(/^version: .*$/m, 'version: 0.1.1'));
+    writeFileSync(join(next, 'values.yaml'), `${readFileSync(join(next, 'values.yaml'), 'utf8')}newFeature:\n  settings:\n    port: 1234\n`);
+    // npm run generate writes the same defaults into templates/_defaults.tpl
+    const defaultsTpl = join(next, 'templates/_defaults.tpl');
+    writeFileSync(
+      defaultsTpl,
+      readFileSync(defaultsTpl, 'utf8').replace(/^\{".*\}$/m, (j) => JSON.stringify({ ...JSON.parse(j), newFeature: { settings: { port: 1234 } } })),
+    );
+    const schema = JSON.parse(readFileSync(join(next, 'values.schema.json'), 'utf8')) as { properties: Record<string, unknown> };
+    schema.properties.newFeature = { type: 'object' };
+    writeFileSync(join(next, 'values.schema.json'), JSON.stringify(schema));
+    writeFileSync(
+      join(next, 'templates/new-feature.yaml'),
+      '{{- include "rlmesh.defaults" . }}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rlmesh-new-feature\n  namespace: {{ .Release.Namespace }}\ndata:\n  port: {{ .Values.newFeature.settings.port | quote }}\n',
+    );
+    helm(['upgrade', 'rlmesh', next, '-n', SYS, '--reuse-values']);
+    expect(json<{ data: { port: string } }>(['-n', SYS, 'get', 'configmap', 'rlmesh-new-feature']).data.port).toBe('1234');
+    expect(secretToken()).toBe(T1);
+    // and back to the published version
+    helm(['upgrade', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--reuse-values', ...plain]);
+    expect(exists(['-n', SYS, 'configmap', 'rlmesh-new-feature'])).toBe(false);
   });
 
   it("the hook's own apply command, run as its ServiceAccount, puts the chart's CRDs back", async () => {

@@ -1,5 +1,5 @@
 // Template assertions: every object the chart renders, rendered by the real helm.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -356,7 +356,9 @@ describe('GitOps-clean renders', () => {
       const b = template(['-f', join(CHART, 'ci', s)]).stdout;
       expect(a === b, s).toBe(true);
     }
-    const sources = readFileSync(join(CHART, 'templates/_helpers.tpl'), 'utf8');
+    const sources = readdirSync(join(CHART, 'templates'))
+      .map((f) => readFileSync(join(CHART, 'templates', f), 'utf8'))
+      .join('\n');
     for (const f of ['randAlphaNum', 'randAlpha', 'uuidv4', 'now', 'lookup', 'genCA', 'genPrivateKey']) {
       const r = new RegExp(`\\b${f}\\b`);
       expect(r.test(sources), f).toBe(false);

@@ -233,3 +233,25 @@ readinessProbe:
     - protocol: TCP
       port: 8081
 {{- end }}
+
+{{/*
+Fills every value missing from .Values with this chart version's default, in
+place. `helm upgrade --reuse-values` hands templates the previous release's
+values, without the defaults of values added since; every template includes
+this first so such an upgrade renders with the new defaults. (Only missing keys
+are filled: a user's false, 0 or "" stays.)
+*/}}
+{{- define "rlmesh.fillMissing" -}}
+{{- $dst := .dst }}
+{{- range $k, $v := .src }}
+{{- if not (hasKey $dst $k) }}
+{{- $_ := set $dst $k (deepCopy $v) }}
+{{- else if and (kindIs "map" $v) (kindIs "map" (get $dst $k)) }}
+{{- include "rlmesh.fillMissing" (dict "dst" (get $dst $k) "src" $v) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "rlmesh.defaults" -}}
+{{- include "rlmesh.fillMissing" (dict "dst" .Values "src" (include "rlmesh.defaultValues" . | fromJson)) }}
+{{- end }}
