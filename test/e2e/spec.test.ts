@@ -147,7 +147,7 @@ describe('Troubleshooting, as the spec lists it', () => {
     // use the token once out of band, then give it to the agent
     run(NODE, [cliPath, 'clusters', 'join', '--token', created.body.joinToken, '--api', cp.url.replace('127.0.0.1', 'localhost'), '--ca-file', cp.caFile, '--format', 'k8s-secret', '--out', join(mkdtempSync(join(tmpdir(), 'used-')), 'x.yaml')]);
     await rt.stop('agent');
-    helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', '--set', `joinToken=${created.body.joinToken}`, '--set', 'credentials.controlSecret=', ...localFlags(cp)]);
+    helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', '--set', `joinToken=${created.body.joinToken}`, '--set', 'credentials.controlSecret=', '--set', 'credentials.pullSecret=', ...localFlags(cp)]);
     await rt.startOne('agent');
     const line = await until('the agent to explain', () => rt.log('agent').split('\n').find((l) => /token_used|already used/.test(l)), 60);
     expect(line).toMatch(/new install command/);
