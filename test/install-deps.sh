@@ -10,6 +10,9 @@ APT_PACKAGES=(
   iproute2
   curl
   prometheus
+  openssl
+  squid
+  util-linux
 )
 
 missing=()

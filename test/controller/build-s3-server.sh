@@ -3,7 +3,7 @@
 # module, for the controller's cache-fill tests. Cached under
 # ~/.cache/rlmesh-testbin/ so it is built once per machine. Prints the binary path.
 set -euo pipefail
-VERSION="${VERSITYGW_VERSION:-latest}"
+VERSION="${VERSITYGW_VERSION:-v1.8.0}"
 BIN_DIR="${RLMESH_TESTBIN:-$HOME/.cache/rlmesh-testbin}"
 BIN="$BIN_DIR/versitygw"
 if [ -x "$BIN" ]; then echo "$BIN"; exit 0; fi
