@@ -339,6 +339,10 @@ export const valuesObjectSchema = z
       .strict()
       .prefault({})
       .describe('Prometheus metrics.'),
+    global: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe('Helm global values, set by an umbrella chart; this chart reads none of them.'),
     imagePullSecrets: z
       .array(z.object({ name: secretName.min(1) }).strict())
       .default([])

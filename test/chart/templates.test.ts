@@ -19,6 +19,10 @@ describe('values', () => {
     expect(parse(readFileSync(join(CHART, 'values.yaml'), 'utf8'))).toEqual(defaultValues());
   });
 
+  it('accepts the global values an umbrella chart passes down', () => {
+    expect(template([...token, '--set', 'global.imageRegistry=mirror.example.com']).stdout).toContain('kind: Deployment');
+  });
+
   it('every scenario passes the zod schema too', () => {
     for (const s of scenarios()) {
       const v = { ...(parse(readFileSync(join(CHART, 'ci', s), 'utf8')) as object) };
