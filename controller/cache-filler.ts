@@ -34,6 +34,8 @@ export type FillerSettings = {
   accessModes: readonly string[];
   nodeName?: string;
   capacityBytes?: number;
+  /** how long an S3 credential Secret may lag behind its evaluation before the evaluation fails */
+  secretGraceMs: number;
 };
 
 export type FillerDeps = {
@@ -49,6 +51,7 @@ export type FillerDeps = {
 };
 
 type ArtifactsState = NonNullable<EvaluationStatus['artifacts']>;
+
 
 export function humanBytes(n: number): string {
   const units = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi'];
@@ -196,6 +199,11 @@ export class CacheFiller {
     const get = (k: string): string | undefined => (data?.[k] ? Buffer.from(data[k], 'base64').toString('utf8') : undefined);
     const accessKeyId = get('accessKeyId');
     const secretAccessKey = get('secretAccessKey');
+    const ageMs = Date.now() - new Date(ev.metadata.creationTimestamp ?? Date.now()).getTime();
+    if (!data && ageMs < this.#d.settings.secretGraceMs) {
+      // the agent writes the Secret right after the evaluation (it must own it): retried with backoff
+      throw new Error(`Secret ${namespace}/${ref} for artifact ${a.name} does not exist yet; waiting for the agent to write it`);
+    }
     if (!accessKeyId || !secretAccessKey) {
       throw new FetchError(
         'CredentialsMissing',

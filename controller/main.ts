@@ -42,6 +42,7 @@ const { values: a } = parseArgs({
     'waiting-retry-seconds': { type: 'string', default: '10' },
     'max-concurrent': { type: 'string' },
     'capacity-bytes': { type: 'string' },
+    'secret-grace-seconds': { type: 'string', default: '60' },
     concurrency: { type: 'string', default: '16' },
     'fetch-attempts': { type: 'string', default: '5' },
     'fetch-retry-ms': { type: 'string', default: '500' },
@@ -243,6 +244,7 @@ async function startFiller(): Promise<void> {
       accessModes: config.artifactCache.accessModes,
       ...(nodeName ? { nodeName } : {}),
       ...(a['capacity-bytes'] ? { capacityBytes: num('capacity-bytes', 1) } : {}),
+      secretGraceMs: num('secret-grace-seconds') * 1000,
     },
   });
   await filler.ensureCacheObject();

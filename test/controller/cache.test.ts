@@ -38,6 +38,7 @@ const fillerArgs = () => [
   '--identity=filler-1',
   '--fetch-attempts=3',
   '--fetch-retry-ms=100',
+  '--secret-grace-seconds=5',
   `--chunk-bytes=${1024 * 1024}`,
   `--ranged-threshold-bytes=${2 * 1024 * 1024}`,
 ];
@@ -89,6 +90,10 @@ describe('cache fill', () => {
   it('fills from S3 with the temporary credentials the agent put in a Secret, never logging them', async () => {
     const b = blob(3 * 1024 * 1024 + 5); // above the ranged threshold: parallel ranged GETs
     await s3.put('rl-artifacts', 'models/policy.pt', b.data);
+    const source = { s3: { endpoint: s3.endpoint, region: 'us-east-1', bucket: 'rl-artifacts', key: 'models/policy.pt', credentialsSecretRef: { name: 's3-creds-s3eval' } } };
+    // like the agent: the evaluation first, then the Secret it owns
+    await createEvaluation(env, evaluation('s3eval', { artifacts: [{ name: 'policy.pt', sha256: b.sha256, sizeBytes: b.data.length, source }] }, { 'rlmesh.dev/test-duration': '200ms' }));
+    await sleep(1000);
     apply([
       {
         apiVersion: 'v1',
@@ -97,8 +102,6 @@ describe('cache fill', () => {
         stringData: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
       },
     ]);
-    const source = { s3: { endpoint: s3.endpoint, region: 'us-east-1', bucket: 'rl-artifacts', key: 'models/policy.pt', credentialsSecretRef: { name: 's3-creds-s3eval' } } };
-    await createEvaluation(env, evaluation('s3eval', { artifacts: [{ name: 'policy.pt', sha256: b.sha256, sizeBytes: b.data.length, source }] }, { 'rlmesh.dev/test-duration': '200ms' }));
     const done = await waitForPhase(env, 's3eval', ['Succeeded', 'Failed']);
     expect(done.status!.phase).toBe('Succeeded');
     expect(readFileSync(join(cacheDir, 'sha256', b.sha256)).equals(b.data)).toBe(true);
