@@ -155,6 +155,7 @@ export class ArtifactFetcher {
     const hash = createHasher(a.sizeBytes);
     let bytes = 0;
     const count = new Transform({
+      highWaterMark: 8 * 1024 * 1024,
       transform(chunk: Buffer, _enc, cb) {
         bytes += chunk.length;
         if (bytes > a.sizeBytes) return cb(new FetchError('SizeMismatch', sizeMessage(a, `more than ${a.sizeBytes}`, src)));
@@ -162,7 +163,8 @@ export class ArtifactFetcher {
       },
     });
     try {
-      await pipeline(await src.get(), count, createWriteStream(tmp));
+      // a deep write buffer lets writes batch (writev) instead of pausing the socket for every 16 KiB read
+      await pipeline(await src.get(), count, createWriteStream(tmp, { highWaterMark: 8 * 1024 * 1024 }));
     } catch (err) {
       hash.destroy();
       await this.#store.discardPartial(a.sha256);
