@@ -176,6 +176,11 @@ async function benchFill(): Promise<void> {
       () => fetcher.fetch(ref, s3src),
     );
     report(`S3 (versitygw) ${mib.toFixed(0)} MiB: raw GetObject ${rate(rawS3)}, cache fill (${mode}) ${rate(fillS3)}; ratio ${(rawS3 / fillS3).toFixed(2)}x`);
+    const [rawS31, fillS31] = await sideBySide(
+      async () => drain((await s3.client.send(new GetObjectCommand({ Bucket: 'bench', Key: 'object.bin' }))).Body as AsyncIterable<Uint8Array>),
+      () => single.fetch(ref, s3src),
+    );
+    report(`S3 (versitygw) ${mib.toFixed(0)} MiB, fill forced to one stream: raw GetObject ${rate(rawS31)}, cache fill ${rate(fillS31)}; ratio ${(rawS31 / fillS31).toFixed(2)}x`);
     rmSync(dir, { recursive: true, force: true });
   } finally {
     srv.child.kill('SIGTERM');
