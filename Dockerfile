@@ -1,4 +1,4 @@
-# One non-root image for every entrypoint: agent | controller | egress | controlplane | cli.
+# One non-root image for every entrypoint: agent | controller | egress | controlplane | cli | gpu-discovery.
 # Node 24 runs the TypeScript sources directly (type stripping), so the image
 # carries sources and production dependencies only: no compiler, no dev tools.
 # test/image/check.ts runs these same steps outside Docker on every CI run.
@@ -15,6 +15,7 @@ COPY controller ./controller
 COPY egress ./egress
 COPY controlplane ./controlplane
 COPY cli ./cli
+COPY gpu-discovery ./gpu-discovery
 RUN find . -path ./node_modules -prune -o -name '*.test.ts' -print | xargs rm -f
 
 FROM ${NODE_IMAGE}

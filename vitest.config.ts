@@ -8,7 +8,7 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['{agent,controller,egress,controlplane,lib,cli,scripts}/**/*.test.ts'],
+          include: ['{agent,controller,egress,controlplane,gpu-discovery,lib,cli,bin,scripts}/**/*.test.ts'],
           testTimeout: 20_000,
         },
       },

@@ -1,10 +1,11 @@
-// The image's single entrypoint: `rlmesh-runtime <agent|controller|egress|controlplane|cli> [flags]`.
+// The image's single entrypoint: `rlmesh-runtime <agent|controller|egress|controlplane|cli|gpu-discovery> [flags]`.
 const components = {
   agent: '../agent/main.ts',
   controller: '../controller/main.ts',
   egress: '../egress/main.ts',
   controlplane: '../controlplane/main.ts',
   cli: '../cli/main.ts',
+  'gpu-discovery': '../gpu-discovery/main.ts',
 } as const;
 
 const [name, ...rest] = process.argv.slice(2);

@@ -7,9 +7,14 @@ import { createLogger } from '../lib/logger.ts';
 import { applyLabels, gpuLabels } from './node-labels.ts';
 import { findGpus } from './pci-devices.ts';
 
+const USAGE = `usage: rlmesh-runtime gpu-discovery [--once] [--sysfs-root /sys] [--interval-seconds 600]
+Labels the node named by $NODE_NAME with its GPUs' vendor, model, memory and count
+(rlmesh.dev/gpu.*), read from PCI devices in sysfs; re-checks every interval.`;
+
 const log = createLogger('gpu-discovery');
 const { values: a } = parseArgs({
   options: {
+    help: { type: 'boolean', short: 'h', default: false },
     once: { type: 'boolean', default: false },
     'sysfs-root': { type: 'string', default: process.env.RLMESH_SYSFS_ROOT ?? '/sys' },
     'interval-seconds': { type: 'string', default: '600' },
@@ -17,6 +22,10 @@ const { values: a } = parseArgs({
   strict: true,
 });
 
+if (a.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 const nodeName = process.env.NODE_NAME;
 if (!nodeName) {
   log.fatal('NODE_NAME is not set: the DaemonSet passes it from spec.nodeName; set it to the node to label');

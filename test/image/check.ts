@@ -81,7 +81,7 @@ export function runEntrypoint(image: Stage, args: string[]): { status: number; o
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const image = replayDockerfile();
   let failed = 0;
-  for (const c of ['agent', 'controller', 'egress', 'controlplane', 'cli']) {
+  for (const c of ['agent', 'controller', 'egress', 'controlplane', 'cli', 'gpu-discovery']) {
     const r = runEntrypoint(image, [c, '--help']);
     console.log(`${r.status === 0 ? 'ok  ' : 'FAIL'} rlmesh-runtime ${c} --help${r.status === 0 ? '' : `\n${r.out}`}`);
     if (r.status !== 0) failed++;
