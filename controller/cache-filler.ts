@@ -102,6 +102,11 @@ export class CacheFiller {
     }
   }
 
+  /** Forgets a deleted evaluation's hit/miss bookkeeping. */
+  forget(ev: RLMeshEvaluation): void {
+    for (const a of ev.spec.artifacts ?? []) this.#counted.delete(`${ev.metadata.uid}/${a.sha256}`);
+  }
+
   #cache(): RLMeshCache | undefined {
     return this.#d.caches.get(this.#d.settings.cacheName);
   }

@@ -273,7 +273,9 @@ export class EvaluationReconciler {
         MERGE_PATCH,
       );
     } catch (err) {
-      if (isConflict(err)) throw new Error(`status of ${ev.metadata.name} changed meanwhile; retrying with the fresh object`);
+      // someone else (the filler, the agent) wrote meanwhile: the watch delivers the fresh
+      // object, which queues this key again; the requeue is only a safety net
+      if (isConflict(err)) return { requeueAfterMs: 1000 };
       if (isNotFound(err)) return;
       throw err;
     }

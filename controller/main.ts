@@ -92,7 +92,7 @@ const watchdogMs = num('watchdog-seconds', 1) * 1000;
 const stoppers: (() => Promise<void> | void)[] = [];
 let synced = false;
 
-function evaluationInformer(onChange: (ev: RLMeshEvaluation) => void): KeptInformer<RLMeshEvaluation & k8s.KubernetesObject> {
+function evaluationInformer(onChange: (ev: RLMeshEvaluation, verb: 'add' | 'update' | 'delete') => void): KeptInformer<RLMeshEvaluation & k8s.KubernetesObject> {
   return startInformer<RLMeshEvaluation & k8s.KubernetesObject>({
     kc,
     log,
@@ -220,10 +220,11 @@ async function startFiller(): Promise<void> {
   });
   let filler: CacheFiller | undefined = undefined;
   const q = queue('artifacts', (key) => filler!.reconcile(key));
-  const evaluations = evaluationInformer((ev) => {
+  const evaluations = evaluationInformer((ev, verb) => {
     q.add(keyOf(ev));
-    // a finished evaluation releases its artifacts for eviction
-    if (isFinished(ev.status?.phase)) filler?.scheduleHousekeeping();
+    if (verb === 'delete') filler?.forget(ev);
+    // a finished or deleted evaluation releases its artifacts for eviction
+    if (verb === 'delete' || isFinished(ev.status?.phase)) filler?.scheduleHousekeeping();
   });
   const caches = cacheInformer(() => filler?.scheduleHousekeeping());
   stoppers.push(() => evaluations.stop(), () => caches.stop(), () => q.stop());
