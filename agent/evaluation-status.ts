@@ -8,8 +8,11 @@ import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { EVALUATION, GROUP, VERSION, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { EvaluationUpdateSchema, type EvaluationUpdate } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { evaluationName } from './assignments.ts';
 import { startInformer, type Informer } from './informer.ts';
 import { SpoolFullError, type Json, type Spool, type SpooledUpdate } from './spool.ts';
+
+const FINISHED = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
 export type Observed = { phase: string; reason: string; message: string; exitCode?: number; pod: string; node: string };
 
@@ -118,6 +121,33 @@ export class EvaluationStatus {
       (r) => this.o.send(toUpdate(r)),
       (err: unknown) => this.o.log.error({ err: (err as Error).message, evaluationId }, 'could not spool an evaluation update'),
     );
+  }
+
+  /**
+   * The control plane holds these updates: a finished evaluation gets
+   * status.reportedAt, after which the controller garbage-collects it.
+   */
+  async reported(acked: SpooledUpdate[]): Promise<void> {
+    const { kc, namespace, log } = this.o;
+    const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    for (const r of acked) {
+      const phase = (r.message as { phase?: string }).phase;
+      if (!phase || !FINISHED.has(phase)) continue;
+      const name = evaluationName(r.evaluationId);
+      try {
+        await custom.patchNamespacedCustomObjectStatus(
+          { group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, name, body: { status: { reportedAt: new Date().toISOString() } } },
+          k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+        );
+      } catch (err) {
+        const code = (err as { code?: number }).code;
+        if (code === 403) {
+          log.warn({ evaluationId: r.evaluationId }, `cannot set status.reportedAt: the agent's Role in ${namespace} lacks "patch" on rlmeshevaluations/status (upgrade the chart); the controller keeps finished evaluations until it is set`);
+        } else if (code !== 404) {
+          log.warn({ evaluationId: r.evaluationId, err: (err as Error).message }, 'could not mark a finished evaluation as reported; the controller keeps it until this succeeds');
+        }
+      }
+    }
   }
 
   private retryDeferred() {

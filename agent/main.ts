@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import { create } from '@bufbuild/protobuf';
-import { CredentialRotatedSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { CredentialRotatedSchema, type ControlMessage, type PreflightReport } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { startAgentPreflight } from '../lib/preflight/agent.ts';
 import { createLogger } from '../lib/logger.ts';
 import { Assignments } from './assignments.ts';
 import { createBackoff, sleep } from './backoff.ts';
@@ -124,6 +125,7 @@ const evaluations = new EvaluationStatus({
 });
 
 let capacityReady = false;
+let lastPreflight: PreflightReport | undefined;
 const capacity = new CapacityReporter({
   kc,
   log,
@@ -150,6 +152,7 @@ session = new Session({
     // what the control plane may have missed: every unacked update, and the nodes as they are now
     for (const p of spool.pending()) if (session!.sendUpdate(toUpdate(p))) metrics.updatesSent.inc();
     if (capacityReady && session!.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();
+    if (lastPreflight) session!.send({ case: 'preflightReport', value: lastPreflight });
   },
   onMessage: (m) => handle(m),
   onState: (s) => metrics.setState(s),
@@ -158,6 +161,17 @@ session = new Session({
 session.start();
 
 startWithRetry('evaluation status informer', () => evaluations.start());
+
+// preflight at start and every hour: ConfigMap rlmesh-preflight, and the latest report upstream (again on every connect)
+const stopPreflight = startAgentPreflight({
+  kc,
+  config: cfg.runtime,
+  log,
+  send: (r) => {
+    lastPreflight = r;
+    session!.send({ case: 'preflightReport', value: r });
+  },
+});
 startWithRetry('node and pod informers', async () => {
   await capacity.start();
   capacityReady = true;
@@ -171,10 +185,12 @@ function handle(m: ControlMessage): void {
       return;
     case 'ack': {
       const ids = m.msg.value.ids;
-      const before = spool.records;
       session!.acked(ids);
       spool.ack(ids).then(
-        () => metrics.updatesAcked.inc(before - spool.records > 0 ? before - spool.records : 0),
+        (acked) => {
+          metrics.updatesAcked.inc(acked.length);
+          if (acked.length) void evaluations.reported(acked);
+        },
         (err: unknown) => log.error({ err: (err as Error).message }, 'could not record acks in the spool; they will be redelivered and deduplicated'),
       );
       return;
@@ -250,6 +266,7 @@ async function shutdown(signal: string) {
   stopping = true;
   log.info({ signal }, 'agent stopping');
   abort.abort();
+  stopPreflight();
   await Promise.allSettled([session?.stop(), capacity.stop(), evaluations.stop(), credWatch?.stop()]);
   await spool.close().catch(() => undefined);
   await health.close();

@@ -125,14 +125,15 @@ export class Spool {
     }).then(() => rec);
   }
 
-  /** the control plane stored these ids: forget them (compacted away later) */
-  async ack(ids: string[]): Promise<void> {
-    const known = ids.filter((id) => this.pendingById.has(id));
-    if (known.length === 0) return;
-    for (const id of known) this.pendingById.delete(id);
-    this.ackedSinceCompaction += known.length;
-    await this.write(JSON.stringify({ k: 'a', ids: known } satisfies Line) + '\n');
+  /** the control plane stored these ids: forget them (compacted away later); returns the records acked */
+  async ack(ids: string[]): Promise<SpooledUpdate[]> {
+    const acked = ids.map((id) => this.pendingById.get(id)).filter((r): r is SpooledUpdate => r !== undefined);
+    if (acked.length === 0) return [];
+    for (const r of acked) this.pendingById.delete(r.id);
+    this.ackedSinceCompaction += acked.length;
+    await this.write(JSON.stringify({ k: 'a', ids: acked.map((r) => r.id) } satisfies Line) + '\n');
     for (const cb of this.spaceListeners) cb();
+    return acked;
   }
 
   /** the evaluation is gone: drop its sequence state (pending updates stay until acked) */

@@ -81,6 +81,10 @@ describe('agent evaluations', () => {
     await until('second created', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id], { allowFail: true }).status === 0 ? true : undefined), 20);
     expect((await api(cp, 'POST', `/v1/evaluations/${second.body.id}/cancel`, { reason: 'user asked' })).status).toBe(200);
     await until('spec.cancelled set', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id, '-o', 'jsonpath={.spec.cancelled}']).stdout === 'true' ? true : undefined), 20);
+
+    // once the control plane holds the finished evaluation, the agent marks it reported (the controller then
+    // garbage-collects it); needs `patch` on rlmeshevaluations/status in the chart's agent Role
+    await until('status.reportedAt set', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', id, '-o', 'jsonpath={.status.reportedAt}']).stdout ? true : undefined), 20);
     await agent.stop();
   });
 });

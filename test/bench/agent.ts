@@ -15,6 +15,9 @@ const NODES = Number(process.env.RLMESH_BENCH_NODES ?? 500);
 const PODS = Number(process.env.RLMESH_BENCH_PODS ?? 5000);
 const CHANGES = Number(process.env.RLMESH_BENCH_CHANGES ?? 40);
 const RUNS = Number(process.env.RLMESH_BENCH_RUNS ?? 5);
+// e.g. "--max-old-space-size=160 --max-semi-space-size=2": what the Deployment would set
+const NODE_OPTIONS = process.env.RLMESH_BENCH_NODE_OPTIONS ?? '';
+const ONLY_SCALE = process.env.RLMESH_BENCH_ONLY === 'scale';
 const BENCH_NS = 'rlmesh-agent-bench-pods';
 const PRODUCTION = {
   RLMESH_AGENT_HEARTBEAT_MS: '10000',
@@ -24,6 +27,7 @@ const PRODUCTION = {
   RLMESH_AGENT_AUTH_BACKOFF_MS: '30000',
   RLMESH_AGENT_REPORT_DELAY_MS: '250',
   RLMESH_AGENT_LEASE_SECONDS: '60',
+  ...(NODE_OPTIONS ? { NODE_OPTIONS } : {}),
 };
 
 const pct = (xs: number[], p: number) => {
@@ -74,7 +78,7 @@ async function main() {
   const kc = adminKubeConfig();
   const core = kc.makeApiClient(k8s.CoreV1Api);
   try {
-    console.log(`agent benchmark: ${NODES} extra kwok nodes, ${PODS} pods, ${CHANGES} timed changes, ${RUNS} runs\n`);
+    console.log(`agent benchmark: ${NODES} extra kwok nodes, ${PODS} pods, ${CHANGES} timed changes, ${RUNS} runs${NODE_OPTIONS ? `, NODE_OPTIONS=${NODE_OPTIONS}` : ''}\n`);
     const { clusterId, joinToken } = await newCluster(cp, 'bench');
     const config = runtimeConfig(cp);
 
@@ -83,7 +87,7 @@ async function main() {
     const starts: number[] = [];
     let joinStart = 0;
     const loads: number[] = [];
-    for (let r = 0; r <= RUNS; r++) {
+    for (let r = 0; r <= (ONLY_SCALE ? 0 : RUNS); r++) {
       const a = await startAgent({ configFile: config, token: joinToken, env: PRODUCTION, ...(spool ? { spoolDir: spool } : {}) });
       agents.push(a);
       spool = a.spoolDir;
@@ -94,9 +98,9 @@ async function main() {
       else starts.push(ms);
       await a.stop();
     }
-    row('start → Connected, first start (joins)', `${joinStart} ms`, `${(joinStart / 1000).toFixed(2)}× the 1 s goal`);
-    row(`start → Connected, restart (median of ${RUNS})`, `${pct(starts, 50)} ms (max ${Math.max(...starts)} ms)`, `${(pct(starts, 50) / 1000).toFixed(2)}× the 1 s goal`);
-    row('  of which: process start and module loading (median)', `${pct(loads, 50)} ms`, '');
+    if (!ONLY_SCALE) row('start → Connected, first start (joins)', `${joinStart} ms`, `${(joinStart / 1000).toFixed(2)}× the 1 s goal`);
+    if (!ONLY_SCALE) row(`start → Connected, restart (median of ${RUNS})`, `${pct(starts, 50)} ms (max ${Math.max(...starts)} ms)`, `${(pct(starts, 50) / 1000).toFixed(2)}× the 1 s goal`);
+    if (!ONLY_SCALE) row('  of which: process start and module loading (median)', `${pct(loads, 50)} ms`, '');
 
     // 2. control-plane restart → reconnected
     const agent = await startAgent({ configFile: config, token: joinToken, env: PRODUCTION, spoolDir: spool });
@@ -104,7 +108,7 @@ async function main() {
     await agent.waitFor('connected', /session connected/);
     const reconnects: number[] = [];
     const outages: number[] = [];
-    for (let r = 0; r < RUNS; r++) {
+    for (let r = 0; r < (ONLY_SCALE ? 0 : RUNS); r++) {
       const port = new URL(cp.url).port;
       const before = agent.lines().filter((l) => l.msg === 'session connected').length;
       const killed = Date.now();
@@ -117,8 +121,8 @@ async function main() {
       outages.push(at - killed);
       await new Promise((res) => setTimeout(res, 500));
     }
-    row(`control-plane restart → reconnected (median of ${RUNS}, from its ready line)`, `${pct(reconnects, 50)} ms (max ${Math.max(...reconnects)} ms)`, `${(pct(reconnects, 50) / 2000).toFixed(2)}× the 2 s goal`);
-    row('  whole outage incl. control-plane start (median)', `${pct(outages, 50)} ms`, '');
+    if (!ONLY_SCALE) row(`control-plane restart → reconnected (median of ${RUNS}, from its ready line)`, `${pct(reconnects, 50)} ms (max ${Math.max(...reconnects)} ms)`, `${(pct(reconnects, 50) / 2000).toFixed(2)}× the 2 s goal`);
+    if (!ONLY_SCALE) row('  whole outage incl. control-plane start (median)', `${pct(outages, 50)} ms`, '');
     const rssSmall = rssMiB(agent.proc.pid!);
     const podsSmall = Number(agent.lines().find((l) => l.msg === 'node and pod informers synced')?.pods ?? 0);
     await agent.stop();
@@ -182,6 +186,8 @@ async function main() {
     row(`change → report at the control plane, p99`, `${pct(latencies, 99)} ms`, `${(pct(latencies, 99) / 1000).toFixed(2)}× the 1 s goal`);
     await new Promise((r) => setTimeout(r, 2000));
     const rssBig = rssMiB(big.proc.pid!);
+    const heapUsed = Number(/rlmesh_agent_nodejs_heap_size_used_bytes (\S+)/.exec(await big.metrics())?.[1] ?? 0) / 1048576;
+    row('  of which V8 heap in use', `${heapUsed.toFixed(0)} MiB`, '');
     const podsBig = Number(synced.pods);
     row(`agent RSS with ${String(synced.nodes)} nodes + ${podsBig} pods`, `${rssBig.toFixed(0)} MiB`, `${(rssBig / 256).toFixed(2)}× the 256 MiB goal`);
     // the bench keeps the goal's ratio of 10 pods per node, so memory above the small cluster scales with pods
