@@ -2,13 +2,16 @@
 // real kube-apiserver go through a TCP relay this test controls, which can drop
 // every connection and refuse new ones (an API server restart, as the agent sees
 // it), or keep connections open but silent (a dead watch, for the watchdog).
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminKubeConfig, clusterInfo, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { api, until, type ControlPlane } from '../support/runtime.ts';
-import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, SA, startAgent, SYSTEM, type AgentProcess } from './harness.ts';
+import { api, ROOT, until, type ControlPlane } from '../support/runtime.ts';
+import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, RUNS, SA, startAgent, SYSTEM, type AgentProcess } from './harness.ts';
+import { API_VERSION, EVALUATION, GROUP, VERSION } from '../../lib/crds/types.ts';
 
 const TENANT = 'rlmesh-agent-it-tenant2';
 
@@ -123,6 +126,35 @@ describe('agent informers when the API server goes away', () => {
     await agent.waitFor('watchdog', /watch silent for too long; re-opening it/, 30);
     await until('the change made while the watch was silent is reported', async () => ((await gpusFree()) === base - 1 ? true : undefined), 60, 200);
     expect(agent.proc.exitCode).toBeNull();
+    await agent.stop();
+  });
+
+  it('a real kube-apiserver restart: informers recover and changes made afterwards reach the control plane', async () => {
+    resetAgentState();
+    const { clusterId, joinToken } = await newCluster(cp, 'apiserver-restart');
+    const agent = await startAgent({ configFile: runtimeConfig(cp, { nodeSelector: 'nvidia.com/gpu.present=true' }), token: joinToken });
+    agents.push(agent);
+    await agent.waitFor('connected', /session connected/);
+    await agent.waitFor('informers synced', /node and pod informers synced/);
+    const report = async () =>
+      (await api<{ nodeReport: { report: { nodes: { name: string; gpusFree?: number }[] } } | null }>(cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport?.report.nodes.find((n) => n.name === 'kwok-gpu-0');
+    const base = await until('first report', async () => (await report()) ?? undefined, 20).then((n) => n.gpusFree ?? 0);
+
+    execFileSync(join(ROOT, 'test/cluster/restart'), ['kube-apiserver'], { stdio: 'pipe', timeout: 120_000 });
+    const core = adminKubeConfig().makeApiClient(k8s.CoreV1Api);
+    await core.createNamespacedPod({
+      namespace: TENANT,
+      body: { metadata: { name: 'after-restart' }, spec: { nodeName: 'kwok-gpu-0', tolerations: [{ operator: 'Exists' }], containers: [{ name: 'c', image: 'busybox', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } },
+    });
+    await until('pod change after the restart reported', async () => ((await report())?.gpusFree === base - 1 ? true : undefined), 60, 200);
+    const custom = adminKubeConfig().makeApiClient(k8s.CustomObjectsApi);
+    await custom.createNamespacedCustomObject({
+      group: GROUP, version: VERSION, namespace: RUNS, plural: EVALUATION.plural,
+      body: { apiVersion: API_VERSION, kind: EVALUATION.kind, metadata: { name: 'after-apiserver-restart' }, spec: { evaluationId: 'after-apiserver-restart', image: 'busybox', deadlineSeconds: 60 } },
+    });
+    await until('evaluation created after the restart reported', async () => ((await api<{ phase: string }>(cp, 'GET', '/v1/evaluations/after-apiserver-restart')).body.phase === 'Pending' ? true : undefined), 60, 250);
+    expect(agent.proc.exitCode).toBeNull();
+    await core.deleteNamespacedPod({ namespace: TENANT, name: 'after-restart', gracePeriodSeconds: 0 });
     await agent.stop();
   });
 });
