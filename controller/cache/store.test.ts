@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -31,6 +31,15 @@ describe('ArtifactStore', () => {
     expect((await s.entries())[0]!.lastUsedMs).toBeGreaterThan(before);
     await s.remove(d('a'));
     expect(await s.has(d('a'))).toBe(false);
+  });
+
+  it('publishes over an empty directory a kubelet left at the path', async () => {
+    const s = await store();
+    mkdirSync(s.path(d('e')));
+    writeFileSync(s.tmpPath(d('e')), 'x');
+    expect(await s.has(d('e'))).toBe(false);
+    await s.commit(d('e'));
+    expect(readFileSync(s.path(d('e')), 'utf8')).toBe('x');
   });
 
   it('refuses paths that are not digests', async () => {

@@ -77,6 +77,9 @@ export class ArtifactStore {
       await fh.close();
     }
     await chmod(tmp, 0o444);
+    // a kubelet creates a missing subPath as an empty directory: clear one left in the way
+    const existing = await stat(this.path(digest)).catch(() => undefined);
+    if (existing?.isDirectory()) await rm(this.path(digest), { recursive: true, force: true });
     await rename(tmp, this.path(digest));
     const dir = await open(join(this.root, 'sha256'), 'r');
     try {
