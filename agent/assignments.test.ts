@@ -1,0 +1,67 @@
+import { create } from '@bufbuild/protobuf';
+import { describe, expect, it } from 'vitest';
+import { evaluationSpecSchema } from '../lib/crds/types.ts';
+import { AssignmentSchema } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { evaluationFromAssignment, evaluationName } from './assignments.ts';
+import { fingerprint, trimEvaluation } from './evaluation-status.ts';
+
+describe('assignment → RLMeshEvaluation', () => {
+  it('uses a valid id as the name and hashes anything else into a stable valid name', () => {
+    expect(evaluationName('ev-abc123')).toBe('ev-abc123');
+    const odd = evaluationName('Eval_42/Weird');
+    expect(odd).toMatch(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
+    expect(odd).toBe(evaluationName('Eval_42/Weird'));
+    expect(odd).not.toBe(evaluationName('Eval_42/Weirder'));
+    expect(evaluationName('x'.repeat(300)).length).toBeLessThanOrEqual(63);
+  });
+
+  it('mirrors the assignment into a spec the CRD schema accepts, keeping S3 secrets out of it', () => {
+    const a = create(AssignmentSchema, {
+      evaluationId: 'ev-1',
+      image: 'img:1',
+      command: ['run'],
+      env: { A: '1' },
+      cpu: '500m',
+      memory: '1Gi',
+      gpuCount: 2,
+      gpuVendor: 'amd',
+      deadlineSeconds: 30n,
+      nodeSelector: { pool: 'gpu' },
+      artifacts: [
+        { name: 'a.bin', sha256: 'b'.repeat(64), sizeBytes: 5n, source: { source: { case: 's3', value: { bucket: 'bk', key: 'k', accessKeyId: 'AK', secretAccessKey: 'SK' } } } },
+        { name: 'b.bin', sha256: 'c'.repeat(64), sizeBytes: 6n, source: { source: { case: 'httpsUrl', value: 'https://x/y' } } },
+      ],
+    });
+    const { evaluation, s3 } = evaluationFromAssignment(a, 'rlmesh-runs');
+    expect(evaluation.metadata).toMatchObject({ name: 'ev-1', namespace: 'rlmesh-runs' });
+    expect(evaluationSpecSchema.parse(evaluation.spec)).toMatchObject({
+      evaluationId: 'ev-1',
+      resources: { cpu: '500m', memory: '1Gi', gpu: { count: 2, vendor: 'amd' } },
+      deadlineSeconds: 30,
+      placement: { nodeSelector: { pool: 'gpu' } },
+      env: [{ name: 'A', value: '1' }],
+    });
+    expect(evaluation.spec.artifacts?.[0]?.source.s3?.credentialsSecretRef).toEqual({ name: 'ev-1-s3' });
+    expect(evaluation.spec.artifacts?.[1]?.source.httpsUrl).toBe('https://x/y');
+    expect(JSON.stringify(evaluation)).not.toContain('SK');
+    expect(s3).toEqual([{ accessKeyId: 'AK', secretAccessKey: 'SK' }]);
+  });
+
+  it('gives a deadline to an assignment without one', () => {
+    const { evaluation } = evaluationFromAssignment(create(AssignmentSchema, { evaluationId: 'ev-2', image: 'i' }), 'r');
+    expect(evaluation.spec.deadlineSeconds).toBe(86_400);
+  });
+});
+
+describe('evaluation status → update', () => {
+  it('reports an untouched evaluation as Pending/Accepted and changes the fingerprint only when the status changes', () => {
+    const fresh = trimEvaluation({ metadata: { name: 'ev-1', namespace: 'r' }, spec: { evaluationId: 'ev-1' } });
+    expect(fresh.status).toMatchObject({ phase: 'Pending', reason: 'Accepted' });
+    const running = trimEvaluation({ metadata: { name: 'ev-1', namespace: 'r' }, spec: { evaluationId: 'ev-1' }, status: { phase: 'Running', podName: 'p', nodeName: 'n', conditions: [] } });
+    expect(fingerprint(running.status!)).not.toBe(fingerprint(fresh.status!));
+    const sameAgain = trimEvaluation({ metadata: { name: 'ev-1', namespace: 'r' }, spec: { evaluationId: 'ev-1' }, status: { phase: 'Running', podName: 'p', nodeName: 'n', observedGeneration: 3 } });
+    expect(fingerprint(sameAgain.status!)).toBe(fingerprint(running.status!));
+    const done = trimEvaluation({ metadata: { name: 'ev-1', namespace: 'r' }, spec: { evaluationId: 'ev-1' }, status: { phase: 'Failed', exitCode: 3, podName: 'p', nodeName: 'n' } });
+    expect(done.status).toMatchObject({ phase: 'Failed', exitCode: 3 });
+  });
+});
