@@ -191,11 +191,14 @@ export class Session {
     const { target, timing, log } = this.d;
     const url = `https://${target.host}:${target.port}`;
     // a fresh HTTP/2 connection per attempt: after a control-plane restart the old one is dead
-    const sessionManager = new Http2SessionManager(
-      url,
-      { pingIntervalMs: Math.max(1000, Math.min(timing.heartbeatMs, 15_000)), pingTimeoutMs: Math.max(1000, Math.min(timing.silenceMs / 3, 15_000)) },
-      { ...(this.d.ca ? { ca: this.d.ca } : {}), servername: isIp(target.host) ? undefined : target.host },
-    );
+    // No HTTP/2 PINGs of connect-node's own: a PING timeout that fires after the
+    // stream ended destroys the connection with no error listener left, which
+    // crashes the process. The session's own pings and the silence timer above
+    // detect a dead peer instead.
+    const sessionManager = new Http2SessionManager(url, undefined, {
+      ...(this.d.ca ? { ca: this.d.ca } : {}),
+      servername: isIp(target.host) ? undefined : target.host,
+    });
     const client = createClient(ClusterSession, createGrpcTransport({ baseUrl: url, sessionManager }));
     const abort = new AbortController();
     this.abort = abort;
