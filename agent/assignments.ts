@@ -115,7 +115,9 @@ export class Assignments {
         return;
       }
       const status = (err as { code?: number }).code;
-      if (status === 422 || status === 400 || status === 403) {
+      // a 403 for RBAC ("cannot create resource") is the agent's own rights, not the evaluation:
+      // the authorizer is briefly empty after an apiserver restart; it falls through to the retry
+      if (status === 422 || status === 400 || (status === 403 && !/cannot create resource/.test(apiMessage(err)))) {
         const msg = apiMessage(err);
         log.error({ evaluationId: a.evaluationId, status }, `the cluster refused the evaluation: ${msg}`);
         this.o.onOutcome(a.evaluationId, 'Failed', status === 403 ? 'Forbidden' : 'Invalid', `the cluster refused the RLMeshEvaluation: ${msg}`);

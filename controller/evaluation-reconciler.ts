@@ -203,6 +203,12 @@ export class EvaluationReconciler {
         // the cluster's own words, e.g. 'pods "rle-x" is forbidden: exceeded quota: runs, requested: requests.cpu=4, used: ..., limited: ...'
         await this.#write(ev, { phase: 'Waiting', reason: 'QuotaExceeded', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'QuotaExceeded', message }] }, { refusal: true });
         return { requeueAfterMs: this.#d.settings.waitingRetryMs };
+      } else if (code === 403 && /cannot create resource/.test(message)) {
+        // RBAC, not the pod: the authorizer is briefly empty after an apiserver restart, or the
+        // chart's Role is missing. Retry; the evaluation is not at fault.
+        const why = `the controller may not create pods in ${s.namespace} right now: ${message}; it retries, and if this persists check the chart's Role for ServiceAccount rlmesh-cluster-controller`;
+        await this.#write(ev, { phase: 'Waiting', reason: 'ControllerForbidden', message: why, conditions: [{ type: 'Scheduled', status: 'False', reason: 'ControllerForbidden', message: why }] }, { refusal: true });
+        return { requeueAfterMs: Math.min(this.#d.settings.waitingRetryMs, 2000) };
       } else if (code === 400 || code === 422 || code === 403) {
         const why = `the API server refused the evaluation pod: ${message}`;
         return this.#write(ev, { phase: 'Failed', reason: 'PodRejected', message: why, conditions: [{ type: 'Completed', status: 'True', reason: 'PodRejected', message: why }] });

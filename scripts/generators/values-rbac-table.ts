@@ -58,6 +58,7 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: A, verb: 'delete', resource: 'rlmeshevaluations', namespace: RUNS, allowed: true, why: 'cancellations and cleanup' },
   { sa: A, verb: 'create', resource: 'rlmeshevaluations', namespace: SYS, allowed: false, why: 'evaluations live in rlmesh-runs only' },
   { sa: A, verb: 'update', resource: 'rlmeshevaluations/status', namespace: RUNS, allowed: false, why: 'status is the controller’s' },
+  { sa: A, verb: 'patch', resource: 'rlmeshevaluations/status', namespace: RUNS, allowed: true, why: 'marks status.reportedAt once the control plane holds the final phase, so the controller may garbage-collect' },
   { sa: A, verb: 'get', resource: 'rlmeshcaches', allowed: true, why: 'reports the cache' },
   { sa: A, verb: 'update', resource: 'rlmeshcaches', allowed: false, why: 'the controller owns the cache' },
   { sa: A, verb: 'get', resource: 'configmaps', name: 'rlmesh-runtime-config', namespace: SYS, allowed: false, why: 'config arrives as a mounted volume' },

@@ -132,15 +132,20 @@ export async function waitFinished(cp: ControlPlane, id: string, seconds = 120):
 }
 
 /**
- * The control plane's view of what the agent delivered for one evaluation:
- * sequence numbers must run 1..n without a gap (lost) or a repeat (duplicated).
+ * What the control plane holds for one evaluation against what happened in the
+ * cluster: every phase the evaluation went through there while the agent could
+ * see it (its final phase; Running when the controller's Started Event falls
+ * outside a window in which the agent was down) must be held (else lost), and
+ * no status may be held twice, under the same update id or re-reported under a
+ * new one (duplicated).
  */
-export function lostAndDuplicated(e: EvaluationView): { lost: number; duplicated: number; held: number } {
-  const seqs = e.updates.map((u) => Number(u.sequence));
-  const distinct = new Set(seqs);
-  const max = Math.max(0, ...seqs);
+export function lostAndDuplicated(e: EvaluationView, clusterPhase: string, ranWhileAgentUp: boolean): { lost: number; duplicated: number } {
+  const held = e.updates.map((u) => u.phase);
+  const wentThrough = [clusterPhase, ...(ranWhileAgentUp ? ['Running'] : [])];
+  const lost = wentThrough.filter((p) => !held.includes(p)).length;
   const ids = new Set(e.updates.map((u) => u.id));
-  return { lost: max - distinct.size, duplicated: seqs.length - distinct.size + (e.updates.length - ids.size), held: e.updates.length };
+  const statuses = new Set(e.updates.map((u) => JSON.stringify([u.phase, u.message ?? '', u.pod ?? '', u.node ?? ''])));
+  return { lost, duplicated: e.updates.length - ids.size + (ids.size - statuses.size) };
 }
 
 export async function freePort(): Promise<number> {

@@ -1,0 +1,142 @@
+// Faults a production cluster meets, each with the count of evaluation updates
+// the control plane lost and holds twice (both must be 0): per evaluation, the
+// agent numbers its updates 1..n, so a gap is a loss and a repeat a duplicate.
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clusterDir, kubectl } from '../support/cluster.ts';
+import { api, ROOT, until, type ControlPlane } from '../support/runtime.ts';
+import {
+  NS, Runtime, cleanSlate, controlPlane, evaluation, lostAndDuplicated, pushChart, runInstallCommand, submit, waitConnected,
+  waitFinished, FINISHED, type Chart,
+} from './harness.ts';
+
+let chart: Chart;
+let cp: ControlPlane;
+let clusterId = '';
+const rt = new Runtime();
+const figures: string[] = [];
+
+async function burst(n: number): Promise<string[]> {
+  return Promise.all(Array.from({ length: n }, () => submit(cp, clusterId)));
+}
+
+/** Every evaluation finished, none of its updates lost or held twice. */
+async function accountFor(ids: string[], fault: string, agentDown?: [number, number], seconds = 240): Promise<void> {
+  let lost = 0;
+  let duplicated = 0;
+  let unseen = 0;
+  for (const id of ids) {
+    const e = await waitFinished(cp, id, seconds);
+    const inCluster = JSON.parse(kubectl(['-n', 'rlmesh-runs', 'get', 'rlmeshevaluation', id, '-o', 'json']).stdout) as { status: { phase: string; message?: string } };
+    expect(e.phase, `${id} after ${fault}: ${inCluster.status.message}`).toBe('Succeeded');
+    const events = JSON.parse(kubectl(['-n', 'rlmesh-runs', 'get', 'events', '--field-selector', `involvedObject.kind=RLMeshEvaluation,involvedObject.name=${id}`, '-o', 'json']).stdout).items as { reason: string; eventTime?: string; lastTimestamp?: string; firstTimestamp?: string }[];
+    const started = events.find((ev) => ev.reason === 'Started');
+    const at = started ? Date.parse(started.eventTime ?? started.lastTimestamp ?? started.firstTimestamp ?? '') : NaN;
+    // the agent relists on start, so a Running it was down for is replaced by the final phase
+    const whileDown = agentDown !== undefined && at >= agentDown[0] - 1000 && at <= agentDown[1] + 3000;
+    if (started && whileDown) unseen++;
+    const r = lostAndDuplicated(e, inCluster.status.phase, started !== undefined && !whileDown);
+    lost += r.lost;
+    duplicated += r.duplicated;
+  }
+  figures.push(`${fault}: ${ids.length} evaluations, updates lost ${lost}, duplicated ${duplicated}${agentDown ? `; ${unseen} started while the agent was down, so only their final phase could be reported` : ''}`);
+  expect({ lost, duplicated }).toEqual({ lost: 0, duplicated: 0 });
+}
+
+beforeAll(async () => {
+  cleanSlate();
+  chart = pushChart();
+  cp = await controlPlane(chart);
+  const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'faults' });
+  clusterId = created.body.clusterId;
+  runInstallCommand(cp, created.body.installCommand);
+  await rt.start(['agent', 'controller', 'filler']);
+  await waitConnected(cp, clusterId);
+}, 300_000);
+
+afterAll(async () => {
+  console.log(`\nfault figures:\n  ${figures.join('\n  ')}`);
+  await rt.stop();
+  await cp?.stop();
+  cleanSlate();
+});
+
+describe('faults lose and duplicate nothing', () => {
+  it('control-plane restart mid-run', async () => {
+    const ids = await burst(20);
+    await new Promise((r) => setTimeout(r, 500));
+    await cp.stop();
+    await new Promise((r) => setTimeout(r, 3000));
+    cp = await controlPlane(chart, cp.dataDir);
+    await waitConnected(cp, clusterId);
+    await accountFor(ids, 'control-plane restart');
+  });
+
+  it('agent kill -9 mid-run (the spool on its PVC survives)', async () => {
+    const ids = await burst(20);
+    // mid-run: some updates already delivered, most still to come
+    await until('the first updates to arrive', async () => {
+      const held = await Promise.all(ids.map(async (id) => (await evaluation(cp, id)).updates.length));
+      return held.filter((n) => n > 0).length >= 3 ? true : undefined;
+    }, 60, 50);
+    const down = Date.now();
+    await rt.stop('agent', 'SIGKILL');
+    await rt.startOne('agent');
+    await until('the agent to reconnect', () => (/session connected/.test(rt.log('agent')) ? true : undefined), 60);
+    await accountFor(ids, 'agent kill -9', [down, Date.now()]);
+  });
+
+  it('controller kill -9 mid-run: the other replica takes the lease over', async () => {
+    await rt.startOne('controller', '1');
+    const ids = await burst(20);
+    await new Promise((r) => setTimeout(r, 500));
+    const holder = kubectl(['-n', NS, 'get', 'lease', 'rlmesh-cluster-controller', '-o', 'jsonpath={.spec.holderIdentity}']).stdout;
+    const leader = [...rt.components.entries()].find(([k, c]) => k.startsWith('controller/') && holder.includes(c.name));
+    expect(leader, `lease holder ${holder} is one of ours`).toBeDefined();
+    await leader![1].stop('SIGKILL');
+    rt.components.delete(leader![0]);
+    await accountFor(ids, 'controller kill -9 (leader fail-over)');
+  });
+
+  it('apiserver restart: informers and watches recover', async () => {
+    const ids = await burst(10);
+    execFileSync(join(ROOT, 'test/cluster/restart'), ['kube-apiserver', '--kill'], { env: { ...process.env, RLMESH_CLUSTER_DIR: clusterDir() }, stdio: 'inherit' });
+    const after = await burst(10);
+    await accountFor([...ids, ...after], 'apiserver restart');
+  });
+
+  it('the network between agent and control plane cut for 2 minutes, then restored; evaluations keep running', async () => {
+    const ids = await burst(10);
+    await until('the assignments to reach the cluster', () => {
+      const n = kubectl(['-n', 'rlmesh-runs', 'get', 'rlmeshevaluations', '-o', 'name']).stdout.split('\n').filter((l) => ids.some((id) => l.endsWith(id))).length;
+      return n === ids.length ? true : undefined;
+    }, 60);
+    cp.proc.kill('SIGSTOP'); // the control plane goes silent: packets reach nothing that answers
+    try {
+      // evaluations run to completion in the cluster while the platform is away
+      await until('the evaluations to finish in the cluster', () => {
+        const phases = JSON.parse(kubectl(['-n', 'rlmesh-runs', 'get', 'rlmeshevaluations', '-o', 'json']).stdout).items
+          .filter((e: { metadata: { name: string } }) => ids.some((id) => e.metadata.name.endsWith(id)))
+          .map((e: { status?: { phase?: string } }) => e.status?.phase);
+        return phases.length === ids.length && phases.every((p: string) => FINISHED.includes(p)) ? true : undefined;
+      }, 120);
+      await new Promise((r) => setTimeout(r, 120_000));
+    } finally {
+      cp.proc.kill('SIGCONT');
+    }
+    await waitConnected(cp, clusterId, 120);
+    await accountFor(ids, 'network cut for 2 minutes');
+  }, 420_000);
+
+  it('a revoked credential: refused with a clear message, the agent stays up and keeps what it owes', async () => {
+    const rotated = await api<{ value: string }>(cp, 'POST', `/v1/clusters/${clusterId}/archive`);
+    expect(rotated.status).toBe(200);
+    const line = await until('the agent to explain', () => rt.log('agent').split('\n').find((l) => /archived|revoked/.test(l)), 60);
+    expect(line).not.toMatch(/"stack"/);
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(rt.get('agent').proc.exitCode).toBeNull();
+    figures.push(`revoked credential: agent alive, says: ${JSON.parse(line).msg}`);
+  });
+});
+
