@@ -147,7 +147,8 @@ session = new Session({
   kubernetesVersion: () => kubernetesVersion,
   timing: cfg.timing,
   log,
-  pendingIds: () => spool.pending().map((p) => p.id),
+  // at most 10,000 ids in Hello keeps it small; the rest are simply resent and deduplicated by id
+  pendingIds: () => spool.pending().slice(0, 10_000).map((p) => p.id),
   onConnected: () => {
     // what the control plane may have missed: every unacked update, and the nodes as they are now
     for (const p of spool.pending()) if (session!.sendUpdate(toUpdate(p))) metrics.updatesSent.inc();

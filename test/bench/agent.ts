@@ -186,7 +186,7 @@ async function main() {
     row(`change → report at the control plane, p99`, `${pct(latencies, 99)} ms`, `${(pct(latencies, 99) / 1000).toFixed(2)}× the 1 s goal`);
     await new Promise((r) => setTimeout(r, 2000));
     const rssBig = rssMiB(big.proc.pid!);
-    const heapUsed = Number(/rlmesh_agent_nodejs_heap_size_used_bytes (\S+)/.exec(await big.metrics())?.[1] ?? 0) / 1048576;
+    const heapUsed = Number(/^rlmesh_agent_nodejs_heap_size_used_bytes (\S+)$/m.exec(await big.metrics())?.[1] ?? 0) / 1048576;
     row('  of which V8 heap in use', `${heapUsed.toFixed(0)} MiB`, '');
     const podsBig = Number(synced.pods);
     row(`agent RSS with ${String(synced.nodes)} nodes + ${podsBig} pods`, `${rssBig.toFixed(0)} MiB`, `${(rssBig / 256).toFixed(2)}× the 256 MiB goal`);
@@ -198,6 +198,8 @@ async function main() {
   } finally {
     await Promise.all(agents.map((a) => a.stop('SIGKILL')));
     await cp.stop();
+    // pods first, forced: once their kwok nodes are gone nothing would confirm a graceful deletion
+    kubectl(['-n', BENCH_NS, 'delete', 'pods', '--all', '--force', '--grace-period=0'], { allowFail: true });
     kubectl(['delete', 'namespace', BENCH_NS, '--wait=false'], { allowFail: true });
     kubectl(['delete', 'nodes', '-l', 'rlmesh.dev/bench=agent', '--wait=false'], { allowFail: true });
   }
