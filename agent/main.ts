@@ -26,6 +26,17 @@ import { Spool } from './spool.ts';
 const log = createLogger('agent');
 const AGENT_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  console.log(`usage: rlmesh-runtime agent
+The cluster agent takes no flags: the chart's runtime config (RLMESH_CONFIG, default
+/etc/rlmesh/config/config.json) and the Deployment's env configure it:
+  RLMESH_JOIN_TOKEN   the single-use join token (absent with your own Secrets)
+  POD_NAME, POD_NAMESPACE, RLMESH_SPOOL_DIR (default /var/lib/rlmesh/spool)
+  RLMESH_AGENT_*_MS   timing overrides for tests (heartbeat, silence, backoff, report delay)
+See agent/README.md.`);
+  process.exit(0);
+}
+
 let cfg: AgentConfig;
 try {
   cfg = loadAgentConfig();

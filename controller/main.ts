@@ -31,6 +31,7 @@ const log = createLogger('controller');
 
 const { values: a } = parseArgs({
   options: {
+    help: { type: 'boolean', short: 'h', default: false },
     role: { type: 'string', default: 'reconciler' },
     kubeconfig: { type: 'string' },
     'cache-dir': { type: 'string', default: '/var/lib/rlmesh/cache' },
@@ -53,6 +54,14 @@ const { values: a } = parseArgs({
   },
   strict: true,
 });
+if (a.help) {
+  console.log(`usage: rlmesh-runtime controller [--role reconciler|cache-filler|all] [--cache-dir DIR]
+  [--lease-duration-seconds 15] [--gc-after-seconds 3600] [--max-concurrent N] [--waiting-retry-seconds 10]
+  [--concurrency 16] [--fetch-attempts 5] [--fetch-retry-ms 500] [--chunk-bytes N] [--ranged-threshold-bytes N]
+  [--metrics-port N] [--health-port N] [--kubeconfig FILE] [--node-name NAME] [--identity ID]
+The runtime config comes from RLMESH_CONFIG (default /etc/rlmesh/config/config.json). See controller/README.md.`);
+  process.exit(0);
+}
 
 function num(name: keyof typeof a, min = 0): number {
   const v = Number(a[name]);
@@ -260,7 +269,8 @@ async function startFiller(): Promise<void> {
 
 function serve(name: string, port: number, handler: Parameters<typeof createServer>[1]): Server {
   const server = createServer(handler);
-  server.listen(port, () => log.info({ server: name, port: (server.address() as { port: number }).port }, 'listening'));
+  // all interfaces in a pod (kubelet probes, Prometheus); RLMESH_LISTEN_HOST=127.0.0.1 when run on a shared host
+  server.listen(port, process.env.RLMESH_LISTEN_HOST ?? '::', () => log.info({ server: name, port: (server.address() as { port: number }).port }, 'listening'));
   return server;
 }
 
