@@ -270,7 +270,7 @@ async function startFiller(): Promise<void> {
 function serve(name: string, port: number, handler: Parameters<typeof createServer>[1]): Server {
   const server = createServer(handler);
   // all interfaces in a pod (kubelet probes, Prometheus); RLMESH_LISTEN_HOST=127.0.0.1 when run on a shared host
-  server.listen(port, process.env.RLMESH_LISTEN_HOST ?? '::', () => log.info({ server: name, port: (server.address() as { port: number }).port }, 'listening'));
+  server.listen(port, process.env.RLMESH_LISTEN_HOST, () => log.info({ server: name, port: (server.address() as { port: number }).port }, 'listening'));
   return server;
 }
 
