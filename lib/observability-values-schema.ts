@@ -4,9 +4,8 @@
 // observabilityCrossFieldErrors() holds the rules JSON Schema cannot express; the
 // chart's templates/_validate.tpl fails the install with the same messages.
 import { z } from 'zod';
+import { podSettings, quantity, secretName } from './chart-values.ts';
 
-const K8S_NAME = '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*';
-const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
 const DURATION = /^([0-9]+(ms|s|m|h|d|w|y))+$/;
 
 export const RELAY_MOUNT_DIR = '/etc/rlmesh/relay';
@@ -27,77 +26,7 @@ export const GRAFANA_IMAGE = {
   digest: 'sha256:a1701c2180249361737a99a01bc770db39381640e4d631825d38ff4535efa47d',
 };
 
-const secretName = z
-  .string()
-  .max(253)
-  .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a Secret name (lowercase DNS subdomain) or empty' });
-const quantity = (what: string) =>
-  z.string().regex(QUANTITY, { message: `must be a Kubernetes quantity such as 100m, 512Mi or 10Gi (${what})` });
 const duration = z.string().regex(DURATION, { message: 'must be a Prometheus duration such as 30s, 5m or 1d' });
-
-type Image = { repository: string; tag: string; digest: string };
-const imageSchema = (d: Image, what: string) =>
-  z
-    .object({
-      repository: z
-        .string()
-        .regex(/^[a-z0-9]([a-z0-9.:_/-]*[a-z0-9])?$/, { message: 'must be an image repository without tag or digest' })
-        .default(d.repository)
-        .describe(`Image repository of ${what} (a mirror of it, for private registries).`),
-      tag: z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/).default(d.tag).describe('Version tag, for humans only: the digest decides what runs.'),
-      digest: z
-        .string()
-        .regex(/^sha256:[a-f0-9]{64}$/, { message: 'must be a sha256 digest (sha256:<64 hex>): images are pinned by digest' })
-        .default(d.digest)
-        .describe('Image digest (sha256:…); the image is always pulled by digest.'),
-      pullPolicy: z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('Kubernetes imagePullPolicy.'),
-    })
-    .strict()
-    .default({ ...d, pullPolicy: 'IfNotPresent' })
-    .describe(`Image of ${what}, pinned by digest.`);
-
-type Res = { cpu: string; memory: string };
-const cpuMem = (d: Res, kind: string) =>
-  z
-    .object({
-      cpu: quantity('CPU').default(d.cpu).describe(`CPU ${kind}.`),
-      memory: quantity('memory').default(d.memory).describe(`Memory ${kind}.`),
-    })
-    .strict()
-    .default(d);
-const resourcesSchema = (d: { requests: Res; limits: Res }, what: string) =>
-  z
-    .object({ requests: cpuMem(d.requests, 'request'), limits: cpuMem(d.limits, 'limit') })
-    .strict()
-    .default(d)
-    .describe(`Requests and limits of ${what}.`);
-
-const toleration = z
-  .object({
-    key: z.string().optional(),
-    operator: z.enum(['Exists', 'Equal']).optional(),
-    value: z.string().optional(),
-    effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
-    tolerationSeconds: z.number().int().optional(),
-  })
-  .strict();
-const affinity = z
-  .object({
-    nodeAffinity: z.record(z.string(), z.unknown()).optional(),
-    podAffinity: z.record(z.string(), z.unknown()).optional(),
-    podAntiAffinity: z.record(z.string(), z.unknown()).optional(),
-  })
-  .strict();
-
-const podSettings = (what: string, image: Image, resources: { requests: Res; limits: Res }) => ({
-  image: imageSchema(image, what),
-  resources: resourcesSchema(resources, what),
-  nodeSelector: z.record(z.string(), z.string()).default({}).describe(`Node labels ${what} pods must match.`),
-  tolerations: z.array(toleration).default([]).describe(`Tolerations of ${what} pods.`),
-  affinity: affinity.default({}).describe(`Affinity of ${what} pods.`),
-  priorityClassName: z.string().default('').describe(`PriorityClass of ${what} pods (empty: none).`),
-  podAnnotations: z.record(z.string(), z.string()).default({}).describe(`Extra annotations on ${what} pods.`),
-});
 
 const remoteWriteSchema = z
   .object({

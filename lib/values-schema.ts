@@ -5,14 +5,13 @@
 // config every component reads (the chart renders the same JSON, a test keeps
 // the two equal).
 import { z } from 'zod';
+import { K8S_NAME, podSettings, port, quantity, secretName, stringMap } from './chart-values.ts';
 import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
 const HOST_LABELS = '[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*';
 export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
 export const domainPattern = new RegExp(`^(\\*\\.)?${HOST_LABELS}$`);
-const K8S_NAME = '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*';
-const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
 const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
 
@@ -25,88 +24,15 @@ export const RUNTIME_IMAGE = {
   tag: '0.1.0',
   digest: 'sha256:3f1c9a5e2b7d4c6a8e0f1b3d5c7a9e2f4b6d8c0a1e3f5b7d9c2a4e6f8b0d1c3e',
 };
+// The CRD hook's kubectl: registry.k8s.io/kubectl:v1.35.1 mirrored (by digest, so
+// the digest is upstream's) to the platform registry, whose pull Secret is
+// rlmesh-registry-join-crd-upgrade.
 export const KUBECTL_IMAGE = {
   repository: 'registry.rlmesh.dev/rlmesh/kubectl',
-  tag: 'v1.35.4',
-  digest: 'sha256:8b2e4d6f0a1c3e5b7d9f2a4c6e8b0d1f3a5c7e9b2d4f6a8c0e1b3d5f7a9c2e4b',
+  tag: 'v1.35.1',
+  digest: 'sha256:c93e4fb811b3217ef69ee7a79a9a15fb277887cd1c3002fbe154e676037a274a',
 };
 
-const secretName = z
-  .string()
-  .max(253)
-  .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a Secret name (lowercase DNS subdomain) or empty' });
-const quantity = (what: string) =>
-  z.string().regex(QUANTITY, { message: `must be a Kubernetes quantity such as 100m, 512Mi or 10Gi (${what})` });
-const port = z.number().int().min(1).max(65535);
-const stringMap = (what: string) => z.record(z.string(), z.string()).default({}).describe(what);
-
-const imageSchema = (d: { repository: string; tag: string; digest: string }, what: string) =>
-  z
-    .object({
-      repository: z
-        .string()
-        .regex(/^[a-z0-9]([a-z0-9.:_/-]*[a-z0-9])?$/, { message: 'must be an image repository without tag or digest' })
-        .default(d.repository)
-        .describe(`Image repository of ${what}.`),
-      tag: z
-        .string()
-        .regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/)
-        .default(d.tag)
-        .describe('Version tag, for humans only: the digest decides what runs.'),
-      digest: z
-        .string()
-        .regex(/^sha256:[a-f0-9]{64}$/, { message: 'must be a sha256 digest (sha256:<64 hex>): images are pinned by digest' })
-        .default(d.digest)
-        .describe('Image digest (sha256:…); the image is always pulled by digest.'),
-      pullPolicy: z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('Kubernetes imagePullPolicy.'),
-    })
-    .strict()
-    .default({ ...d, pullPolicy: 'IfNotPresent' })
-    .describe(`Image of ${what}, pinned by digest.`);
-
-type Res = { cpu: string; memory: string };
-const cpuMem = (d: Res, kind: string) =>
-  z
-    .object({
-      cpu: quantity('CPU').default(d.cpu).describe(`CPU ${kind}.`),
-      memory: quantity('memory').default(d.memory).describe(`Memory ${kind}.`),
-    })
-    .strict()
-    .default(d);
-const resourcesSchema = (d: { requests: Res; limits: Res }) =>
-  z
-    .object({ requests: cpuMem(d.requests, 'request'), limits: cpuMem(d.limits, 'limit') })
-    .strict()
-    .default(d)
-    .describe('Requests and limits; every pod has both.');
-
-const toleration = z
-  .object({
-    key: z.string().optional(),
-    operator: z.enum(['Exists', 'Equal']).optional(),
-    value: z.string().optional(),
-    effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
-    tolerationSeconds: z.number().int().optional(),
-  })
-  .strict();
-const affinity = z
-  .object({
-    nodeAffinity: z.record(z.string(), z.unknown()).optional(),
-    podAffinity: z.record(z.string(), z.unknown()).optional(),
-    podAntiAffinity: z.record(z.string(), z.unknown()).optional(),
-  })
-  .strict();
-
-/** Scheduling and metadata knobs every component has. */
-const podSettings = (what: string, image: typeof RUNTIME_IMAGE, resources: { requests: Res; limits: Res }) => ({
-  image: imageSchema(image, what),
-  resources: resourcesSchema(resources),
-  nodeSelector: stringMap(`Node labels ${what} pods must match.`),
-  tolerations: z.array(toleration).default([]).describe(`Tolerations of ${what} pods.`),
-  affinity: affinity.default({}).describe(`Affinity of ${what} pods.`),
-  priorityClassName: z.string().default('').describe(`PriorityClass of ${what} pods (empty: none).`),
-  podAnnotations: stringMap(`Extra annotations on ${what} pods.`),
-});
 
 const labelSelector = z
   .object({

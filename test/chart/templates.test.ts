@@ -255,7 +255,7 @@ describe('objects', () => {
     const pod = podTemplate(job).spec;
     expect(pod.restartPolicy).toBe('Never');
     expect(pod.serviceAccountName).toBe('rlmesh-crd-upgrade');
-    expect(pod.containers[0]!.image).toMatch(/^registry\.rlmesh\.dev\/rlmesh\/kubectl:v1\.35\.4@sha256:[a-f0-9]{64}$/);
+    expect(pod.containers[0]!.image).toMatch(/^registry\.rlmesh\.dev\/rlmesh\/kubectl:v1\.35\.1@sha256:[a-f0-9]{64}$/);
     expect([...pod.containers[0]!.command!, ...pod.containers[0]!.args!]).toEqual([
       'kubectl', 'apply', '--server-side', '--force-conflicts', '--field-manager=rlmesh-crd-upgrade', '-f', '/crds/',
     ]);
