@@ -58,9 +58,24 @@ class TrimmingWatch extends k8s.Watch {
   }
 }
 
+/**
+ * The trimmed object keeps metadata.resourceVersion: ListWatch resumes its watch
+ * from the last event's version (without it every reconnect would relist) and
+ * skips relisted objects whose version did not change.
+ */
+function keepingVersion<T>(trim: (o: unknown) => T): (o: unknown) => T {
+  return (o) => {
+    const t = trim(o) as { metadata?: { resourceVersion?: string } };
+    const rv = (o as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
+    if (t.metadata && rv !== undefined) t.metadata.resourceVersion = rv;
+    return t as T;
+  };
+}
+
 export function startInformer<T extends { metadata?: { name?: string; namespace?: string } }>(opts: InformerOptions<T>): Informer<T> {
   const { log } = opts;
-  const watch = new TrimmingWatch(opts.kc, opts.trim as (o: unknown) => unknown);
+  const trim = keepingVersion(opts.trim);
+  const watch = new TrimmingWatch(opts.kc, trim as (o: unknown) => unknown);
   let relists = 0;
   let resolveSynced!: () => void;
   const synced = new Promise<void>((r) => (resolveSynced = r));
@@ -70,7 +85,7 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
     let resourceVersion: string | undefined;
     do {
       const page = await opts.list({ limit: 500, ...(cont ? { _continue: cont } : {}) });
-      for (const it of page.items) items.push(opts.trim(it));
+      for (const it of page.items) items.push(trim(it));
       resourceVersion ??= page.metadata?.resourceVersion;
       cont = page.metadata?._continue || page.metadata?.continue || undefined;
     } while (cont);
