@@ -7,9 +7,8 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { Document, isMap, isPair, isScalar, isSeq, type Node, type YAMLMap } from 'yaml';
 import { defaultObservabilityValues, observabilityValuesObjectSchema } from '../../lib/observability-values-schema.ts';
-import { valueRows } from './values-schema.ts';
+import { commentedValuesYaml, valueRows, valuesTable } from './values-schema.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const CHART = 'charts/rlmesh-observability';
@@ -23,43 +22,20 @@ export function observabilityValuesJsonSchema(): JsonSchema {
   return { ...schema, title: 'rlmesh-observability chart values', description: 'Generated from lib/observability-values-schema.ts; do not edit.' };
 }
 
-function describe(schema: JsonSchema, path: string[]): string | undefined {
-  let s: JsonSchema | undefined = schema;
-  for (const k of path) s = s?.properties?.[k];
-  return s?.description;
-}
-
 export function observabilityValuesYaml(): string {
-  const schema = observabilityValuesJsonSchema();
-  const doc = new Document(defaultObservabilityValues());
-  const comment = (map: YAMLMap, path: string[]): void => {
-    for (const item of map.items) {
-      if (!isPair(item) || !isScalar(item.key)) continue;
-      const p = [...path, String(item.key.value)];
-      const d = describe(schema, p);
-      if (d) item.key.commentBefore = ` ${d}`;
-      const v = item.value as Node | null;
-      if (isMap(v)) comment(v, p);
-      else if (isSeq(v)) v.flow = v.items.every((i) => isScalar(i));
-    }
-  };
-  comment(doc.contents as YAMLMap, []);
-  doc.commentBefore =
+  return commentedValuesYaml(
+    observabilityValuesJsonSchema(),
+    defaultObservabilityValues(),
     ' Values of the rlmesh-observability chart. Generated from lib/observability-values-schema.ts\n' +
-    ' (npm run generate); the chart README has the same table. Install it beside rlmesh-runtime\n' +
-    ' (same version) with the values the README shows:\n' +
-    '   helm install rlmesh-observability oci://registry.rlmesh.dev/rlmesh/charts/rlmesh-observability \\\n' +
-    '     --version <v> -n rlmesh-system -f observability-values.yaml';
-  return doc.toString({ lineWidth: 0, flowCollectionPadding: false });
+      ' (npm run generate); the chart README has the same table. Install it beside rlmesh-runtime\n' +
+      ' (same version) with the values the README shows:\n' +
+      '   helm install rlmesh-observability oci://registry.rlmesh.dev/rlmesh/charts/rlmesh-observability \\\n' +
+      '     --version <v> -n rlmesh-system -f observability-values.yaml',
+  );
 }
-
-const cell = (v: unknown): string => String(v).replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 export function observabilityReadmeTable(): string {
-  const lines = ['| Value | Type | Default | Description |', '| --- | --- | --- | --- |'];
-  for (const r of valueRows(observabilityValuesJsonSchema()))
-    lines.push(`| \`${r.path}\` | ${r.type} | \`${cell(JSON.stringify(r.default ?? null))}\` | ${cell(r.description)} |`);
-  return lines.join('\n');
+  return valuesTable(observabilityValuesJsonSchema());
 }
 
 export async function outputs(): Promise<Record<string, string>> {

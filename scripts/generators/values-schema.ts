@@ -67,9 +67,9 @@ function describe(schema: JsonSchema, path: string[]): string | undefined {
   return s?.description;
 }
 
-export function valuesYaml(): string {
-  const schema = valuesJsonSchema();
-  const doc = new Document(defaultValues());
+/** A chart's values.yaml: every default, each key commented with its schema description. */
+export function commentedValuesYaml(schema: JsonSchema, defaults: unknown, header: string): string {
+  const doc = new Document(defaults);
   const comment = (map: YAMLMap, path: string[]): void => {
     for (const item of map.items) {
       if (!isPair(item) || !isScalar(item.key)) continue;
@@ -82,20 +82,32 @@ export function valuesYaml(): string {
     }
   };
   comment(doc.contents as YAMLMap, []);
-  doc.commentBefore =
-    ' Values of the rlmesh-runtime chart. Generated from lib/values-schema.ts (npm run generate);\n' +
-    ' the chart README has the same table. Install with a join token:\n' +
-    '   helm install rlmesh oci://registry.rlmesh.dev/rlmesh/charts/rlmesh-runtime --version <v> \\\n' +
-    '     -n rlmesh-system --create-namespace --set joinToken=<rlm_jt_…>';
+  doc.commentBefore = header;
   return doc.toString({ lineWidth: 0, flowCollectionPadding: false });
+}
+
+export function valuesYaml(): string {
+  return commentedValuesYaml(
+    valuesJsonSchema(),
+    defaultValues(),
+    ' Values of the rlmesh-runtime chart. Generated from lib/values-schema.ts (npm run generate);\n' +
+      ' the chart README has the same table. Install with a join token:\n' +
+      '   helm install rlmesh oci://registry.rlmesh.dev/rlmesh/charts/rlmesh-runtime --version <v> \\\n' +
+      '     -n rlmesh-system --create-namespace --set joinToken=<rlm_jt_…>',
+  );
 }
 
 const cell = (v: unknown): string => String(v).replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
-export function readmeTable(): string {
+/** The README's values table of a chart's schema. */
+export function valuesTable(schema: JsonSchema): string {
   const lines = ['| Value | Type | Default | Description |', '| --- | --- | --- | --- |'];
-  for (const r of valueRows()) lines.push(`| \`${r.path}\` | ${r.type} | \`${cell(JSON.stringify(r.default ?? null))}\` | ${cell(r.description)} |`);
+  for (const r of valueRows(schema)) lines.push(`| \`${r.path}\` | ${r.type} | \`${cell(JSON.stringify(r.default ?? null))}\` | ${cell(r.description)} |`);
   return lines.join('\n');
+}
+
+export function readmeTable(): string {
+  return valuesTable(valuesJsonSchema());
 }
 
 export async function outputs(): Promise<Record<string, string>> {
