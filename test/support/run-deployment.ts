@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type * as k8s from '@kubernetes/client-node';
 import { kubectl, serviceAccountKubeconfig } from './cluster.ts';
-import { ROOT, type Component } from './runtime.ts';
+import { ROOT, stopper, type Component } from './runtime.ts';
 
 const NODE = join(ROOT, 'node_modules/.bin/node');
 
@@ -134,11 +134,6 @@ export async function runDeployment(namespace: string, name: string, opts: RunOp
     name: podName,
     proc,
     logFile,
-    stop: (signal = 'SIGTERM') =>
-      new Promise((ok) => {
-        if (proc.exitCode !== null || proc.signalCode !== null) return ok();
-        proc.once('exit', () => ok());
-        proc.kill(signal);
-      }),
+    stop: stopper(proc),
   };
 }

@@ -48,12 +48,7 @@ export async function startControlPlane(opts: { dataDir?: string; listen?: strin
     dataDir,
     proc,
     logFile,
-    stop: (signal = 'SIGTERM') =>
-      new Promise((ok) => {
-        if (proc.exitCode !== null || proc.signalCode !== null) return ok();
-        proc.once('exit', () => ok());
-        proc.kill(signal);
-      }),
+    stop: stopper(proc),
   };
 }
 
@@ -93,6 +88,16 @@ export function renderedRuntimeConfig(namespace = 'rlmesh-system'): string {
   return kubectl(['-n', namespace, 'get', 'configmap', 'rlmesh-runtime-config', '-o', 'jsonpath={.data.config\\.json}']).stdout;
 }
 
+/** Stops a child process with a signal and resolves once it has exited. */
+export function stopper(proc: ChildProcess): (signal?: NodeJS.Signals) => Promise<void> {
+  return (signal = 'SIGTERM') =>
+    new Promise((ok) => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return ok();
+      proc.once('exit', () => ok());
+      proc.kill(signal);
+    });
+}
+
 export type Component = { name: string; proc: ChildProcess; logFile: string; stop: (signal?: NodeJS.Signals) => Promise<void> };
 
 /**
@@ -122,12 +127,7 @@ export async function startComponent(
     name,
     proc,
     logFile,
-    stop: (signal = 'SIGTERM') =>
-      new Promise((ok) => {
-        if (proc.exitCode !== null || proc.signalCode !== null) return ok();
-        proc.once('exit', () => ok());
-        proc.kill(signal);
-      }),
+    stop: stopper(proc),
   };
 }
 
