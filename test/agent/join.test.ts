@@ -97,4 +97,22 @@ describe('agent join', () => {
     expect(after.metadata?.annotations?.['rlmesh.dev/join-token-sha256']).toBe(createHash('sha256').update(newToken).digest('hex'));
     await rejoined.stop();
   });
+
+  it('two replicas started together: exactly one trades the token (join Lease), both connect', async () => {
+    resetAgentState();
+    const { joinToken } = await newCluster(cp, 'two-replicas');
+    const config = runtimeConfig(cp);
+    const [a, b] = await Promise.all([
+      startAgent({ configFile: config, token: joinToken, name: 'rlmesh-cluster-agent-a' }),
+      startAgent({ configFile: config, token: joinToken, name: 'rlmesh-cluster-agent-b' }),
+    ]);
+    agents.push(a, b);
+    await Promise.all([a.waitFor('a connected', /session connected/, 90), b.waitFor('b connected', /session connected/, 90)]);
+    const joined = [a, b].filter((x) => /joined: credentials written/.test(x.log()));
+    expect(joined).toHaveLength(1);
+    for (const x of [a, b]) expect(x.log()).not.toMatch(/token_used/);
+    const other = joined[0] === a ? b : a;
+    expect(other.log()).toMatch(/already in the control Secret; not joining again/);
+    await Promise.all([a.stop(), b.stop()]);
+  });
 });
