@@ -199,7 +199,7 @@ async function main() {
     await Promise.all(agents.map((a) => a.stop('SIGKILL')));
     await cp.stop();
     // pods first, forced: once their kwok nodes are gone nothing would confirm a graceful deletion
-    kubectl(['-n', BENCH_NS, 'delete', 'pods', '--all', '--force', '--grace-period=0'], { allowFail: true });
+    kubectl(['-n', BENCH_NS, 'delete', 'pods', '--all', '--force', '--grace-period=0', '--wait=false'], { allowFail: true });
     kubectl(['delete', 'namespace', BENCH_NS, '--wait=false'], { allowFail: true });
     kubectl(['delete', 'nodes', '-l', 'rlmesh.dev/bench=agent', '--wait=false'], { allowFail: true });
   }
