@@ -23,13 +23,19 @@ export async function controlPlane(chart: Chart, dataDir?: string): Promise<Cont
 
 /** Values a local run needs on top of the user's command: the local API host and its CA, plain-http OCI. */
 export function localFlags(cp: ControlPlane): string[] {
-  return ['--plain-http', '--set', 'controlPlane.apiHost=localhost', '--set-file', `controlPlane.caBundle=${cp.caFile}`, '--wait', '--timeout', '3m'];
+  return ['--plain-http', '--set', 'controlPlane.apiHost=localhost', '--set-file', `controlPlane.caBundle=${cp.caFile}`, '--wait', '--timeout', '6m'];
 }
 
 /** Runs a command line the control plane printed (install command), with helm from the local build. */
 export function runInstallCommand(cp: ControlPlane, command: string, stdin?: string): void {
   const r = run('bash', ['-c', `${command} ${localFlags(cp).map((a) => `'${a}'`).join(' ')}`], stdin === undefined ? {} : { input: stdin });
-  if (r.status !== 0) throw new Error(`install command failed (${r.status}): ${r.stderr}`);
+  if (r.status !== 0) throw new Error(`install command failed (${r.status}): ${r.stderr}\nwhat was not ready:\n${notReady()}`);
+}
+
+/** Pods, PVCs and Jobs of the runtime that are not (yet) what helm --wait waits for. */
+export function notReady(): string {
+  const r = kubectl(['get', 'pods,pvc,jobs', '-n', NS, '-o', 'wide'], { allowFail: true }).stdout + kubectl(['get', 'pods,pvc', '-n', RUNS, '-o', 'wide'], { allowFail: true }).stdout;
+  return r.split('\n').filter((l) => !/Running|Bound|Completed|Succeeded|1\/1/.test(l)).join('\n');
 }
 
 /** Leaves no release, runs namespace, kept Secret or evaluation behind from an earlier test. */

@@ -10,7 +10,7 @@ import { helm, kubectl, run } from '../support/cluster.ts';
 import { api, until, type ControlPlane } from '../support/runtime.ts';
 import {
   NS, RUNS, Runtime, cleanSlate, cliPath, clusterRow, controlPlane, evaluation, localFlags, pushChart, runInstallCommand,
-  submit, waitConnected, waitFinished, type Chart,
+  SMALL_EVALUATION, submit, waitConnected, waitFinished, type Chart,
 } from './harness.ts';
 
 const NODE = join(process.cwd(), 'node_modules/.bin/node');
@@ -142,6 +142,27 @@ describe('Verify', () => {
 });
 
 describe('Troubleshooting, as the spec lists it', () => {
+  it('ImagePullBackOff: the evaluation says to check registry access and the pull Secret; with own Secrets the agent names the one missing', async () => {
+    // the kubelet's report of a failed pull (kwok has no kubelet), on a running evaluation's pod
+    const id = await submit(cp, clusterId, { ...SMALL_EVALUATION, deadlineSeconds: '600' });
+    const pod = await until('its pod', () => kubectl(['-n', RUNS, 'get', 'pods', '-l', 'rlmesh.dev/evaluation', '-o', 'name']).stdout.split('\n').find((p) => p.includes(id)), 60);
+    const waiting = { status: { phase: 'Pending', conditions: [], containerStatuses: [{ name: 'evaluation', image: SMALL_EVALUATION.image, imageID: '', ready: false, restartCount: 0, started: false,
+      state: { waiting: { reason: 'ImagePullBackOff', message: 'Back-off pulling image: unauthorized: authentication required' } } }] } };
+    const containerName = kubectl(['-n', RUNS, 'get', pod, '-o', 'jsonpath={.spec.containers[0].name}']).stdout;
+    waiting.status.containerStatuses[0]!.name = containerName;
+    kubectl(['-n', RUNS, 'patch', pod, '--subresource=status', '--type=merge', '-p', JSON.stringify(waiting)]);
+    const update = await until('the control plane to hear why', async () => (await evaluation(cp, id)).updates.find((u) => /ImagePull|pull/.test(u.message ?? '')), 60);
+    expect(update.message).toMatch(/check registry access and that the pull Secret exists in the runs namespace/);
+    kubectl(['-n', RUNS, 'delete', pod, '--wait=false']);
+
+    // with own Secrets: the pull Secret missing from rlmesh-runs is named by the agent
+    await rt.stop('agent');
+    kubectl(['-n', RUNS, 'delete', 'secret', 'rlmesh-registry-pull']);
+    await rt.startOne('agent');
+    const line = await until('the agent to name the Secret', () => rt.log('agent').split('\n').find((l) => l.includes('rlmesh-runs/rlmesh-registry-pull')), 60);
+    expect(line).toMatch(/does not exist/);
+  });
+
   it('agent authentication error: a used token is named in the agent log with the fix', async () => {
     const created = await api<{ clusterId: string; joinToken: string }>(cp, 'POST', `/v1/clusters/${clusterId}/install-command`);
     // use the token once out of band, then give it to the agent
