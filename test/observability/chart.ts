@@ -1,15 +1,14 @@
 // Helpers for the rlmesh-observability chart tests: render it with helm, parse
 // every object, its ci/*-values.yaml scenarios and the rendered prometheus.yml.
-import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse, parseAllDocuments } from 'yaml';
 import { helm, type RunResult } from '../support/cluster.ts';
+import { KUBE_VERSION, valuesFile, type K8sObject } from '../chart/chart.ts';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 export const CHART = join(root, 'charts/rlmesh-observability');
-export const KUBE_VERSION = '1.35.4';
 export const CLUSTER = 'c_4k2m9x7q1w8e3r5t6y0u';
 
 export const scenarios = (): string[] =>
@@ -17,18 +16,7 @@ export const scenarios = (): string[] =>
     .filter((f) => f.endsWith('-values.yaml'))
     .sort();
 
-export type K8sObject = {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
-  [k: string]: unknown;
-};
-
-export function valuesFile(values: unknown): string {
-  const path = join(mkdtempSync(join(tmpdir(), 'rlmesh-obs-chart-')), 'values.yaml');
-  writeFileSync(path, JSON.stringify(values));
-  return path;
-}
+export { KUBE_VERSION, valuesFile, type K8sObject };
 
 export function template(args: string[], opts: { allowFail?: boolean; namespace?: string } = {}): RunResult {
   return helm(['template', 'rlmesh-observability', CHART, '-n', opts.namespace ?? 'rlmesh-system', '--kube-version', KUBE_VERSION, ...args], opts);
