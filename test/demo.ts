@@ -73,7 +73,7 @@ async function main(): Promise<void> {
     return r.status === 0 ? (JSON.parse(r.stdout) as { data: Record<string, string>; metadata: { annotations?: Record<string, string> } }) : undefined;
   }, 60);
   detail(`joined as ${Buffer.from(secret.data['cluster-id']!, 'base64').toString()}; Secrets written:`);
-  detail(kubectl(['get', 'secrets', '-A', '--field-selector', 'type!=helm.sh/release.v1', '-o', 'custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,TYPE:.type', '--no-headers']).stdout.trim().split('\n').filter((l) => /rlmesh/.test(l)).join('\n    '));
+  detail(kubectl(['get', 'secrets', '-A', '--field-selector', 'type!=helm.sh/release.v1', '-o', 'custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,TYPE:.type', '--no-headers']).stdout.trim().split('\n').filter((l) => /^rlmesh-(system|runs)\s/.test(l)).join('\n    '));
   const connected = await until('Connected', async () => {
     const r = await api<{ clusters: { id: string; status: string; lastSeenAt: string }[] }>(cp, 'GET', '/v1/clusters');
     return r.body.clusters.find((c) => c.id === clusterId && c.status === 'Connected');
