@@ -325,12 +325,19 @@ export const defaultValues = (): Values => valuesObjectSchema.parse({});
 
 const PRIVATE_IPV4 = [
   '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.0.2.0/24',
-  '192.88.99.0/24', '192.168.0.0/16', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '224.0.0.0/4', '240.0.0.0/4',
+  '192.31.196.0/24', '192.52.193.0/24', '192.88.99.0/24', '192.168.0.0/16', '192.175.48.0/24', '198.18.0.0/15', '198.51.100.0/24',
+  '203.0.113.0/24', '224.0.0.0/4', '240.0.0.0/4',
 ];
-// IPv4-mapped ::ffff:0:0/96 cannot be excepted from ::/0 (the apiserver reads it as IPv4); those addresses meet the IPv4 rule.
-const PRIVATE_IPV6 = ['::/127', '64:ff9b::/96', '64:ff9b:1::/48', '100::/64', '2001::/23', '2001:db8::/32', '2002::/16', 'fc00::/7', 'fe80::/10', 'fec0::/10', 'ff00::/8'];
-/** Ranges the egress proxy's NetworkPolicy excepts from 0.0.0.0/0 and ::/0: private, loopback, link-local, CGNAT, documentation, multicast. */
-export const NON_PUBLIC_RANGES = { ipv4: PRIVATE_IPV4, ipv6: PRIVATE_IPV6 };
+// IPv6: only global unicast 2000::/3 is opened at all (so ULA, link-local, site-local, multicast,
+// NAT64, IPv4-mapped and the rest stay shut), minus its special-purpose blocks.
+const IPV6_GLOBAL_UNICAST = '2000::/3';
+const PRIVATE_IPV6 = ['2001::/23', '2001:db8::/32', '2002::/16', '2620:4f:8000::/48', '3fff::/20'];
+/**
+ * What the egress proxy's NetworkPolicy lets it reach: 0.0.0.0/0 and 2000::/3 minus these
+ * (private, loopback, link-local, CGNAT, documentation, benchmarking, anycast, multicast,
+ * reserved), the same families its own address check refuses (egress/special-purpose-registry.ts).
+ */
+export const NON_PUBLIC_RANGES = { ipv4: PRIVATE_IPV4, ipv6Cidr: IPV6_GLOBAL_UNICAST, ipv6: PRIVATE_IPV6 };
 
 const UNITS: Record<string, number> = {
   '': 1, m: 0.001, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,

@@ -221,10 +221,11 @@ describe('objects', () => {
     const publicRule = proxy.spec.egress[1]!;
     expect(publicRule.to).toEqual([
       { ipBlock: { cidr: '0.0.0.0/0', except: NON_PUBLIC_RANGES.ipv4 } },
-      { ipBlock: { cidr: '::/0', except: NON_PUBLIC_RANGES.ipv6 } },
+      { ipBlock: { cidr: '2000::/3', except: NON_PUBLIC_RANGES.ipv6 } },
     ]);
     for (const r of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8', '169.254.0.0/16', '100.64.0.0/10']) expect(NON_PUBLIC_RANGES.ipv4).toContain(r);
-    for (const r of ['fc00::/7', 'fe80::/10', '::/127']) expect(NON_PUBLIC_RANGES.ipv6).toContain(r);
+    expect(NON_PUBLIC_RANGES.ipv6Cidr).toBe('2000::/3'); // fc00::/7, fe80::/10, ::1, ff00::/8, 64:ff9b::/96 lie outside it
+    for (const r of ['2001:db8::/32', '2002::/16', '2001::/23']) expect(NON_PUBLIC_RANGES.ipv6).toContain(r);
     expect(publicRule.ports).toEqual([{ protocol: 'TCP', port: 443 }]);
     for (const c of ['rlmesh-cluster-agent', 'rlmesh-cluster-controller']) {
       const np = get(objs, 'NetworkPolicy', SYS, c) as K8sObject & NP;
