@@ -14,7 +14,7 @@ import { SpoolFullError, type Json, type Spool, type SpooledUpdate } from './spo
 
 const FINISHED = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
-export type Observed = { phase: string; reason: string; message: string; exitCode?: number; pod: string; node: string };
+export type Observed = { phase: string; reason: string; message: string; exitCode?: number; pod: string; node: string; startedAt?: string };
 
 type EvalLite = { metadata: { name: string; namespace: string }; spec: { evaluationId: string }; status: Observed | undefined };
 
@@ -32,6 +32,7 @@ export function trimEvaluation(o: unknown): EvalLite {
       ...(st?.exitCode !== undefined ? { exitCode: st.exitCode } : {}),
       pod: st?.podName ?? '',
       node: st?.nodeName ?? '',
+      ...(st?.startTime ? { startedAt: st.startTime } : {}),
     },
   };
 }
@@ -84,10 +85,32 @@ export class EvaluationStatus {
     await this.informer.synced;
   }
 
-  /** Records the status if it changed since the last report; sends it once durable. */
+  /**
+   * Records the status if it changed since the last report; sends it once
+   * durable. A finished evaluation whose Running phase this agent never saw
+   * (its watch was down, or the agent was) gets that Running reported first,
+   * dated from status.startTime, so the control plane holds every phase.
+   */
   observe(evaluationId: string, o: Observed): void {
     const fp = fingerprint(o);
-    if (this.o.spool.state(evaluationId)?.fingerprint === fp) return;
+    const last = this.o.spool.state(evaluationId)?.fingerprint;
+    if (last === fp) return;
+    if (FINISHED.has(o.phase) && o.startedAt) {
+      const lastPhase = last === undefined ? undefined : (JSON.parse(last) as string[])[0];
+      if (lastPhase !== 'Running' && !FINISHED.has(lastPhase ?? '')) {
+        const running: Observed = { phase: 'Running', reason: 'Started', message: `running on node ${o.node}`, pod: o.pod, node: o.node };
+        if (!this.record(evaluationId, running, new Date(o.startedAt))) {
+          this.deferred.set(evaluationId, o);
+          return;
+        }
+      }
+    }
+    if (!this.record(evaluationId, o, new Date())) this.deferred.set(evaluationId, o);
+  }
+
+  /** false when the spool is full (the status is deferred) */
+  private record(evaluationId: string, o: Observed, observedAt: Date): boolean {
+    const fp = fingerprint(o);
     let pending: Promise<SpooledUpdate>;
     try {
       pending = this.o.spool.append(evaluationId, fp, (id, sequence) =>
@@ -103,24 +126,24 @@ export class EvaluationStatus {
             hasExitCode: o.exitCode !== undefined,
             pod: o.pod,
             node: o.node,
-            observedAt: timestampFromDate(new Date()),
+            observedAt: timestampFromDate(observedAt),
             sequence: BigInt(sequence),
           }),
         ) as Json,
       );
     } catch (err) {
       if (!(err instanceof SpoolFullError)) throw err;
-      this.deferred.set(evaluationId, o);
       if (!this.fullLogged) {
-        this.o.log.error({ deferred: this.deferred.size }, `${err.message}; the latest status of each evaluation is kept and spooled as soon as there is room`);
+        this.o.log.error({ deferred: this.deferred.size + 1 }, `${err.message}; the latest status of each evaluation is kept and spooled as soon as there is room`);
         this.fullLogged = true;
       }
-      return;
+      return false;
     }
     pending.then(
       (r) => this.o.send(toUpdate(r)),
       (err: unknown) => this.o.log.error({ err: (err as Error).message, evaluationId }, 'could not spool an evaluation update'),
     );
+    return true;
   }
 
   /**

@@ -28,7 +28,9 @@ export function observePod(pod: V1Pod, ev: RLMeshEvaluation, now = new Date()): 
   const terminated = status.containerStatuses?.find((c) => c.state?.terminated)?.state?.terminated;
   const waiting = status.containerStatuses?.find((c) => c.state?.waiting)?.state?.waiting;
   const scheduled = status.conditions?.find((c) => c.type === 'PodScheduled');
-  const startTime = iso(status.startTime);
+  // when a container started, not when the kubelet accepted the pod: an image that never pulls never started
+  const started = status.containerStatuses?.map((c) => c.state?.running?.startedAt ?? c.state?.terminated?.startedAt).find((t) => t !== undefined);
+  const startTime = iso(started);
   const base = { podName, nodeName, startTime };
   const scheduledTrue: ConditionObservation = { type: 'Scheduled', status: 'True', reason: 'Scheduled', message: `pod ${podName} is on node ${nodeName}` };
 

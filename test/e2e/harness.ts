@@ -145,9 +145,9 @@ export async function waitFinished(cp: ControlPlane, id: string, seconds = 120):
  * no status may be held twice, under the same update id or re-reported under a
  * new one (duplicated).
  */
-export function lostAndDuplicated(e: EvaluationView, clusterPhase: string, ranWhileAgentUp: boolean): { lost: number; duplicated: number } {
+export function lostAndDuplicated(e: EvaluationView, clusterPhase: string, ran: boolean): { lost: number; duplicated: number } {
   const held = e.updates.map((u) => u.phase);
-  const wentThrough = [clusterPhase, ...(ranWhileAgentUp ? ['Running'] : [])];
+  const wentThrough = [clusterPhase, ...(ran ? ['Running'] : [])];
   const lost = wentThrough.filter((p) => !held.includes(p)).length;
   const ids = new Set(e.updates.map((u) => u.id));
   const statuses = new Set(e.updates.map((u) => JSON.stringify([u.phase, u.message ?? '', u.pod ?? '', u.node ?? ''])));
