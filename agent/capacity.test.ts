@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { nodeCapacity, podUsage, trimNode, trimPod } from './capacity.ts';
+import { nodeCapacity, trimNode, trimPod } from './capacity.ts';
 import { parseQuantity } from './quantity.ts';
 
-const pod = (containers: object[], extra: { initContainers?: object[]; overhead?: object; phase?: string } = {}) =>
+const podUsage = (containers: object[], extra: { initContainers?: object[]; overhead?: object; phase?: string } = {}) =>
   trimPod({
     metadata: { name: 'p', namespace: 'tenant-a' },
     spec: { nodeName: 'n1', containers, initContainers: extra.initContainers, overhead: extra.overhead },
     status: { phase: extra.phase ?? 'Running' },
-  });
+  }).usage;
 const c = (requests: object, limits: object = {}, restartPolicy?: string) => ({ name: 'c', resources: { requests, limits }, restartPolicy });
 
 const gpuNode = trimNode({
@@ -39,28 +39,27 @@ describe('quantities', () => {
 
 describe('capacity math', () => {
   it('sums container requests and takes GPUs from limits', () => {
-    const u = podUsage(pod([c({ cpu: '500m', memory: '1Gi' }, { 'nvidia.com/gpu': '2' }), c({ cpu: '1', memory: '512Mi' })]));
-    expect(u).toEqual({ cpuMillis: 1500, memoryBytes: 1.5 * 2 ** 30, gpus: { nvidia: 2, amd: 0 } });
+    const u = podUsage([c({ cpu: '500m', memory: '1Gi' }, { 'nvidia.com/gpu': '2' }), c({ cpu: '1', memory: '512Mi' })]);
+    expect(u).toEqual({ cpuMillis: 1500, memoryBytes: 1.5 * 2 ** 30, nvidia: 2, amd: 0 });
   });
 
   it('reserves the larger of init and app containers, counts sidecars and overhead', () => {
-    const heavyInit = podUsage(pod([c({ cpu: '1', memory: '1Gi' })], { initContainers: [c({ cpu: '4', memory: '100Mi' })] }));
+    const heavyInit = podUsage([c({ cpu: '1', memory: '1Gi' })], { initContainers: [c({ cpu: '4', memory: '100Mi' })] });
     expect(heavyInit.cpuMillis).toBe(4000);
     expect(heavyInit.memoryBytes).toBe(2 ** 30);
-    const sidecar = podUsage(
-      pod([c({ cpu: '1' })], { initContainers: [c({ cpu: '250m' }, {}, 'Always'), c({ cpu: '2' })], overhead: { cpu: '100m' } }),
+    const sidecar = podUsage([c({ cpu: '1' })], { initContainers: [c({ cpu: '250m' }, {}, 'Always'), c({ cpu: '2' })], overhead: { cpu: '100m' } },
     );
     // init peak = sidecar 250m + init 2 = 2250m > app 1 + sidecar 250m; plus 100m overhead
     expect(sidecar.cpuMillis).toBe(2350);
   });
 
   it('finished pods hold nothing', () => {
-    expect(podUsage(pod([c({ cpu: '4' })], { phase: 'Succeeded' })).cpuMillis).toBe(0);
-    expect(podUsage(pod([c({ cpu: '4' })], { phase: 'Failed' })).cpuMillis).toBe(0);
+    expect(podUsage([c({ cpu: '4' })], { phase: 'Succeeded' }).cpuMillis).toBe(0);
+    expect(podUsage([c({ cpu: '4' })], { phase: 'Failed' }).cpuMillis).toBe(0);
   });
 
   it('reports allocatable, free net of every tenant, GPU model and memory', () => {
-    const used = podUsage(pod([c({ cpu: '30', memory: '10Gi' }, { 'nvidia.com/gpu': '8' })]));
+    const used = podUsage([c({ cpu: '30', memory: '10Gi' }, { 'nvidia.com/gpu': '8' })]);
     const cap = nodeCapacity(gpuNode, used);
     expect(cap.name).toBe('gpu-1');
     expect(cap.architecture).toBe('amd64');
@@ -81,7 +80,7 @@ describe('capacity math', () => {
       spec: { unschedulable: true },
       status: { allocatable: { cpu: '4', memory: '8Gi', 'amd.com/gpu': '4' }, conditions: [{ type: 'Ready', status: 'False' }], nodeInfo: { architecture: 'arm64' } },
     });
-    const cap = nodeCapacity(amd, podUsage(pod([c({ cpu: '6', memory: '9Gi' }, { 'amd.com/gpu': '1' })])));
+    const cap = nodeCapacity(amd, podUsage([c({ cpu: '6', memory: '9Gi' }, { 'amd.com/gpu': '1' })]));
     expect(cap.cpuMillisFree).toBe(0n);
     expect(cap.memoryBytesFree).toBe(0n);
     expect(cap.gpusFree).toBe(3);

@@ -25,11 +25,17 @@ const VENDORS = Object.keys(GPU_RESOURCES) as Vendor[];
 
 type Resources = { requests?: Record<string, string>; limits?: Record<string, string> };
 type ContainerLite = { resources?: Resources; restartPolicy?: string };
+type PodSpecLite = { containers?: ContainerLite[]; initContainers?: ContainerLite[]; overhead?: Record<string, string> };
 
+/**
+ * What the agent keeps of a pod: its node and what it reserves there, computed
+ * once when the object arrives. 50,000 of these are a few MiB; the containers
+ * they came from would be tens.
+ */
 export type PodLite = {
   metadata: { name: string; namespace: string };
-  spec: { nodeName?: string; containers: ContainerLite[]; initContainers?: ContainerLite[]; overhead?: Record<string, string> };
-  status: { phase?: string };
+  nodeName: string;
+  usage: Usage;
 };
 
 export type NodeLite = {
@@ -38,7 +44,7 @@ export type NodeLite = {
   status: { allocatable: Record<string, string>; ready: boolean; architecture?: string };
 };
 
-export type Usage = { cpuMillis: number; memoryBytes: number; gpus: Record<Vendor, number> };
+export type Usage = { cpuMillis: number; memoryBytes: number } & Record<Vendor, number>;
 
 // the node labels GPU discovery (NVIDIA GFD, AMD's node labeller) writes, plus arch
 const KEPT_LABELS = [
@@ -53,26 +59,25 @@ const KEPT_LABELS = [
 
 type AnyObj = Record<string, unknown> & { metadata?: Record<string, unknown>; spec?: Record<string, unknown>; status?: Record<string, unknown> };
 
-const pickResources = (r: unknown): Resources | undefined => {
-  if (!r || typeof r !== 'object') return undefined;
-  const { requests, limits } = r as Resources;
-  return { ...(requests ? { requests } : {}), ...(limits ? { limits } : {}) };
-};
+// Namespace and node names repeat across thousands of pods, and each parsed
+// object carries its own copy; sharing one copy per value saves most of them.
+// Bounded: a cluster churning through names clears it rather than growing it.
+const INTERN_MAX = 20_000;
+const interned = new Map<string, string>();
+function intern(s: string): string {
+  const have = interned.get(s);
+  if (have !== undefined) return have;
+  if (interned.size >= INTERN_MAX) interned.clear();
+  interned.set(s, s);
+  return s;
+}
 
 export function trimPod(o: unknown): PodLite {
   const p = o as AnyObj;
-  const spec = (p.spec ?? {}) as { nodeName?: string; containers?: ContainerLite[]; initContainers?: ContainerLite[]; overhead?: Record<string, string> };
   return {
-    metadata: { name: String(p.metadata?.name ?? ''), namespace: String(p.metadata?.namespace ?? '') },
-    spec: {
-      ...(spec.nodeName ? { nodeName: spec.nodeName } : {}),
-      containers: (spec.containers ?? []).map((c) => ({ resources: pickResources(c.resources) })),
-      ...(spec.initContainers?.length
-        ? { initContainers: spec.initContainers.map((c) => ({ resources: pickResources(c.resources), ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}) })) }
-        : {}),
-      ...(spec.overhead ? { overhead: spec.overhead } : {}),
-    },
-    status: { phase: (p.status as { phase?: string } | undefined)?.phase },
+    metadata: { name: String(p.metadata?.name ?? ''), namespace: intern(String(p.metadata?.namespace ?? '')) },
+    nodeName: intern(String((p.spec as { nodeName?: string } | undefined)?.nodeName ?? '')),
+    usage: podUsage((p.spec ?? {}) as PodSpecLite, (p.status as { phase?: string } | undefined)?.phase),
   };
 }
 
@@ -93,7 +98,7 @@ export function trimNode(o: unknown): NodeLite {
   };
 }
 
-const zero = (): Usage => ({ cpuMillis: 0, memoryBytes: 0, gpus: { nvidia: 0, amd: 0 } });
+const zero = (): Usage => ({ cpuMillis: 0, memoryBytes: 0, nvidia: 0, amd: 0 });
 
 function containerUsage(c: ContainerLite): Usage {
   const req = c.resources?.requests ?? {};
@@ -103,31 +108,30 @@ function containerUsage(c: ContainerLite): Usage {
   u.cpuMillis = cpuMillis(req.cpu ?? lim.cpu);
   u.memoryBytes = bytes(req.memory ?? lim.memory);
   // extended resources: requests must equal limits; limits are what the device plugin allocates
-  for (const v of VENDORS) u.gpus[v] = Math.round(parseQuantity(lim[GPU_RESOURCES[v]] ?? req[GPU_RESOURCES[v]]));
+  for (const v of VENDORS) u[v] = Math.round(parseQuantity(lim[GPU_RESOURCES[v]] ?? req[GPU_RESOURCES[v]]));
   return u;
 }
 
-const add = (a: Usage, b: Usage): Usage => ({
-  cpuMillis: a.cpuMillis + b.cpuMillis,
-  memoryBytes: a.memoryBytes + b.memoryBytes,
-  gpus: { nvidia: a.gpus.nvidia + b.gpus.nvidia, amd: a.gpus.amd + b.gpus.amd },
+const combine = (f: (x: number, y: number) => number) => (a: Usage, b: Usage): Usage => ({
+  cpuMillis: f(a.cpuMillis, b.cpuMillis),
+  memoryBytes: f(a.memoryBytes, b.memoryBytes),
+  nvidia: f(a.nvidia, b.nvidia),
+  amd: f(a.amd, b.amd),
 });
-const max = (a: Usage, b: Usage): Usage => ({
-  cpuMillis: Math.max(a.cpuMillis, b.cpuMillis),
-  memoryBytes: Math.max(a.memoryBytes, b.memoryBytes),
-  gpus: { nvidia: Math.max(a.gpus.nvidia, b.gpus.nvidia), amd: Math.max(a.gpus.amd, b.gpus.amd) },
-});
+const add = combine((x, y) => x + y);
+const subtract = combine((x, y) => x - y);
+const max = combine(Math.max);
 
 /**
  * What the scheduler reserves for a pod: the larger of its app containers (plus
  * sidecars) and its heaviest init container (plus the sidecars started before
  * it), plus the pod overhead. Terminal pods reserve nothing.
  */
-export function podUsage(pod: PodLite): Usage {
-  if (pod.status.phase === 'Succeeded' || pod.status.phase === 'Failed') return zero();
+export function podUsage(spec: PodSpecLite, phase: string | undefined): Usage {
+  if (phase === 'Succeeded' || phase === 'Failed') return zero();
   let sidecars = zero();
   let initPeak = zero();
-  for (const c of pod.spec.initContainers ?? []) {
+  for (const c of spec.initContainers ?? []) {
     const u = containerUsage(c);
     if (c.restartPolicy === 'Always') {
       sidecars = add(sidecars, u);
@@ -137,8 +141,8 @@ export function podUsage(pod: PodLite): Usage {
     }
   }
   let app = sidecars;
-  for (const c of pod.spec.containers) app = add(app, containerUsage(c));
-  const overhead = pod.spec.overhead ? containerUsage({ resources: { requests: pod.spec.overhead } }) : zero();
+  for (const c of spec.containers ?? []) app = add(app, containerUsage(c));
+  const overhead = spec.overhead ? containerUsage({ resources: { requests: spec.overhead } }) : zero();
   return add(max(app, initPeak), overhead);
 }
 
@@ -175,7 +179,7 @@ export function nodeCapacity(node: NodeLite, used: Usage): NodeCapacity {
   const cpu = cpuMillis(a.cpu);
   const mem = bytes(a.memory);
   const gpus = VENDORS.reduce((s, v) => s + Math.round(parseQuantity(a[GPU_RESOURCES[v]])), 0);
-  const gpusUsed = VENDORS.reduce((s, v) => s + used.gpus[v], 0);
+  const gpusUsed = VENDORS.reduce((s, v) => s + used[v], 0);
   return create(NodeCapacitySchema, {
     name: node.metadata.name,
     architecture: node.status.architecture ?? '',
@@ -207,8 +211,11 @@ const podKey = (p: PodLite) => `${p.metadata.namespace}/${p.metadata.name}`;
 export class CapacityReporter {
   private readonly opts: CapacityOptions;
   private readonly nodes = new Map<string, NodeLite>();
-  private readonly podsByNode = new Map<string, Map<string, Usage>>();
-  private readonly podNode = new Map<string, string>();
+  // namespace → name → pod, for the previous version of an updated or deleted pod
+  private readonly pods = new Map<string, Map<string, PodLite>>();
+  private podCount = 0;
+  // what the pods on each node reserve, kept as a running sum
+  private readonly usedByNode = new Map<string, Usage>();
   private readonly last = new Map<string, string>();
   private firstChangeAt: number | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -257,7 +264,7 @@ export class CapacityReporter {
       this.nodes.delete(n.metadata.name);
       this.touch(n.metadata.name);
     });
-    const onPod = (p: PodLite) => this.setPod(p, podUsage(p));
+    const onPod = (p: PodLite) => this.setPod(p, p);
     this.podInformer.on('add', onPod);
     this.podInformer.on('update', onPod);
     this.podInformer.on('delete', (p) => this.setPod(p, undefined));
@@ -265,7 +272,7 @@ export class CapacityReporter {
     this.ready = true;
     this.resync = setInterval(() => this.flush(), this.opts.resyncMs ?? 60_000);
     this.resync.unref();
-    log.info({ nodes: this.nodes.size, pods: this.podNode.size }, 'node and pod informers synced');
+    log.info({ nodes: this.nodes.size, pods: this.podCount }, 'node and pod informers synced');
   }
 
   /** every reported node, as of now */
@@ -280,30 +287,34 @@ export class CapacityReporter {
     await Promise.all([this.nodeInformer?.stop(), this.podInformer?.stop()]);
   }
 
-  private setPod(p: PodLite, usage: Usage | undefined) {
-    const key = podKey(p);
-    const prevNode = this.podNode.get(key);
-    if (prevNode !== undefined) {
-      this.podsByNode.get(prevNode)?.delete(key);
-      this.podNode.delete(key);
+  private setPod(key: PodLite, next: PodLite | undefined) {
+    const { namespace, name } = key.metadata;
+    let inNamespace = this.pods.get(namespace);
+    const prev = inNamespace?.get(name);
+    if (prev) this.reserve(prev.nodeName, prev.usage, subtract);
+    if (next?.nodeName) {
+      if (!inNamespace) this.pods.set(namespace, (inNamespace = new Map()));
+      inNamespace.set(name, next);
+      this.reserve(next.nodeName, next.usage, add);
+    } else if (prev) {
+      inNamespace!.delete(name);
+      if (inNamespace!.size === 0) this.pods.delete(namespace);
     }
-    const node = p.spec.nodeName;
-    if (usage && node) {
-      let m = this.podsByNode.get(node);
-      if (!m) this.podsByNode.set(node, (m = new Map()));
-      m.set(key, usage);
-      this.podNode.set(key, node);
-    }
-    if (prevNode !== undefined && prevNode !== node) this.touch(prevNode);
-    if (node) this.touch(node);
+    this.podCount += (next?.nodeName ? 1 : 0) - (prev ? 1 : 0);
+    if (prev && prev.nodeName !== next?.nodeName) this.touch(prev.nodeName);
+    if (next?.nodeName) this.touch(next.nodeName);
+  }
+
+  private reserve(node: string, usage: Usage, op: (a: Usage, b: Usage) => Usage) {
+    const total = op(this.usedByNode.get(node) ?? zero(), usage);
+    if (total.cpuMillis === 0 && total.memoryBytes === 0 && total.nvidia === 0 && total.amd === 0) this.usedByNode.delete(node);
+    else this.usedByNode.set(node, total);
   }
 
   private capacityOf(name: string): NodeCapacity | undefined {
     const node = this.nodes.get(name);
     if (!node) return undefined;
-    let used = zero();
-    for (const u of this.podsByNode.get(name)?.values() ?? []) used = add(used, u);
-    return nodeCapacity(node, used);
+    return nodeCapacity(node, this.usedByNode.get(name) ?? zero());
   }
 
   // Only a change in what a node reports schedules a report: kubelet heartbeats
