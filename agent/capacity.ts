@@ -206,7 +206,6 @@ export type CapacityOptions = {
   send: (report: NodeReport, latencyMs: number) => void;
 };
 
-const podKey = (p: PodLite) => `${p.metadata.namespace}/${p.metadata.name}`;
 
 export class CapacityReporter {
   private readonly opts: CapacityOptions;
