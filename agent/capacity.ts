@@ -206,7 +206,6 @@ export type CapacityOptions = {
   send: (report: NodeReport, latencyMs: number) => void;
 };
 
-
 export class CapacityReporter {
   private readonly opts: CapacityOptions;
   private readonly nodes = new Map<string, NodeLite>();
