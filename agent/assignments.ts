@@ -8,7 +8,7 @@ import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { API_VERSION, EVALUATION, GROUP, VERSION, type EvaluationSpec, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import type { Assignment, Cancellation } from '../lib/gen/rlmesh/v1/session_pb.ts';
-import { isConflict, isNotFound } from './credentials.ts';
+import { apiMessage, isConflict, isNotFound, isRbacDenial, statusCode } from '../lib/kube-errors.ts';
 
 export const EVALUATION_ID_ANNOTATION = 'rlmesh.dev/evaluation-id';
 
@@ -114,10 +114,9 @@ export class Assignments {
         log.debug({ evaluationId: a.evaluationId, name }, 'assignment already accepted (redelivery)');
         return;
       }
-      const status = (err as { code?: number }).code;
-      // a 403 for RBAC ("cannot create resource") is the agent's own rights, not the evaluation:
-      // the authorizer is briefly empty after an apiserver restart; it falls through to the retry
-      if (status === 422 || status === 400 || (status === 403 && !/cannot create resource/.test(apiMessage(err)))) {
+      const status = statusCode(err);
+      // an RBAC denial is about the agent's own rights, not the evaluation: it falls through to the retry
+      if (status === 422 || status === 400 || (status === 403 && !isRbacDenial(err))) {
         const msg = apiMessage(err);
         log.error({ evaluationId: a.evaluationId, status }, `the cluster refused the evaluation: ${msg}`);
         this.o.onOutcome(a.evaluationId, 'Failed', status === 403 ? 'Forbidden' : 'Invalid', `the cluster refused the RLMeshEvaluation: ${msg}`);
@@ -160,14 +159,5 @@ export class Assignments {
       log.info({ evaluationId: c.evaluationId }, 'cancellation for an evaluation this cluster does not hold; reporting it Cancelled');
       this.o.onOutcome(c.evaluationId, 'Cancelled', 'CancelledBeforeCreation', c.reason || 'cancelled before the cluster created it');
     }
-  }
-}
-
-function apiMessage(err: unknown): string {
-  const e = err as { body?: unknown; message?: string };
-  try {
-    return (JSON.parse(String(e.body)) as { message?: string }).message ?? e.message ?? String(err);
-  } catch {
-    return e.message ?? String(err);
   }
 }

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
+import { isConflict, isNotFound } from '../lib/kube-errors.ts';
 
 export const TOKEN_HASH_ANNOTATION = 'rlmesh.dev/join-token-sha256';
 export const RELAY_KEY = 'relay-secret';
@@ -24,8 +25,6 @@ export type JoinResult = { clusterId: string; control: string; pull: string; rel
 
 export const tokenHash = (token: string): string => createHash('sha256').update(token).digest('hex');
 
-export const isNotFound = (err: unknown): boolean => (err as { code?: number }).code === 404;
-export const isConflict = (err: unknown): boolean => (err as { code?: number }).code === 409;
 
 const decode = (v: string | undefined): string | undefined => (v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8'));
 

@@ -4,7 +4,7 @@
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { sleep } from './backoff.ts';
-import { isConflict, isNotFound } from './credentials.ts';
+import { isConflict, isNotFound } from '../lib/kube-errors.ts';
 
 export const JOIN_LEASE = 'rlmesh-cluster-agent-join';
 

@@ -23,7 +23,7 @@ import {
 import { planEviction } from './cache/evict.ts';
 import { FetchError, type ArtifactFetcher, type ResolvedSource } from './cache/fetch.ts';
 import type { ArtifactStore } from './cache/store.ts';
-import { MERGE_PATCH, apiMessage, isNotFound } from './kube-errors.ts';
+import { MERGE_PATCH, apiMessage, isNotFound } from '../lib/kube-errors.ts';
 import type { Metrics } from './metrics.ts';
 import type { WorkResult } from './work-queue.ts';
 

@@ -15,7 +15,7 @@ import {
 } from '../lib/crds/types.ts';
 import { deadlineExceeded, msUntilDeadline, nextStatus, observePod, ownedFields, sameOwnedFields, type Observation } from './evaluation-status.ts';
 import type { EventRecorder } from './events.ts';
-import { MERGE_PATCH, apiMessage, isConflict, isNotFound, statusCode } from './kube-errors.ts';
+import { MERGE_PATCH, apiMessage, isConflict, isNotFound, isRbacDenial, statusCode } from '../lib/kube-errors.ts';
 import type { Metrics } from './metrics.ts';
 import { buildEvaluationPod, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
 import type { WorkResult } from './work-queue.ts';
@@ -203,7 +203,7 @@ export class EvaluationReconciler {
         // the cluster's own words, e.g. 'pods "rle-x" is forbidden: exceeded quota: runs, requested: requests.cpu=4, used: ..., limited: ...'
         await this.#write(ev, { phase: 'Waiting', reason: 'QuotaExceeded', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'QuotaExceeded', message }] }, { refusal: true });
         return { requeueAfterMs: this.#d.settings.waitingRetryMs };
-      } else if (code === 403 && /cannot create resource/.test(message)) {
+      } else if (isRbacDenial(err)) {
         // RBAC, not the pod: the authorizer is briefly empty after an apiserver restart, or the
         // chart's Role is missing. Retry; the evaluation is not at fault.
         const why = `the controller may not create pods in ${s.namespace} right now: ${message}; it retries, and if this persists check the chart's Role for ServiceAccount rlmesh-cluster-controller`;

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { API_VERSION, EVALUATION, type RLMeshEvaluation } from '../lib/crds/types.ts';
-import { apiMessage } from './kube-errors.ts';
+import { apiMessage } from '../lib/kube-errors.ts';
 
 export type EventType = 'Normal' | 'Warning';
 

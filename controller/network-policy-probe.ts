@@ -11,7 +11,7 @@ import { networkInterfaces } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { PROBE_CONFIGMAP, PROBE_KEY, type StoredProbe } from '../lib/preflight/checks/network-policy.ts';
-import { apiMessage, isNotFound } from '../lib/preflight/kube.ts';
+import { apiMessage, isNotFound } from '../lib/kube-errors.ts';
 import { probeVerdict, readCni, type ProbeOutcome, type ProbeTargets } from '../lib/preflight/network-policy.ts';
 import type { CheckResult } from '../lib/preflight/types.ts';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';

@@ -1,33 +1,5 @@
-// Small helpers for reading the API: error codes and messages, and nodes.
+// Small helpers for reading nodes; API errors are read with lib/kube-errors.ts.
 import * as k8s from '@kubernetes/client-node';
-
-export function statusCode(err: unknown): number | undefined {
-  if (err instanceof k8s.ApiException) return err.code;
-  const e = err as { code?: unknown; statusCode?: unknown } | undefined;
-  if (typeof e?.statusCode === 'number') return e.statusCode;
-  if (typeof e?.code === 'number') return e.code;
-  return undefined;
-}
-
-/** The API's Status message ("nodes is forbidden: User ... cannot list ..."), else the error's message. */
-export function apiMessage(err: unknown): string {
-  if (err instanceof k8s.ApiException) {
-    let body: unknown = err.body;
-    if (typeof body === 'string') {
-      try {
-        body = JSON.parse(body);
-      } catch {
-        return (body as string) || `HTTP ${err.code}`;
-      }
-    }
-    const msg = (body as { message?: unknown } | undefined)?.message;
-    return typeof msg === 'string' && msg ? msg : `HTTP ${err.code}`;
-  }
-  return (err as Error)?.message ?? String(err);
-}
-
-export const isForbidden = (err: unknown): boolean => statusCode(err) === 403;
-export const isNotFound = (err: unknown): boolean => statusCode(err) === 404;
 
 export async function listNodes(kc: k8s.KubeConfig, labelSelector: string): Promise<k8s.V1Node[]> {
   const core = kc.makeApiClient(k8s.CoreV1Api);

@@ -2,7 +2,7 @@
 // and what the controller's probe pod found. Pure verdict logic; the probe
 // itself is controller/network-policy-probe.ts, its command netprobe.ts.
 import * as k8s from '@kubernetes/client-node';
-import { isForbidden } from './kube.ts';
+import { isForbidden } from '../kube-errors.ts';
 import type { CheckResult } from './types.ts';
 
 export const PROBE_ID = 'network-policy';

@@ -7,7 +7,7 @@ import { create } from '@bufbuild/protobuf';
 import * as k8s from '@kubernetes/client-node';
 import { PreflightReportSchema, type PreflightReport } from '../gen/rlmesh/v1/session_pb.ts';
 import { summaryLine } from './format.ts';
-import { isNotFound } from './kube.ts';
+import { isNotFound } from '../kube-errors.ts';
 import type { PreflightReportData } from './run.ts';
 
 export const PREFLIGHT_CONFIGMAP = 'rlmesh-preflight';

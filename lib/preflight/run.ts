@@ -13,7 +13,7 @@ import { checkNodeArchitecture } from './checks/node-architecture.ts';
 import { checkOutbound } from './checks/outbound.ts';
 import { checkSingleInstallation } from './checks/single-installation.ts';
 import { checkStorageClass } from './checks/storage-class.ts';
-import { apiMessage, isForbidden } from './kube.ts';
+import { apiMessage, isForbidden } from '../kube-errors.ts';
 import type { Check, CheckResult, PreflightContext, Verdict } from './types.ts';
 
 export type PreflightReportData = { id: string; at: string; mode: PreflightContext['mode']; checks: CheckResult[] };

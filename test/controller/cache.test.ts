@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, VERSION } from '../../lib/crds/types.ts';
-import { MERGE_PATCH } from '../../controller/kube-errors.ts';
+import { MERGE_PATCH } from '../../lib/kube-errors.ts';
 import { blob, startArtifactServer, type ArtifactServer } from './artifact-server.ts';
 import {
   apply,

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { GROUP, VERSION } from '../../lib/crds/types.ts';
-import { MERGE_PATCH } from '../../controller/kube-errors.ts';
+import { MERGE_PATCH } from '../../lib/kube-errors.ts';
 import { kubectl } from '../support/cluster.ts';
 import { blob, startArtifactServer, type ArtifactServer } from './artifact-server.ts';
 import {

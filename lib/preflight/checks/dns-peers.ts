@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import ipaddr from 'ipaddr.js';
-import { apiMessage, isForbidden, isNotFound } from '../kube.ts';
+import { apiMessage, isForbidden, isNotFound } from '../../kube-errors.ts';
 import { describePeer, matchesSelector, type NetworkPolicyPeer } from '../label-selector.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
 

@@ -2,7 +2,8 @@
 // amd.com/gpu; DRA: DeviceClasses of resource.k8s.io) and whether
 // gpuFeatureDiscovery.enabled fits them.
 import * as k8s from '@kubernetes/client-node';
-import { apiMessage, isForbidden, isNotFound, listNodes, nameList, nodeName } from '../kube.ts';
+import { apiMessage, isForbidden, isNotFound } from '../../kube-errors.ts';
+import { listNodes, nameList, nodeName } from '../kube.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
 
 const ID = 'gpu-resources';

@@ -2,7 +2,7 @@
 // cluster's DaemonSets. Inside the cluster (agent): the latest result of the
 // controller's probe pod, which it writes to ConfigMap rlmesh-network-policy-probe.
 import * as k8s from '@kubernetes/client-node';
-import { apiMessage, isForbidden, isNotFound } from '../kube.ts';
+import { apiMessage, isForbidden, isNotFound } from '../../kube-errors.ts';
 import { cniVerdict, PROBE_ID, readCni } from '../network-policy.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
 

@@ -4,7 +4,7 @@
 // Secrets in any namespace other than the one being installed into.
 import { gunzipSync } from 'node:zlib';
 import * as k8s from '@kubernetes/client-node';
-import { apiMessage, isForbidden } from '../kube.ts';
+import { apiMessage, isForbidden } from '../../kube-errors.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
 
 const ID = 'single-installation';
