@@ -1,7 +1,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'lib/gen/**', '.cache/**', 'charts/**'] },
+  { ignores: ['node_modules/**', 'lib/gen/**', '.cache/**', 'charts/**', 'dist/**', '.scratch/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {

@@ -142,7 +142,8 @@ export type AgentProcess = {
   stop(signal?: NodeJS.Signals): Promise<void>;
 };
 
-export async function startAgent(opts: { configFile: string; token?: string; spoolDir?: string; env?: Record<string, string>; name?: string }): Promise<AgentProcess> {
+/** `main`: the agent's entry file; the sources by default, or the compiled build the image runs (test/bench). */
+export async function startAgent(opts: { configFile: string; token?: string; spoolDir?: string; env?: Record<string, string>; name?: string; main?: string }): Promise<AgentProcess> {
   const spoolDir = opts.spoolDir ?? mkdtempSync(join(tmpdir(), 'agent-spool-'));
   mkdirSync(spoolDir, { recursive: true });
   const logFile = join(mkdtempSync(join(tmpdir(), 'agent-log-')), 'agent.log');
@@ -160,7 +161,7 @@ export async function startAgent(opts: { configFile: string; token?: string; spo
   };
   const out = openSync(logFile, 'a');
   const startedAt = Date.now();
-  const proc = spawn(NODE, [join(ROOT, 'agent/main.ts')], { env, stdio: ['ignore', out, out] });
+  const proc = spawn(NODE, [opts.main ?? join(ROOT, 'agent/main.ts')], { env, stdio: ['ignore', out, out] });
   const log = () => readFileSync(logFile, 'utf8');
   const lines = () =>
     log()
