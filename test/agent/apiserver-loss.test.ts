@@ -7,10 +7,11 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { adminKubeConfig, clusterInfo, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { api, ROOT, until, type ControlPlane } from '../support/runtime.ts';
-import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, RUNS, SA, startAgent, SYSTEM, type AgentProcess } from './harness.ts';
+import { api, ROOT, until } from '../support/runtime.ts';
+import { newCluster, resetAgentState, runtimeConfig, RUNS, SA, SYSTEM } from './harness.ts';
+import { agentSuite } from './suite.ts';
 import { API_VERSION, EVALUATION, GROUP, VERSION } from '../../lib/crds/types.ts';
 
 const TENANT = 'rlmesh-agent-it-tenant2';
@@ -63,43 +64,37 @@ class Relay {
 }
 
 describe('agent informers when the API server goes away', () => {
-  let cp: ControlPlane;
   let relay: Relay;
-  const agents: AgentProcess[] = [];
-  beforeAll(async () => {
-    installAgentRbac({ joinToken: true });
-    resetAgentState();
-    kubectl(['create', 'namespace', TENANT], { allowFail: true });
-    cp = await controlPlane();
-    const url = new URL(clusterInfo().apiserverUrl);
-    relay = new Relay({ host: url.hostname, port: Number(url.port) });
-    await relay.up();
-  });
-  afterAll(async () => {
-    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
-    await cp?.stop();
-    await relay?.down();
-    kubectl(['delete', 'namespace', TENANT, '--wait=false'], { allowFail: true });
+  const suite = agentSuite({ joinToken: true }, {
+    before: async () => {
+      kubectl(['create', 'namespace', TENANT], { allowFail: true });
+      const url = new URL(clusterInfo().apiserverUrl);
+      relay = new Relay({ host: url.hostname, port: Number(url.port) });
+      await relay.up();
+    },
+    after: async () => {
+      await relay?.down();
+      kubectl(['delete', 'namespace', TENANT, '--wait=false'], { allowFail: true });
+    },
   });
 
   it('recovers from an API server outage and from silent watches; changes made meanwhile reach the control plane', async () => {
-    const { clusterId, joinToken } = await newCluster(cp, 'apiserver-loss');
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'apiserver-loss');
     const kubeconfig = JSON.parse(readFileSync(await serviceAccountKubeconfig(SYSTEM, SA), 'utf8')) as { clusters: { cluster: { server: string } }[] };
     kubeconfig.clusters[0]!.cluster.server = `https://127.0.0.1:${relay.port}`;
     const kcFile = `${clusterInfo().dir}/sa/agent-it-relay.kubeconfig`;
     writeFileSync(kcFile, JSON.stringify(kubeconfig), { mode: 0o600 });
-    const agent = await startAgent({
-      configFile: runtimeConfig(cp, { nodeSelector: 'nvidia.com/gpu.present=true' }),
+    const agent = await suite.start({
+      configFile: runtimeConfig(suite.cp, { nodeSelector: 'nvidia.com/gpu.present=true' }),
       token: joinToken,
       env: { KUBECONFIG: kcFile, RLMESH_AGENT_WATCH_SILENCE_MS: '4000' },
     });
-    agents.push(agent);
     await agent.waitFor('connected', /session connected/);
     await agent.waitFor('informers synced', /node and pod informers synced/);
 
     const core = adminKubeConfig().makeApiClient(k8s.CoreV1Api);
     const report = async () =>
-      (await api<{ nodeReport: { report: { nodes: { name: string; gpusFree?: number }[] } } | null }>(cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport?.report.nodes.find((n) => n.name === 'kwok-gpu-0');
+      (await api<{ nodeReport: { report: { nodes: { name: string; gpusFree?: number }[] } } | null }>(suite.cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport?.report.nodes.find((n) => n.name === 'kwok-gpu-0');
     const gpusFree = async () => (await report())?.gpusFree ?? 0;
     const base = await until('first report', async () => (await report()) ?? undefined, 20).then((n) => n.gpusFree ?? 0);
     const pod = (name: string, gpus: number): k8s.V1Pod => ({
@@ -131,13 +126,12 @@ describe('agent informers when the API server goes away', () => {
 
   it('a real kube-apiserver restart: informers recover and changes made afterwards reach the control plane', async () => {
     resetAgentState();
-    const { clusterId, joinToken } = await newCluster(cp, 'apiserver-restart');
-    const agent = await startAgent({ configFile: runtimeConfig(cp, { nodeSelector: 'nvidia.com/gpu.present=true' }), token: joinToken });
-    agents.push(agent);
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'apiserver-restart');
+    const agent = await suite.start({ configFile: runtimeConfig(suite.cp, { nodeSelector: 'nvidia.com/gpu.present=true' }), token: joinToken });
     await agent.waitFor('connected', /session connected/);
     await agent.waitFor('informers synced', /node and pod informers synced/);
     const report = async () =>
-      (await api<{ nodeReport: { report: { nodes: { name: string; gpusFree?: number }[] } } | null }>(cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport?.report.nodes.find((n) => n.name === 'kwok-gpu-0');
+      (await api<{ nodeReport: { report: { nodes: { name: string; gpusFree?: number }[] } } | null }>(suite.cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport?.report.nodes.find((n) => n.name === 'kwok-gpu-0');
     const base = await until('first report', async () => (await report()) ?? undefined, 20).then((n) => n.gpusFree ?? 0);
 
     execFileSync(join(ROOT, 'test/cluster/restart'), ['kube-apiserver'], { stdio: 'pipe', timeout: 120_000 });
@@ -152,7 +146,7 @@ describe('agent informers when the API server goes away', () => {
       group: GROUP, version: VERSION, namespace: RUNS, plural: EVALUATION.plural,
       body: { apiVersion: API_VERSION, kind: EVALUATION.kind, metadata: { name: 'after-apiserver-restart' }, spec: { evaluationId: 'after-apiserver-restart', image: 'busybox', deadlineSeconds: 60 } },
     });
-    await until('evaluation created after the restart reported', async () => ((await api<{ phase: string }>(cp, 'GET', '/v1/evaluations/after-apiserver-restart')).body.phase === 'Pending' ? true : undefined), 60, 250);
+    await until('evaluation created after the restart reported', async () => ((await api<{ phase: string }>(suite.cp, 'GET', '/v1/evaluations/after-apiserver-restart')).body.phase === 'Pending' ? true : undefined), 60, 250);
     expect(agent.proc.exitCode).toBeNull();
     await core.deleteNamespacedPod({ namespace: TENANT, name: 'after-restart', gracePeriodSeconds: 0 });
     await agent.stop();

@@ -2,37 +2,32 @@
 // capacity net of another tenant's pod (GPUs from limits) within a second of the
 // change, only the nodes the selector names.
 import * as k8s from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
-import { api, until, type ControlPlane } from '../support/runtime.ts';
-import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, type AgentProcess } from './harness.ts';
+import { api, until } from '../support/runtime.ts';
+import { newCluster, runtimeConfig } from './harness.ts';
+import { agentSuite } from './suite.ts';
 
 const TENANT = 'rlmesh-agent-it-tenant';
 
 type Report = { nodes: { name: string; gpusAllocatable?: number; gpusFree?: number; cpuMillisFree?: string; cpuMillisAllocatable?: string; gpus?: { vendor: string; model: string; memoryMib: string; count: number }[] }[] };
 
 describe('agent node reports', () => {
-  let cp: ControlPlane;
-  const agents: AgentProcess[] = [];
-  beforeAll(async () => {
-    installAgentRbac({ joinToken: true });
-    resetAgentState();
-    kubectl(['create', 'namespace', TENANT], { allowFail: true });
-    kubectl(['-n', TENANT, 'delete', 'pod', '--all', '--grace-period=0', '--force'], { allowFail: true });
-    cp = await controlPlane();
-  });
-  afterAll(async () => {
-    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
-    await cp?.stop();
-    kubectl(['delete', 'namespace', TENANT, '--wait=false'], { allowFail: true });
+  const suite = agentSuite({ joinToken: true }, {
+    before: async () => {
+      kubectl(['create', 'namespace', TENANT], { allowFail: true });
+      kubectl(['-n', TENANT, 'delete', 'pod', '--all', '--grace-period=0', '--force'], { allowFail: true });
+    },
+    after: async () => {
+      kubectl(['delete', 'namespace', TENANT, '--wait=false'], { allowFail: true });
+    },
   });
 
   it("reports another tenant's GPU pod within a second, and only the selected nodes", async () => {
-    const { clusterId, joinToken } = await newCluster(cp, 'capacity');
-    const agent = await startAgent({ configFile: runtimeConfig(cp, { nodeSelector: 'nvidia.com/gpu.present=true' }), token: joinToken });
-    agents.push(agent);
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'capacity');
+    const agent = await suite.start({ configFile: runtimeConfig(suite.cp, { nodeSelector: 'nvidia.com/gpu.present=true' }), token: joinToken });
     await agent.waitFor('connected', /session connected/);
-    const report = async () => (await api<{ nodeReport: { report: Report; received: number } | null }>(cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport;
+    const report = async () => (await api<{ nodeReport: { report: Report; received: number } | null }>(suite.cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport;
     const first = await until('a node report', async () => (await report()) ?? undefined, 20);
     // the selector keeps the CPU-only nodes out of what the control plane learns
     expect(first.report.nodes.map((n) => n.name)).toEqual(['kwok-gpu-0']);

@@ -1,33 +1,23 @@
 // Assignments become RLMeshEvaluations (S3 credentials in an owned Secret, not
 // in the object); their status streams back with rising sequences; a
 // cancellation sets spec.cancelled.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { kubectl } from '../support/cluster.ts';
-import { api, until, type ControlPlane } from '../support/runtime.ts';
-import { controlPlane, decode, installAgentRbac, newCluster, resetAgentState, runtimeConfig, RUNS, secret, startAgent, type AgentProcess } from './harness.ts';
+import { api, until } from '../support/runtime.ts';
+import { decode, newCluster, runtimeConfig, RUNS, secret } from './harness.ts';
+import { agentSuite } from './suite.ts';
 
 type Ev = { id: string; phase: string; result: { exitCode?: number } | null; updates: { phase: string; sequence: number }[] };
 
 describe('agent evaluations', () => {
-  let cp: ControlPlane;
-  const agents: AgentProcess[] = [];
-  beforeAll(async () => {
-    installAgentRbac({ joinToken: true });
-    resetAgentState();
-    cp = await controlPlane();
-  });
-  afterAll(async () => {
-    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
-    await cp?.stop();
-  });
+  const suite = agentSuite({ joinToken: true });
 
   it('turns an assignment into an RLMeshEvaluation, streams its status back and applies a cancellation', async () => {
-    const { clusterId, joinToken } = await newCluster(cp, 'evaluations');
-    const agent = await startAgent({ configFile: runtimeConfig(cp), token: joinToken });
-    agents.push(agent);
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'evaluations');
+    const agent = await suite.start({ configFile: runtimeConfig(suite.cp), token: joinToken });
     await agent.waitFor('connected', /session connected/);
 
-    const submitted = await api<{ id: string }>(cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, {
+    const submitted = await api<{ id: string }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, {
       image: 'registry.rlmesh.dev/evals/math:1',
       command: ['python', 'eval.py'],
       env: { SEED: '7' },
@@ -61,7 +51,7 @@ describe('agent evaluations', () => {
     expect(s3.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'RLMeshEvaluation', name: id, uid: obj.metadata.uid });
 
     // the agent reports the accepted evaluation, then each phase the controller writes
-    const ev = async () => (await api<Ev>(cp, 'GET', `/v1/evaluations/${id}`)).body;
+    const ev = async () => (await api<Ev>(suite.cp, 'GET', `/v1/evaluations/${id}`)).body;
     await until('Pending reported', async () => ((await ev()).phase === 'Pending' ? true : undefined), 15);
     kubectl(['-n', RUNS, 'patch', 'rlmeshevaluation', id, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status: { phase: 'Running', podName: `${id}-pod`, nodeName: 'kwok-gpu-0' } })]);
     await until('Running reported', async () => ((await ev()).phase === 'Running' ? true : undefined), 15);
@@ -77,9 +67,9 @@ describe('agent evaluations', () => {
     expect(new Set(seqs).size).toBe(3);
 
     // a cancellation: spec.cancelled is set for the controller to stop the pod
-    const second = await api<{ id: string }>(cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, { image: 'busybox', deadlineSeconds: 60 });
+    const second = await api<{ id: string }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, { image: 'busybox', deadlineSeconds: 60 });
     await until('second created', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id], { allowFail: true }).status === 0 ? true : undefined), 20);
-    expect((await api(cp, 'POST', `/v1/evaluations/${second.body.id}/cancel`, { reason: 'user asked' })).status).toBe(200);
+    expect((await api(suite.cp, 'POST', `/v1/evaluations/${second.body.id}/cancel`, { reason: 'user asked' })).status).toBe(200);
     await until('spec.cancelled set', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id, '-o', 'jsonpath={.spec.cancelled}']).stdout === 'true' ? true : undefined), 20);
 
     // once the control plane holds the finished evaluation, the agent marks it reported (the controller then

@@ -6,28 +6,20 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { api, ROOT, until, type ControlPlane } from '../support/runtime.ts';
-import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, secret, startAgent, SYSTEM, type AgentProcess } from './harness.ts';
+import { describe, expect, it } from 'vitest';
+import { api, ROOT, until } from '../support/runtime.ts';
+import { newCluster, resetAgentState, runtimeConfig, secret, SYSTEM } from './harness.ts';
+import { agentSuite } from './suite.ts';
 
 const ERROR = 50;
 
 describe('agent failures a user can meet', () => {
-  let cp: ControlPlane;
-  const agents: AgentProcess[] = [];
-  beforeAll(async () => {
-    installAgentRbac({ joinToken: true });
-    cp = await controlPlane();
-  });
-  beforeEach(() => resetAgentState());
-  afterAll(async () => {
-    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
-    await cp?.stop();
+  const suite = agentSuite({ joinToken: true }, {
+    resetEach: true,
   });
 
   const expectRefusal = async (token: string, code: string, cause: RegExp) => {
-    const agent = await startAgent({ configFile: runtimeConfig(cp), token });
-    agents.push(agent);
+    const agent = await suite.start({ configFile: runtimeConfig(suite.cp), token });
     const line = await agent.waitFor(`${code} log line`, new RegExp(`"code":"${code}"`));
     const entry = JSON.parse(line) as { level: number; msg: string };
     expect(entry.level).toBe(ERROR);
@@ -47,9 +39,8 @@ describe('agent failures a user can meet', () => {
   };
 
   it('a used token: names the cause and the fix', async () => {
-    const { joinToken } = await newCluster(cp, 'used');
-    const first = await startAgent({ configFile: runtimeConfig(cp), token: joinToken });
-    agents.push(first);
+    const { joinToken } = await newCluster(suite.cp, 'used');
+    const first = await suite.start({ configFile: runtimeConfig(suite.cp), token: joinToken });
     await first.waitFor('first join', /session connected/);
     await first.stop();
     resetAgentState(); // the credentials are gone (say, a reinstall into a fresh namespace): the token cannot be traded again
@@ -57,8 +48,8 @@ describe('agent failures a user can meet', () => {
   });
 
   it('an expired token: names the cause and the fix', async () => {
-    const { joinToken } = await newCluster(cp, 'expired');
-    const r = await api(cp, 'POST', '/v1/test/clock/advance', { ms: 2 * 3600 * 1000 });
+    const { joinToken } = await newCluster(suite.cp, 'expired');
+    const r = await api(suite.cp, 'POST', '/v1/test/clock/advance', { ms: 2 * 3600 * 1000 });
     expect(r.status).toBe(200);
     await expectRefusal(joinToken, 'token_expired', /join token expired/);
   });
@@ -82,7 +73,7 @@ describe('agent failures a user can meet', () => {
     expect(JSON.parse(lines[0]!).msg).toMatch(/field 'controlPlane.apiHost' must be a bare lowercase DNS name/);
 
     const badEnv = spawnSync(join(ROOT, 'node_modules/.bin/node'), [join(ROOT, 'agent/main.ts')], {
-      env: { PATH: process.env.PATH ?? '', RLMESH_CONFIG: runtimeConfig(cp), RLMESH_SPOOL_DIR: dir, RLMESH_JOIN_TOKEN: 'not-a-token' },
+      env: { PATH: process.env.PATH ?? '', RLMESH_CONFIG: runtimeConfig(suite.cp), RLMESH_SPOOL_DIR: dir, RLMESH_JOIN_TOKEN: 'not-a-token' },
       encoding: 'utf8',
       timeout: 20_000,
     });

@@ -7,28 +7,18 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { kubectl } from '../support/cluster.ts';
-import { ROOT, until, type ControlPlane } from '../support/runtime.ts';
-import { cluster, controlPlane, decode, installAgentRbac, newCluster, resetAgentState, runtimeConfig, RUNS, secret, startAgent, SYSTEM, type AgentProcess } from './harness.ts';
+import { ROOT, until } from '../support/runtime.ts';
+import { cluster, decode, newCluster, runtimeConfig, RUNS, secret, SYSTEM } from './harness.ts';
+import { agentSuite } from './suite.ts';
 
 describe('agent with Secrets delivered out of band (GitOps)', () => {
-  let cp: ControlPlane;
-  const agents: AgentProcess[] = [];
-  beforeAll(async () => {
-    installAgentRbac({ joinToken: false, controlSecret: 'rlmesh-secrets', pullSecret: 'rlmesh-registry-pull' });
-    resetAgentState();
-    cp = await controlPlane();
-  });
-  afterAll(async () => {
-    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
-    await cp?.stop();
-  });
+  const suite = agentSuite({ joinToken: false, controlSecret: 'rlmesh-secrets', pullSecret: 'rlmesh-registry-pull' });
 
   it('waits not ready naming the missing or malformed Secret, then connects with the CLI-written Secrets and follows a new value without restarting', async () => {
-    const { clusterId, joinToken } = await newCluster(cp, 'gitops');
-    const agent = await startAgent({ configFile: runtimeConfig(cp, { controlSecret: 'rlmesh-secrets', pullSecret: 'rlmesh-registry-pull' }) });
-    agents.push(agent);
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'gitops');
+    const agent = await suite.start({ configFile: runtimeConfig(suite.cp, { controlSecret: 'rlmesh-secrets', pullSecret: 'rlmesh-registry-pull' }) });
     const pid = agent.proc.pid;
 
     const missing = JSON.parse(await agent.waitFor('missing Secret line', /does not exist/)) as { level: number; msg: string };
@@ -50,7 +40,7 @@ describe('agent with Secrets delivered out of band (GitOps)', () => {
     const out = join(mkdtempSync(join(tmpdir(), 'gitops-')), 'rlmesh-secrets.yaml');
     const cli = spawnSync(
       join(ROOT, 'node_modules/.bin/node'),
-      [join(ROOT, 'cli/main.ts'), 'clusters', 'join', '--token', joinToken, '--format', 'k8s-secret', '--out', out, '--api', cp.url, '--ca-file', cp.caFile, '--namespace', SYSTEM, '--runs-namespace', RUNS],
+      [join(ROOT, 'cli/main.ts'), 'clusters', 'join', '--token', joinToken, '--format', 'k8s-secret', '--out', out, '--api', suite.cp.url, '--ca-file', suite.cp.caFile, '--namespace', SYSTEM, '--runs-namespace', RUNS],
       { encoding: 'utf8' },
     );
     expect(cli.status, cli.stderr).toBe(0);
@@ -59,7 +49,7 @@ describe('agent with Secrets delivered out of band (GitOps)', () => {
     expect(agent.proc.pid).toBe(pid);
     expect(agent.proc.exitCode).toBeNull();
     await until('ready', async () => ((await agent.readyz()).status === 200 ? true : undefined), 15);
-    expect((await cluster(cp, clusterId)).status).toBe('Connected');
+    expect((await cluster(suite.cp, clusterId)).status).toBe('Connected');
     // the agent did not crash-loop, and never printed a stack trace
     expect(agent.log()).not.toMatch(/\n\s+at /);
 

@@ -2,43 +2,18 @@
 // never the token), connects, reports nodes; a restart never re-trades; a new
 // token rejoins and replaces the credentials.
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ControlPlane } from '../support/runtime.ts';
+import { describe, expect, it } from 'vitest';
 import { until } from '../support/runtime.ts';
-import {
-  cluster,
-  controlPlane,
-  decode,
-  installAgentRbac,
-  newCluster,
-  newInstallCommand,
-  resetAgentState,
-  runtimeConfig,
-  RUNS,
-  secret,
-  startAgent,
-  SYSTEM,
-  type AgentProcess,
-} from './harness.ts';
+import { cluster, decode, newCluster, newInstallCommand, resetAgentState, runtimeConfig, RUNS, secret, SYSTEM } from './harness.ts';
+import { agentSuite } from './suite.ts';
 
 describe('agent join', () => {
-  let cp: ControlPlane;
-  const agents: AgentProcess[] = [];
-  beforeAll(async () => {
-    installAgentRbac({ joinToken: true, observability: true });
-    resetAgentState();
-    cp = await controlPlane();
-  });
-  afterAll(async () => {
-    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
-    await cp?.stop();
-  });
+  const suite = agentSuite({ joinToken: true, observability: true });
 
   it('joins once, writes every Secret, connects, reports nodes and keeps lastSeenAt moving; a restart does not rejoin; a new token does', async () => {
-    const { clusterId, joinToken } = await newCluster(cp);
-    const config = runtimeConfig(cp, { observability: true });
-    const agent = await startAgent({ configFile: config, token: joinToken });
-    agents.push(agent);
+    const { clusterId, joinToken } = await newCluster(suite.cp);
+    const config = runtimeConfig(suite.cp, { observability: true });
+    const agent = await suite.start({ configFile: config, token: joinToken });
     await agent.waitFor('session connected', /session connected/);
 
     // the control Secret: keys control and cluster-id, the token's hash, never the token
@@ -62,13 +37,13 @@ describe('agent join', () => {
 
     // Connected, lastSeenAt advancing, nodes reported with the kwok GPU node's 8 GPUs
     const first = await until('cluster Connected', async () => {
-      const c = await cluster(cp, clusterId);
+      const c = await cluster(suite.cp, clusterId);
       return c.status === 'Connected' && c.nodeReport ? c : undefined;
     });
     const gpu = first.nodeReport!.report.nodes!.find((n) => n.name === 'kwok-gpu-0');
     expect(gpu?.gpusAllocatable).toBe(8);
     await until('lastSeenAt advances', async () => {
-      const c = await cluster(cp, clusterId);
+      const c = await cluster(suite.cp, clusterId);
       return c.lastSeenAt! > first.lastSeenAt! ? c : undefined;
     }, 10);
     expect((await agent.readyz()).status).toBe(200);
@@ -78,18 +53,16 @@ describe('agent join', () => {
     // restart with the same (now used) token: no join, same credentials
     const controlBefore = decode(secret(SYSTEM, 'rlmesh-cluster-control'), 'control');
     await agent.stop();
-    const again = await startAgent({ configFile: config, token: joinToken, spoolDir: agent.spoolDir });
-    agents.push(again);
+    const again = await suite.start({ configFile: config, token: joinToken, spoolDir: agent.spoolDir });
     await again.waitFor('session connected after restart', /session connected/);
     expect(again.log()).toMatch(/already in the control Secret; not joining again/);
     expect(again.log()).not.toMatch(/joining the control plane/);
     expect(decode(secret(SYSTEM, 'rlmesh-cluster-control'), 'control')).toBe(controlBefore);
 
     // a new install command (helm upgrade --install --set joinToken=NEW): rejoin and replace
-    const newToken = await newInstallCommand(cp, clusterId);
+    const newToken = await newInstallCommand(suite.cp, clusterId);
     await again.stop();
-    const rejoined = await startAgent({ configFile: config, token: newToken, spoolDir: agent.spoolDir });
-    agents.push(rejoined);
+    const rejoined = await suite.start({ configFile: config, token: newToken, spoolDir: agent.spoolDir });
     await rejoined.waitFor('session connected after rejoin', /session connected/);
     expect(rejoined.log()).toMatch(/a new join token was given: joining again/);
     const after = secret(SYSTEM, 'rlmesh-cluster-control')!;
@@ -100,13 +73,12 @@ describe('agent join', () => {
 
   it('two replicas started together: exactly one trades the token (join Lease), both connect', async () => {
     resetAgentState();
-    const { joinToken } = await newCluster(cp, 'two-replicas');
-    const config = runtimeConfig(cp);
+    const { joinToken } = await newCluster(suite.cp, 'two-replicas');
+    const config = runtimeConfig(suite.cp);
     const [a, b] = await Promise.all([
-      startAgent({ configFile: config, token: joinToken, name: 'rlmesh-cluster-agent-a' }),
-      startAgent({ configFile: config, token: joinToken, name: 'rlmesh-cluster-agent-b' }),
+      suite.start({ configFile: config, token: joinToken, name: 'rlmesh-cluster-agent-a' }),
+      suite.start({ configFile: config, token: joinToken, name: 'rlmesh-cluster-agent-b' }),
     ]);
-    agents.push(a, b);
     await Promise.all([a.waitFor('a connected', /session connected/, 90), b.waitFor('b connected', /session connected/, 90)]);
     const joined = [a, b].filter((x) => /joined: credentials written/.test(x.log()));
     expect(joined).toHaveLength(1);

@@ -6,10 +6,11 @@ import { readFileSync } from 'node:fs';
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AgentMessageSchema, ClusterSession } from '../../lib/gen/rlmesh/v1/session_pb.ts';
 import { api, until, type ControlPlane } from '../support/runtime.ts';
-import { cluster, controlPlane, decode, installAgentRbac, newCluster, resetAgentState, runtimeConfig, RUNS, secret, startAgent, SYSTEM, type AgentProcess } from './harness.ts';
+import { cluster, controlPlane, decode, newCluster, resetAgentState, runtimeConfig, RUNS, secret, SYSTEM } from './harness.ts';
+import { agentSuite } from './suite.ts';
 
 async function tryConnect(cp: ControlPlane, credential: string): Promise<ConnectError | 'connected'> {
   const transport = createGrpcTransport({ baseUrl: cp.url, nodeOptions: { ca: readFileSync(cp.caFile, 'utf8') } });
@@ -32,27 +33,16 @@ async function tryConnect(cp: ControlPlane, credential: string): Promise<Connect
 }
 
 describe('agent session', () => {
-  let cp: ControlPlane;
-  const agents: AgentProcess[] = [];
-  beforeAll(async () => {
-    installAgentRbac({ joinToken: true });
-    resetAgentState();
-    cp = await controlPlane();
-  });
-  afterAll(async () => {
-    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
-    await cp?.stop();
-  });
+  const suite = agentSuite({ joinToken: true });
 
   it('writes a rotation sent over the session into the Secrets and re-authenticates without a restart; the old credential dies after the overlap', async () => {
-    const { clusterId, joinToken } = await newCluster(cp, 'rotation');
-    const agent = await startAgent({ configFile: runtimeConfig(cp), token: joinToken });
-    agents.push(agent);
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'rotation');
+    const agent = await suite.start({ configFile: runtimeConfig(suite.cp), token: joinToken });
     await agent.waitFor('connected', /session connected/);
     const pid = agent.proc.pid;
     const old = decode(secret(SYSTEM, 'rlmesh-cluster-control'), 'control')!;
 
-    const r = await api<{ value: string; deliveredToSession: boolean }>(cp, 'POST', `/v1/clusters/${clusterId}/credentials/control/rotate`);
+    const r = await api<{ value: string; deliveredToSession: boolean }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/credentials/control/rotate`);
     expect(r.status).toBe(200);
     expect(r.body.deliveredToSession).toBe(true);
     await until('control Secret holds the rotated value', () => (decode(secret(SYSTEM, 'rlmesh-cluster-control'), 'control') === r.body.value ? true : undefined), 20);
@@ -60,53 +50,52 @@ describe('agent session', () => {
     expect(agent.proc.pid).toBe(pid);
     expect(agent.log()).not.toContain(r.body.value);
 
-    const pull = await api<{ value: string }>(cp, 'POST', `/v1/clusters/${clusterId}/credentials/pull/rotate`);
+    const pull = await api<{ value: string }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/credentials/pull/rotate`);
     expect(pull.status).toBe(200);
     for (const ns of [SYSTEM, RUNS]) {
       await until(`pull Secret in ${ns} rotated`, () => (decode(secret(ns, 'rlmesh-registry-pull'), '.dockerconfigjson') === pull.body.value ? true : undefined), 20);
     }
 
     // within the overlap both work; after it only the new one
-    expect(await tryConnect(cp, old)).toBe('connected');
-    expect((await api(cp, 'POST', '/v1/test/clock/advance', { ms: 25 * 3600 * 1000 })).status).toBe(200);
-    const refused = await tryConnect(cp, old);
+    expect(await tryConnect(suite.cp, old)).toBe('connected');
+    expect((await api(suite.cp, 'POST', '/v1/test/clock/advance', { ms: 25 * 3600 * 1000 })).status).toBe(200);
+    const refused = await tryConnect(suite.cp, old);
     expect(refused).toBeInstanceOf(ConnectError);
     expect((refused as ConnectError).code).toBe(Code.Unauthenticated);
     expect((refused as ConnectError).rawMessage).toMatch(/expired/);
     // the agent, on the new credential, stays connected and seen
-    const seen = (await cluster(cp, clusterId)).lastSeenAt!;
-    await until('lastSeenAt advances on the new credential', async () => ((await cluster(cp, clusterId)).lastSeenAt! > seen ? true : undefined), 10);
-    expect((await cluster(cp, clusterId)).status).toBe('Connected');
+    const seen = (await cluster(suite.cp, clusterId)).lastSeenAt!;
+    await until('lastSeenAt advances on the new credential', async () => ((await cluster(suite.cp, clusterId)).lastSeenAt! > seen ? true : undefined), 10);
+    expect((await cluster(suite.cp, clusterId)).status).toBe('Connected');
     expect(agent.log()).not.toMatch(/refused the control credential/);
     await agent.stop();
   });
 
   it('a control-plane restart: unready within the silence window, then reconnected with lastSeenAt advancing', async () => {
     resetAgentState();
-    const { clusterId, joinToken } = await newCluster(cp, 'restart');
-    const agent = await startAgent({ configFile: runtimeConfig(cp), token: joinToken });
-    agents.push(agent);
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'restart');
+    const agent = await suite.start({ configFile: runtimeConfig(suite.cp), token: joinToken });
     await agent.waitFor('connected', /session connected/);
     await until('ready', async () => ((await agent.readyz()).status === 200 ? true : undefined), 10);
 
-    const port = new URL(cp.url).port;
-    const { dataDir } = cp;
-    await cp.stop('SIGKILL');
+    const port = new URL(suite.cp.url).port;
+    const { dataDir } = suite.cp;
+    await suite.cp.stop('SIGKILL');
     const killedAt = Date.now();
     await until('unready after the control plane died', async () => ((await agent.readyz()).status === 503 ? true : undefined), 15);
     // RLMESH_AGENT_SILENCE_MS is 5 s in the tests (45 s in production)
     expect(Date.now() - killedAt).toBeLessThan(5000 + 3000);
 
-    cp = await controlPlane(dataDir, `127.0.0.1:${port}`);
+    suite.cp = await controlPlane(dataDir, `127.0.0.1:${port}`);
     const restartedAt = Date.now();
     await until('reconnected', () => (agent.lines().filter((l) => l.msg === 'session connected').length >= 2 ? true : undefined), 30);
     const reconnectMs = Date.now() - restartedAt;
     expect(reconnectMs).toBeLessThan(5000);
     const first = await until('Connected again', async () => {
-      const c = await cluster(cp, clusterId);
+      const c = await cluster(suite.cp, clusterId);
       return c.status === 'Connected' ? c : undefined;
     }, 10);
-    await until('lastSeenAt advances again', async () => ((await cluster(cp, clusterId)).lastSeenAt! > first.lastSeenAt! ? true : undefined), 10);
+    await until('lastSeenAt advances again', async () => ((await cluster(suite.cp, clusterId)).lastSeenAt! > first.lastSeenAt! ? true : undefined), 10);
     await until('ready again', async () => ((await agent.readyz()).status === 200 ? true : undefined), 10);
     expect(await agent.metrics()).toMatch(/rlmesh_agent_session_reconnects_total [1-9]/);
     await agent.stop();

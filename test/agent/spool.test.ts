@@ -2,34 +2,29 @@
 // every update is spooled (fsync'd) before it is sent and resent until acked,
 // and the control plane dedupes by id — so it holds each exactly once.
 import * as k8s from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { API_VERSION, EVALUATION, GROUP, VERSION } from '../../lib/crds/types.ts';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
-import { api, until, type ControlPlane } from '../support/runtime.ts';
-import { cluster, controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, RUNS, startAgent, type AgentProcess } from './harness.ts';
+import { api, until } from '../support/runtime.ts';
+import { cluster, newCluster, runtimeConfig, RUNS } from './harness.ts';
+import { agentSuite } from './suite.ts';
 
 const TOTAL = 1000;
 
 describe('agent spool', () => {
-  let cp: ControlPlane;
-  const agents: AgentProcess[] = [];
-  beforeAll(async () => {
-    installAgentRbac({ joinToken: true });
-    resetAgentState();
-    await until('no evaluations left', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluations', '-o', 'name']).stdout.trim() === '' ? true : undefined), 120, 1000);
-    cp = await controlPlane();
-  });
-  afterAll(async () => {
-    await Promise.all(agents.map((a) => a.stop('SIGKILL')));
-    await cp?.stop();
-    kubectl(['-n', RUNS, 'delete', 'rlmeshevaluations', '--all', '--wait=false'], { allowFail: true });
+  const suite = agentSuite({ joinToken: true }, {
+    before: async () => {
+      await until('no evaluations left', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluations', '-o', 'name']).stdout.trim() === '' ? true : undefined), 120, 1000);
+    },
+    after: async () => {
+      kubectl(['-n', RUNS, 'delete', 'rlmeshevaluations', '--all', '--wait=false'], { allowFail: true });
+    },
   });
 
   it('kill -9 during a burst of 1,000 updates: the control plane holds each exactly once', async () => {
-    const { clusterId, joinToken } = await newCluster(cp, 'burst');
-    const config = runtimeConfig(cp);
-    const agent = await startAgent({ configFile: config, token: joinToken });
-    agents.push(agent);
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'burst');
+    const config = runtimeConfig(suite.cp);
+    const agent = await suite.start({ configFile: config, token: joinToken });
     await agent.waitFor('connected', /session connected/);
 
     // each new RLMeshEvaluation is one update (Pending, Accepted) the agent owes the control plane
@@ -55,8 +50,8 @@ describe('agent spool', () => {
     // once the control plane holds a share of the updates, freeze it so acks stop
     // (updates already on the wire stay in its socket buffer), let the spool fill
     // with unacked updates, then kill -9 the agent and let the control plane go on
-    await until('a share of the burst delivered', async () => ((await cluster(cp, clusterId)).updates.distinct >= 150 ? true : undefined), 120, 100);
-    cp.proc.kill('SIGSTOP');
+    await until('a share of the burst delivered', async () => ((await cluster(suite.cp, clusterId)).updates.distinct >= 150 ? true : undefined), 120, 100);
+    suite.cp.proc.kill('SIGSTOP');
     let unacked = 0;
     try {
       await until('unacked updates in the spool', async () => {
@@ -65,28 +60,27 @@ describe('agent spool', () => {
       }, 60, 100);
       await agent.stop('SIGKILL');
     } finally {
-      cp.proc.kill('SIGCONT');
+      suite.cp.proc.kill('SIGCONT');
     }
-    const atKill = await cluster(cp, clusterId);
+    const atKill = await cluster(suite.cp, clusterId);
     expect(atKill.updates.distinct).toBeLessThan(TOTAL);
     await createAll;
     expect(created).toBe(TOTAL);
 
-    const restarted = await startAgent({ configFile: config, token: joinToken, spoolDir: agent.spoolDir });
-    agents.push(restarted);
+    const restarted = await suite.start({ configFile: config, token: joinToken, spoolDir: agent.spoolDir });
     await restarted.waitFor('reconnected', /session connected/);
     const loaded = restarted.lines().find((l) => l.msg === 'agent spool loaded')!;
     expect(loaded.pendingUpdates as number).toBeGreaterThan(0);
     const done = await until('all updates delivered', async () => {
-      const c = await cluster(cp, clusterId);
+      const c = await cluster(suite.cp, clusterId);
       return c.updates.distinct >= TOTAL ? c : undefined;
     }, 180, 500);
     // settle, then check nothing arrives twice under a new id
     await new Promise((r) => setTimeout(r, 3000));
-    const final = await cluster(cp, clusterId);
+    const final = await cluster(suite.cp, clusterId);
     expect(final.updates.distinct).toBe(TOTAL);
     expect(done.updates.distinct).toBe(TOTAL);
-    const evs = await api<{ evaluations: { id: string; phase: string }[] }>(cp, 'GET', `/v1/clusters/${clusterId}/evaluations`);
+    const evs = await api<{ evaluations: { id: string; phase: string }[] }>(suite.cp, 'GET', `/v1/clusters/${clusterId}/evaluations`);
     expect(evs.body.evaluations).toHaveLength(TOTAL);
     expect(new Set(evs.body.evaluations.map((e) => e.id)).size).toBe(TOTAL);
     for (const e of evs.body.evaluations) expect(e.phase).toBe('Pending');
