@@ -35,11 +35,12 @@ export function replayDockerfile(): Stage {
         stage!.workdir = rest;
         mkdirSync(inStage('.'), { recursive: true });
         break;
-      case 'ENV': {
-        const [k, v] = rest.split('=');
-        stage!.env[k!] = v!;
+      case 'ENV':
+        for (const pair of words) {
+          const eq = pair.indexOf('=');
+          stage!.env[pair.slice(0, eq)] = pair.slice(eq + 1);
+        }
         break;
-      }
       case 'COPY': {
         const from = words[0]!.startsWith('--from=') ? stages.find((s) => s.name === words[0]!.slice(7)) : undefined;
         const args = from ? words.slice(1) : words;
@@ -74,7 +75,9 @@ export function replayDockerfile(): Stage {
 export function runEntrypoint(image: Stage, args: string[]): { status: number; out: string } {
   const [cmd, ...base] = image.entrypoint;
   const bin = cmd === 'node' ? join(root, 'node_modules/.bin/node') : cmd!;
-  const r = spawnSync(bin, [...base, ...args], { encoding: 'utf8', env: { PATH: process.env.PATH, ...image.env }, timeout: 30_000 });
+  // paths under /app are the replayed stage's folder
+  const env = Object.fromEntries(Object.entries(image.env).map(([k, v]) => [k, v.startsWith('/app/') ? join(image.dir, v) : v]));
+  const r = spawnSync(bin, [...base, ...args], { encoding: 'utf8', env: { PATH: process.env.PATH, ...env }, timeout: 30_000 });
   return { status: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
 }
 
