@@ -5,17 +5,16 @@
 // GETs and a journal of finished ranges, so a restarted controller resumes
 // instead of starting over. HTTPS goes through undici, S3 through
 // @aws-sdk/client-s3 with the assignment's temporary credentials.
-import { createWriteStream } from 'node:fs';
 import { appendFile, open, readFile, stat } from 'node:fs/promises';
-import { Transform, type Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
 import { EnvHttpProxyAgent, request, type Dispatcher } from 'undici';
 import type { Metrics } from '../metrics.ts';
-import { createHasher } from './hasher.ts';
+import { createHasher, InOrderHash, type OffThread } from './hasher.ts';
 import type { ArtifactStore } from './store.ts';
+import { BackgroundSync, PositionalWriter } from './writer.ts';
 
 export type FetchFailure = 'DigestMismatch' | 'SizeMismatch' | 'SourceUnreachable' | 'TooLarge' | 'CredentialsMissing';
 
@@ -29,6 +28,8 @@ export class FetchError extends Error {
 }
 
 class RangesUnsupported extends Error {}
+/** The cache's disk refused a write: retrying the source cannot help, and the file no longer matches what was hashed. */
+class WriteFailed extends Error {}
 
 export type S3Credentials = { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
 export type ResolvedSource =
@@ -46,6 +47,12 @@ export type FetcherOptions = {
   attempts?: number;
   baseDelayMs?: number;
   maxDelayMs?: number;
+  /** Bytes gathered into one positional write. */
+  writeBatchBytes?: number;
+  /** A datasync runs beside the download every this many bytes written (0: only the fsync before publishing). */
+  syncEveryBytes?: number;
+  /** Hash on a worker thread: 'auto' does from 4 cores up (see hasher.ts). */
+  hashOffThread?: OffThread;
   dispatcher?: Dispatcher;
 };
 
@@ -72,6 +79,9 @@ export class ArtifactFetcher {
       attempts: opts.attempts ?? 5,
       baseDelayMs: opts.baseDelayMs ?? 500,
       maxDelayMs: opts.maxDelayMs ?? 10_000,
+      writeBatchBytes: opts.writeBatchBytes ?? 4 * 1024 * 1024,
+      syncEveryBytes: opts.syncEveryBytes ?? 32 * 1024 * 1024,
+      hashOffThread: opts.hashOffThread ?? 'auto',
     };
     // honours HTTPS_PROXY/NO_PROXY when the filler itself must go through a proxy
     this.#dispatcher = opts.dispatcher ?? new EnvHttpProxyAgent({ connections: this.#o.parallelism * 2 });
@@ -129,18 +139,18 @@ export class ArtifactFetcher {
   }
 
   /** Runs fn, retrying source errors with exponential backoff; FetchErrors are final. */
-  async #retrying<T>(src: Source, a: ArtifactRef, fn: () => Promise<T>): Promise<T> {
+  async #retrying<T>(src: Source, a: ArtifactRef, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     let last: unknown;
     for (let attempt = 1; attempt <= this.#o.attempts; attempt++) {
       try {
         return await fn();
       } catch (err) {
-        if (err instanceof FetchError || err instanceof RangesUnsupported) throw err;
+        if (err instanceof FetchError || err instanceof RangesUnsupported || err instanceof WriteFailed || signal?.aborted) throw err;
         last = err;
         if (attempt === this.#o.attempts) break;
         const delay = Math.min(this.#o.maxDelayMs, this.#o.baseDelayMs * 2 ** (attempt - 1));
         this.#log.warn({ artifact: a.name, source: src.describe, attempt, retryInMs: delay, err: describeError(err) }, 'artifact source failed; retrying');
-        await sleep(delay);
+        await sleep(delay, undefined, { signal });
       }
     }
     throw new FetchError(
@@ -150,32 +160,35 @@ export class ArtifactFetcher {
   }
 
   async #single(src: Source, a: ArtifactRef): Promise<void> {
-    const tmp = this.#store.tmpPath(a.sha256);
     await this.#store.discardPartial(a.sha256);
-    const hash = createHasher(a.sizeBytes);
-    let bytes = 0;
-    const count = new Transform({
-      highWaterMark: 8 * 1024 * 1024,
-      transform(chunk: Buffer, _enc, cb) {
-        bytes += chunk.length;
-        if (bytes > a.sizeBytes) return cb(new FetchError('SizeMismatch', sizeMessage(a, `more than ${a.sizeBytes}`, src)));
-        Promise.resolve(hash.update(chunk)).then(() => cb(null, chunk), cb);
-      },
-    });
+    const fh = await open(this.#store.tmpPath(a.sha256), 'w');
+    const sync = new BackgroundSync(fh, this.#o.syncEveryBytes);
+    const out = new PositionalWriter(fh, 0, { batchBytes: this.#o.writeBatchBytes, sync });
+    const hash = createHasher(a.sizeBytes, this.#o.hashOffThread);
+    let actual: string;
     try {
-      // a deep write buffer lets writes batch (writev) instead of pausing the socket for every 16 KiB read
-      await pipeline(await src.get(), count, createWriteStream(tmp, { highWaterMark: 8 * 1024 * 1024 }));
+      // each piece is hashed where it arrives and written without a copy; the loop
+      // waits only when the disk or the hashing worker falls behind
+      for await (const piece of (await src.get()) as AsyncIterable<Buffer>) {
+        if (out.bytes + piece.length > a.sizeBytes) throw new FetchError('SizeMismatch', sizeMessage(a, `more than ${a.sizeBytes}`, src));
+        const hashing = hash.update(piece);
+        const writing = out.push(piece);
+        if (hashing) await hashing;
+        if (writing) await writing;
+      }
+      if (out.bytes !== a.sizeBytes) throw new FetchError('SizeMismatch', sizeMessage(a, String(out.bytes), src));
+      await out.end();
+      await sync.settle();
+      actual = await hash.digest();
     } catch (err) {
       hash.destroy();
+      await out.settle();
+      await sync.settle().catch(() => {});
+      await fh.close().catch(() => {});
       await this.#store.discardPartial(a.sha256);
       throw err;
     }
-    if (bytes !== a.sizeBytes) {
-      hash.destroy();
-      await this.#store.discardPartial(a.sha256);
-      throw new FetchError('SizeMismatch', sizeMessage(a, String(bytes), src));
-    }
-    const actual = await hash.digest();
+    await fh.close();
     if (actual !== a.sha256) {
       await this.#store.discardPartial(a.sha256);
       throw new FetchError('DigestMismatch', digestMessage(a, actual, src));
@@ -191,60 +204,89 @@ export class ArtifactFetcher {
     const partial = await stat(tmp).catch(() => undefined);
     const done = new Set<number>();
     if (partial?.size === a.sizeBytes) {
-      for (const line of (await readFile(journal, 'utf8').catch(() => '')).split('\n')) if (/^\d+$/.test(line)) done.add(Number(line));
+      for (const line of (await readFile(journal, 'utf8').catch(() => '')).split('\n')) if (/^\d+$/.test(line) && Number(line) < n) done.add(Number(line));
     } else {
       await this.#store.discardPartial(a.sha256);
     }
     const resumed = done.size;
     if (resumed > 0) this.#log.info({ artifact: a.name, chunks: n, alreadyWritten: resumed }, 'resuming an interrupted download');
     const fh = await open(tmp, partial?.size === a.sizeBytes ? 'r+' : 'w+');
-    const hashers: { destroy: () => void }[] = [];
-    try {
-      await fh.truncate(a.sizeBytes);
-      // each range is written where it belongs as it arrives; its pieces are kept for
-      // hashing in order (no copy into one buffer)
-      const load = async (i: number): Promise<Buffer[]> => {
-        const start = i * chunk;
-        const len = Math.min(chunk, a.sizeBytes - start);
-        if (done.has(i)) {
-          const buf = Buffer.allocUnsafe(len);
-          await fh.read(buf, 0, len, start);
-          return [buf];
+    // full size from the start: a restart recognises a partial file it can resume by its size
+    await fh.truncate(a.sizeBytes).catch(async (err: unknown) => {
+      await fh.close();
+      throw err;
+    });
+    const sync = new BackgroundSync(fh, this.#o.syncEveryBytes);
+    const hash = createHasher(a.sizeBytes, this.#o.hashOffThread);
+    const ordered = new InOrderHash(hash);
+    const abort = new AbortController();
+    const running = new Set<Promise<void>>();
+    // one range: written where it belongs as it arrives (no copy), hashed in file
+    // order; a retry continues the range from the last byte received
+    const load = async (i: number): Promise<void> => {
+      const start = i * chunk;
+      const len = Math.min(chunk, a.sizeBytes - start);
+      if (done.has(i)) {
+        const buf = Buffer.allocUnsafe(len);
+        for (let got = 0; got < len; ) {
+          const { bytesRead } = await fh.read(buf, got, len - got, start + got);
+          if (bytesRead === 0) throw new Error(`the partial file ended at ${start + got} of ${a.sizeBytes} bytes`);
+          got += bytesRead;
         }
-        const parts = await this.#retrying(src, a, async () => {
-          const body = await src.get({ start, end: start + len - 1 });
-          const pieces: Buffer[] = [];
-          let got = 0;
-          for await (const piece of body as AsyncIterable<Buffer>) {
-            if (got + piece.length > len) throw new RangesUnsupported(`range ${start}-${start + len - 1} returned more than ${len} bytes`);
-            await fh.write(piece, 0, piece.length, start + got);
-            got += piece.length;
-            pieces.push(piece);
-          }
-          if (got !== len) throw new Error(`range ${start}-${start + len - 1} returned ${got} of ${len} bytes`);
-          return pieces;
-        });
-        await appendFile(journal, `${i}\n`);
-        return parts;
-      };
-      // download up to `parallelism` ranges at once, hashing them in order as they land
-      const hash = createHasher(a.sizeBytes);
-      hashers.push(hash);
-      const pending = new Map<number, Promise<Buffer[]>>();
-      let next = 0;
-      const launch = (hashed: number): void => {
-        while (next < n && next < hashed + this.#o.parallelism) {
-          const p = load(next);
-          p.catch(() => {}); // awaited below, in order
-          pending.set(next++, p);
-        }
-      };
-      launch(0);
-      for (let i = 0; i < n; i++) {
-        for (const piece of await pending.get(i)!) await hash.update(piece);
-        pending.delete(i);
-        launch(i + 1);
+        await ordered.add(i, buf);
+        await ordered.complete(i);
+        return;
       }
+      let got = 0;
+      await this.#retrying(
+        src,
+        a,
+        async () => {
+          const out = new PositionalWriter(fh, start + got, { batchBytes: this.#o.writeBatchBytes, sync });
+          try {
+            for await (const piece of (await src.get({ start: start + got, end: start + len - 1 })) as AsyncIterable<Buffer>) {
+              if (abort.signal.aborted) break;
+              if (got + piece.length > len) throw new RangesUnsupported(`range ${start}-${start + len - 1} returned more than ${len} bytes`);
+              got += piece.length;
+              const hashing = ordered.add(i, piece);
+              const writing = out.push(piece);
+              if (hashing) await hashing;
+              if (writing) await writing;
+            }
+          } finally {
+            // what was received (and hashed) is on disk before a retry continues after it
+            await out.end().catch((err: unknown) => {
+              throw new WriteFailed(`cannot write ${tmp}: ${describeError(err)}`);
+            });
+          }
+          if (!abort.signal.aborted && got !== len) throw new Error(`range ${start}-${start + len - 1} returned ${got} of ${len} bytes`);
+        },
+        abort.signal,
+      );
+      if (abort.signal.aborted) return;
+      await appendFile(journal, `${i}\n`);
+      await ordered.complete(i);
+    };
+    try {
+      // up to `parallelism` ranges at once, none further ahead of the hash than that
+      // (so memory holds at most the ranges in flight)
+      await new Promise<void>((resolve, reject) => {
+        let next = 0;
+        const launch = (): void => {
+          if (abort.signal.aborted) return;
+          if (ordered.cursor >= n) return resolve();
+          while (next < n && next < ordered.cursor + this.#o.parallelism) {
+            const p = load(next++).then(launch, (err: unknown) => {
+              abort.abort();
+              reject(err as Error);
+            });
+            running.add(p);
+            void p.finally(() => running.delete(p));
+          }
+        };
+        launch();
+      });
+      await sync.settle();
       const actual = await hash.digest();
       if (actual !== a.sha256) {
         await fh.close().catch(() => {});
@@ -254,12 +296,16 @@ export class ArtifactFetcher {
         throw new FetchError('DigestMismatch', digestMessage(a, actual, src));
       }
     } catch (err) {
-      for (const h of hashers) h.destroy();
+      abort.abort();
+      hash.destroy();
+      // the other ranges stop at their next piece; their writes must land before the file closes
+      await Promise.allSettled([...running]);
+      await sync.settle().catch(() => {});
       await fh.close().catch(() => {});
       if (err instanceof FetchError || err instanceof RangesUnsupported) await this.#store.discardPartial(a.sha256);
       throw err;
     }
-    await fh.close().catch(() => {});
+    await fh.close();
     await this.#store.commit(a.sha256);
   }
 }

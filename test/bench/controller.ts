@@ -1,7 +1,7 @@
 // Benchmark: the controller against bare baselines, side by side in one run on
 // the local cluster (test/cluster/up must be running).
 //
-//   node test/bench/controller.ts [--evaluations 1000] [--object-mib 256] [--rounds 3] [--fanout 50] [--parts fill,fanout,pods]
+//   node test/bench/controller.ts [--evaluations 1000] [--object-mib 256] [--rounds 5] [--fanout 50] [--parts fill,fanout,pods]
 //
 // 1. evaluations -> pods: the reconciler (as its ServiceAccount) turning N
 //    evaluations into pods, vs a bare client creating the same N pods in a
@@ -11,7 +11,7 @@
 //    server, over HTTPS (separate server process) and S3 (versitygw).
 // 3. fan-out: `--fanout` evaluations wanting one artifact -> downloads counted.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statfsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +21,7 @@ import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
 import { Agent, request } from 'undici';
 import { ArtifactFetcher } from '../../controller/cache/fetch.ts';
+import { hashesOffThread } from '../../controller/cache/hasher.ts';
 import { ArtifactStore } from '../../controller/cache/store.ts';
 import { buildEvaluationPod } from '../../controller/pod-spec.ts';
 import type { RLMeshEvaluation } from '../../lib/crds/types.ts';
@@ -32,7 +33,7 @@ const { values } = parseArgs({
   options: {
     evaluations: { type: 'string', default: '1000' },
     'object-mib': { type: 'string', default: '256' },
-    rounds: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '5' },
     fanout: { type: 'string', default: '50' },
     parts: { type: 'string', default: 'fill,fanout,pods' },
   },
@@ -134,6 +135,11 @@ async function drain(body: AsyncIterable<Uint8Array>): Promise<number> {
   return n;
 }
 
+function statfsType(dir: string): string {
+  const t = statfsSync(dir).type;
+  return ({ 0xef53: 'ext4', 0x01021994: 'tmpfs', 0x58465342: 'xfs', 0x794c7630: 'overlayfs', 0x9123683e: 'btrfs' } as Record<number, string>)[t] ?? `filesystem 0x${t.toString(16)}`;
+}
+
 async function benchFill(): Promise<void> {
   const srv = await startServerProcess(OBJECT);
   const s3 = await startS3Server();
@@ -146,41 +152,66 @@ async function benchFill(): Promise<void> {
     await store.init();
     const fetcher = new ArtifactFetcher(store, silent, undefined, { dispatcher: srv.dispatcher });
     const ref = { name: 'object.bin', sha256: srv.sha256, sizeBytes: data };
-    // rounds interleave the two sides so load from elsewhere on the machine hits both alike; best of each
-    const sideBySide = async (raw: () => Promise<unknown>, fill: () => Promise<unknown>): Promise<[number, number]> => {
-      let r = Infinity;
-      let f = Infinity;
+    // rounds interleave the two sides so load from elsewhere on the machine hits both alike;
+    // medians of each side, and the CPU each side used (this process, all its threads, plus
+    // the HTTPS server's process), which load from elsewhere disturbs less than wall time
+    const serverCpuMs = (): number => {
+      const f = readFileSync(`/proc/${srv.child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      return (Number(f[11]) + Number(f[12])) * 10;
+    };
+    const cpuMs = (): number => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1000;
+    };
+    type Side = { ms: number[]; cpu: number[] };
+    const timed = async (side: Side, fn: () => Promise<unknown>): Promise<void> => {
+      const c0 = cpuMs();
+      const t0 = performance.now();
+      await fn();
+      side.ms.push(performance.now() - t0);
+      side.cpu.push(cpuMs() - c0);
+    };
+    const median = (xs: number[]): number => {
+      const s = [...xs].sort((x, y) => x - y);
+      return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+    };
+    const sideBySide = async (raw: () => Promise<unknown>, fill: () => Promise<unknown>): Promise<[Side, Side]> => {
+      const r: Side = { ms: [], cpu: [] };
+      const f: Side = { ms: [], cpu: [] };
       for (let i = 0; i < ROUNDS; i++) {
-        let t0 = performance.now();
-        await raw();
-        r = Math.min(r, performance.now() - t0);
-        await store.remove(srv.sha256);
-        t0 = performance.now();
-        await fill();
-        f = Math.min(f, performance.now() - t0);
+        // alternate which side goes first, so neither always inherits the other's dirty pages or warm caches
+        const order = i % 2 ? [[f, fill], [r, raw]] as const : [[r, raw], [f, fill]] as const;
+        for (const [side, fn] of order) {
+          await store.remove(srv.sha256);
+          await timed(side, fn);
+        }
       }
       return [r, f];
     };
     const rate = (ms: number) => `${((mib * 1000) / ms).toFixed(0)} MiB/s`;
+    const line = (what: string, rawName: string, [r, f]: [Side, Side]): void => {
+      report(
+        `${what}: ${rawName} ${rate(median(r.ms))} (best ${rate(Math.min(...r.ms))}, ${median(r.cpu).toFixed(0)} ms CPU), ` +
+          `cache fill ${rate(median(f.ms))} (best ${rate(Math.min(...f.ms))}, ${median(f.cpu).toFixed(0)} ms CPU); ` +
+          `ratio of medians ${(median(r.ms) / median(f.ms)).toFixed(2)}x, of bests ${(Math.min(...r.ms) / Math.min(...f.ms)).toFixed(2)}x`,
+      );
+    };
     const https = { kind: 'https' as const, url: srv.url };
-    const [rawHttps, fillHttps] = await sideBySide(async () => drain((await request(srv.url, { dispatcher: srv.dispatcher })).body), () => fetcher.fetch(ref, https));
+    const rawGet = async () => drain((await request(srv.url, { dispatcher: srv.dispatcher })).body);
+    report(`cache dir ${dir} on ${statfsType(dir)}; ${ROUNDS} interleaved rounds per line; fill = SHA-256 verified, temp file, fsync, rename; hashing ${hashesOffThread(data) ? 'on a worker' : 'inline'} (auto)`);
     const mode = data >= 256 * 1024 * 1024 ? 'parallel ranged GETs, 4 x 32 MiB' : 'one stream';
-    report(`HTTPS ${mib.toFixed(0)} MiB: raw GET ${rate(rawHttps)}, cache fill (${mode}; SHA-256, temp file, fsync, rename) ${rate(fillHttps)}; ratio ${(rawHttps / fillHttps).toFixed(2)}x  (goal >= 0.9x)`);
+    const s0 = serverCpuMs();
+    line(`HTTPS ${mib.toFixed(0)} MiB, fill with the defaults (${mode})`, 'raw GET', await sideBySide(rawGet, () => fetcher.fetch(ref, https)));
     const single = new ArtifactFetcher(store, silent, undefined, { dispatcher: srv.dispatcher, rangedThresholdBytes: Number.MAX_SAFE_INTEGER });
-    const [rawHttps1, fillHttps1] = await sideBySide(async () => drain((await request(srv.url, { dispatcher: srv.dispatcher })).body), () => single.fetch(ref, https));
-    report(`HTTPS ${mib.toFixed(0)} MiB, fill forced to one stream: raw GET ${rate(rawHttps1)}, cache fill ${rate(fillHttps1)}; ratio ${(rawHttps1 / fillHttps1).toFixed(2)}x`);
+    line(`HTTPS ${mib.toFixed(0)} MiB, fill forced to one stream`, 'raw GET', await sideBySide(rawGet, () => single.fetch(ref, https)));
+    const worker = new ArtifactFetcher(store, silent, undefined, { dispatcher: srv.dispatcher, rangedThresholdBytes: Number.MAX_SAFE_INTEGER, hashOffThread: true });
+    line(`HTTPS ${mib.toFixed(0)} MiB, one stream, hashing forced onto a worker`, 'raw GET', await sideBySide(rawGet, () => worker.fetch(ref, https)));
+    report(`HTTPS server process CPU over these ${6 * ROUNDS} transfers: ${((serverCpuMs() - s0) / (6 * ROUNDS)).toFixed(0)} ms each`);
     const creds = { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey };
     const s3src = { kind: 's3' as const, endpoint: s3.endpoint, region: 'us-east-1', bucket: 'bench', key: 'object.bin', credentials: creds };
-    const [rawS3, fillS3] = await sideBySide(
-      async () => drain((await s3.client.send(new GetObjectCommand({ Bucket: 'bench', Key: 'object.bin' }))).Body as AsyncIterable<Uint8Array>),
-      () => fetcher.fetch(ref, s3src),
-    );
-    report(`S3 (versitygw) ${mib.toFixed(0)} MiB: raw GetObject ${rate(rawS3)}, cache fill (${mode}) ${rate(fillS3)}; ratio ${(rawS3 / fillS3).toFixed(2)}x`);
-    const [rawS31, fillS31] = await sideBySide(
-      async () => drain((await s3.client.send(new GetObjectCommand({ Bucket: 'bench', Key: 'object.bin' }))).Body as AsyncIterable<Uint8Array>),
-      () => single.fetch(ref, s3src),
-    );
-    report(`S3 (versitygw) ${mib.toFixed(0)} MiB, fill forced to one stream: raw GetObject ${rate(rawS31)}, cache fill ${rate(fillS31)}; ratio ${(rawS31 / fillS31).toFixed(2)}x`);
+    const rawS3 = async () => drain((await s3.client.send(new GetObjectCommand({ Bucket: 'bench', Key: 'object.bin' }))).Body as AsyncIterable<Uint8Array>);
+    line(`S3 (versitygw) ${mib.toFixed(0)} MiB, fill with the defaults (${mode})`, 'raw GetObject', await sideBySide(rawS3, () => fetcher.fetch(ref, s3src)));
+    line(`S3 (versitygw) ${mib.toFixed(0)} MiB, fill forced to one stream`, 'raw GetObject', await sideBySide(rawS3, () => single.fetch(ref, s3src)));
     rmSync(dir, { recursive: true, force: true });
   } finally {
     srv.child.kill('SIGTERM');
