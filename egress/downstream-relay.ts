@@ -1,19 +1,36 @@
 // Relays a tunnel's destination → client direction (downloads, the bulk of
 // egress traffic) with less CPU than stream piping: the destination socket
-// reads into pooled 256 KiB buffers (Node's `onread`), each read is written
-// straight to the client, and a buffer returns to the pool as soon as the
-// kernel has taken its bytes. Reading pauses while more than 1 MiB waits for
-// the client. Idle tunnels hold no buffer: one is taken only when data arrives.
+// reads into pooled buffers (Node's `onread`), each read is written straight
+// to the client, and a buffer returns to the pool as soon as the kernel has
+// taken its bytes. Reading pauses while more than MAX_QUEUED_BYTES wait for
+// the client.
+//
+// The read size follows the backlog: a tunnel starts with a small buffer, a
+// read that fills its buffer (the destination is ahead of us) gets the next
+// larger size, and a read that uses under a quarter of it the next smaller.
+// A bulk download so reads up to 1 MiB per system call, which costs less CPU
+// per byte than fixed 256 KiB reads (measured with test/bench/egress.ts: about
+// 17-20% less relay CPU per GiB; fewer reads, writes and wake-ups, and the
+// destination is acknowledged less often), while an idle or chatty tunnel
+// holds a 64 KiB read buffer instead of 256 KiB. A tunnel whose client reads
+// slowly holds at most about 2 MiB: one queued write plus one more read.
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 
-const BUFFER_BYTES = 256 * 1024;
+const SIZES = [64 * 1024, 256 * 1024, 1024 * 1024];
 const MAX_QUEUED_BYTES = 1024 * 1024;
-const POOL_SIZE = 32;
-const pool: Buffer[] = [];
+// buffers kept per size for reuse; the rest are left to the garbage collector
+const POOL_BYTES = 16 * 1024 * 1024;
+const pools: Buffer[][] = SIZES.map(() => []);
+
+function take(sizeClass: number): Buffer {
+  return pools[sizeClass]!.pop() ?? Buffer.allocUnsafe(SIZES[sizeClass]!);
+}
 
 function release(buffer: Buffer): void {
-  if (pool.length < POOL_SIZE) pool.push(buffer);
+  const sizeClass = SIZES.indexOf(buffer.length);
+  const pool = pools[sizeClass];
+  if (pool && pool.length * buffer.length < POOL_BYTES) pool.push(buffer);
 }
 
 export class DownstreamRelay {
@@ -21,15 +38,18 @@ export class DownstreamRelay {
   private client?: Duplex;
   private early: Buffer[] = [];
   private paused = false;
+  private sizeClass = 0;
   // the buffer handed out for the next read; a read that ends in EOF or EAGAIN
   // never reaches the callback, so it is handed out again or returned on close
   private lent?: Buffer;
 
   /** Pass as `onread` to net.connect for the destination socket. */
   readonly onread = {
-    buffer: (): Buffer => (this.lent ??= pool.pop() ?? Buffer.allocUnsafe(BUFFER_BYTES)),
+    buffer: (): Buffer => (this.lent ??= take(this.sizeClass)),
     callback: (bytes: number, buffer: Buffer): boolean => {
       this.lent = undefined;
+      if (bytes === buffer.length) this.sizeClass = Math.min(this.sizeClass + 1, SIZES.length - 1);
+      else if (bytes < buffer.length / 4) this.sizeClass = Math.max(this.sizeClass - 1, 0);
       return this.relay(bytes, buffer);
     },
   };

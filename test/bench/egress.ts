@@ -3,7 +3,7 @@
 // side by side in one run. Upstreams live in a network namespace on a veth
 // pair (198.18.20.0/24); the proxies listen on 127.0.0.1.
 //
-//   node test/bench/egress.ts [--seconds 3] [--rounds 3] [--connects 400] [--idle 2000]
+//   node test/bench/egress.ts [--seconds 3] [--rounds 7] [--connects 400] [--idle 2000]
 //
 // Prints bulk CONNECT throughput, connection setup latency p50/p99 (added
 // over direct), and RSS with N idle tunnels open, as ratios.
@@ -20,7 +20,7 @@ import { createNetns } from '../egress/netns.ts';
 const { values } = parseArgs({
   options: {
     seconds: { type: 'string', default: '3' },
-    rounds: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '7' },
     connects: { type: 'string', default: '400' },
     idle: { type: 'string', default: '2000' },
   },
@@ -91,24 +91,48 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
 }
 
+/** Machine-wide CPU seconds so far from /proc/stat: idle (idle + iowait), softirq, and the total over all CPUs. */
+function machineSeconds(): { idle: number; softirq: number; total: number } {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
+  return { idle: (f[3]! + f[4]!) / 100, softirq: f[6]! / 100, total: f.reduce((a, b) => a + b, 0) / 100 };
+}
+
 const relayPid: Partial<Record<Mode, number>> = {};
-const cpu: Record<Mode, { seconds: number; bytes: number }> = { direct: { seconds: 0, bytes: 0 }, proxy: { seconds: 0, bytes: 0 }, squid: { seconds: 0, bytes: 0 } };
+let upstreamPid = 0;
+// per mode, over all bulk rounds: bytes, wall time, and the CPU seconds of each party (the bench client is this
+// process) and of the machine, so the report shows what each relayed GiB costs and whether the CPUs were the limit
+interface Spent { bytes: number; wall: number; client: number; upstream: number; relay: number; softirq: number; idle: number; machine: number }
+const spent: Record<Mode, Spent> = {
+  direct: { bytes: 0, wall: 0, client: 0, upstream: 0, relay: 0, softirq: 0, idle: 0, machine: 0 },
+  proxy: { bytes: 0, wall: 0, client: 0, upstream: 0, relay: 0, softirq: 0, idle: 0, machine: 0 },
+  squid: { bytes: 0, wall: 0, client: 0, upstream: 0, relay: 0, softirq: 0, idle: 0, machine: 0 },
+};
 
 async function throughput(mode: Mode): Promise<number> {
   const s = await open(mode, 7000);
   let bytes = 0;
   const pid = relayPid[mode];
-  const cpuBefore = pid ? cpuSeconds(pid) : 0;
+  const relayBefore = pid ? cpuSeconds(pid) : 0;
+  const upstreamBefore = cpuSeconds(upstreamPid);
+  const clientBefore = process.cpuUsage();
+  const machineBefore = machineSeconds();
   const started = performance.now();
   s.on('data', (d: Buffer) => {
     bytes += d.length;
   });
   await new Promise((r) => setTimeout(r, SECONDS * 1000));
   const elapsed = (performance.now() - started) / 1000;
-  if (pid) {
-    cpu[mode].seconds += cpuSeconds(pid) - cpuBefore;
-    cpu[mode].bytes += bytes;
-  }
+  const client = process.cpuUsage(clientBefore);
+  const machine = machineSeconds();
+  const x = spent[mode];
+  x.bytes += bytes;
+  x.wall += elapsed;
+  x.client += (client.user + client.system) / 1e6;
+  x.upstream += cpuSeconds(upstreamPid) - upstreamBefore;
+  x.relay += pid ? cpuSeconds(pid) - relayBefore : 0;
+  x.softirq += machine.softirq - machineBefore.softirq;
+  x.idle += machine.idle - machineBefore.idle;
+  x.machine += machine.total - machineBefore.total;
   s.destroy();
   return bytes / elapsed / 2 ** 20;
 }
@@ -161,6 +185,7 @@ async function main(): Promise<void> {
     '-keyout', join(work, 'key.pem'), '-out', join(work, 'cert.pem')]);
   const upstream = await ns.spawnNode(join(ROOT, 'test/egress/upstream-server.ts'), [ns.nsAddress, ns.nsAddress6, join(work, 'cert.pem'), join(work, 'key.pem')]);
   children.push(upstream.child);
+  upstreamPid = upstream.child.pid!; // `ip netns exec` execs node in place
   const dns = await startDnsServer({ [NAME]: { A: [ns.nsAddress], ttl: 30 } });
 
   const proxy = spawn(process.execPath, [join(ROOT, 'egress/main.ts'),
@@ -215,8 +240,15 @@ async function main(): Promise<void> {
   console.log(`  direct ${f(t.direct, 0)}  proxy ${f(t.proxy, 0)}  squid ${f(t.squid, 0)}`);
   for (const m of modes) console.log(`    ${m} rounds: ${tput[m].map((x) => f(x, 0)).join(' ')}`);
   console.log(`  proxy/direct ${f(t.proxy / t.direct)}×   proxy/squid ${f(t.proxy / t.squid)}×   (goal ≥ 0.9×, ≥ 1.2×)`);
-  const perGiB = (m: Mode) => cpu[m].seconds / (cpu[m].bytes / 2 ** 30);
-  console.log(`  relay CPU per GiB: proxy ${f(perGiB('proxy'), 3)} s, squid ${f(perGiB('squid'), 3)} s (proxy/squid ${f(perGiB('proxy') / perGiB('squid'))}×; less is better, independent of machine load)`);
+  const perGiB = (m: Mode, k: keyof Spent) => spent[m][k] / (spent[m].bytes / 2 ** 30);
+  console.log(`  relay CPU per GiB: proxy ${f(perGiB('proxy', 'relay'), 3)} s, squid ${f(perGiB('squid', 'relay'), 3)} s (proxy/squid ${f(perGiB('proxy', 'relay') / perGiB('squid', 'relay'))}×; less is better, independent of machine load)`);
+  console.log('  CPU seconds per GiB delivered (client = this bench; softirq = kernel packet work not charged to a process), and the machine\'s idle CPUs:');
+  for (const m of modes) {
+    const x = spent[m];
+    const parts = (['client', 'upstream', 'relay', 'softirq'] as const).map((k) => `${k} ${f(perGiB(m, k), 3)}`).join(', ');
+    const total = perGiB(m, 'client') + perGiB(m, 'upstream') + perGiB(m, 'relay') + perGiB(m, 'softirq');
+    console.log(`    ${m.padEnd(6)} ${parts}; sum ${f(total, 3)} s/GiB; idle ${f((x.idle / x.machine) * cpus().length)} of ${cpus().length} CPUs`);
+  }
   console.log('\nconnection setup to first echoed byte, ms (p50 / p99)');
   for (const m of modes) console.log(`  ${m.padEnd(6)} ${f(p(m, 50), 3)} / ${f(p(m, 99), 3)}`);
   console.log(`  added by proxy: p50 ${f(p('proxy', 50) - p('direct', 50), 3)} ms, p99 ${f(p('proxy', 99) - p('direct', 99), 3)} ms (goal p50 ≤ 0.5 ms)`);
