@@ -5,9 +5,9 @@
 // agent uses so that 50,000 pods do not cost 50,000 full pod objects in memory.
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { listPages, type Page } from '../lib/list-pages.ts';
 import { createBackoff } from './backoff.ts';
 
-export type ListPage = { items: unknown[]; metadata?: { resourceVersion?: string; _continue?: string; continue?: string } };
 
 export type InformerOptions<T> = {
   name: string;
@@ -15,7 +15,7 @@ export type InformerOptions<T> = {
   /** watch path, e.g. /api/v1/pods */
   path: string;
   /** one page of the list; called with limit and (client-node's name for) continue */
-  list: (page: { limit: number; _continue?: string }) => Promise<ListPage>;
+  list: (page: { limit: number; _continue?: string }) => Promise<Page<unknown>>;
   labelSelector?: string;
   fieldSelector?: string;
   trim: (obj: unknown) => T;
@@ -80,15 +80,7 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
   let resolveSynced!: () => void;
   const synced = new Promise<void>((r) => (resolveSynced = r));
   const listAll = async (): Promise<k8s.KubernetesListObject<k8s.KubernetesObject>> => {
-    const items: unknown[] = [];
-    let cont: string | undefined;
-    let resourceVersion: string | undefined;
-    do {
-      const page = await opts.list({ limit: 500, ...(cont ? { _continue: cont } : {}) });
-      for (const it of page.items) items.push(trim(it));
-      resourceVersion ??= page.metadata?.resourceVersion;
-      cont = page.metadata?._continue || page.metadata?.continue || undefined;
-    } while (cont);
+    const { items, resourceVersion } = await listPages(opts.list, trim);
     watch.lastActivity = Date.now();
     relists++;
     // ListWatch adds the listed items right after this promise settles

@@ -1,10 +1,19 @@
 // Small helpers for reading nodes; API errors are read with lib/kube-errors.ts.
 import * as k8s from '@kubernetes/client-node';
+import { listPages } from '../list-pages.ts';
 
+/** The nodes (a page at a time), without their image lists and managed fields: a large cluster's nodes are mostly those. */
 export async function listNodes(kc: k8s.KubeConfig, labelSelector: string): Promise<k8s.V1Node[]> {
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  const list = await core.listNode(labelSelector ? { labelSelector } : {});
-  return list.items;
+  const { items } = await listPages(
+    (p) => core.listNode({ ...p, ...(labelSelector ? { labelSelector } : {}) }),
+    (n) => {
+      if (n.status) delete n.status.images;
+      if (n.metadata) delete n.metadata.managedFields;
+      return n;
+    },
+  );
+  return items;
 }
 
 /** Why an ordinary pod cannot land on the node, or undefined when it can. */

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import ipaddr from 'ipaddr.js';
 import { apiMessage, isForbidden, isNotFound } from '../../kube-errors.ts';
+import { listPages } from '../../list-pages.ts';
 import { describePeer, matchesSelector, type NetworkPolicyPeer } from '../label-selector.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
 
@@ -88,7 +89,9 @@ function inBlock(ip: string, block: NonNullable<NetworkPolicyPeer['ipBlock']>): 
   }
 }
 
-function selectedPods(peer: NetworkPolicyPeer, facts: DnsFacts): PodView[] {
+const nameOnly = (names: string[]): NamespaceView[] => names.map((name) => ({ name, labels: { 'kubernetes.io/metadata.name': name } }));
+
+function selectedPods(peer: NetworkPolicyPeer, facts: Pick<DnsFacts, 'pods' | 'namespaces' | 'policyNamespaces'>): PodView[] {
   const namespaces = peer.namespaceSelector
     ? new Set(facts.namespaces.filter((n) => matchesSelector(peer.namespaceSelector!, n.labels)).map((n) => n.name))
     : new Set(facts.policyNamespaces);
@@ -169,15 +172,24 @@ export function dnsVerdict(peers: NetworkPolicyPeer[], dnsPorts: number[], facts
 
 export async function gatherDnsFacts(ctx: PreflightContext): Promise<DnsFacts> {
   const core = ctx.kc.makeApiClient(k8s.CoreV1Api);
-  const pods = (await core.listPodForAllNamespaces()).items.map(podView);
-  let namespaces: NamespaceView[];
+  let namespaces: NamespaceView[] | undefined;
   try {
     namespaces = (await core.listNamespace()).items.map((n) => ({ name: n.metadata?.name ?? '', labels: n.metadata?.labels ?? {} }));
   } catch (err) {
     if (!isForbidden(err)) throw err;
-    // every namespace carries kubernetes.io/metadata.name; without list rights that is all a selector can be matched against
-    namespaces = [...new Set(pods.map((p) => p.namespace))].map((name) => ({ name, labels: { 'kubernetes.io/metadata.name': name } }));
   }
+  // Only the pods the verdict can use are kept: those a peer selects and those
+  // that look like resolvers. A cluster's other pods (tens of thousands) are paged past.
+  const policyNamespaces = [ctx.settings.namespace, ctx.settings.runsNamespace];
+  const peers = ctx.settings.dnsPeers.filter((p) => p.namespaceSelector || p.podSelector);
+  const relevant = (p: PodView): boolean =>
+    looksLikeResolver(p) || peers.some((peer) => selectedPods(peer, { pods: [p], namespaces: namespaces ?? nameOnly([p.namespace]), policyNamespaces }).length > 0);
+  const { items: pods } = await listPages((page) => core.listPodForAllNamespaces(page), (pod) => {
+    const view = podView(pod);
+    return relevant(view) ? view : undefined;
+  });
+  // every namespace carries kubernetes.io/metadata.name; without list rights that is all a selector can be matched against
+  namespaces ??= nameOnly([...new Set(pods.map((p) => p.namespace))]);
   let kubeDnsServiceIp: string | undefined;
   try {
     kubeDnsServiceIp = (await core.readNamespacedService({ namespace: 'kube-system', name: 'kube-dns' })).spec?.clusterIP;
@@ -192,13 +204,7 @@ export async function gatherDnsFacts(ctx: PreflightContext): Promise<DnsFacts> {
       // no resolv.conf: the API facts alone decide
     }
   }
-  return {
-    pods,
-    namespaces,
-    ...(kubeDnsServiceIp ? { kubeDnsServiceIp } : {}),
-    policyNamespaces: [ctx.settings.namespace, ctx.settings.runsNamespace],
-    podNameservers,
-  };
+  return { pods, namespaces, ...(kubeDnsServiceIp ? { kubeDnsServiceIp } : {}), policyNamespaces, podNameservers };
 }
 
 export async function checkDnsPeers(ctx: PreflightContext): Promise<CheckResult> {
