@@ -119,7 +119,6 @@ const combine = (f: (x: number, y: number) => number) => (a: Usage, b: Usage): U
   amd: f(a.amd, b.amd),
 });
 const add = combine((x, y) => x + y);
-const subtract = combine((x, y) => x - y);
 const max = combine(Math.max);
 
 /**
@@ -267,6 +266,7 @@ export class CapacityReporter {
     this.podInformer.on('update', onPod);
     this.podInformer.on('delete', (p) => this.setPod(p, undefined));
     await Promise.all([this.nodeInformer.synced, this.podInformer.synced]);
+    for (const name of this.nodes.keys()) this.record(name);
     this.ready = true;
     this.resync = setInterval(() => this.flush(), this.opts.resyncMs ?? 60_000);
     this.resync.unref();
@@ -289,11 +289,11 @@ export class CapacityReporter {
     const { namespace, name } = key.metadata;
     let inNamespace = this.pods.get(namespace);
     const prev = inNamespace?.get(name);
-    if (prev) this.reserve(prev.nodeName, prev.usage, subtract);
+    if (prev) this.reserve(prev.nodeName, prev.usage, -1);
     if (next?.nodeName) {
       if (!inNamespace) this.pods.set(namespace, (inNamespace = new Map()));
       inNamespace.set(name, next);
-      this.reserve(next.nodeName, next.usage, add);
+      this.reserve(next.nodeName, next.usage, 1);
     } else if (prev) {
       inNamespace!.delete(name);
       if (inNamespace!.size === 0) this.pods.delete(namespace);
@@ -303,10 +303,14 @@ export class CapacityReporter {
     if (next?.nodeName) this.touch(next.nodeName);
   }
 
-  private reserve(node: string, usage: Usage, op: (a: Usage, b: Usage) => Usage) {
-    const total = op(this.usedByNode.get(node) ?? zero(), usage);
-    if (total.cpuMillis === 0 && total.memoryBytes === 0 && total.nvidia === 0 && total.amd === 0) this.usedByNode.delete(node);
-    else this.usedByNode.set(node, total);
+  /** adds (sign 1) or removes (sign -1) a pod's reservation from its node's running total, in place */
+  private reserve(node: string, usage: Usage, sign: 1 | -1) {
+    let total = this.usedByNode.get(node);
+    if (!total) this.usedByNode.set(node, (total = zero()));
+    total.cpuMillis += sign * usage.cpuMillis;
+    total.memoryBytes += sign * usage.memoryBytes;
+    for (const v of VENDORS) total[v] += sign * usage[v];
+    if (total.cpuMillis === 0 && total.memoryBytes === 0 && VENDORS.every((v) => total[v] === 0)) this.usedByNode.delete(node);
   }
 
   private capacityOf(name: string): NodeCapacity | undefined {
@@ -318,14 +322,20 @@ export class CapacityReporter {
   // Only a change in what a node reports schedules a report: kubelet heartbeats
   // rewrite node status every few seconds without changing any of it.
   private touch(name: string) {
-    const cap = this.capacityOf(name);
-    const key = cap ? JSON.stringify([cap.ready, cap.schedulable, cap.cpuMillisFree, cap.memoryBytesFree, cap.gpusFree, cap.cpuMillisAllocatable, cap.memoryBytesAllocatable, cap.gpusAllocatable, cap.architecture, cap.gpus.map((g) => [g.model, g.memoryMib, g.count])], (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) : '';
-    if (this.last.get(name) === key) return;
-    if (key) this.last.set(name, key);
-    else this.last.delete(name);
-    if (!this.ready) return;
+    // during the first sync nothing is reported yet: start() records every node once at the end
+    if (!this.ready || !this.record(name)) return;
     this.firstChangeAt ??= performance.now();
     this.timer ??= setTimeout(() => this.flush(), this.opts.reportDelayMs);
+  }
+
+  /** remembers what the node reports now; false when that is what it reported before */
+  private record(name: string): boolean {
+    const cap = this.capacityOf(name);
+    const key = cap ? JSON.stringify([cap.ready, cap.schedulable, cap.cpuMillisFree, cap.memoryBytesFree, cap.gpusFree, cap.cpuMillisAllocatable, cap.memoryBytesAllocatable, cap.gpusAllocatable, cap.architecture, cap.gpus.map((g) => [g.model, g.memoryMib, g.count])], (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) : '';
+    if (this.last.get(name) === key) return false;
+    if (key) this.last.set(name, key);
+    else this.last.delete(name);
+    return true;
   }
 
   private flush() {

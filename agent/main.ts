@@ -172,22 +172,25 @@ session = new Session({
 });
 session.start();
 
-startWithRetry('evaluation status informer', () => evaluations.start());
+void startWithRetry('evaluation status informer', () => evaluations.start());
 
-// preflight at start and every hour: ConfigMap rlmesh-preflight, and the latest report upstream (again on every connect)
+const capacitySynced = startWithRetry('node and pod informers', async () => {
+  await capacity.start();
+  capacityReady = true;
+  if (session!.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();
+});
+
+// preflight once the informers have synced (or after 30 s) and every hour: ConfigMap
+// rlmesh-preflight, and the latest report upstream (again on every connect)
 const stopPreflight = startAgentPreflight({
   kc,
   config: cfg.runtime,
   log,
+  firstRunAfter: capacitySynced,
   send: (r) => {
     lastPreflight = r;
     session!.send({ case: 'preflightReport', value: r });
   },
-});
-startWithRetry('node and pod informers', async () => {
-  await capacity.start();
-  capacityReady = true;
-  if (session!.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();
 });
 
 function handle(m: ControlMessage): void {
@@ -253,8 +256,9 @@ async function retrying(what: string, fn: () => Promise<void>): Promise<void> {
   }
 }
 
-function startWithRetry(what: string, fn: () => Promise<void>): void {
-  fn().catch((err: unknown) => log.error({ err: kubeMessage(err) }, `${what} failed to start`));
+/** settles once started, or once the failure is logged */
+function startWithRetry(what: string, fn: () => Promise<void>): Promise<void> {
+  return fn().catch((err: unknown) => void log.error({ err: kubeMessage(err) }, `${what} failed to start`));
 }
 
 async function discover(client: ControlPlaneClient): Promise<ControlPlaneInfo> {

@@ -18,6 +18,9 @@ export type AgentPreflightOptions = {
   /** hands the report to the session (spooled and sent as AgentMessage.preflight_report) */
   send: (report: PreflightReport) => void | Promise<void>;
   intervalMs?: number;
+  /** the first run waits for this (at most firstRunMaxWaitMs): the agent's own initial lists go first, so the two never peak together */
+  firstRunAfter?: Promise<unknown>;
+  firstRunMaxWaitMs?: number;
 };
 
 export async function agentPreflightOnce(opts: AgentPreflightOptions): Promise<PreflightReportData> {
@@ -47,11 +50,16 @@ export function startAgentPreflight(opts: AgentPreflightOptions): () => void {
       .catch((err: unknown) => opts.log.error({ err: (err as Error).message }, 'preflight run failed; next try in an hour'))
       .finally(() => (running = false));
   };
-  tick();
+  let waited: NodeJS.Timeout | undefined;
+  void Promise.race([opts.firstRunAfter, new Promise((r) => (waited = setTimeout(r, opts.firstRunMaxWaitMs ?? 30_000)))]).then(() => {
+    clearTimeout(waited);
+    tick();
+  });
   const timer = setInterval(tick, opts.intervalMs ?? PREFLIGHT_INTERVAL_MS);
   timer.unref();
   return () => {
     stopped = true;
+    clearTimeout(waited);
     clearInterval(timer);
   };
 }

@@ -1,9 +1,20 @@
 // Small helpers for reading nodes; API errors are read with lib/kube-errors.ts.
 import * as k8s from '@kubernetes/client-node';
 import { listPages } from '../list-pages.ts';
+import type { PreflightContext } from './types.ts';
+
+// one list per preflight run, shared by the checks that read nodes
+const nodesOfRun = new WeakMap<PreflightContext, Promise<k8s.V1Node[]>>();
+
+/** The nodes the run looks at (settings.nodeSelector), listed once per run. */
+export function listNodes(ctx: PreflightContext): Promise<k8s.V1Node[]> {
+  let nodes = nodesOfRun.get(ctx);
+  if (!nodes) nodesOfRun.set(ctx, (nodes = listNodesPaged(ctx.kc, ctx.settings.nodeSelector)));
+  return nodes;
+}
 
 /** The nodes (a page at a time), without their image lists and managed fields: a large cluster's nodes are mostly those. */
-export async function listNodes(kc: k8s.KubeConfig, labelSelector: string): Promise<k8s.V1Node[]> {
+async function listNodesPaged(kc: k8s.KubeConfig, labelSelector: string): Promise<k8s.V1Node[]> {
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const { items } = await listPages(
     (p) => core.listNode({ ...p, ...(labelSelector ? { labelSelector } : {}) }),

@@ -34,6 +34,7 @@ const cases: Case[] = [
   { name: 'dnsPorts zero', values: { ...T, network: { dnsPorts: [0] } }, path: 'network.dnsPorts.0' },
   { name: 'metrics port out of range', values: { ...T, metrics: { port: 65536 } }, path: 'metrics.port' },
   { name: 'egress allowedPorts out of range', values: { ...T, egress: { allowedPorts: [-1] } }, path: 'egress.allowedPorts.0' },
+  { name: 'agent nodeOptions that is not a list of flags', values: { ...T, agent: { nodeOptions: '--max-semi-space-size=1; curl x' } }, path: 'agent.nodeOptions' },
   { name: 'domain with a scheme', values: { ...T, egress: { extraDomains: ['https://my-inputs.s3.amazonaws.com'] } }, path: 'egress.extraDomains.0' },
   { name: 'domain with a path', values: { ...T, egress: { extraDomains: ['my-inputs.s3.amazonaws.com/bucket'] } }, path: 'egress.extraDomains.0' },
   { name: 'domain with a port', values: { ...T, egress: { extraDomains: ['my-inputs.s3.amazonaws.com:443'] } }, path: 'egress.extraDomains.0' },

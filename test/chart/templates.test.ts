@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { runtimeConfigSchema } from '../../lib/runtime-config.ts';
-import { defaultValues, NON_PUBLIC_RANGES, renderRuntimeConfig, valuesSchema } from '../../lib/values-schema.ts';
+import { AGENT_NODE_OPTIONS, defaultValues, NON_PUBLIC_RANGES, renderRuntimeConfig, valuesSchema } from '../../lib/values-schema.ts';
 import { CHART, get, podTemplate, render, scenarios, template, TOKEN, type K8sObject } from './chart.ts';
 
 const SYS = 'rlmesh-system';
@@ -61,6 +61,9 @@ describe('objects', () => {
     const c = pod.containers[0]!;
     expect(c.args).toEqual(['agent']);
     expect(c.env?.find((e) => e.name === 'RLMESH_JOIN_TOKEN')?.valueFrom?.secretKeyRef).toEqual({ name: 'rlmesh-join-token', key: 'token' });
+    expect(c.env?.find((e) => e.name === 'NODE_OPTIONS')?.value).toBe(AGENT_NODE_OPTIONS);
+    const plain = podTemplate(get(render(['--set', `joinToken=${TOKEN}`, '--set', 'agent.nodeOptions=']), 'Deployment', SYS, 'rlmesh-cluster-agent')).spec.containers[0]!;
+    expect(plain.env?.map((e) => e.name)).not.toContain('NODE_OPTIONS');
     expect(c.volumeMounts).toEqual(expect.arrayContaining([{ name: 'config', mountPath: '/etc/rlmesh/config', readOnly: true }]));
     expect(c.volumeMounts?.find((m) => m.name === 'spool')?.mountPath).toBe('/var/lib/rlmesh/spool');
     expect(pod.volumes?.find((v) => v.name === 'spool')?.persistentVolumeClaim?.claimName).toBe('rlmesh-agent-spool');

@@ -42,6 +42,6 @@ export function accessModesVerdict(accessModes: string[], nodes: k8s.V1Node[], c
 }
 
 export async function checkAccessModes(ctx: PreflightContext): Promise<CheckResult> {
-  const [nodes, classes] = await Promise.all([listNodes(ctx.kc, ctx.settings.nodeSelector), listStorageClasses(ctx.kc)]);
+  const [nodes, classes] = await Promise.all([listNodes(ctx), listStorageClasses(ctx.kc)]);
   return accessModesVerdict(ctx.settings.accessModes, nodes, classes, ctx.settings.storageClassName);
 }

@@ -97,6 +97,6 @@ export async function listDeviceClasses(kc: k8s.KubeConfig): Promise<DeviceClass
 }
 
 export async function checkGpuResources(ctx: PreflightContext): Promise<CheckResult> {
-  const [nodes, dra] = await Promise.all([listNodes(ctx.kc, ctx.settings.nodeSelector), listDeviceClasses(ctx.kc)]);
+  const [nodes, dra] = await Promise.all([listNodes(ctx), listDeviceClasses(ctx.kc)]);
   return gpuVerdict(nodes, dra, ctx.settings.gpuFeatureDiscovery);
 }

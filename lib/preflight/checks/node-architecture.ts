@@ -53,5 +53,5 @@ export function architectureVerdict(nodes: k8s.V1Node[], nodeSelector = ''): Che
 }
 
 export async function checkNodeArchitecture(ctx: PreflightContext): Promise<CheckResult> {
-  return architectureVerdict(await listNodes(ctx.kc, ctx.settings.nodeSelector), ctx.settings.nodeSelector);
+  return architectureVerdict(await listNodes(ctx), ctx.settings.nodeSelector);
 }
