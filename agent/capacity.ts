@@ -213,7 +213,8 @@ export class CapacityReporter {
   private podCount = 0;
   // what the pods on each node reserve, kept as a running sum
   private readonly usedByNode = new Map<string, Usage>();
-  private readonly last = new Map<string, string>();
+  // what each node reported last: the message (reused by every full report) and its comparison key
+  private readonly reported = new Map<string, { cap: NodeCapacity; key: string }>();
   private firstChangeAt: number | undefined;
   private timer: NodeJS.Timeout | undefined;
   private resync: NodeJS.Timeout | undefined;
@@ -275,7 +276,7 @@ export class CapacityReporter {
 
   /** every reported node, as of now */
   fullReport(): NodeReport {
-    const nodes = [...this.nodes.keys()].sort().map((name) => this.capacityOf(name)!);
+    const nodes = [...this.reported.keys()].sort().map((name) => this.reported.get(name)!.cap);
     return create(NodeReportSchema, { id: randomUUID(), observedAt: timestampFromDate(new Date()), nodes });
   }
 
@@ -331,10 +332,10 @@ export class CapacityReporter {
   /** remembers what the node reports now; false when that is what it reported before */
   private record(name: string): boolean {
     const cap = this.capacityOf(name);
-    const key = cap ? JSON.stringify([cap.ready, cap.schedulable, cap.cpuMillisFree, cap.memoryBytesFree, cap.gpusFree, cap.cpuMillisAllocatable, cap.memoryBytesAllocatable, cap.gpusAllocatable, cap.architecture, cap.gpus.map((g) => [g.model, g.memoryMib, g.count])], (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) : '';
-    if (this.last.get(name) === key) return false;
-    if (key) this.last.set(name, key);
-    else this.last.delete(name);
+    if (!cap) return this.reported.delete(name);
+    const key = JSON.stringify([cap.ready, cap.schedulable, cap.cpuMillisFree, cap.memoryBytesFree, cap.gpusFree, cap.cpuMillisAllocatable, cap.memoryBytesAllocatable, cap.gpusAllocatable, cap.architecture, cap.gpus.map((g) => [g.model, g.memoryMib, g.count])], (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
+    if (this.reported.get(name)?.key === key) return false;
+    this.reported.set(name, { cap, key });
     return true;
   }
 
