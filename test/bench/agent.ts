@@ -152,7 +152,6 @@ async function main() {
     if (!ONLY_SCALE) row(`control-plane restart → reconnected (median of ${RUNS}, from its ready line)`, `${pct(reconnects, 50)} ms (max ${Math.max(...reconnects)} ms)`, `${(pct(reconnects, 50) / 2000).toFixed(2)}× the 2 s goal`);
     if (!ONLY_SCALE) row('  whole outage incl. control-plane start (median)', `${pct(outages, 50)} ms`, '');
     const rssSmall = rssMiB(agent.proc.pid!);
-    const podsSmall = Number(agent.lines().find((l) => l.msg === 'node and pod informers synced')?.pods ?? 0);
     row(`agent RSS, small cluster (3 nodes)${NODE_OPTIONS ? ` (NODE_OPTIONS=${NODE_OPTIONS})` : ''}`, `${rssSmall.toFixed(0)} MiB`, '');
     await agent.stop();
 
@@ -236,11 +235,6 @@ async function main() {
       row(`  of which V8 heap in use${label}`, `${heapUsed.toFixed(0)} MiB`, '');
       const podsBig = Number(synced.pods);
       row(`agent RSS with ${String(synced.nodes)} nodes + ${podsBig} pods${label}`, `${rssBig.toFixed(0)} MiB`, `${(rssBig / 256).toFixed(2)}× the 256 MiB goal`);
-      if (podsBig < 50_000) {
-        // the bench keeps the goal's ratio of 10 pods per node, so memory above the small cluster scales with pods
-        const projected = rssSmall + ((rssBig - rssSmall) * 50_000) / Math.max(1, podsBig - podsSmall);
-        row(`agent RSS projected to 5,000 nodes + 50,000 pods (linear)${label}`, `${projected.toFixed(0)} MiB`, `${(projected / 256).toFixed(2)}× the 256 MiB goal`);
-      }
       await big.stop();
     }
   } finally {
