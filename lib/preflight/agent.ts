@@ -18,9 +18,8 @@ export type AgentPreflightOptions = {
   /** hands the report to the session (spooled and sent as AgentMessage.preflight_report) */
   send: (report: PreflightReport) => void | Promise<void>;
   intervalMs?: number;
-  /** the first run waits for this (at most firstRunMaxWaitMs): the agent's own initial lists go first, so the two never peak together */
+  /** the first run waits for this (at most 30 s): the agent's own initial lists go first, so the two never peak together */
   firstRunAfter?: Promise<unknown>;
-  firstRunMaxWaitMs?: number;
 };
 
 export async function agentPreflightOnce(opts: AgentPreflightOptions): Promise<PreflightReportData> {
@@ -39,6 +38,8 @@ export async function agentPreflightOnce(opts: AgentPreflightOptions): Promise<P
 }
 
 /** Runs now, then every interval (never two at once); returns stop(), after which nothing more is sent. */
+const FIRST_RUN_MAX_WAIT_MS = 30_000;
+
 export function startAgentPreflight(opts: AgentPreflightOptions): () => void {
   let stopped = false;
   let running = false;
@@ -51,7 +52,7 @@ export function startAgentPreflight(opts: AgentPreflightOptions): () => void {
       .finally(() => (running = false));
   };
   let waited: NodeJS.Timeout | undefined;
-  void Promise.race([opts.firstRunAfter, new Promise((r) => (waited = setTimeout(r, opts.firstRunMaxWaitMs ?? 30_000)))]).then(() => {
+  void Promise.race([opts.firstRunAfter, new Promise((r) => (waited = setTimeout(r, FIRST_RUN_MAX_WAIT_MS)))]).then(() => {
     clearTimeout(waited);
     tick();
   });
