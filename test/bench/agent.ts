@@ -14,8 +14,9 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
-import { adminKubeConfig, helm, kubectl } from '../support/cluster.ts';
+import { listPages } from '../../lib/list-pages.ts';
+import { get, podTemplate, render, TOKEN } from '../chart/chart.ts';
+import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { api, ROOT, until, type ControlPlane } from '../support/runtime.ts';
 import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces, type AgentProcess } from '../agent/harness.ts';
 
@@ -27,9 +28,8 @@ const RUNS = Number(process.env.RLMESH_BENCH_RUNS ?? 5);
 // populated cluster, e.g. "|--max-semi-space-size=1" (nothing, then the chart's default)
 /** The memory settings the chart gives the agent container. */
 function chartAgentEnv(): Record<string, string> {
-  const out = helm(['template', 'rlmesh', join(ROOT, 'charts/rlmesh-runtime'), '--show-only', 'templates/agent.yaml', '--set', `joinToken=rlm_jt_${'x'.repeat(32)}`]).stdout;
-  const d = parseAllDocuments(out).map((x) => x.toJS() as { kind?: string; spec?: { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } } }).find((x) => x?.kind === 'Deployment');
-  const env = d?.spec?.template.spec.containers[0]?.env ?? [];
+  const d = get(render(['--set', `joinToken=${TOKEN}`, '--show-only', 'templates/agent.yaml']), 'Deployment', 'rlmesh-system', 'rlmesh-cluster-agent');
+  const env = podTemplate(d).spec.containers[0]?.env ?? [];
   return Object.fromEntries(env.filter((e) => e.value !== undefined && /^(NODE_OPTIONS|MALLOC_)/.test(e.name)).map((e) => [e.name, e.value!]));
 }
 const CHART_ENV = chartAgentEnv();
@@ -162,18 +162,8 @@ async function main() {
     }, 600, 2000);
     kubectl(['create', 'namespace', BENCH_NS], { allowFail: true });
     // counted page by page: the apiserver gives no remainingItemCount for a list with a selector
-    const count = async (list: (cont?: string) => Promise<{ items: unknown[]; metadata?: { _continue?: string } }>) => {
-      let n = 0;
-      let cont: string | undefined;
-      do {
-        const page = await list(cont);
-        n += page.items.length;
-        cont = page.metadata?._continue || undefined;
-      } while (cont);
-      return n;
-    };
-    const haveNodes = await count((c) => core.listNode({ labelSelector: 'rlmesh.dev/bench=agent', limit: 1000, ...(c ? { _continue: c } : {}) }));
-    const havePods = await count((c) => core.listNamespacedPod({ namespace: BENCH_NS, limit: 1000, ...(c ? { _continue: c } : {}) }));
+    const haveNodes = (await listPages((p) => core.listNode({ ...p, labelSelector: 'rlmesh.dev/bench=agent' }), () => true)).items.length;
+    const havePods = (await listPages((p) => core.listNamespacedPod({ ...p, namespace: BENCH_NS }), () => true)).items.length;
     let t = Date.now();
     await pool(Array.from({ length: NODES }, (_, i) => i).slice(haveNodes >= NODES ? NODES : 0), 16, (i) => core.createNode({ body: benchNode(i) }).catch((e: { code?: number }) => (e.code === 409 ? undefined : Promise.reject(e))));
     console.log(`  created ${NODES} nodes in ${((Date.now() - t) / 1000).toFixed(1)} s`);

@@ -91,11 +91,17 @@ function inBlock(ip: string, block: NonNullable<NetworkPolicyPeer['ipBlock']>): 
 
 const nameOnly = (names: string[]): NamespaceView[] => names.map((name) => ({ name, labels: { 'kubernetes.io/metadata.name': name } }));
 
-function selectedPods(peer: NetworkPolicyPeer, facts: Pick<DnsFacts, 'pods' | 'namespaces' | 'policyNamespaces'>): PodView[] {
-  const namespaces = peer.namespaceSelector
-    ? new Set(facts.namespaces.filter((n) => matchesSelector(peer.namespaceSelector!, n.labels)).map((n) => n.name))
-    : new Set(facts.policyNamespaces);
-  return facts.pods.filter((p) => namespaces.has(p.namespace) && (!peer.podSelector || matchesSelector(peer.podSelector, p.labels)));
+/** The namespaces a peer's pods may be in: those its namespaceSelector matches, else the policies' own. */
+function peerNamespaces(peer: NetworkPolicyPeer, namespaces: NamespaceView[], policyNamespaces: string[]): Set<string> {
+  if (!peer.namespaceSelector) return new Set(policyNamespaces);
+  return new Set(namespaces.filter((n) => matchesSelector(peer.namespaceSelector!, n.labels)).map((n) => n.name));
+}
+
+const podSelected = (peer: NetworkPolicyPeer, p: PodView): boolean => !peer.podSelector || matchesSelector(peer.podSelector, p.labels);
+
+function selectedPods(peer: NetworkPolicyPeer, facts: DnsFacts): PodView[] {
+  const namespaces = peerNamespaces(peer, facts.namespaces, facts.policyNamespaces);
+  return facts.pods.filter((p) => namespaces.has(p.namespace) && podSelected(peer, p));
 }
 
 /** A peer that would select this resolver pod, for the fix sentence. */
@@ -182,8 +188,10 @@ export async function gatherDnsFacts(ctx: PreflightContext): Promise<DnsFacts> {
   // that look like resolvers. A cluster's other pods (tens of thousands) are paged past.
   const policyNamespaces = [ctx.settings.namespace, ctx.settings.runsNamespace];
   const peers = ctx.settings.dnsPeers.filter((p) => p.namespaceSelector || p.podSelector);
-  const relevant = (p: PodView): boolean =>
-    looksLikeResolver(p) || peers.some((peer) => selectedPods(peer, { pods: [p], namespaces: namespaces ?? nameOnly([p.namespace]), policyNamespaces }).length > 0);
+  // each peer's namespaces once; without list rights, a namespace's name is all a selector can match
+  const peerNs = namespaces && peers.map((peer) => peerNamespaces(peer, namespaces!, policyNamespaces));
+  const inPeerNamespace = (i: number, ns: string): boolean => (peerNs ? peerNs[i]!.has(ns) : peerNamespaces(peers[i]!, nameOnly([ns]), policyNamespaces).has(ns));
+  const relevant = (p: PodView): boolean => looksLikeResolver(p) || peers.some((peer, i) => inPeerNamespace(i, p.namespace) && podSelected(peer, p));
   const { items: pods } = await listPages((page) => core.listPodForAllNamespaces(page), (pod) => {
     const view = podView(pod);
     return relevant(view) ? view : undefined;
