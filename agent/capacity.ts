@@ -16,7 +16,7 @@ import {
   type NodeCapacity,
   type NodeReport,
 } from '../lib/gen/rlmesh/v1/session_pb.ts';
-import { startInformer, type Informer } from './informer.ts';
+import { startInformer, type Informer } from '../lib/informer.ts';
 import { bytes, cpuMillis, parseQuantity } from './quantity.ts';
 
 export const GPU_RESOURCES = { nvidia: 'nvidia.com/gpu', amd: 'amd.com/gpu' } as const;

@@ -8,7 +8,7 @@ import { closeSync, fsyncSync, openSync, readFileSync, rmSync, writeSync } from 
 import { join as joinPath } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { createBackoff, sleep } from './backoff.ts';
+import { createBackoff, sleep } from '../lib/backoff.ts';
 import type { AgentConfig } from './config.ts';
 import { tokenHash, type ControlCredentials, type CredentialStore, type JoinResult } from './credentials.ts';
 import { JoinError, join, type ControlPlaneClient } from './join.ts';

@@ -5,7 +5,7 @@
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { parseControlSecret, type ControlCredentials } from './credentials.ts';
-import { startInformer, type Informer } from './informer.ts';
+import { startInformer, type Informer } from '../lib/informer.ts';
 
 type SecretLite = { metadata: { name: string; namespace: string; resourceVersion?: string; annotations?: Record<string, string> }; type?: string; data?: Record<string, string> };
 

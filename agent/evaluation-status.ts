@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { EVALUATION, GROUP, VERSION, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { EvaluationUpdateSchema, type EvaluationUpdate } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { evaluationName } from './assignments.ts';
-import { startInformer, type Informer } from './informer.ts';
+import { startInformer, type Informer } from '../lib/informer.ts';
 import { SpoolFullError, type Json, type Spool, type SpooledUpdate } from './spool.ts';
 
 const FINISHED = new Set(['Succeeded', 'Failed', 'Cancelled']);

@@ -3,7 +3,7 @@
 // stuck with two pods, or a manual scale, must still not join twice).
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { sleep } from './backoff.ts';
+import { sleep } from '../lib/backoff.ts';
 import { isConflict, isNotFound } from '../lib/kube-errors.ts';
 
 export const JOIN_LEASE = 'rlmesh-cluster-agent-join';

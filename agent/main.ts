@@ -10,7 +10,7 @@ import { CredentialRotatedSchema, type ControlMessage, type PreflightReport } fr
 import { startAgentPreflight } from '../lib/preflight/agent.ts';
 import { createLogger } from '../lib/logger.ts';
 import { Assignments } from './assignments.ts';
-import { createBackoff, sleep } from './backoff.ts';
+import { createBackoff, sleep } from '../lib/backoff.ts';
 import { CapacityReporter } from './capacity.ts';
 import { loadAgentConfig, type AgentConfig } from './config.ts';
 import { kubeMessage, obtainCredentials } from './credential-bootstrap.ts';

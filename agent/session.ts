@@ -17,7 +17,7 @@ import {
   type EvaluationUpdate,
   type NodeReport,
 } from '../lib/gen/rlmesh/v1/session_pb.ts';
-import { createBackoff, sleep } from './backoff.ts';
+import { createBackoff, sleep } from '../lib/backoff.ts';
 import type { Timing } from './config.ts';
 
 export type SessionState = 'connecting' | 'connected' | 'backoff' | 'unauthenticated' | 'stopped';

@@ -13,6 +13,7 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { CACHE, EVALUATION, GROUP, VERSION, isFinished, type RLMeshCache, type RLMeshEvaluation } from '../lib/crds/types.ts';
+import { startInformer, type Informer } from '../lib/informer.ts';
 import { createLogger } from '../lib/logger.ts';
 import { loadRuntimeConfig, type RuntimeConfig } from '../lib/runtime-config.ts';
 import { ArtifactFetcher } from './cache/fetch.ts';
@@ -20,7 +21,6 @@ import { ArtifactStore } from './cache/store.ts';
 import { CacheFiller } from './cache-filler.ts';
 import { EvaluationReconciler } from './evaluation-reconciler.ts';
 import { EventRecorder } from './events.ts';
-import { startInformer, type KeptInformer } from './informer.ts';
 import { LeaderElector } from './leader-election.ts';
 import { createMetrics } from './metrics.ts';
 import { defaultProbeTargets, startNetworkPolicyProbeLoop } from './network-policy-probe.ts';
@@ -101,28 +101,33 @@ const watchdogMs = num('watchdog-seconds', 1) * 1000;
 const stoppers: (() => Promise<void> | void)[] = [];
 let synced = false;
 
-function evaluationInformer(onChange: (ev: RLMeshEvaluation, verb: 'add' | 'update' | 'delete') => void): KeptInformer<RLMeshEvaluation & k8s.KubernetesObject> {
-  return startInformer<RLMeshEvaluation & k8s.KubernetesObject>({
-    kc,
-    log,
-    name: EVALUATION.plural,
-    watchdogMs,
-    path: `/apis/${GROUP}/${VERSION}/namespaces/${runs}/${EVALUATION.plural}`,
-    list: () => custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: runs, plural: EVALUATION.plural }),
-    onChange,
-  });
+type Verb = 'add' | 'update' | 'delete';
+
+function informer<T extends k8s.KubernetesObject>(
+  opts: Pick<Parameters<typeof startInformer<T>>[0], 'name' | 'path' | 'list' | 'labelSelector'>,
+  onChange: (obj: T, verb: Verb) => void,
+): Informer<T> {
+  const i = startInformer<T>({ kc, log, watchSilenceMs: watchdogMs, ...opts });
+  for (const verb of ['add', 'update', 'delete'] as const) i.on(verb, (obj) => onChange(obj, verb));
+  return i;
 }
 
-function cacheInformer(onChange: (c: RLMeshCache) => void): KeptInformer<RLMeshCache & k8s.KubernetesObject> {
-  return startInformer<RLMeshCache & k8s.KubernetesObject>({
-    kc,
-    log,
+type Listed<T> = Promise<{ items: T[]; metadata?: { resourceVersion?: string; _continue?: string } }>;
+
+function evaluationInformer(onChange: (ev: RLMeshEvaluation, verb: Verb) => void): Informer<RLMeshEvaluation & k8s.KubernetesObject> {
+  return informer<RLMeshEvaluation & k8s.KubernetesObject>({
+    name: EVALUATION.plural,
+    path: `/apis/${GROUP}/${VERSION}/namespaces/${runs}/${EVALUATION.plural}`,
+    list: (page) => custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: runs, plural: EVALUATION.plural, ...page }) as Listed<RLMeshEvaluation>,
+  }, onChange);
+}
+
+function cacheInformer(onChange: (c: RLMeshCache) => void): Informer<RLMeshCache & k8s.KubernetesObject> {
+  return informer<RLMeshCache & k8s.KubernetesObject>({
     name: CACHE.plural,
-    watchdogMs,
     path: `/apis/${GROUP}/${VERSION}/${CACHE.plural}`,
-    list: () => custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: CACHE.plural }),
-    onChange,
-  });
+    list: (page) => custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: CACHE.plural, ...page }) as Listed<RLMeshCache>,
+  }, onChange);
 }
 
 const keyOf = (ev: { metadata?: { namespace?: string; name?: string } }): string => `${ev.metadata?.namespace}/${ev.metadata?.name}`;
@@ -149,25 +154,22 @@ async function startReconciler(): Promise<void> {
     for (const ev of evaluations.cache.list(runs)) if (ev.status?.phase === 'Waiting') q.add(keyOf(ev));
   };
   const finishedPods = new Set<string>();
-  const pods = startInformer<k8s.V1Pod & k8s.KubernetesObject>({
-    kc,
-    log,
+  const labelSelector = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
+  const pods = informer<k8s.V1Pod & k8s.KubernetesObject>({
     name: 'pods',
-    watchdogMs,
     path: `/api/v1/namespaces/${runs}/pods`,
-    labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY}`,
-    list: () => core.listNamespacedPod({ namespace: runs, labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY}` }),
-    onChange: (pod, verb) => {
-      const owner = pod.metadata?.ownerReferences?.find((o) => o.kind === EVALUATION.kind);
-      if (owner) q.add(`${pod.metadata?.namespace}/${owner.name}`);
-      const name = pod.metadata?.name ?? '';
-      const finished = pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
-      if (verb === 'delete') finishedPods.delete(name);
-      if (verb === 'delete' || (finished && !finishedPods.has(name))) {
-        if (finished) finishedPods.add(name);
-        requeueWaiting();
-      }
-    },
+    labelSelector,
+    list: (page) => core.listNamespacedPod({ namespace: runs, labelSelector, ...page }),
+  }, (pod, verb) => {
+    const owner = pod.metadata?.ownerReferences?.find((o) => o.kind === EVALUATION.kind);
+    if (owner) q.add(`${pod.metadata?.namespace}/${owner.name}`);
+    const name = pod.metadata?.name ?? '';
+    const finished = pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
+    if (verb === 'delete') finishedPods.delete(name);
+    if (verb === 'delete' || (finished && !finishedPods.has(name))) {
+      if (finished) finishedPods.add(name);
+      requeueWaiting();
+    }
   });
   const caches = cacheInformer(() => requeueWaiting());
   stoppers.push(() => evaluations.stop(), () => pods.stop(), () => caches.stop(), () => q.stop());

@@ -1,17 +1,19 @@
-// The kept-alive informer against the real API server: the watchdog relists a
-// silent watch, a 410 Gone (resourceVersion too old) relists, and events keep
-// flowing afterwards.
+// The kept-alive informer (lib/informer.ts, used by the agent and the
+// controller) against the real API server: the watchdog re-opens a silent
+// watch, a 410 Gone (resourceVersion too old) relists, and events keep flowing
+// afterwards.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { startInformer, type KeptInformer } from '../../controller/informer.ts';
+import { startInformer, type Informer } from '../../lib/informer.ts';
 import { GROUP, VERSION, type RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { adminKubeConfig } from '../support/cluster.ts';
 import { createEvaluation, evaluation, setupEnv, waitFor, type Env } from './harness.ts';
 
+type Ev = RLMeshEvaluation & KubernetesObject;
 let env: Env;
-const informers: KeptInformer<RLMeshEvaluation & KubernetesObject>[] = [];
+const informers: Informer<Ev>[] = [];
 afterAll(async () => {
   for (const i of informers) await i.stop();
   await env?.cleanup();
@@ -21,43 +23,45 @@ beforeAll(async () => {
 });
 
 describe('kept-alive informer', () => {
-  it('relists when the watch is silent, relists on 410 Gone, and keeps delivering events', async () => {
-    let lists = 0;
+  it('re-opens a silent watch, relists on 410 Gone, and keeps delivering events', async () => {
     const seen = new Set<string>();
-    const make = (watchdogMs: number, counter: () => void) => {
-      const i = startInformer<RLMeshEvaluation & KubernetesObject>({
+    const warnings: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
+    const make = (watchSilenceMs: number) => {
+      const i = startInformer<Ev>({
         kc: adminKubeConfig(),
-        log: pino({ level: 'silent' }),
+        log,
         name: 'test',
-        watchdogMs,
+        watchSilenceMs,
         path: `/apis/${GROUP}/${VERSION}/namespaces/${env.runs}/rlmeshevaluations`,
-        list: () => env.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations' }),
-        onChange: (o) => seen.add(o.metadata.name),
-        onRelist: counter,
+        list: (page) => env.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations', ...page }) as Promise<{ items: Ev[] }>,
       });
+      for (const verb of ['add', 'update'] as const) i.on(verb, (o) => seen.add(o.metadata!.name!));
       informers.push(i);
       return i;
     };
-    const informer = make(1500, () => lists++);
+    const informer = make(1500);
     await informer.synced;
-    expect(lists).toBe(1);
-    await waitFor('the watchdog to relist the silent watch', async () => lists >= 3, 15_000, 100);
+    expect(informer.relists).toBe(1);
+    const silent = () => warnings.filter((m) => m === 'watch silent for too long; re-opening it').length;
+    await waitFor('the watchdog to re-open the silent watch twice', async () => silent() >= 2, 15_000, 100);
+    // re-opening resumes from the last resourceVersion: no relist was needed
+    expect(informer.relists).toBe(1);
 
-    await createEvaluation(env, evaluation('seen-after-relists', {}));
-    await waitFor('the informer to see a new object', async () => seen.has('seen-after-relists'), 10_000, 100);
+    await createEvaluation(env, evaluation('seen-after-reopen', {}));
+    await waitFor('the informer to see a new object', async () => seen.has('seen-after-reopen'), 10_000, 100);
 
     // a resourceVersion older than the API server keeps answers 410 Gone: the informer
     // must relist (its watchdog is far off, so only the 410 can cause it)
-    let quietLists = 0;
-    const quiet = make(600_000, () => quietLists++);
+    const quiet = make(600_000);
     await quiet.synced;
-    expect(quietLists).toBe(1);
+    expect(quiet.relists).toBe(1);
     await sleep(1000); // the watch request is open once the list has been delivered
     (quiet.cache as unknown as { resourceVersion: string }).resourceVersion = '1';
     (quiet.cache as unknown as { _stop: () => void })._stop();
-    await waitFor('a relist after 410 Gone', async () => quietLists === 2, 10_000, 50);
+    await waitFor('a relist after 410 Gone', async () => quiet.relists === 2, 15_000, 50);
     await createEvaluation(env, evaluation('seen-after-410', {}));
     await waitFor('events after the 410 relist', async () => seen.has('seen-after-410'), 10_000, 100);
-    expect(quiet.cache.list(env.runs).map((o) => o.metadata.name).sort()).toEqual(['seen-after-410', 'seen-after-relists']);
+    expect(quiet.cache.list(env.runs).map((o) => o.metadata!.name).sort()).toEqual(['seen-after-410', 'seen-after-reopen']);
   });
 });

@@ -1,13 +1,16 @@
-// Informers that survive what a long-lived agent meets: client-node's ListWatch
-// relists on 410 Gone by itself; this adds a restart with backoff after errors
-// (an apiserver restart, a refused list), a watchdog that re-opens a watch that
-// went silent, paginated lists, and trimming of each object to the fields the
-// agent uses so that 50,000 pods do not cost 50,000 full pod objects in memory.
+// Informers that survive what a long-lived agent or controller meets.
+// client-node's ListWatch relists on 410 Gone by itself; this adds a restart
+// with jittered backoff after errors (an apiserver restart, a refused list), a
+// watchdog that re-opens a watch that went silent (a half-open connection
+// looks exactly like a quiet resource; the watch resumes from the last
+// resourceVersion, and the API server answers 410, hence a relist, when that
+// is too old), paginated lists, and optional trimming of each object to the
+// fields its user reads, so that 50,000 pods do not cost 50,000 full pod
+// objects in memory.
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { listPages, type Page } from '../lib/list-pages.ts';
+import { listPages, type Page } from './list-pages.ts';
 import { createBackoff } from './backoff.ts';
-
 
 export type InformerOptions<T> = {
   name: string;
@@ -18,7 +21,8 @@ export type InformerOptions<T> = {
   list: (page: { limit: number; _continue?: string }) => Promise<Page<unknown>>;
   labelSelector?: string;
   fieldSelector?: string;
-  trim: (obj: unknown) => T;
+  /** what is kept of each listed or watched object; the whole object by default */
+  trim?: (obj: unknown) => T;
   log: Logger;
   watchSilenceMs: number;
   backoffBaseMs?: number;
@@ -27,10 +31,11 @@ export type InformerOptions<T> = {
 
 export type Informer<T> = {
   on(verb: 'add' | 'update' | 'delete', cb: (obj: T) => void): void;
-  list(): T[];
+  /** the objects as last listed and watched, by name and namespace */
+  cache: k8s.ObjectCache<T>;
   /** resolves after the first complete list */
   synced: Promise<void>;
-  /** resolves after the next complete list (e.g. after a relist) */
+  /** complete lists so far: 1 after the first, one more for each relist */
   readonly relists: number;
   stop(): Promise<void>;
 };
@@ -74,7 +79,7 @@ function keepingVersion<T>(trim: (o: unknown) => T): (o: unknown) => T {
 
 export function startInformer<T extends { metadata?: { name?: string; namespace?: string } }>(opts: InformerOptions<T>): Informer<T> {
   const { log } = opts;
-  const trim = keepingVersion(opts.trim);
+  const trim = opts.trim ? keepingVersion(opts.trim) : (o: unknown) => o as T;
   const watch = new TrimmingWatch(opts.kc, trim as (o: unknown) => unknown);
   let relists = 0;
   let resolveSynced!: () => void;
@@ -138,7 +143,7 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
     on(verb, cb) {
       lw.on(verb, cb as (o: k8s.KubernetesObject) => void);
     },
-    list: () => lw.list() as unknown as T[],
+    cache: lw as unknown as k8s.ObjectCache<T>,
     synced,
     get relists() {
       return relists;
