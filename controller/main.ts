@@ -14,6 +14,7 @@ import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { CACHE, EVALUATION, GROUP, VERSION, isFinished, type RLMeshCache, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { startInformer, type Informer } from '../lib/informer.ts';
+import type { Page } from '../lib/list-pages.ts';
 import { createLogger } from '../lib/logger.ts';
 import { loadRuntimeConfig, type RuntimeConfig } from '../lib/runtime-config.ts';
 import { ArtifactFetcher } from './cache/fetch.ts';
@@ -112,13 +113,11 @@ function informer<T extends k8s.KubernetesObject>(
   return i;
 }
 
-type Listed<T> = Promise<{ items: T[]; metadata?: { resourceVersion?: string; _continue?: string } }>;
-
 function evaluationInformer(onChange: (ev: RLMeshEvaluation, verb: Verb) => void): Informer<RLMeshEvaluation & k8s.KubernetesObject> {
   return informer<RLMeshEvaluation & k8s.KubernetesObject>({
     name: EVALUATION.plural,
     path: `/apis/${GROUP}/${VERSION}/namespaces/${runs}/${EVALUATION.plural}`,
-    list: (page) => custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: runs, plural: EVALUATION.plural, ...page }) as Listed<RLMeshEvaluation>,
+    list: (page) => custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: runs, plural: EVALUATION.plural, ...page }) as Promise<Page<RLMeshEvaluation>>,
   }, onChange);
 }
 
@@ -126,7 +125,7 @@ function cacheInformer(onChange: (c: RLMeshCache) => void): Informer<RLMeshCache
   return informer<RLMeshCache & k8s.KubernetesObject>({
     name: CACHE.plural,
     path: `/apis/${GROUP}/${VERSION}/${CACHE.plural}`,
-    list: (page) => custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: CACHE.plural, ...page }) as Listed<RLMeshCache>,
+    list: (page) => custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: CACHE.plural, ...page }) as Promise<Page<RLMeshCache>>,
   }, onChange);
 }
 

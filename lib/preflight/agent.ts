@@ -37,9 +37,12 @@ export async function agentPreflightOnce(opts: AgentPreflightOptions): Promise<P
   return report;
 }
 
-/** Runs now, then every interval (never two at once); returns stop(), after which nothing more is sent. */
 const FIRST_RUN_MAX_WAIT_MS = 30_000;
 
+/**
+ * Runs once `firstRunAfter` settles (or after 30 s), then every interval (never two at once);
+ * returns stop(), after which nothing more is sent.
+ */
 export function startAgentPreflight(opts: AgentPreflightOptions): () => void {
   let stopped = false;
   let running = false;

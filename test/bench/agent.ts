@@ -24,8 +24,6 @@ const NODES = Number(process.env.RLMESH_BENCH_NODES ?? 500);
 const PODS = Number(process.env.RLMESH_BENCH_PODS ?? 5000);
 const CHANGES = Number(process.env.RLMESH_BENCH_CHANGES ?? 40);
 const RUNS = Number(process.env.RLMESH_BENCH_RUNS ?? 5);
-// Node options the scale part runs the agent with, '|'-separated to compare several on one
-// populated cluster, e.g. "|--max-semi-space-size=1" (nothing, then the chart's default)
 /** The memory settings the chart gives the agent container. */
 function chartAgentEnv(): Record<string, string> {
   const d = get(render(['--set', `joinToken=${TOKEN}`, '--show-only', 'templates/agent.yaml']), 'Deployment', 'rlmesh-system', 'rlmesh-cluster-agent');
@@ -33,6 +31,8 @@ function chartAgentEnv(): Record<string, string> {
   return Object.fromEntries(env.filter((e) => e.value !== undefined && /^(NODE_OPTIONS|MALLOC_)/.test(e.name)).map((e) => [e.name, e.value!]));
 }
 const CHART_ENV = chartAgentEnv();
+// Node options the scale part runs the agent with, '|'-separated to compare several on one
+// populated cluster, e.g. "|--max-semi-space-size=1" (nothing, then that flag)
 const NODE_OPTIONS_VARIANTS = (process.env.RLMESH_BENCH_NODE_OPTIONS ?? CHART_ENV.NODE_OPTIONS ?? '').split('|').map((v) => v.trim());
 const NODE_OPTIONS = NODE_OPTIONS_VARIANTS[0]!;
 const ONLY_SCALE = process.env.RLMESH_BENCH_ONLY === 'scale';

@@ -99,14 +99,11 @@ function machineSeconds(): { idle: number; softirq: number; total: number } {
 
 const relayPid: Partial<Record<Mode, number>> = {};
 let upstreamPid = 0;
-// per mode, over all bulk rounds: bytes, wall time, and the CPU seconds of each party (the bench client is this
-// process) and of the machine, so the report shows what each relayed GiB costs and whether the CPUs were the limit
-interface Spent { bytes: number; wall: number; client: number; upstream: number; relay: number; softirq: number; idle: number; machine: number }
-const spent: Record<Mode, Spent> = {
-  direct: { bytes: 0, wall: 0, client: 0, upstream: 0, relay: 0, softirq: 0, idle: 0, machine: 0 },
-  proxy: { bytes: 0, wall: 0, client: 0, upstream: 0, relay: 0, softirq: 0, idle: 0, machine: 0 },
-  squid: { bytes: 0, wall: 0, client: 0, upstream: 0, relay: 0, softirq: 0, idle: 0, machine: 0 },
-};
+// per mode, over all bulk rounds: bytes, and the CPU seconds of each party (the bench client is this process)
+// and of the machine, so the report shows what each relayed GiB costs and whether the CPUs were the limit
+interface Spent { bytes: number; client: number; upstream: number; relay: number; softirq: number; idle: number; machine: number }
+const nothingSpent = (): Spent => ({ bytes: 0, client: 0, upstream: 0, relay: 0, softirq: 0, idle: 0, machine: 0 });
+const spent: Record<Mode, Spent> = { direct: nothingSpent(), proxy: nothingSpent(), squid: nothingSpent() };
 
 async function throughput(mode: Mode): Promise<number> {
   const s = await open(mode, 7000);
@@ -126,7 +123,6 @@ async function throughput(mode: Mode): Promise<number> {
   const machine = machineSeconds();
   const x = spent[mode];
   x.bytes += bytes;
-  x.wall += elapsed;
   x.client += (client.user + client.system) / 1e6;
   x.upstream += cpuSeconds(upstreamPid) - upstreamBefore;
   x.relay += pid ? cpuSeconds(pid) - relayBefore : 0;
