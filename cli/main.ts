@@ -2,13 +2,21 @@
 // rlmesh: the command line for what a cluster operator does outside the
 // dashboard: check a cluster before installing (rlmesh preflight) and claim a
 // join token as Secrets (rlmesh clusters join).
+import pkg from '../package.json' with { type: 'json' };
 import { CliError, clustersJoin, type Io } from './clusters-join.ts';
+
+/** The runtime's version (package.json), which the released CLI carries too. */
+export const VERSION: string = pkg.version;
 
 const HELP = `Usage: rlmesh <command> [options]
 
 Commands:
   preflight       check the cluster of your kube context against the runtime's prerequisites
   clusters join   trade a join token for the cluster's credentials, written as Kubernetes Secrets
+
+Options:
+  --version       print the version and exit
+  -h, --help      this help
 
 Run "rlmesh <command> --help" for a command's options.
 `;
@@ -28,6 +36,10 @@ export async function run(argv: string[], io: Io): Promise<number> {
     if (group === undefined || isHelp(group)) {
       io.stdout.write(HELP);
       return group === undefined ? 2 : 0;
+    }
+    if (group === '--version') {
+      io.stdout.write(`${VERSION}\n`);
+      return 0;
     }
     // loaded on demand: it brings the Kubernetes client, which clusters join does not need
     if (group === 'preflight') return await (await import('./preflight.ts')).preflight(argv.slice(1), io);
