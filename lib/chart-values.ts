@@ -1,5 +1,5 @@
 // Zod building blocks both charts' values schemas share (rlmesh-runtime and
-// rlmesh-observability): names, quantities, digest-pinned images, requests and
+// rlmesh-observability): names, quantities, images (by digest when one is set), requests and
 // limits, and the scheduling knobs every pod has.
 import { z } from 'zod';
 
@@ -18,29 +18,89 @@ export const quantity = (what: string) =>
 export const port = z.number().int().min(1).max(65535);
 export const stringMap = (what: string) => z.record(z.string(), z.string()).default({}).describe(what);
 
-export const imageSchema = (d: Image, what: string) =>
+/** What an image digest must look like when one is set. */
+export const DIGEST = /^sha256:[a-f0-9]{64}$/;
+export const DIGEST_MESSAGE = 'must be empty or sha256: followed by 64 lowercase hex digits (the digest your registry reports for the image)';
+
+/**
+ * The reference a pod runs: repository@digest when a digest is set (the tag is then
+ * ignored, as cert-manager's chart does), repository:tag when not, with defaultTag
+ * (the chart's appVersion for the runtime image) standing in for an empty tag.
+ * The charts' rlmesh.image and obs.image helpers render the same.
+ */
+export function imageReference(image: Image, defaultTag = ''): string {
+  if (image.digest !== '') {
+    if (!DIGEST.test(image.digest)) throw new Error(`image digest ${JSON.stringify(image.digest)} ${DIGEST_MESSAGE}`);
+    return `${image.repository}@${image.digest}`;
+  }
+  const tag = image.tag || defaultTag;
+  if (image.repository === '' || tag === '') throw new Error(`image ${JSON.stringify(image)} names no repository, or neither a tag nor a digest`);
+  return `${image.repository}:${tag}`;
+}
+
+/** Every image block (a map with repository, tag and digest) in a values object, by its dotted path. */
+export function imageBlocks(values: unknown, path: string[] = []): { path: string; image: Image }[] {
+  if (values === null || typeof values !== 'object' || Array.isArray(values)) return [];
+  const o = values as Record<string, unknown>;
+  if (['repository', 'tag', 'digest'].every((k) => typeof o[k] === 'string')) return [{ path: path.join('.'), image: o as Image }];
+  return Object.entries(o).flatMap(([k, v]) => imageBlocks(v, [...path, k]));
+}
+
+/**
+ * The image rules of both charts (their _validate.tpl say the same): a digest, when
+ * set, is sha256:<64 hex> (values.schema.json checks it too, but `helm install
+ * --skip-schema-validation` skips that), and a block without an appVersion stand-in
+ * needs a tag or a digest.
+ */
+export function imageErrors(values: unknown, ownTag: string[]): { path: string; message: string }[] {
+  const errors: { path: string; message: string }[] = [];
+  for (const { path, image } of imageBlocks(values)) {
+    if (image.digest !== '' && !DIGEST.test(image.digest))
+      errors.push({
+        path: `${path}.digest`,
+        message: `${path}.digest ${JSON.stringify(image.digest)} is not an image digest: set sha256: followed by the 64 lowercase hex digits your registry reports for the image, or leave it empty to pull ${path}.repository:${path}.tag`,
+      });
+    if (ownTag.includes(path) && image.tag === '' && image.digest === '')
+      errors.push({ path: `${path}.tag`, message: `${path}.tag and ${path}.digest are both empty: set the tag (or the digest) of the image to pull` });
+  }
+  return errors;
+}
+
+/**
+ * An image block. `d` holds its defaults: no digest (release packaging stamps the
+ * digests of the images it pushed, scripts/release/stamp-digests.ts), and a tag
+ * unless the chart's appVersion stands in for it (tag ''). An empty repository
+ * default means the chart names no image: the user must give one.
+ */
+export type ImageHelp = { repository?: string; tag?: string; digest?: string };
+export const imageSchema = (d: Image, what: string, help: ImageHelp = {}) =>
   z
     .object({
       repository: z
         .string()
-        .regex(/^[a-z0-9]([a-z0-9.:_/-]*[a-z0-9])?$/, { message: 'must be an image repository without tag or digest' })
+        .regex(d.repository === '' ? /^([a-z0-9]([a-z0-9.:_/-]*[a-z0-9])?)?$/ : /^[a-z0-9]([a-z0-9.:_/-]*[a-z0-9])?$/, {
+          message: 'must be an image repository (registry host and path) without tag or digest',
+        })
         .default(d.repository)
-        .describe(`Image repository of ${what}.`),
+        .describe(help.repository ?? `Image repository of ${what}.`),
       tag: z
         .string()
-        .regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/)
+        .regex(/^([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$/, { message: 'must be an image tag (letters, digits, _ . -, at most 128)' })
         .default(d.tag)
-        .describe('Version tag, for humans only: the digest decides what runs.'),
+        .describe(help.tag ?? (d.tag === '' ? "Image tag, pulled when digest is empty; empty: the chart's appVersion." : 'Image tag, pulled when digest is empty.')),
       digest: z
         .string()
-        .regex(/^sha256:[a-f0-9]{64}$/, { message: 'must be a sha256 digest (sha256:<64 hex>): images are pinned by digest' })
+        .regex(/^(sha256:[a-f0-9]{64})?$/, { message: DIGEST_MESSAGE })
         .default(d.digest)
-        .describe('Image digest (sha256:…); the image is always pulled by digest.'),
+        .describe(
+          help.digest ??
+            'Image digest (sha256: and 64 hex digits). Set: the image is pulled as repository@digest and the tag is ignored; empty: repository:tag. Empty in the source repository; a released chart carries the digests of the images it was released with.',
+        ),
       pullPolicy: z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('Kubernetes imagePullPolicy.'),
     })
     .strict()
     .default({ ...d, pullPolicy: 'IfNotPresent' })
-    .describe(`Image of ${what}, pinned by digest.`);
+    .describe(`Image of ${what}: repository@digest when digest is set, else repository:tag.`);
 
 const cpuMem = (d: Res, kind: string) =>
   z
@@ -75,8 +135,8 @@ const affinity = z
   .strict();
 
 /** Scheduling and metadata knobs every component has. */
-export const podSettings = (what: string, image: Image, resources: { requests: Res; limits: Res }) => ({
-  image: imageSchema(image, what),
+export const podSettings = (what: string, image: Image, resources: { requests: Res; limits: Res }, imageHelp: ImageHelp = {}) => ({
+  image: imageSchema(image, what, imageHelp),
   resources: resourcesSchema(resources),
   nodeSelector: stringMap(`Node labels ${what} pods must match.`),
   tolerations: z.array(toleration).default([]).describe(`Tolerations of ${what} pods.`),

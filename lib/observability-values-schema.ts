@@ -4,7 +4,7 @@
 // observabilityCrossFieldErrors() holds the rules JSON Schema cannot express; the
 // chart's templates/_validate.tpl fails the install with the same messages.
 import { z } from 'zod';
-import { podSettings, quantity, secretName } from './chart-values.ts';
+import { imageErrors, podSettings, quantity, secretName } from './chart-values.ts';
 
 const DURATION = /^([0-9]+(ms|s|m|h|d|w|y))+$/;
 
@@ -14,16 +14,24 @@ export const RELAY_CREDENTIALS_FILE = `${RELAY_MOUNT_DIR}/${RELAY_KEY}`;
 export const CA_BUNDLE_FILE = '/etc/rlmesh/ca/ca.crt';
 const CELL_IN_URL = /\/v1\/cells\/([^/]+)\/metrics$/;
 
-/** Prometheus LTS release, pinned by the digest of its multi-arch image index. */
-export const PROMETHEUS_IMAGE = {
-  repository: 'quay.io/prometheus/prometheus',
-  tag: 'v3.5.0',
-  digest: 'sha256:63805ebb8d2b3920190daf1cb14a60871b16fd38bed42b857a3182bc621f4996',
-};
-export const GRAFANA_IMAGE = {
-  repository: 'docker.io/grafana/grafana',
-  tag: '12.1.1',
-  digest: 'sha256:a1701c2180249361737a99a01bc770db39381640e4d631825d38ff4535efa47d',
+/**
+ * Prometheus, the long-term-support release this repository builds from its Go
+ * module (test/observability/build-prometheus.sh; Chart.yaml's appVersion, a test
+ * keeps the three equal) and publishes. No digest here: the release stamps the
+ * digest of the image it pushed into the packaged chart (scripts/release/stamp-digests.ts).
+ */
+export const PROMETHEUS_IMAGE = { repository: 'registry.rlmesh.dev/rlmesh/prometheus', tag: 'v3.5.0', digest: '' };
+/**
+ * Grafana: no image. This project builds no Grafana image (Grafana is AGPL, which
+ * the project may not use) and names none it does not produce: with
+ * grafana.enabled the user names the image they mirrored.
+ */
+export const GRAFANA_IMAGE = { repository: '', tag: '', digest: '' };
+const GRAFANA_IMAGE_HELP = {
+  repository:
+    'Image repository of Grafana; no default: RLMesh builds and publishes no Grafana image. With grafana.enabled, mirror the Grafana version you trust into your registry and name it here (with tag or digest).',
+  tag: 'Image tag of Grafana, pulled when digest is empty; no default.',
+  digest: 'Image digest of Grafana (sha256: and 64 hex digits); set: pulled as repository@digest and the tag is ignored. No default.',
 };
 
 const duration = z.string().regex(DURATION, { message: 'must be a Prometheus duration such as 30s, 5m or 1d' });
@@ -108,7 +116,7 @@ export const observabilityValuesObjectSchema = z
       .describe('Prometheus: scrapes the runtime and remote-writes through the relay credential.'),
     grafana: z
       .object({
-        enabled: z.boolean().default(false).describe('Run Grafana with the RLMesh runtime dashboard; needs adminPassword or adminPasswordSecretName.'),
+        enabled: z.boolean().default(false).describe('Run Grafana with the RLMesh runtime dashboard; needs image.repository (a Grafana image you mirrored: the chart names none) and adminPassword or adminPasswordSecretName.'),
         adminUser: z.string().min(1).max(64).default('admin').describe('Grafana admin user name.'),
         adminPassword: z
           .string()
@@ -116,7 +124,7 @@ export const observabilityValuesObjectSchema = z
           .describe('Grafana admin password, stored in Secret rlmesh-grafana-admin; prefer adminPasswordSecretName to keep it out of values.'),
         adminPasswordSecretName: secretName.default('').describe('Existing Secret in the release namespace holding the Grafana admin password (key adminPasswordSecretKey).'),
         adminPasswordSecretKey: z.string().min(1).max(253).regex(/^[-._a-zA-Z0-9]+$/).default('admin-password').describe('Key of the admin password in adminPasswordSecretName.'),
-        ...podSettings('Grafana', GRAFANA_IMAGE, { requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '500m', memory: '512Mi' } }),
+        ...podSettings('Grafana', GRAFANA_IMAGE, { requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '500m', memory: '512Mi' } }, GRAFANA_IMAGE_HELP),
       })
       .strict()
       .prefault({})
@@ -152,6 +160,13 @@ export function observabilityCrossFieldErrors(v: ObservabilityValues): { path: s
         message: `prometheus.remoteWrite[${i}].url writes to cluster ${cell} but prometheus.clusterLabel is ${v.prometheus.clusterLabel}: use the same cluster id in both`,
       });
   });
+  if (g.enabled && g.image.repository === '')
+    errors.push({
+      path: 'grafana.image.repository',
+      message:
+        'grafana.enabled is true but grafana.image.repository is empty: this chart names no Grafana image (RLMesh builds and publishes none, so there is none it could vouch for); mirror the Grafana version you trust into your registry and set grafana.image.repository, grafana.image.tag and grafana.image.digest, or leave grafana.enabled=false',
+    });
+  errors.push(...imageErrors(v, ['prometheus.image', ...(g.enabled && g.image.repository !== '' ? ['grafana.image'] : [])]));
   if (v.prometheus.clusterLabel === '')
     errors.push({
       path: 'prometheus.clusterLabel',

@@ -5,7 +5,7 @@
 // config every component reads (the chart renders the same JSON, a test keeps
 // the two equal).
 import { z } from 'zod';
-import { K8S_NAME, podSettings, port, quantity, secretName, stringMap } from './chart-values.ts';
+import { imageErrors, imageReference, K8S_NAME, podSettings, port, quantity, secretName, stringMap } from './chart-values.ts';
 import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
@@ -20,21 +20,26 @@ export const JOIN_TOKEN_PATTERN = /^(rlm_jt_[A-Za-z0-9_-]{16,128})?$/;
 export const AGENT_NODE_OPTIONS = '--max-semi-space-size=8 --max-old-space-size=160';
 export const ACCESS_MODES = ['ReadWriteOnce', 'ReadWriteMany', 'ReadOnlyMany', 'ReadWriteOncePod'] as const;
 
-/** Runtime image of this chart version: every component runs it with its own entrypoint. */
-export const RUNTIME_IMAGE = {
-  repository: 'registry.rlmesh.dev/rlmesh/rlmesh-runtime',
-  tag: '0.1.0',
-  digest: 'sha256:3f1c9a5e2b7d4c6a8e0f1b3d5c7a9e2f4b6d8c0a1e3f5b7d9c2a4e6f8b0d1c3e',
-};
-// The CRD hook's kubectl: registry.k8s.io/kubectl:v1.35.1 mirrored (by digest, so
-// the digest is upstream's) to the platform registry, whose pull Secret is
-// rlmesh-registry-join-crd-upgrade.
-export const KUBECTL_IMAGE = {
-  repository: 'registry.rlmesh.dev/rlmesh/kubectl',
-  tag: 'v1.35.1',
-  digest: 'sha256:c93e4fb811b3217ef69ee7a79a9a15fb277887cd1c3002fbe154e676037a274a',
-};
-
+/**
+ * The chart's appVersion (charts/rlmesh-runtime/Chart.yaml; a test keeps them equal):
+ * the runtime image's tag when a component's image.tag is left empty.
+ */
+export const CHART_APP_VERSION = '0.1.0';
+/**
+ * The runtime image this repository builds and publishes; every component runs it
+ * with its own entrypoint. No digest here: the release stamps the digest of the image
+ * it pushed into the packaged chart (scripts/release/stamp-digests.ts); the tag
+ * is the chart's appVersion.
+ */
+export const RUNTIME_IMAGE = { repository: 'registry.rlmesh.dev/rlmesh/rlmesh-runtime', tag: '', digest: '' };
+/**
+ * The CRD hook's kubectl, built by this repository from the Kubernetes Go modules at
+ * the version the local cluster runs (test/cluster/build-binaries.sh, v1.35.4) and
+ * published beside the runtime image; pulled with Secret rlmesh-registry-join-crd-upgrade.
+ */
+export const KUBECTL_IMAGE = { repository: 'registry.rlmesh.dev/rlmesh/kubectl', tag: 'v1.35.4', digest: '' };
+/** Image blocks that have no appVersion stand-in for an empty tag. */
+const OWN_TAG_IMAGES = ['crdUpgradeHook.image'];
 
 const labelSelector = z
   .object({
@@ -327,6 +332,7 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
     });
   if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled)
     errors.push({ path: 'metrics.podMonitor.enabled', message: 'metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one' });
+  errors.push(...imageErrors(v, OWN_TAG_IMAGES));
   return errors;
 }
 
@@ -398,7 +404,7 @@ export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', 
       networkPolicyProbe: {
         enabled: values.preflight.networkPolicyProbe.enabled,
         // the probe runs the controller's image (it carries lib/preflight/netprobe.ts)
-        image: `${values.controller.image.repository}:${values.controller.image.tag}@${values.controller.image.digest}`,
+        image: imageReference(values.controller.image, CHART_APP_VERSION),
       },
     },
     ports: { metrics: values.metrics.port, health: 8081 },

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { runtimeConfigSchema } from '../../lib/runtime-config.ts';
-import { AGENT_NODE_OPTIONS, defaultValues, NON_PUBLIC_RANGES, renderRuntimeConfig, valuesSchema } from '../../lib/values-schema.ts';
+import { imageBlocks, imageErrors } from '../../lib/chart-values.ts';
+import { AGENT_NODE_OPTIONS, CHART_APP_VERSION, crossFieldErrors, defaultValues, KUBECTL_IMAGE, NON_PUBLIC_RANGES, RUNTIME_IMAGE, renderRuntimeConfig, valuesObjectSchema, valuesSchema } from '../../lib/values-schema.ts';
 import { CHART, get, podTemplate, render, scenarios, template, TOKEN, type K8sObject } from './chart.ts';
 
 const SYS = 'rlmesh-system';
@@ -253,13 +254,13 @@ describe('objects', () => {
     }
   });
 
-  it('the CRD upgrade hook: pre-upgrade Job with a digest-pinned kubectl applying the CRDs server-side, own RBAC, hook pull Secret', () => {
+  it("the CRD upgrade hook: pre-upgrade Job with the project's kubectl applying the CRDs server-side, own RBAC, hook pull Secret", () => {
     const job = get(objs, 'Job', SYS, 'rlmesh-crd-upgrade');
     expect(job.metadata.annotations).toMatchObject({ 'helm.sh/hook': 'pre-upgrade', 'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded' });
     const pod = podTemplate(job).spec;
     expect(pod.restartPolicy).toBe('Never');
     expect(pod.serviceAccountName).toBe('rlmesh-crd-upgrade');
-    expect(pod.containers[0]!.image).toMatch(/^registry\.rlmesh\.dev\/rlmesh\/kubectl:v1\.35\.1@sha256:[a-f0-9]{64}$/);
+    expect(pod.containers[0]!.image).toBe('registry.rlmesh.dev/rlmesh/kubectl:v1.35.4');
     expect([...pod.containers[0]!.command!, ...pod.containers[0]!.args!]).toEqual([
       'kubectl', 'apply', '--server-side', '--force-conflicts', '--field-manager=rlmesh-crd-upgrade', '-f', '/crds/',
     ]);
@@ -333,7 +334,7 @@ describe('objects', () => {
 
 describe('every pod', () => {
   for (const s of [undefined, ...scenarios()]) {
-    it(`is restricted, pinned by digest and bounded (${s ?? 'token'})`, () => {
+    it(`is restricted, runs an image this project builds and is bounded (${s ?? 'token'})`, () => {
       const o = render(s ? ['-f', join(CHART, 'ci', s)] : token);
       const w = workloads(o);
       expect(w.length).toBeGreaterThanOrEqual(4);
@@ -348,13 +349,98 @@ describe('every pod', () => {
             capabilities: { drop: ['ALL'] },
             seccompProfile: { type: 'RuntimeDefault' },
           });
-          expect(c.image).toMatch(/@sha256:[a-f0-9]{64}$/);
+          expect([RUNTIME_REF, KUBECTL_REF], x.metadata.name).toContain(c.image);
           expect(Object.keys(c.resources?.requests ?? {}).sort()).toEqual(['cpu', 'memory']);
           expect(Object.keys(c.resources?.limits ?? {}).sort()).toEqual(['cpu', 'memory']);
         }
       }
     });
   }
+});
+
+const RUNTIME_REF = `${RUNTIME_IMAGE.repository}:${CHART_APP_VERSION}`;
+const KUBECTL_REF = `${KUBECTL_IMAGE.repository}:${KUBECTL_IMAGE.tag}`;
+const IMAGE_PATHS = imageBlocks(defaultValues()).map((b) => b.path);
+const digestOf = (i: number) => `sha256:${(i + 1).toString(16).padStart(2, '0').repeat(32)}`;
+/** Every container image and the probe image in the runtime config, by where it is. */
+function images(objects: Map<string, K8sObject>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const w of workloads(objects)) for (const c of podTemplate(w).spec.containers) out[`${w.metadata.name}/${c.name}`] = c.image;
+  const cfg = JSON.parse((get(objects, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!);
+  out['preflight probe'] = cfg.preflight.networkPolicyProbe.image;
+  return out;
+}
+
+describe('images: repository:tag without a digest, repository@digest with one', () => {
+  it('the values have six image blocks, each with an empty digest', () => {
+    expect(IMAGE_PATHS).toEqual(['egress.image', 'artifactCache.filler.image', 'agent.image', 'controller.image', 'gpuFeatureDiscovery.image', 'crdUpgradeHook.image']);
+    for (const b of imageBlocks(defaultValues())) expect(b.image.digest, b.path).toBe('');
+  });
+
+  it("without digests: every image is repository:tag, the runtime's tag the chart appVersion", () => {
+    const all = images(objs);
+    expect(all).toEqual({
+      'rlmesh-cluster-agent/agent': RUNTIME_REF,
+      'rlmesh-cluster-controller/controller': RUNTIME_REF,
+      'rlmesh-artifact-cache-filler/cache-filler': RUNTIME_REF,
+      'rlmesh-egress-proxy/egress-proxy': RUNTIME_REF,
+      'rlmesh-gpu-feature-discovery/gpu-feature-discovery': RUNTIME_REF,
+      'rlmesh-crd-upgrade/kubectl': 'registry.rlmesh.dev/rlmesh/kubectl:v1.35.4',
+      'preflight probe': RUNTIME_REF,
+    });
+    expect(CHART_APP_VERSION).toBe((parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8')) as { appVersion: string }).appVersion);
+    // a tag given is used as it is
+    expect(images(render([...token, '--set', 'agent.image.tag=0.1.0-rc.1']))['rlmesh-cluster-agent/agent']).toBe(`${RUNTIME_IMAGE.repository}:0.1.0-rc.1`);
+  });
+
+  it('with digests (--set): every image is repository@digest, the tag ignored, the probe image too', () => {
+    const set = IMAGE_PATHS.flatMap((p, i) => ['--set', `${p}.digest=${digestOf(i)}`, '--set', `${p}.tag=ignored`]);
+    const o = render([...token, ...set]);
+    const byPath = Object.fromEntries(IMAGE_PATHS.map((p, i) => [p, digestOf(i)]));
+    expect(images(o)).toEqual({
+      'rlmesh-cluster-agent/agent': `${RUNTIME_IMAGE.repository}@${byPath['agent.image']}`,
+      'rlmesh-cluster-controller/controller': `${RUNTIME_IMAGE.repository}@${byPath['controller.image']}`,
+      'rlmesh-artifact-cache-filler/cache-filler': `${RUNTIME_IMAGE.repository}@${byPath['artifactCache.filler.image']}`,
+      'rlmesh-egress-proxy/egress-proxy': `${RUNTIME_IMAGE.repository}@${byPath['egress.image']}`,
+      'rlmesh-gpu-feature-discovery/gpu-feature-discovery': `${RUNTIME_IMAGE.repository}@${byPath['gpuFeatureDiscovery.image']}`,
+      'rlmesh-crd-upgrade/kubectl': `${KUBECTL_IMAGE.repository}@${byPath['crdUpgradeHook.image']}`,
+      // the probe runs the controller's image
+      'preflight probe': `${RUNTIME_IMAGE.repository}@${byPath['controller.image']}`,
+    });
+    // renderRuntimeConfig() renders the same probe image
+    const v = valuesSchema.parse({ joinToken: TOKEN, controller: { image: { digest: byPath['controller.image'], tag: 'ignored' } } });
+    expect(renderRuntimeConfig(v).preflight?.networkPolicyProbe.image).toBe(images(o)['preflight probe']);
+  });
+
+  it('a malformed digest is refused at its path: by values.schema.json, and by _validate.tpl when the schema is skipped', () => {
+    for (const p of IMAGE_PATHS) {
+      const r = template([...token, '--set', `${p}.digest=latest`], { allowFail: true });
+      expect(r.status, p).not.toBe(0);
+      expect(r.stderr, p).toContain(`/${p.replace(/\./g, '/')}/digest`);
+      expect(r.stderr, p).toContain('sha256:[a-f0-9]{64}');
+    }
+    // every block at once, schema skipped: the template names each one with the zod rule's own message
+    const bad = IMAGE_PATHS.flatMap((p) => ['--set', `${p}.digest=sha256:abc`]);
+    const r = template([...token, ...bad, '--skip-schema-validation'], { allowFail: true });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain('rlmesh-runtime: invalid values');
+    const values = structuredClone(defaultValues()) as Record<string, unknown>;
+    for (const b of imageBlocks(values)) b.image.digest = 'sha256:abc';
+    const expected = imageErrors(values, []);
+    expect(expected).toHaveLength(IMAGE_PATHS.length);
+    for (const e of expected) expect(r.stderr).toContain(`${e.path}: ${e.message}`);
+  });
+
+  it('kubectl with neither tag nor digest is refused (no appVersion stands in for its tag)', () => {
+    const r = template([...token, '--set', 'crdUpgradeHook.image.tag='], { allowFail: true });
+    expect(r.status).not.toBe(0);
+    const [e] = crossFieldErrors(valuesObjectSchema.parse({ joinToken: TOKEN, crdUpgradeHook: { image: { tag: '' } } }));
+    expect(e?.path).toBe('crdUpgradeHook.image.tag');
+    expect(r.stderr).toContain(`${e!.path}: ${e!.message}`);
+    expect(images(render([...token, '--set', 'crdUpgradeHook.image.tag=', '--set', `crdUpgradeHook.image.digest=${digestOf(0)}`]))['rlmesh-crd-upgrade/kubectl']).toBe(
+      `${KUBECTL_IMAGE.repository}@${digestOf(0)}`,
+    );
+  });
 });
 
 describe('GitOps-clean renders', () => {

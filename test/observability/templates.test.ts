@@ -10,9 +10,11 @@ import { parse } from 'yaml';
 import { createMetrics as agentMetrics } from '../../agent/metrics.ts';
 import { createMetrics as controllerMetrics } from '../../controller/metrics.ts';
 import { createMetrics as egressMetrics } from '../../egress/metrics.ts';
+import { imageBlocks, imageErrors } from '../../lib/chart-values.ts';
 import {
   defaultObservabilityValues,
-  GRAFANA_IMAGE,
+  observabilityCrossFieldErrors,
+  observabilityValuesObjectSchema,
   observabilityValuesSchema,
   PROMETHEUS_IMAGE,
 } from '../../lib/observability-values-schema.ts';
@@ -22,6 +24,8 @@ import { CHART, CLUSTER, get, podTemplate, prometheusConfig, render, scenarios, 
 const spec = ['-f', join(CHART, 'ci/spec-values.yaml')];
 const URL = `https://api.rlmesh.dev/v1/cells/${CLUSTER}/metrics`;
 const base = { prometheus: { clusterLabel: CLUSTER, remoteWrite: [{ url: URL }] } };
+// the chart names no Grafana image: the scenarios name a mirror
+const GRAFANA = { repository: 'mirror.example.com/grafana/grafana', tag: '12.1.1' };
 
 describe('values', () => {
   it('values.yaml holds exactly the zod schema defaults', () => {
@@ -65,8 +69,19 @@ describe('values', () => {
 
 describe('refusals (templates/_validate.tpl and the zod refinement say the same)', () => {
   const cases: { name: string; values: unknown; names: string[] }[] = [
-    { name: 'grafana.enabled=true without a password source', values: { ...base, grafana: { enabled: true } }, names: ['grafana.adminPassword', 'grafana.adminPasswordSecretName'] },
-    { name: 'both password sources', values: { ...base, grafana: { enabled: true, adminPassword: 'x', adminPasswordSecretName: 'y' } }, names: ['grafana.adminPassword', 'grafana.adminPasswordSecretName'] },
+    { name: 'grafana.enabled=true without a password source', values: { ...base, grafana: { enabled: true, image: GRAFANA } }, names: ['grafana.adminPassword', 'grafana.adminPasswordSecretName'] },
+    { name: 'both password sources', values: { ...base, grafana: { enabled: true, image: GRAFANA, adminPassword: 'x', adminPasswordSecretName: 'y' } }, names: ['grafana.adminPassword', 'grafana.adminPasswordSecretName'] },
+    {
+      name: 'grafana.enabled=true without an image (the chart names none)',
+      values: { ...base, grafana: { enabled: true, adminPasswordSecretName: 'g' } },
+      names: ['grafana.image.repository', 'mirror the Grafana version you trust into your registry'],
+    },
+    {
+      name: 'grafana.enabled=true with a repository but neither tag nor digest',
+      values: { ...base, grafana: { enabled: true, adminPasswordSecretName: 'g', image: { repository: GRAFANA.repository } } },
+      names: ['grafana.image.tag and grafana.image.digest are both empty'],
+    },
+    { name: 'Prometheus with neither tag nor digest', values: { prometheus: { ...base.prometheus, image: { tag: '' } } }, names: ['prometheus.image.tag and prometheus.image.digest are both empty'] },
     { name: 'no cluster label', values: { prometheus: { remoteWrite: [{ url: URL }] } }, names: ['prometheus.clusterLabel'] },
     { name: 'URL of another cluster', values: { prometheus: { clusterLabel: 'c_other', remoteWrite: [{ url: URL }] } }, names: ['prometheus.remoteWrite[0].url', 'prometheus.clusterLabel'] },
   ];
@@ -117,12 +132,12 @@ describe('Prometheus', () => {
     ]);
   });
 
-  it('the Deployment: digest-pinned Prometheus, the relay Secret at /etc/rlmesh/relay (key relay-secret), restricted, pull Secret', () => {
+  it("the Deployment: the project's Prometheus, the relay Secret at /etc/rlmesh/relay (key relay-secret), restricted, pull Secret", () => {
     const d = get(objs, 'Deployment', 'rlmesh-prometheus');
     const t = podTemplate(d);
     const c = t.spec.containers[0]!;
-    expect(c.image).toBe(`${PROMETHEUS_IMAGE.repository}:${PROMETHEUS_IMAGE.tag}@${PROMETHEUS_IMAGE.digest}`);
-    expect(c.image).toMatch(/^quay\.io\/prometheus\/prometheus:v\d+\.\d+\.\d+@sha256:[a-f0-9]{64}$/);
+    expect(c.image).toBe(`${PROMETHEUS_IMAGE.repository}:${PROMETHEUS_IMAGE.tag}`);
+    expect(c.image).toBe('registry.rlmesh.dev/rlmesh/prometheus:v3.5.0');
     expect(t.spec.volumes?.find((v) => v.name === 'relay-credential')?.secret).toEqual({
       secretName: 'rlmesh-cluster-relay-secret',
       items: [{ key: 'relay-secret', path: 'relay-secret' }],
@@ -172,7 +187,7 @@ describe('Grafana', () => {
     expect([...o.values()].filter((x) => x.kind === 'Secret')).toEqual([]);
     const t = podTemplate(get(o, 'Deployment', 'rlmesh-grafana'));
     const c = t.spec.containers[0]!;
-    expect(c.image).toBe(`${GRAFANA_IMAGE.repository}:${GRAFANA_IMAGE.tag}@${GRAFANA_IMAGE.digest}`);
+    expect(c.image).toBe(`${GRAFANA.repository}:${GRAFANA.tag}`);
     expect(c.env?.find((e) => e.name === 'GF_SECURITY_ADMIN_PASSWORD')?.valueFrom?.secretKeyRef).toEqual({ name: 'grafana-admin', key: 'admin-password' });
     expect(c.env?.find((e) => e.name === 'GF_PLUGINS_PREINSTALL_DISABLED')?.value).toBe('true');
     expect(t.spec.automountServiceAccountToken).toBe(false);
@@ -198,6 +213,61 @@ describe('Grafana', () => {
     expect(json.uid).toBe('rlmesh-runtime');
     const titles = json.panels.map((p) => p.title).join('\n');
     for (const t of ['Agent session', 'Evaluations by phase', 'Cache used', 'Decisions by outcome']) expect(titles).toContain(t);
+  });
+});
+
+describe('images: repository:tag without a digest, repository@digest with one', () => {
+  const PROM = 'sha256:' + '1a'.repeat(32);
+  const GRAF = 'sha256:' + '2b'.repeat(32);
+  const images = (o: Map<string, K8sObject>) =>
+    Object.fromEntries([...o.values()].filter((x) => x.kind === 'Deployment').map((d) => [d.metadata.name, podTemplate(d).spec.containers.map((c) => c.image)]));
+  const mirror = ['-f', join(CHART, 'ci/grafana-secret-values.yaml')];
+
+  it('the values have two image blocks, each with an empty digest; Grafana names no image', () => {
+    expect(imageBlocks(defaultObservabilityValues()).map((b) => [b.path, b.image.digest])).toEqual([
+      ['prometheus.image', ''],
+      ['grafana.image', ''],
+    ]);
+    expect(defaultObservabilityValues().grafana.image).toMatchObject({ repository: '', tag: '' });
+  });
+
+  it('without digests: every image is repository:tag', () => {
+    expect(images(render(mirror))).toEqual({ 'rlmesh-prometheus': ['registry.rlmesh.dev/rlmesh/prometheus:v3.5.0'], 'rlmesh-grafana': ['mirror.example.com/grafana/grafana:12.1.1'] });
+  });
+
+  it('with digests (--set): every image is repository@digest, the tag ignored', () => {
+    const o = render([...mirror, '--set', `prometheus.image.digest=${PROM}`, '--set', `grafana.image.digest=${GRAF}`]);
+    expect(images(o)).toEqual({ 'rlmesh-prometheus': [`registry.rlmesh.dev/rlmesh/prometheus@${PROM}`], 'rlmesh-grafana': [`mirror.example.com/grafana/grafana@${GRAF}`] });
+    // a digest alone is enough for a mirrored Grafana
+    const digestOnly = render([...spec, '--set', 'grafana.enabled=true', '--set', 'grafana.adminPasswordSecretName=g', '--set', `grafana.image.repository=${GRAFANA.repository}`, '--set', `grafana.image.digest=${GRAF}`]);
+    expect(images(digestOnly)['rlmesh-grafana']).toEqual([`${GRAFANA.repository}@${GRAF}`]);
+  });
+
+  it('a malformed digest is refused at its path: by values.schema.json, and by _validate.tpl when the schema is skipped', () => {
+    for (const p of ['prometheus.image', 'grafana.image']) {
+      const r = template([...mirror, '--set', `${p}.digest=latest`], { allowFail: true });
+      expect(r.status, p).not.toBe(0);
+      expect(r.stderr, p).toContain(`/${p.replace('.', '/')}/digest`);
+      expect(r.stderr, p).toContain('sha256:[a-f0-9]{64}');
+    }
+    const r = template([...mirror, '--set', 'prometheus.image.digest=sha256:abc', '--set', 'grafana.image.digest=latest', '--skip-schema-validation'], { allowFail: true });
+    expect(r.status).not.toBe(0);
+    const values = observabilityValuesObjectSchema.parse(parse(readFileSync(join(CHART, 'ci/grafana-secret-values.yaml'), 'utf8')));
+    values.prometheus.image.digest = 'sha256:abc';
+    values.grafana.image.digest = 'latest';
+    const expected = imageErrors(values, []);
+    expect(expected.map((e) => e.path)).toEqual(['prometheus.image.digest', 'grafana.image.digest']);
+    for (const e of expected) expect(r.stderr).toContain(`${e.path}: ${e.message}`);
+  });
+
+  it('grafana.enabled without an image is refused before anything renders, saying what to do', () => {
+    const r = template([...spec, '--set', 'grafana.enabled=true', '--set', 'grafana.adminPasswordSecretName=g'], { allowFail: true });
+    expect(r.status).not.toBe(0);
+    const errors = observabilityCrossFieldErrors(observabilityValuesObjectSchema.parse({ ...parse(readFileSync(join(CHART, 'ci/spec-values.yaml'), 'utf8')), grafana: { enabled: true, adminPasswordSecretName: 'g' } }));
+    expect(errors.map((e) => e.path)).toEqual(['grafana.image.repository']);
+    expect(r.stderr).toContain(`grafana.image.repository: ${errors[0]!.message}`);
+    expect(r.stderr).toMatch(/mirror the Grafana version you trust into your registry and set grafana\.image\.repository, grafana\.image\.tag and grafana\.image\.digest/);
+    expect(r.stdout).not.toContain('kind: Deployment');
   });
 });
 

@@ -14,9 +14,18 @@ app.kubernetes.io/name: {{ .component }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end }}
 
-{{/* repository:tag@digest: the tag is informational, the digest decides */}}
+{{/*
+The image a pod runs: repository@digest when the digest is set (the tag is then
+ignored), repository:tag when not. imageReference() in lib/chart-values.ts is the
+same rule; templates/_validate.tpl has already refused a malformed digest and a
+block with neither tag nor digest.
+*/}}
 {{- define "obs.image" -}}
-{{- printf "%s:%s@%s" .repository .tag .digest -}}
+{{- if .digest -}}
+{{- printf "%s@%s" .repository .digest -}}
+{{- else -}}
+{{- printf "%s:%s" .repository .tag -}}
+{{- end -}}
 {{- end }}
 
 {{/* restricted Pod Security; .uid is the image's own non-root user */}}

@@ -22,10 +22,35 @@ same rules with the same messages; a test keeps the two in step.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if and $g.enabled (not $g.image.repository) }}
+{{- $errors = append $errors "grafana.image.repository: grafana.enabled is true but grafana.image.repository is empty: this chart names no Grafana image (RLMesh builds and publishes none, so there is none it could vouch for); mirror the Grafana version you trust into your registry and set grafana.image.repository, grafana.image.tag and grafana.image.digest, or leave grafana.enabled=false" }}
+{{- end }}
+{{- $ownTag := list "prometheus.image" }}
+{{- if and $g.enabled $g.image.repository }}{{ $ownTag = append $ownTag "grafana.image" }}{{ end }}
+{{- $errors = concat $errors (include "obs.imageErrors" (dict "images" (dict "prometheus.image" $p.image "grafana.image" $g.image) "ownTag" $ownTag) | fromJsonArray) }}
 {{- if eq $p.clusterLabel "" }}
 {{- $errors = append $errors "prometheus.clusterLabel: prometheus.clusterLabel is empty: set it to the cluster's public id (Clusters shows it) so every series is labelled cluster=<id>" }}
 {{- end }}
 {{- if $errors }}
 {{- fail (printf "\n\nrlmesh-observability: invalid values:\n  - %s\n" (join "\n  - " $errors)) }}
 {{- end }}
+{{- end }}
+
+{{/*
+The image rules (imageErrors() in lib/chart-values.ts): a digest, when set, is
+sha256:<64 hex> (values.schema.json checks it too, but --skip-schema-validation
+skips that); a block in .ownTag needs a tag or a digest. .images maps each
+block's value path to the block; renders a JSON list.
+*/}}
+{{- define "obs.imageErrors" -}}
+{{- $errors := list }}
+{{- range $path, $img := .images }}
+{{- if and $img.digest (not (regexMatch "^sha256:[a-f0-9]{64}$" $img.digest)) }}
+{{- $errors = append $errors (printf "%s.digest: %s.digest %q is not an image digest: set sha256: followed by the 64 lowercase hex digits your registry reports for the image, or leave it empty to pull %s.repository:%s.tag" $path $path $img.digest $path $path) }}
+{{- end }}
+{{- if and (has $path $.ownTag) (not $img.tag) (not $img.digest) }}
+{{- $errors = append $errors (printf "%s.tag: %s.tag and %s.digest are both empty: set the tag (or the digest) of the image to pull" $path $path $path) }}
+{{- end }}
+{{- end }}
+{{- toJson $errors }}
 {{- end }}

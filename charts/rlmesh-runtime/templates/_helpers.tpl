@@ -16,9 +16,18 @@ app.kubernetes.io/name: {{ .component }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end }}
 
-{{/* repository:tag@digest: the tag is informational, the digest decides */}}
+{{/*
+The image a pod runs: repository@digest when .image.digest is set (the tag is then
+ignored), repository:tag when not; an empty tag is .defaultTag (the chart's
+appVersion for the runtime image). imageReference() in lib/chart-values.ts is the
+same rule; templates/_validate.tpl has already refused a malformed digest.
+*/}}
 {{- define "rlmesh.image" -}}
-{{- printf "%s:%s@%s" .repository .tag .digest -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .image.repository (.image.tag | default .defaultTag) -}}
+{{- end -}}
 {{- end }}
 
 {{- define "rlmesh.podSecurityContext" -}}
@@ -112,7 +121,7 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
   "agent" (dict "nodeSelector" $v.agent.reportNodeSelector "spoolMaxBytes" (include "rlmesh.spoolMaxBytes" . | int64))
   "network" (dict "dnsPeers" $v.network.dnsPeers "dnsPorts" $v.network.dnsPorts)
   "storage" (dict "className" $v.storage.className)
-  "preflight" (dict "networkPolicyProbe" (dict "enabled" $v.preflight.networkPolicyProbe.enabled "image" (include "rlmesh.image" $v.controller.image)))
+  "preflight" (dict "networkPolicyProbe" (dict "enabled" $v.preflight.networkPolicyProbe.enabled "image" (include "rlmesh.image" (dict "image" $v.controller.image "defaultTag" .Chart.AppVersion))))
   "ports" (dict "metrics" $v.metrics.port "health" 8081)
 }}
 {{- toPrettyJson $cfg }}

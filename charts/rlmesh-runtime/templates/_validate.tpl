@@ -32,7 +32,33 @@ Each message names the value path and what is allowed; lib/values-schema.ts
 {{- if and $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled }}
 {{- $errors = append $errors "metrics.podMonitor.enabled: metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one" }}
 {{- end }}
+{{- $errors = concat $errors (include "rlmesh.imageErrors" (dict "images" (dict
+  "agent.image" $v.agent.image
+  "artifactCache.filler.image" $v.artifactCache.filler.image
+  "controller.image" $v.controller.image
+  "crdUpgradeHook.image" $v.crdUpgradeHook.image
+  "egress.image" $v.egress.image
+  "gpuFeatureDiscovery.image" $v.gpuFeatureDiscovery.image) "ownTag" (list "crdUpgradeHook.image")) | fromJsonArray) }}
 {{- if $errors }}
 {{- fail (printf "\n\nrlmesh-runtime: invalid values:\n  - %s\n" (join "\n  - " $errors)) }}
 {{- end }}
+{{- end }}
+
+{{/*
+The image rules (imageErrors() in lib/chart-values.ts): a digest, when set, is
+sha256:<64 hex> (values.schema.json checks it too, but --skip-schema-validation
+skips that); a block in .ownTag (no appVersion stands in for its tag) needs a tag
+or a digest. .images maps each block's value path to the block; renders a JSON list.
+*/}}
+{{- define "rlmesh.imageErrors" -}}
+{{- $errors := list }}
+{{- range $path, $img := .images }}
+{{- if and $img.digest (not (regexMatch "^sha256:[a-f0-9]{64}$" $img.digest)) }}
+{{- $errors = append $errors (printf "%s.digest: %s.digest %q is not an image digest: set sha256: followed by the 64 lowercase hex digits your registry reports for the image, or leave it empty to pull %s.repository:%s.tag" $path $path $img.digest $path $path) }}
+{{- end }}
+{{- if and (has $path $.ownTag) (not $img.tag) (not $img.digest) }}
+{{- $errors = append $errors (printf "%s.tag: %s.tag and %s.digest are both empty: set the tag (or the digest) of the image to pull" $path $path $path) }}
+{{- end }}
+{{- end }}
+{{- toJson $errors }}
 {{- end }}
