@@ -1,0 +1,123 @@
+// The image's base, from Debian's packages only: the shared libraries the Node
+// binary links (glibc, libstdc++, libgcc), the CA certificate bundle, the OS
+// release file, a passwd/group naming the non-root user 65532, and a dpkg
+// status entry per package so image scanners see what is inside. No shell, no
+// package manager, no other binary.
+import { execFileSync } from 'node:child_process';
+import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { walk } from './oci-layout.ts';
+
+export const NONROOT = { uid: 65532, gid: 65532, name: 'nonroot', home: 'home/nonroot' } as const;
+
+/** Debian packages the runtime base takes files from, and which of their files. */
+const PACKAGES: { name: string; keep: (path: string) => boolean; libraries?: true }[] = [
+  // glibc's shared objects; not its programs (ldd, iconv, getent) nor the iconv modules (Node converts with ICU)
+  { name: 'libc6', keep: (p) => /^(lib|lib64|usr\/lib)\//.test(p) && !p.includes('/gconv/'), libraries: true },
+  { name: 'libgcc-s1', keep: (p) => /^(lib|usr\/lib)\//.test(p), libraries: true },
+  { name: 'libstdc++6', keep: (p) => /^(lib|usr\/lib)\//.test(p), libraries: true },
+  { name: 'ca-certificates', keep: (p) => p.startsWith('usr/share/ca-certificates/') },
+  { name: 'base-files', keep: (p) => p === 'usr/lib/os-release' || p === 'etc/os-release' || p === 'etc/debian_version' },
+];
+
+export type DebianPackage = { name: string; version: string; arch: string };
+
+function apt(args: string[], cwd: string): void {
+  execFileSync('apt-get', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+/** Downloads each package's .deb (running `apt-get update` once if apt has no lists yet). */
+function download(dir: string, names: string[]): string[] {
+  const arch = execFileSync('dpkg', ['--print-architecture'], { encoding: 'utf8' }).trim();
+  if (arch !== 'amd64') throw new Error(`image base: this machine's Debian architecture is ${arch}; the image is linux/amd64, so build it on an amd64 Debian machine`);
+  try {
+    apt(['download', ...names], dir);
+  } catch {
+    try {
+      apt(['update', '-qq'], dir);
+      apt(['download', ...names], dir);
+    } catch (err) {
+      throw new Error(
+        `image base: apt-get download ${names.join(' ')} failed (${(err as { stderr?: Buffer }).stderr?.toString().trim() ?? (err as Error).message}). ` +
+          'The base is assembled from Debian packages: run this on Debian 12 (bookworm) with a reachable Debian mirror in /etc/apt/sources.list(.d).',
+        { cause: err },
+      );
+    }
+  }
+  return readdirSync(dir).filter((f) => f.endsWith('.deb'));
+}
+
+function field(deb: string, name: string): string {
+  return execFileSync('dpkg-deb', ['-f', deb, name], { encoding: 'utf8' }).trim();
+}
+
+/**
+ * Fills `rootfs` with the base and returns the packages it came from. Static
+ * binaries (kubectl, Prometheus) need no shared libraries: `libraries: false`.
+ */
+export function assembleDebianBase(rootfs: string, opts: { libraries: boolean }): DebianPackage[] {
+  const work = mkdtempSync(join(tmpdir(), 'rlmesh-image-debs-'));
+  try {
+    const wanted = PACKAGES.filter((p) => opts.libraries || !p.libraries);
+    const debs = download(work, wanted.map((p) => p.name));
+    const packages: DebianPackage[] = [];
+    for (const spec of wanted) {
+      const deb = debs.find((f) => f.startsWith(`${spec.name}_`));
+      if (!deb) throw new Error(`image base: apt-get download gave no .deb for ${spec.name}`);
+      const path = join(work, deb);
+      const x = join(work, `x-${spec.name}`);
+      execFileSync('dpkg-deb', ['-x', path, x]);
+      for (const rel of walk(x)) {
+        const keep = spec.keep(rel) || rel === `usr/share/doc/${spec.name}/copyright`;
+        if (!keep || existsSync(join(rootfs, rel))) continue;
+        const st = lstatSync(join(x, rel));
+        if (st.isDirectory()) {
+          mkdirSync(join(rootfs, rel), { recursive: true });
+          chmodSync(join(rootfs, rel), st.mode & 0o7777);
+        } else {
+          mkdirSync(dirname(join(rootfs, rel)), { recursive: true });
+          cpSync(join(x, rel), join(rootfs, rel), { verbatimSymlinks: true });
+        }
+      }
+      const pkg = { name: field(path, 'Package'), version: field(path, 'Version'), arch: field(path, 'Architecture') };
+      packages.push(pkg);
+      // what distroless does: one status file per package, read by image scanners
+      const control = execFileSync('dpkg-deb', ['-f', path], { encoding: 'utf8' });
+      mkdirSync(join(rootfs, 'var/lib/dpkg/status.d'), { recursive: true });
+      writeFileSync(join(rootfs, 'var/lib/dpkg/status.d', spec.name), `${control.trimEnd()}\nStatus: install ok installed\n`);
+    }
+    writeCaBundle(rootfs);
+    writeUsers(rootfs);
+    return packages;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+// What update-ca-certificates would write: every certificate of the package, in order, in one file.
+function writeCaBundle(rootfs: string): void {
+  const dir = join(rootfs, 'usr/share/ca-certificates');
+  const certs = walk(dir).filter((p) => p.endsWith('.crt'));
+  if (certs.length === 0) throw new Error('image base: ca-certificates holds no certificate');
+  mkdirSync(join(rootfs, 'etc/ssl/certs'), { recursive: true });
+  writeFileSync(join(rootfs, 'etc/ssl/certs/ca-certificates.crt'), certs.map((c) => readFileSync(join(dir, c), 'utf8').trimEnd() + '\n').join(''));
+  rmSync(dir, { recursive: true });
+}
+
+function writeUsers(rootfs: string): void {
+  const { uid, gid, name, home } = NONROOT;
+  mkdirSync(join(rootfs, 'etc'), { recursive: true });
+  writeFileSync(join(rootfs, 'etc/passwd'), `root:x:0:0:root:/root:/sbin/nologin\n${name}:x:${uid}:${gid}:${name}:/${home}:/sbin/nologin\n`);
+  writeFileSync(join(rootfs, 'etc/group'), `root:x:0:\n${name}:x:${gid}:\n`);
+  writeFileSync(join(rootfs, 'etc/nsswitch.conf'), 'passwd: files\ngroup: files\nhosts: files dns\n');
+  mkdirSync(join(rootfs, home), { recursive: true, mode: 0o700 });
+  mkdirSync(join(rootfs, 'tmp'), { recursive: true });
+  execFileSync('chmod', ['1777', join(rootfs, 'tmp')]);
+  execFileSync('chmod', ['0700', join(rootfs, home)]);
+}
+
+/** Layer owners: everything root's except the non-root user's home. */
+export function baseOwner(path: string): { uid: number; gid: number } | undefined {
+  return path === NONROOT.home ? { uid: NONROOT.uid, gid: NONROOT.gid } : undefined;
+}

@@ -1,0 +1,101 @@
+// The rlmesh-runtime image: the Debian base, the Node binary of the npm `node`
+// package at the version package.json pins, and /app (the compiled JavaScript,
+// the production node_modules and a V8 compile cache filled by starting every
+// entrypoint once). The Dockerfile runs this same assembly (--rootfs), so an
+// engine build and this one hold the same files.
+import { execFileSync } from 'node:child_process';
+import { chmodSync, cpSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { assembleDebianBase, baseOwner, type DebianPackage } from './debian-base.ts';
+import { walk, type ImageConfig } from './oci-layout.ts';
+import { ROOT, sourceFacts } from './source.ts';
+
+export const COMPONENTS = ['agent', 'controller', 'egress', 'controlplane', 'cli', 'gpu-discovery'] as const;
+
+const NODE_PATH = '/usr/local/bin/node';
+
+/** The image config; the Dockerfile's final stage must say the same (test/image/dockerfile.test.ts). */
+export function runtimeConfig(labels: Record<string, string>): ImageConfig {
+  return {
+    User: '65532:65532',
+    Entrypoint: [NODE_PATH, '/app/bin/rlmesh-runtime.js'],
+    Env: ['PATH=/usr/local/bin', 'NODE_ENV=production', 'NODE_COMPILE_CACHE=/app/.node-compile-cache', 'NODE_COMPILE_CACHE_PORTABLE=1'],
+    WorkingDir: '/app',
+    Labels: labels,
+  };
+}
+
+function pinnedNode(): string {
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
+  const want = pkg.devDependencies['node'];
+  const have = (JSON.parse(readFileSync(join(ROOT, 'node_modules/node/package.json'), 'utf8')) as { version: string }).version;
+  if (want !== have) throw new Error(`image: package.json pins node ${want} but node_modules holds ${have}; run npm ci first`);
+  return join(ROOT, 'node_modules/node/bin/node');
+}
+
+function run(cmd: string, args: string[], cwd: string, env: Record<string, string> = {}): void {
+  execFileSync(cmd, args, { cwd, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...env } });
+}
+
+export type RuntimeTree = { base: string; app: string; packages: DebianPackage[]; nodeVersion: string };
+
+/** Assembles the two layers' folders under `stage`: base/ (OS + Node) and app/ (/app). */
+export function assembleRuntime(stage: string): RuntimeTree {
+  const t0 = Date.now();
+  const step = (what: string) => console.error(`[image] ${what} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  const base = join(stage, 'base');
+  const app = join(stage, 'app');
+  const node = pinnedNode();
+  const packages = assembleDebianBase(base, { libraries: true });
+  mkdirSync(join(base, 'usr/local/bin'), { recursive: true });
+  cpSync(node, join(base, NODE_PATH.slice(1)));
+  const nodeVersion = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
+  step(`base: ${packages.map((p) => `${p.name}=${p.version}`).join(' ')}, node ${nodeVersion}`);
+
+  const appDir = join(app, 'app');
+  run(join(ROOT, 'node_modules/.bin/tsc'), ['-p', 'tsconfig.build.json', '--outDir', appDir], ROOT);
+  const npmDir = join(stage, 'npm');
+  mkdirSync(npmDir);
+  for (const f of ['package.json', 'package-lock.json']) cpSync(join(ROOT, f), join(npmDir, f));
+  step('compiled');
+  run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], npmDir);
+  renameSync(join(npmDir, 'node_modules'), join(appDir, 'node_modules'));
+  rmSync(npmDir, { recursive: true });
+  const { name, version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
+  writeFileSync(join(appDir, 'package.json'), `${JSON.stringify({ name, version, private: true, type: 'module' }, null, 2)}\n`);
+
+  step('production node_modules');
+  // Start each entrypoint once so V8's compile cache holds its modules
+  // (portable: keyed by paths relative to the cache folder). A fixed random
+  // seed makes the cache the same bytes on every build (the per-process hash
+  // seed is the only thing that varies otherwise); it is not part of V8's flag
+  // hash, so pods, which run with a random seed, accept the cache.
+  for (const c of COMPONENTS) {
+    run(node, ['--random-seed=1', join(appDir, 'bin/rlmesh-runtime.js'), c, '--help'], appDir, {
+      NODE_ENV: 'production',
+      NODE_COMPILE_CACHE: join(appDir, '.node-compile-cache'),
+      NODE_COMPILE_CACHE_PORTABLE: '1',
+    });
+  }
+  // the cache is written 0600; the image's user 65532 must read it
+  const cache = join(appDir, '.node-compile-cache');
+  for (const rel of walk(cache)) chmodSync(join(cache, rel), lstatSync(join(cache, rel)).isDirectory() ? 0o755 : 0o644);
+  chmodSync(cache, 0o755);
+  step('compile cache filled');
+  return { base, app, packages, nodeVersion };
+}
+
+export function runtimeLabels(tree: RuntimeTree): Record<string, string> {
+  const src = sourceFacts();
+  return {
+    'org.opencontainers.image.title': 'rlmesh-runtime',
+    'org.opencontainers.image.description': 'RLMesh cluster runtime: agent, controller, egress proxy, control plane, CLI, GPU discovery',
+    'org.opencontainers.image.version': src.version,
+    'org.opencontainers.image.revision': src.revision,
+    'org.opencontainers.image.created': src.created.toISOString(),
+    'dev.rlmesh.image.node': tree.nodeVersion,
+    'dev.rlmesh.image.debian-packages': tree.packages.map((p) => `${p.name}=${p.version}`).join(' '),
+  };
+}
+
+export const runtimeOwner = baseOwner;
