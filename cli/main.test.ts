@@ -7,7 +7,7 @@ import type * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { parseControlSecret, parsePullSecret } from '../agent/credentials.ts';
-import { api, openSession, startTestControlPlane, type TestControlPlane } from '../controlplane/test-helpers.ts';
+import { api, openSession, startTestControlPlane, type TestControlPlane } from '../test/support/control-plane.ts';
 
 const MAIN = join(import.meta.dirname, 'main.ts');
 let cp: TestControlPlane;
@@ -168,5 +168,12 @@ describe('rlmesh clusters join --format k8s-secret', () => {
     expect(await rlmesh(['preflight', '--help'])).toMatchObject({ status: 0, stdout: expect.stringContaining('rlmesh preflight') });
     expect(await rlmesh(['nodes'])).toMatchObject({ status: 2, stderr: expect.stringContaining('rlmesh --help') });
     expect(await rlmesh(['clusters', 'join', '--format', 'json'])).toMatchObject({ status: 2, stderr: expect.stringContaining('k8s-secret') });
+  });
+
+  it('prints the version of package.json with --version and exits 0', async () => {
+    const { version } = JSON.parse(readFileSync(join(import.meta.dirname, '../package.json'), 'utf8')) as { version: string };
+    expect(version).toMatch(/^\d+\.\d+\.\d+/);
+    expect(await rlmesh(['--version'])).toEqual({ status: 0, stdout: `${version}\n`, stderr: '' });
+    expect((await rlmesh(['--help'])).stdout).toContain('--version');
   });
 });
