@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, expect, it } from 'vitest';
-import { api } from './test-helpers.ts';
+import { api } from '../test/support/control-plane.ts';
 
 type Ready = { url: string; caFile: string; adminToken: string; grpc: { host: string; port: number; tls: boolean }; dbFile: string };
 

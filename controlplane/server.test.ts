@@ -5,7 +5,7 @@ import { rmSync } from 'node:fs';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import { afterEach, describe, expect, it } from 'vitest';
-import { api, joinedCluster, openSession, startTestControlPlane, type TestControlPlane, type TestSession } from './test-helpers.ts';
+import { api, joinedCluster, openSession, startTestControlPlane, type TestControlPlane, type TestSession } from '../test/support/control-plane.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;

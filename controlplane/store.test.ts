@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { sha256Hex } from './secrets.ts';
 import { Store } from './store.ts';
-import { manualClock, type ManualClock } from './test-helpers.ts';
+import { manualClock, type ManualClock } from '../test/support/control-plane.ts';
 import { DatabaseSync } from 'node:sqlite';
 
 const MIN = 60_000;

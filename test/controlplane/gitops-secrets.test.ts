@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parseControlSecret, parsePullSecret } from '../../agent/credentials.ts';
-import { openSession } from '../../controlplane/test-helpers.ts';
+import { openSession } from '../support/control-plane.ts';
 import { kubectl } from '../support/cluster.ts';
 import { api, startControlPlane, type ControlPlane } from '../support/runtime.ts';
 

@@ -5,7 +5,7 @@
 // clock skew are measured against the reference control plane on loopback.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { startTestControlPlane, type TestControlPlane } from '../../controlplane/test-helpers.ts';
+import { startTestControlPlane, type TestControlPlane } from '../support/control-plane.ts';
 import type { PreflightReport } from '../../lib/gen/rlmesh/v1/session_pb.ts';
 import { agentPreflightOnce, startAgentPreflight } from '../../lib/preflight/agent.ts';
 import { CHECK_IDS } from '../../lib/preflight/run.ts';

@@ -1,6 +1,8 @@
-// Shared by the control plane's and the CLI's tests: a manual clock, a real
-// control plane on 127.0.0.1 with a generated CA, a REST client that trusts
-// that CA, and a Connect-ES gRPC session client.
+// A reference control plane for tests, shared by the control plane's and the
+// CLI's unit tests and the integration tests: a manual clock, a real control
+// plane on 127.0.0.1 with a generated CA and a fixed admin token, a REST client
+// that trusts that CA, and a Connect-ES gRPC session client. It lives under
+// test/ so that nothing of it is compiled into the product (tsconfig.build.json).
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,11 +11,11 @@ import { ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { pino } from 'pino';
 import { Agent, request } from 'undici';
-import { AgentMessageSchema, ClusterSession, type AgentMessage, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
-import { Outbox } from './live-sessions.ts';
-import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from './server.ts';
-import type { Clock } from './store.ts';
-import { ensureTls } from './tls.ts';
+import { AgentMessageSchema, ClusterSession, type AgentMessage, type ControlMessage } from '../../lib/gen/rlmesh/v1/session_pb.ts';
+import { Outbox } from '../../controlplane/live-sessions.ts';
+import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from '../../controlplane/server.ts';
+import type { Clock } from '../../controlplane/store.ts';
+import { ensureTls } from '../../controlplane/tls.ts';
 
 export type ManualClock = Clock & { advance(ms: number): void };
 
