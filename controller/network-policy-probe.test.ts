@@ -22,6 +22,7 @@ describe('NetworkPolicy probe pod', () => {
       securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
     });
     expect(pod.metadata?.labels?.['app.kubernetes.io/managed-by']).toBeUndefined();
+    expect(pod.metadata?.annotations).toBeUndefined();
   });
   it('reads the exit code and termination message, or why the pod did not run', () => {
     expect(podOutcome({ status: { containerStatuses: [{ name: 'probe', image: '', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 10, message: 'forbidden a:1: connected\n' } } }] } })).toEqual({

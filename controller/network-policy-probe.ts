@@ -32,8 +32,6 @@ export type ProbeOptions = {
   /** how long to wait for the pod to finish (default 90 s; the pod's own deadline is 60 s) */
   timeoutMs?: number;
   pollMs?: number;
-  /** extra pod annotations (the local cluster's kwok reads rlmesh.dev/test-exit-code from them) */
-  annotations?: Record<string, string>;
 };
 
 /** This pod's IP: POD_IP from the downward API, else the first non-loopback IPv4 address. */
@@ -49,11 +47,11 @@ export function defaultProbeTargets(config: RuntimeConfig, metricsPort = config.
   return { forbidden: `${podIp ?? '127.0.0.1'}:${metricsPort}`, allowed: `${proxy.hostname}:${proxy.port || '80'}` };
 }
 
-export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecret' | 'targets' | 'annotations'>): k8s.V1Pod {
+export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecret' | 'targets'>): k8s.V1Pod {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { generateName: `${PROBE_NAME}-`, namespace: o.runsNamespace, labels: { ...PROBE_LABELS }, annotations: { ...(o.annotations ?? {}) } },
+    metadata: { generateName: `${PROBE_NAME}-`, namespace: o.runsNamespace, labels: { ...PROBE_LABELS } },
     spec: {
       restartPolicy: 'Never',
       activeDeadlineSeconds: 60,

@@ -32,12 +32,12 @@ const settings = (accessModes: string[] = ['ReadWriteOnce'], nodeName: string | 
 
 describe('buildEvaluationPod', () => {
   it('builds a restricted pod with no token, the pull Secret, proxy env, GPUs, deadline, owner and labels', () => {
-    const pod = buildEvaluationPod(ev({}, { 'rlmesh.dev/test-exit-code': '3', other: 'x' }), settings());
+    const pod = buildEvaluationPod(ev(), settings());
     const spec = pod.spec!;
     const c = spec.containers[0]!;
     expect(pod.metadata!.name).toBe('rle-eval-1');
     expect(pod.metadata!.labels).toMatchObject({ 'rlmesh.dev/evaluation': 'eval-1', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-controller' });
-    expect(pod.metadata!.annotations).toEqual({ 'rlmesh.dev/evaluation-id': 'ev_123', 'rlmesh.dev/test-exit-code': '3' });
+    expect(pod.metadata!.annotations).toEqual({ 'rlmesh.dev/evaluation-id': 'ev_123' });
     expect(pod.metadata!.ownerReferences).toEqual([
       { apiVersion: 'rlmesh.dev/v1alpha1', kind: 'RLMeshEvaluation', name: 'eval-1', uid: 'uid-1', controller: true, blockOwnerDeletion: false },
     ]);
@@ -63,6 +63,16 @@ describe('buildEvaluationPod', () => {
     expect(c.env!.filter((e) => e.name === 'HTTPS_PROXY')).toHaveLength(1);
     expect(c.volumeMounts).toEqual([{ name: 'artifact-cache', mountPath: '/artifacts/policy.pt', subPath: `sha256/${digest}`, readOnly: true }]);
     expect(spec.volumes).toEqual([{ name: 'artifact-cache', persistentVolumeClaim: { claimName: 'rlmesh-artifact-cache', readOnly: true } }]);
+  });
+
+  it("copies none of the evaluation's annotations onto the pod, whatever their prefix", () => {
+    // the product honours no test annotation: the local cluster's kwok is steered
+    // from the test side (test/cluster/kwok-stages.yaml), never through the pod spec
+    const annotations = { 'rlmesh.dev/test-exit-code': '3', 'rlmesh.dev/test-duration': '60s', 'rlmesh.dev/evaluation-id': 'ev_forged', other: 'x' };
+    const pod = buildEvaluationPod(ev({}, annotations), settings());
+    expect(pod.metadata!.annotations).toEqual({ 'rlmesh.dev/evaluation-id': 'ev_123' });
+    expect(pod.metadata!.labels).not.toHaveProperty('other');
+    expect(JSON.stringify(pod)).not.toContain('rlmesh.dev/test-');
   });
 
   it('requests amd.com/gpu for AMD', () => {

@@ -11,9 +11,6 @@ export const MANAGED_BY = 'rlmesh-cluster-controller';
 export const LABEL_EVALUATION = 'rlmesh.dev/evaluation';
 export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
 export const ANNOTATION_EVALUATION_ID = 'rlmesh.dev/evaluation-id';
-// Annotations with this prefix are copied from the evaluation onto its pod: the
-// local cluster's kwok reads the outcome of a simulated pod from them.
-export const TEST_ANNOTATION_PREFIX = 'rlmesh.dev/test-';
 export const CONTAINER_NAME = 'evaluation';
 export const ARTIFACTS_DIR = '/artifacts';
 export const CACHE_VOLUME = 'artifact-cache';
@@ -79,9 +76,6 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
   const gpu = spec.resources?.gpu;
   if (gpu && gpu.count > 0) requests[GPU_RESOURCE[gpu.vendor]] = limits[GPU_RESOURCE[gpu.vendor]] = String(gpu.count);
 
-  const annotations: Record<string, string> = { [ANNOTATION_EVALUATION_ID]: spec.evaluationId };
-  for (const [k, v] of Object.entries(ev.metadata.annotations ?? {})) if (k.startsWith(TEST_ANNOTATION_PREFIX)) annotations[k] = v;
-
   const pinned = artifacts.length > 0 && !cacheIsShared(s.cache.accessModes) && s.cache.nodeName;
 
   return {
@@ -96,7 +90,7 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
         'app.kubernetes.io/name': 'rlmesh-evaluation',
         'app.kubernetes.io/part-of': 'rlmesh-runtime',
       },
-      annotations,
+      annotations: { [ANNOTATION_EVALUATION_ID]: spec.evaluationId },
       ownerReferences: [
         // blockOwnerDeletion stays false: nothing of ours may hold up deleting an
         // evaluation, its namespace or an uninstall

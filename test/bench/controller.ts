@@ -87,7 +87,7 @@ function podsAppear(namespace: string, count: number): Promise<number> {
 async function benchPods(env: Env): Promise<void> {
   const kc = adminKubeConfig();
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  const evs = Array.from({ length: N }, (_, i) => evaluation(`bench-${i}`, { resources: { cpu: '10m', memory: '16Mi' } }, { 'rlmesh.dev/test-duration': '100ms' }) as RLMeshEvaluation);
+  const evs = Array.from({ length: N }, (_, i) => evaluation(`bench-${i}`, { resources: { cpu: '10m', memory: '16Mi' } }, { duration: '100ms' }) as RLMeshEvaluation);
   const settings = { namespace: '', pullSecret: 'rlmesh-registry-pull', proxyUrl: 'http://rlmesh-egress-proxy.rlmesh-system.svc:3128', cache: { pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteOnce'] } };
   const barePods = (ns: string) =>
     evs.map((ev) => {
@@ -258,7 +258,7 @@ async function benchFanout(env: Env): Promise<void> {
   try {
     const artifact = { name: 'shared.bin', sha256: srv.sha256, sizeBytes: 32 * 1024 * 1024, source: { httpsUrl: srv.url } };
     await pool(Array.from({ length: FANOUT }, (_, i) => i), FANOUT, (i) =>
-      createEvaluation(env, evaluation(`fan-${i}`, { artifacts: [artifact] }, { 'rlmesh.dev/test-duration': '100ms' })),
+      createEvaluation(env, evaluation(`fan-${i}`, { artifacts: [artifact] }, { duration: '100ms' })),
     );
     for (let i = 0; i < FANOUT; i++) await waitForPhase(env, `fan-${i}`, ['Succeeded'], 300_000);
     const stats = (await (await request(srv.statsUrl, { dispatcher: srv.dispatcher })).body.json()) as Record<string, number>;

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
+import { outcomeEnv } from '../support/kwok-outcome.ts';
 
 const ns = `smoke-${process.pid}`;
 
@@ -73,20 +74,30 @@ describe('the local cluster is real Kubernetes', () => {
     for (const n of nodes) expect(n).toMatch(/^kwok-/);
   });
 
-  it('finishes a bare pod with the exit code its annotation chooses', async () => {
-    for (const [name, code] of [['ok', '0'], ['bad', '3']] as const) {
+  it('finishes a bare pod with the exit code and after the duration its container is told', async () => {
+    // the contract of test/cluster/kwok-stages.yaml: TEST_EXIT_CODE and TEST_DURATION on the first container
+    const outcomes = { ok: { exitCode: 0, duration: '2s' }, bad: { exitCode: 3, duration: '2s' }, untold: {} };
+    for (const [name, outcome] of Object.entries(outcomes)) {
       const pod = {
         apiVersion: 'v1',
         kind: 'Pod',
-        metadata: { name, namespace: ns, annotations: { 'rlmesh.dev/test-exit-code': code, 'rlmesh.dev/test-duration': '1s' } },
-        spec: { restartPolicy: 'Never', containers: [{ name: 'eval', image: 'registry.example/eval:1' }] },
+        metadata: { name, namespace: ns },
+        spec: { restartPolicy: 'Never', containers: [{ name: 'eval', image: 'registry.example/eval:1', env: outcomeEnv(outcome) }] },
       };
       kubectl(['apply', '-f', '-'], { input: JSON.stringify(pod) });
     }
     const phase = (name: string) => jsonpath(['-n', ns, 'get', 'pod', name], '{.status.phase}');
     await until('pod ok to succeed', () => (phase('ok') === 'Succeeded' ? true : undefined));
     await until('pod bad to fail', () => (phase('bad') === 'Failed' ? true : undefined));
-    expect(jsonpath(['-n', ns, 'get', 'pod', 'bad'], '{.status.containerStatuses[0].state.terminated.exitCode}')).toBe('3');
+    await until('pod untold to succeed', () => (phase('untold') === 'Succeeded' ? true : undefined));
+    const terminated = (name: string) => JSON.parse(jsonpath(['-n', ns, 'get', 'pod', name], '{.status.containerStatuses[0].state.terminated}')) as { exitCode: number; startedAt: string; finishedAt: string };
+    const ranFor = (name: string) => Date.parse(terminated(name).finishedAt) - Date.parse(jsonpath(['-n', ns, 'get', 'pod', name], '{.status.startTime}'));
+    expect(terminated('ok').exitCode).toBe(0);
+    expect(terminated('bad').exitCode).toBe(3);
+    expect(terminated('untold').exitCode).toBe(0);
+    // timestamps have whole seconds: a 2 s run shows as at least 2 s
+    expect(ranFor('ok')).toBeGreaterThanOrEqual(2000);
+    expect(ranFor('bad')).toBeGreaterThanOrEqual(2000);
   });
 
   it('binds a PVC through the default StorageClass', async () => {

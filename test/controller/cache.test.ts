@@ -73,7 +73,7 @@ describe('cache fill', () => {
     const b = blob(2 * 1024 * 1024 - 1);
     server.put('/shared.bin', b.data);
     server.throttle('/shared.bin', 5); // slow enough that all 50 ask while it downloads
-    await Promise.all(Array.from({ length: 50 }, (_, i) => createEvaluation(env, evaluation(`shared-${i}`, { artifacts: [https('shared.bin', b, '/shared.bin')] }, { 'rlmesh.dev/test-duration': '200ms' }))));
+    await Promise.all(Array.from({ length: 50 }, (_, i) => createEvaluation(env, evaluation(`shared-${i}`, { artifacts: [https('shared.bin', b, '/shared.bin')] }, { duration: '200ms' }))));
     for (let i = 0; i < 50; i++) await waitForPhase(env, `shared-${i}`, ['Succeeded'], 120_000);
     expect(server.requests.get('/shared.bin')).toBe(1);
     expect(await metric(filler, 'rlmesh_cache_fetches_total{source="https",result="ok"}')).toBe(1);
@@ -92,7 +92,7 @@ describe('cache fill', () => {
     await s3.put('rl-artifacts', 'models/policy.pt', b.data);
     const source = { s3: { endpoint: s3.endpoint, region: 'us-east-1', bucket: 'rl-artifacts', key: 'models/policy.pt', credentialsSecretRef: { name: 's3-creds-s3eval' } } };
     // like the agent: the evaluation first, then the Secret it owns
-    await createEvaluation(env, evaluation('s3eval', { artifacts: [{ name: 'policy.pt', sha256: b.sha256, sizeBytes: b.data.length, source }] }, { 'rlmesh.dev/test-duration': '200ms' }));
+    await createEvaluation(env, evaluation('s3eval', { artifacts: [{ name: 'policy.pt', sha256: b.sha256, sizeBytes: b.data.length, source }] }, { duration: '200ms' }));
     await sleep(1000);
     apply([
       {
@@ -155,7 +155,7 @@ describe('cache fill', () => {
     const b = blob(8 * 1024 * 1024);
     server.put('/big.bin', b.data);
     server.throttle('/big.bin', 50);
-    await createEvaluation(env, evaluation('resume', { artifacts: [https('big.bin', b, '/big.bin')] }, { 'rlmesh.dev/test-duration': '200ms' }));
+    await createEvaluation(env, evaluation('resume', { artifacts: [https('big.bin', b, '/big.bin')] }, { duration: '200ms' }));
     const journal = join(cacheDir, 'tmp', `${b.sha256}.chunks`);
     await waitFor('some ranges to be written', async () => existsSync(journal) && readFileSync(journal, 'utf8').trim().split('\n').length >= 2, 60_000, 50);
     await filler.kill9();
@@ -190,13 +190,13 @@ describe('eviction', () => {
     for (const [p, x] of [['/a', a], ['/b', b], ['/c', c], ['/d', d]] as const) server.put(p, x.data);
     const has = (x: { sha256: string }) => existsSync(join(cacheDir, 'sha256', x.sha256));
 
-    await createEvaluation(env, evaluation('uses-a', { artifacts: [https('a', a, '/a')] }, { 'rlmesh.dev/test-duration': '300s' }));
+    await createEvaluation(env, evaluation('uses-a', { artifacts: [https('a', a, '/a')] }, { duration: '300s' }));
     await waitForPhase(env, 'uses-a', ['Running']);
-    await createEvaluation(env, evaluation('uses-b', { artifacts: [https('b', b, '/b')] }, { 'rlmesh.dev/test-duration': '100ms' }));
+    await createEvaluation(env, evaluation('uses-b', { artifacts: [https('b', b, '/b')] }, { duration: '100ms' }));
     await waitForPhase(env, 'uses-b', ['Succeeded']);
-    await createEvaluation(env, evaluation('uses-c', { artifacts: [https('c', c, '/c')] }, { 'rlmesh.dev/test-duration': '100ms' }));
+    await createEvaluation(env, evaluation('uses-c', { artifacts: [https('c', c, '/c')] }, { duration: '100ms' }));
     await waitForPhase(env, 'uses-c', ['Succeeded']);
-    await createEvaluation(env, evaluation('uses-d', { artifacts: [https('d', d, '/d')] }, { 'rlmesh.dev/test-duration': '100ms' }));
+    await createEvaluation(env, evaluation('uses-d', { artifacts: [https('d', d, '/d')] }, { duration: '100ms' }));
     await waitForPhase(env, 'uses-d', ['Succeeded']);
 
     await waitFor('eviction to settle', async () => !has(b) && !has(c));
@@ -217,7 +217,7 @@ describe('eviction', () => {
     await waitForPhase(env, 'uses-a', ['Cancelled']);
     const e = blob(300_000);
     server.put('/e', e.data);
-    await createEvaluation(env, evaluation('uses-e', { artifacts: [https('e', e, '/e')] }, { 'rlmesh.dev/test-duration': '100ms' }));
+    await createEvaluation(env, evaluation('uses-e', { artifacts: [https('e', e, '/e')] }, { duration: '100ms' }));
     await waitForPhase(env, 'uses-e', ['Succeeded']);
     await waitFor('a to be evicted once no unfinished evaluation uses it', async () => !has(a));
     expect(has(e)).toBe(true);

@@ -17,11 +17,11 @@ afterAll(async () => {
 
 describe('concurrency limit', () => {
   it('holds evaluations beyond --max-concurrent in Waiting and starts them when one finishes', async () => {
-    await createEvaluation(env, evaluation('first', {}, { 'rlmesh.dev/test-duration': '4s' }));
-    await createEvaluation(env, evaluation('second', {}, { 'rlmesh.dev/test-duration': '4s' }));
+    await createEvaluation(env, evaluation('first', {}, { duration: '4s' }));
+    await createEvaluation(env, evaluation('second', {}, { duration: '4s' }));
     await waitForPhase(env, 'first', ['Running']);
     await waitForPhase(env, 'second', ['Running']);
-    await createEvaluation(env, evaluation('third', {}, { 'rlmesh.dev/test-duration': '500ms' }));
+    await createEvaluation(env, evaluation('third', {}, { duration: '500ms' }));
     const waiting = await waitForPhase(env, 'third', ['Waiting']);
     expect(waiting.status!.reason).toBe('ConcurrencyLimit');
     expect(waiting.status!.message).toContain('2 evaluation pods are already running or pending');

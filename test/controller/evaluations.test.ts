@@ -1,6 +1,8 @@
 // Evaluations become pods on the real local cluster: the reconciler and the
 // cache filler run as child processes under their own ServiceAccounts; kwok
-// plays the pods' outcome from the annotations the controller copies.
+// plays each pod's outcome from the environment its evaluation gives the
+// container (test/support/kwok-outcome.ts), which the controller passes
+// through like any evaluation's.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { GROUP, VERSION } from '../../lib/crds/types.ts';
@@ -53,21 +55,20 @@ afterAll(async () => {
 
 describe('evaluation -> pod', () => {
   it('runs a pod with every required property, pinned to the ReadWriteOnce cache node, and reports the outcome with Events', async () => {
-    await createEvaluation(
-      env,
-      evaluation(
-        'happy',
-        {
-          command: ['python', 'run.py'],
-          args: ['--episodes', '2'],
-          env: [{ name: 'SEED', value: '42' }],
-          resources: { cpu: '500m', memory: '256Mi' },
-          artifacts: [{ name: 'policy.pt', sha256: artifact.sha256, sizeBytes: artifact.data.length, source: { httpsUrl: server.url('/policy.pt') } }],
-          deadlineSeconds: 120,
-        },
-        { 'rlmesh.dev/test-duration': '2s', 'rlmesh.dev/test-exit-code': '0' },
-      ),
+    const happy = evaluation(
+      'happy',
+      {
+        command: ['python', 'run.py'],
+        args: ['--episodes', '2'],
+        env: [{ name: 'SEED', value: '42' }],
+        resources: { cpu: '500m', memory: '256Mi' },
+        artifacts: [{ name: 'policy.pt', sha256: artifact.sha256, sizeBytes: artifact.data.length, source: { httpsUrl: server.url('/policy.pt') } }],
+        deadlineSeconds: 120,
+      },
+      { duration: '2s', exitCode: 0 },
     );
+    // the controller honours no annotation of the evaluation: this one neither reaches the pod nor changes its outcome
+    await createEvaluation(env, { ...happy, metadata: { name: 'happy', annotations: { 'rlmesh.dev/test-exit-code': '3' } } });
     const done = await waitForPhase(env, 'happy', ['Succeeded', 'Failed']);
     expect(done.status).toMatchObject({ phase: 'Succeeded', reason: 'Completed', exitCode: 0, podName: 'rle-happy', nodeName: 'kwok-cpu-0' });
     expect(done.status!.startTime).toBeDefined();
@@ -80,6 +81,7 @@ describe('evaluation -> pod', () => {
     const spec = pod.spec!;
     const c = spec.containers[0]!;
     expect(pod.metadata!.labels).toMatchObject({ 'rlmesh.dev/evaluation': 'happy', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-controller' });
+    expect(pod.metadata!.annotations).toEqual({ 'rlmesh.dev/evaluation-id': 'ev_happy' });
     expect(pod.metadata!.ownerReferences![0]).toMatchObject({ kind: 'RLMeshEvaluation', name: 'happy', uid: done.metadata.uid, controller: true });
     expect(spec.automountServiceAccountToken).toBe(false);
     expect(spec.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-pull' }]);
@@ -87,7 +89,14 @@ describe('evaluation -> pod', () => {
     expect(spec.securityContext!.runAsNonRoot).toBe(true);
     expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } });
     const envs = Object.fromEntries(c.env!.map((e) => [e.name, e.value]));
-    expect(envs).toMatchObject({ HTTPS_PROXY: `http://rlmesh-egress-proxy.${env.sys}.svc:3128`, HTTP_PROXY: `http://rlmesh-egress-proxy.${env.sys}.svc:3128`, NO_PROXY: 'localhost,127.0.0.1,::1', SEED: '42' });
+    expect(envs).toMatchObject({
+      HTTPS_PROXY: `http://rlmesh-egress-proxy.${env.sys}.svc:3128`,
+      HTTP_PROXY: `http://rlmesh-egress-proxy.${env.sys}.svc:3128`,
+      NO_PROXY: 'localhost,127.0.0.1,::1',
+      SEED: '42',
+      TEST_DURATION: '2s',
+      TEST_EXIT_CODE: '0',
+    });
     expect(c.volumeMounts).toEqual([{ name: 'artifact-cache', mountPath: '/artifacts/policy.pt', subPath: `sha256/${artifact.sha256}`, readOnly: true }]);
     expect(spec.volumes).toEqual([{ name: 'artifact-cache', persistentVolumeClaim: { claimName: 'rlmesh-artifact-cache', readOnly: true } }]);
     expect(spec.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms[0]!.matchFields).toEqual([
@@ -106,7 +115,7 @@ describe('evaluation -> pod', () => {
   it('requests GPUs, and reports a failing exit code', async () => {
     await createEvaluation(
       env,
-      evaluation('gpu-fail', { resources: { gpu: { count: 2, vendor: 'nvidia' } } }, { 'rlmesh.dev/test-duration': '1s', 'rlmesh.dev/test-exit-code': '3' }),
+      evaluation('gpu-fail', { resources: { gpu: { count: 2, vendor: 'nvidia' } } }, { duration: '1s', exitCode: 3 }),
     );
     const done = await waitForPhase(env, 'gpu-fail', ['Succeeded', 'Failed']);
     expect(done.status).toMatchObject({ phase: 'Failed', reason: 'NonZeroExit', exitCode: 3, nodeName: 'kwok-gpu-0' });
@@ -118,7 +127,7 @@ describe('evaluation -> pod', () => {
   });
 
   it('stops an evaluation that outlives its deadline', async () => {
-    await createEvaluation(env, evaluation('late', { deadlineSeconds: 2 }, { 'rlmesh.dev/test-duration': '120s' }));
+    await createEvaluation(env, evaluation('late', { deadlineSeconds: 2 }, { duration: '120s' }));
     await waitForPhase(env, 'late', ['Running']);
     const done = await waitForPhase(env, 'late', ['Failed', 'Succeeded'], 30_000);
     expect(done.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
@@ -131,7 +140,7 @@ describe('evaluation -> pod', () => {
   });
 
   it('cancels: spec.cancelled stops the pod, and deleting an evaluation deletes its pod', async () => {
-    await createEvaluation(env, evaluation('cancel-me', {}, { 'rlmesh.dev/test-duration': '120s' }));
+    await createEvaluation(env, evaluation('cancel-me', {}, { duration: '120s' }));
     await waitForPhase(env, 'cancel-me', ['Running']);
     await patchEvaluation('cancel-me', { spec: { cancelled: true } });
     const done = await waitForPhase(env, 'cancel-me', ['Cancelled']);
@@ -141,7 +150,7 @@ describe('evaluation -> pod', () => {
       return !pod || !!pod.metadata?.deletionTimestamp;
     });
 
-    await createEvaluation(env, evaluation('delete-me', {}, { 'rlmesh.dev/test-duration': '120s' }));
+    await createEvaluation(env, evaluation('delete-me', {}, { duration: '120s' }));
     await waitForPhase(env, 'delete-me', ['Running']);
     kubectl(['-n', env.runs, 'delete', 'rlmeshevaluation', 'delete-me', '--wait=true', '--timeout=30s']);
     await waitFor('the deleted evaluation\'s pod to go', async () => {
@@ -151,7 +160,7 @@ describe('evaluation -> pod', () => {
   });
 
   it('garbage-collects a finished evaluation once the agent reported it, and only then', async () => {
-    await createEvaluation(env, evaluation('collect', {}, { 'rlmesh.dev/test-duration': '500ms' }));
+    await createEvaluation(env, evaluation('collect', {}, { duration: '500ms' }));
     await waitForPhase(env, 'collect', ['Succeeded']);
     await sleep(3000); // longer than --gc-after-seconds=2: not reported, so kept
     expect(await getEvaluation(env, 'collect')).toBeDefined();
@@ -183,7 +192,7 @@ describe('Waiting, in the cluster\'s own words', () => {
     apply([{ apiVersion: 'v1', kind: 'ResourceQuota', metadata: { name: 'gpus', namespace: env.runs }, spec: { hard: { 'requests.nvidia.com/gpu': '1' } } }]);
     await sleep(1000); // the quota controller fills in status.used
     try {
-      await createEvaluation(env, evaluation('over-quota', { resources: { gpu: { count: 2, vendor: 'nvidia' } } }, { 'rlmesh.dev/test-duration': '500ms' }));
+      await createEvaluation(env, evaluation('over-quota', { resources: { gpu: { count: 2, vendor: 'nvidia' } } }, { duration: '500ms' }));
       const waiting = await waitForPhase(env, 'over-quota', ['Waiting']);
       expect(waiting.status!.reason).toBe('QuotaExceeded');
       expect(waiting.status!.message).toMatch(/forbidden: exceeded quota: gpus, requested: requests\.nvidia\.com\/gpu=2, used: requests\.nvidia\.com\/gpu=0, limited: requests\.nvidia\.com\/gpu=1/);
@@ -205,7 +214,7 @@ describe('RWO vs RWX placement', () => {
       artifacts: [{ name: 'policy.pt', sha256: artifact.sha256, sizeBytes: artifact.data.length, source: { httpsUrl: server.url('/policy.pt') } }],
       placement: { nodeSelector: { 'kubernetes.io/hostname': 'kwok-cpu-1' } },
     };
-    await createEvaluation(env, evaluation('rwo-elsewhere', elsewhere, { 'rlmesh.dev/test-duration': '500ms' }));
+    await createEvaluation(env, evaluation('rwo-elsewhere', elsewhere, { duration: '500ms' }));
     const stuck = await waitForPhase(env, 'rwo-elsewhere', ['Waiting']);
     expect(stuck.status!.reason).toBe('Unschedulable');
     expect(stuck.status!.message).toMatch(/didn't match Pod's node affinity\/selector/);
@@ -216,7 +225,7 @@ describe('RWO vs RWX placement', () => {
       MERGE_PATCH,
     );
     await sleep(1000);
-    await createEvaluation(env, evaluation('rwx-elsewhere', elsewhere, { 'rlmesh.dev/test-duration': '500ms' }));
+    await createEvaluation(env, evaluation('rwx-elsewhere', elsewhere, { duration: '500ms' }));
     const done = await waitForPhase(env, 'rwx-elsewhere', ['Succeeded', 'Failed']);
     expect(done.status).toMatchObject({ phase: 'Succeeded', nodeName: 'kwok-cpu-1' });
     expect((await getPod(env, 'rle-rwx-elsewhere'))!.spec!.affinity).toBeUndefined();

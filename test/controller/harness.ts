@@ -12,6 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { adminKubeConfig, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
+import { outcomeEnv, type Outcome } from '../support/kwok-outcome.ts';
 import { GROUP, VERSION, type EvaluationSpec, type RLMeshCache, type RLMeshEvaluation } from '../../lib/crds/types.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -175,12 +176,17 @@ export async function startController(
   };
 }
 
-export function evaluation(name: string, spec: Partial<EvaluationSpec>, annotations: Record<string, string> = {}): object {
+/**
+ * An RLMeshEvaluation; `outcome` becomes environment of its container
+ * (test/support/kwok-outcome.ts), from which kwok plays how its pod ends.
+ */
+export function evaluation(name: string, spec: Partial<EvaluationSpec>, outcome: Outcome = {}): object {
+  const env = [...(spec.env ?? []), ...outcomeEnv(outcome)];
   return {
     apiVersion: `${GROUP}/${VERSION}`,
     kind: 'RLMeshEvaluation',
-    metadata: { name, annotations },
-    spec: { evaluationId: `ev_${name}`, image: 'registry.rlmesh.dev/envs/test:1', deadlineSeconds: 600, ...spec },
+    metadata: { name },
+    spec: { evaluationId: `ev_${name}`, image: 'registry.rlmesh.dev/envs/test:1', deadlineSeconds: 600, ...spec, ...(env.length ? { env } : {}) },
   };
 }
 

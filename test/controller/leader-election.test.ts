@@ -30,7 +30,7 @@ describe('leader election', () => {
     procs.push(r2);
     await waitFor('replica-2 to be campaigning', async () => logOf(r2).includes('waiting to become leader'));
 
-    for (let i = 0; i < 5; i++) await createEvaluation(env, evaluation(`led-${i}`, {}, { 'rlmesh.dev/test-duration': '200ms' }));
+    for (let i = 0; i < 5; i++) await createEvaluation(env, evaluation(`led-${i}`, {}, { duration: '200ms' }));
     for (let i = 0; i < 5; i++) await waitForPhase(env, `led-${i}`, ['Succeeded']);
     expect(holder()).toBe('replica-1');
     expect(logOf(r1)).toContain('evaluation reconciler started');
@@ -40,7 +40,7 @@ describe('leader election', () => {
 
     const killedAt = Date.now();
     await r1.kill9();
-    await createEvaluation(env, evaluation('after-failover', {}, { 'rlmesh.dev/test-duration': '200ms' }));
+    await createEvaluation(env, evaluation('after-failover', {}, { duration: '200ms' }));
     await waitFor('replica-2 to take the Lease', async () => holder() === 'replica-2', 20_000, 100);
     const failoverMs = Date.now() - killedAt;
     // lease duration 3 s plus one retry period
@@ -58,7 +58,7 @@ describe('leader election', () => {
     await r2.stop();
     await waitFor('replica-3 to take the released Lease', async () => holder() === 'replica-3', 10_000, 100);
     expect(Date.now() - stoppedAt).toBeLessThan(3_000);
-    await createEvaluation(env, evaluation('after-handover', {}, { 'rlmesh.dev/test-duration': '200ms' }));
+    await createEvaluation(env, evaluation('after-handover', {}, { duration: '200ms' }));
     await waitForPhase(env, 'after-handover', ['Succeeded']);
   });
 });

@@ -22,7 +22,7 @@ afterAll(async () => {
 
 describe('kubectl and uninstall', () => {
   it('prints the promised columns and explains every field', async () => {
-    await createEvaluation(env, evaluation('listed', {}, { 'rlmesh.dev/test-duration': '300ms' }));
+    await createEvaluation(env, evaluation('listed', {}, { duration: '300ms' }));
     await waitForPhase(env, 'listed', ['Succeeded']);
     const rle = kubectl(['-n', env.runs, 'get', 'rle', 'listed']).stdout;
     expect(rle).toMatch(/^NAME\s+PHASE\s+REASON\s+POD\s+NODE\s+EXIT\s+AGE/);
@@ -37,7 +37,7 @@ describe('kubectl and uninstall', () => {
   });
 
   it('puts no finalizers anywhere, so deleting the runs namespace with evaluations running completes', async () => {
-    for (const n of ['u1', 'u2']) await createEvaluation(env, evaluation(n, {}, { 'rlmesh.dev/test-duration': '300s' }));
+    for (const n of ['u1', 'u2']) await createEvaluation(env, evaluation(n, {}, { duration: '300s' }));
     await waitForPhase(env, 'u1', ['Running']);
     await waitForPhase(env, 'u2', ['Running']);
     expect((await getEvaluation(env, 'u1'))!.metadata).not.toHaveProperty('finalizers');
