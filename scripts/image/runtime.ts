@@ -4,7 +4,7 @@
 // entrypoint once). The Dockerfile runs this same assembly (--rootfs), so an
 // engine build and this one hold the same files.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, cpSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assembleDebianBase, baseOwner, type DebianPackage } from './debian-base.ts';
 import { walk, type ImageConfig } from './oci-layout.ts';
@@ -65,24 +65,46 @@ export function assembleRuntime(stage: string): RuntimeTree {
   writeFileSync(join(appDir, 'package.json'), `${JSON.stringify({ name, version, private: true, type: 'module' }, null, 2)}\n`);
 
   step('production node_modules');
-  // Start each entrypoint once so V8's compile cache holds its modules
-  // (portable: keyed by paths relative to the cache folder). A fixed random
-  // seed makes the cache the same bytes on every build (the per-process hash
-  // seed is the only thing that varies otherwise); it is not part of V8's flag
-  // hash, so pods, which run with a random seed, accept the cache.
-  for (const c of COMPONENTS) {
-    run(node, ['--random-seed=1', join(appDir, 'bin/rlmesh-runtime.js'), c, '--help'], appDir, {
-      NODE_ENV: 'production',
-      NODE_COMPILE_CACHE: join(appDir, '.node-compile-cache'),
-      NODE_COMPILE_CACHE_PORTABLE: '1',
-    });
-  }
-  // the cache is written 0600; the image's user 65532 must read it
-  const cache = join(appDir, '.node-compile-cache');
-  for (const rel of walk(cache)) chmodSync(join(cache, rel), lstatSync(join(cache, rel)).isDirectory() ? 0o755 : 0o644);
-  chmodSync(cache, 0o755);
+  fillCompileCache(node, appDir);
   step('compile cache filled');
   return { base, app, packages, nodeVersion };
+}
+
+/**
+ * Starts each entrypoint once so V8's compile cache holds its modules
+ * (portable: keyed by paths relative to the cache folder). --predictable fixes
+ * the hash seed and V8's threads, which otherwise change the bytes on every
+ * run; it is not part of V8's flag hash, so pods, running without it, accept
+ * the cache. A module whose entry still differs between two fills (what runs
+ * before `--help` exits is not always the same) is left out: it compiles at
+ * start as it would with no cache, and the image stays the same bytes.
+ */
+function fillCompileCache(node: string, appDir: string): void {
+  const fill = (dir: string) => {
+    for (const c of COMPONENTS) {
+      run(node, ['--predictable', join(appDir, 'bin/rlmesh-runtime.js'), c, '--help'], appDir, {
+        NODE_ENV: 'production',
+        NODE_COMPILE_CACHE: dir,
+        NODE_COMPILE_CACHE_PORTABLE: '1',
+      });
+    }
+  };
+  const cache = join(appDir, '.node-compile-cache');
+  const second = join(appDir, '.node-compile-cache-check'); // same depth: portable keys are relative paths
+  fill(cache);
+  fill(second);
+  for (const rel of walk(cache)) {
+    const a = join(cache, rel);
+    if (lstatSync(a).isDirectory()) {
+      chmodSync(a, 0o755);
+      continue;
+    }
+    const b = join(second, rel);
+    if (!existsSync(b) || !readFileSync(a).equals(readFileSync(b))) rmSync(a);
+    else chmodSync(a, 0o644); // written 0600; the image's user 65532 must read it
+  }
+  chmodSync(cache, 0o755);
+  rmSync(second, { recursive: true });
 }
 
 export function runtimeLabels(tree: RuntimeTree): Record<string, string> {
