@@ -65,34 +65,45 @@ export function assembleRuntime(stage: string): RuntimeTree {
   writeFileSync(join(appDir, 'package.json'), `${JSON.stringify({ name, version, private: true, type: 'module' }, null, 2)}\n`);
 
   step('production node_modules');
-  fillCompileCache(node, appDir);
+  // filled inside the image's own root filesystem: V8's cache bytes depend on the modules' absolute paths
+  renameSync(appDir, join(base, 'app'));
+  try {
+    fillCompileCache(base);
+  } finally {
+    renameSync(join(base, 'app'), appDir);
+  }
   step('compile cache filled');
   return { base, app, packages, nodeVersion };
 }
 
 /**
- * Starts each entrypoint once so V8's compile cache holds its modules
- * (portable: keyed by paths relative to the cache folder). --predictable fixes
- * the hash seed and V8's threads, which otherwise change the bytes on every
- * run; it is not part of V8's flag hash, so pods, running without it, accept
- * the cache. A module whose entry still differs between two fills (what runs
- * before `--help` exits is not always the same) is left out: it compiles at
- * start as it would with no cache, and the image stays the same bytes.
+ * Starts each entrypoint once, chrooted into the image's root filesystem, so
+ * V8's compile cache holds its modules as the pods load them from /app.
+ * --predictable fixes the hash seed and V8's threads, which otherwise change
+ * the bytes on every run; it is not part of V8's flag hash, so pods, running
+ * without it, accept the cache. A module whose entry still differs between two
+ * fills (what runs before `--help` exits is not always the same) is left out:
+ * it compiles at start as it would with no cache, and the image stays the
+ * same bytes.
  */
-function fillCompileCache(node: string, appDir: string): void {
+function fillCompileCache(rootfs: string): void {
+  if (process.getuid?.() !== 0) {
+    throw new Error('image: filling the compile cache runs node chrooted into the image (chroot needs root); run the build as root, as the Dockerfile build does');
+  }
   const fill = (dir: string) => {
     for (const c of COMPONENTS) {
-      run(node, ['--predictable', join(appDir, 'bin/rlmesh-runtime.js'), c, '--help'], appDir, {
+      run('chroot', [rootfs, NODE_PATH, '--predictable', '/app/bin/rlmesh-runtime.js', c, '--help'], '/', {
         NODE_ENV: 'production',
-        NODE_COMPILE_CACHE: dir,
+        NODE_COMPILE_CACHE: `/app/${dir}`,
         NODE_COMPILE_CACHE_PORTABLE: '1',
       });
     }
   };
-  const cache = join(appDir, '.node-compile-cache');
-  const second = join(appDir, '.node-compile-cache-check'); // same depth: portable keys are relative paths
-  fill(cache);
-  fill(second);
+  const cache = join(rootfs, 'app/.node-compile-cache');
+  const second = join(rootfs, 'app/.node-compile-cache-check');
+  fill('.node-compile-cache');
+  fill('.node-compile-cache-check');
+  let dropped = 0;
   for (const rel of walk(cache)) {
     const a = join(cache, rel);
     if (lstatSync(a).isDirectory()) {
@@ -100,11 +111,14 @@ function fillCompileCache(node: string, appDir: string): void {
       continue;
     }
     const b = join(second, rel);
-    if (!existsSync(b) || !readFileSync(a).equals(readFileSync(b))) rmSync(a);
-    else chmodSync(a, 0o644); // written 0600; the image's user 65532 must read it
+    if (!existsSync(b) || !readFileSync(a).equals(readFileSync(b))) {
+      rmSync(a);
+      dropped++;
+    } else chmodSync(a, 0o644); // written 0600; the image's user 65532 must read it
   }
   chmodSync(cache, 0o755);
   rmSync(second, { recursive: true });
+  if (dropped > 0) console.error(`[image] compile cache: ${dropped} entries differed between two fills and were left out`);
 }
 
 export function runtimeLabels(tree: RuntimeTree): Record<string, string> {
