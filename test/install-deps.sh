@@ -13,6 +13,9 @@ APT_PACKAGES=(
   openssl
   squid
   util-linux
+  skopeo
+  umoci
+  runc
 )
 
 missing=()
