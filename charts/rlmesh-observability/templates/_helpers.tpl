@@ -16,13 +16,18 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 
 {{/*
 The image a pod runs: repository@digest when the digest is set (the tag is then
-ignored), repository:tag when not. imageReference() in lib/chart-values.ts is the
+ignored); else, in a released chart, the digest the release pushed for this image
+(templates/_released-images.tpl) when the tag is the released one; else
+repository:tag. imageReference() in lib/chart-values.ts is the
 same rule; templates/_validate.tpl has already refused a malformed digest and a
 block with neither tag nor digest.
 */}}
 {{- define "obs.image" -}}
+{{- $released := get (include "obs.releasedImages" . | fromJson) (base .repository) -}}
 {{- if .digest -}}
 {{- printf "%s@%s" .repository .digest -}}
+{{- else if and $released (eq .tag $released.tag) -}}
+{{- printf "%s@%s" .repository $released.digest -}}
 {{- else -}}
 {{- printf "%s:%s" .repository .tag -}}
 {{- end -}}

@@ -18,15 +18,21 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 
 {{/*
 The image a pod runs: repository@digest when .image.digest is set (the tag is then
-ignored), repository:tag when not; an empty tag is .defaultTag (the chart's
-appVersion for the runtime image). imageReference() in lib/chart-values.ts is the
+ignored); else, in a released chart, the digest the release pushed for this image
+(templates/_released-images.tpl) when the tag is empty or the released one; else
+repository:tag. An empty tag is .defaultTag (the chart's appVersion for the
+runtime image). imageReference() in lib/chart-values.ts is the
 same rule; templates/_validate.tpl has already refused a malformed digest.
 */}}
 {{- define "rlmesh.image" -}}
+{{- $tag := .image.tag | default .defaultTag -}}
+{{- $released := get (include "rlmesh.releasedImages" . | fromJson) (base .image.repository) -}}
 {{- if .image.digest -}}
 {{- printf "%s@%s" .image.repository .image.digest -}}
+{{- else if and $released (eq $tag $released.tag) -}}
+{{- printf "%s@%s" .image.repository $released.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .image.repository (.image.tag | default .defaultTag) -}}
+{{- printf "%s:%s" .image.repository $tag -}}
 {{- end -}}
 {{- end }}
 
