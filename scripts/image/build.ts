@@ -13,6 +13,7 @@ import { writeImage, type BuiltImage, type ImageConfig, type LayerSource } from 
 import { assembleRuntime, runtimeConfig, runtimeLabels, runtimeOwner } from './runtime.ts';
 import { ROOT, sourceFacts } from './source.ts';
 import { assembleStaticImage } from './static-binary.ts';
+import { NONROOT } from './debian-base.ts';
 
 /** One image: how to assemble its layers in a scratch folder, and its tag. */
 export type ImageRecipe = {
@@ -115,6 +116,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     const stage = mkdtempSync(join(tmpdir(), 'rlmesh-rootfs-'));
     const tree = assembleRuntime(stage);
     for (const dir of [tree.base, tree.app]) cpSync(dir, resolve(values.rootfs), { recursive: true, verbatimSymlinks: true });
+    // the layers' owners (everything root's but the user's home), as files on disk
+    execFileSync('chown', ['-R', '0:0', resolve(values.rootfs)]);
+    execFileSync('chown', [`${NONROOT.uid}:${NONROOT.gid}`, join(resolve(values.rootfs), NONROOT.home)]);
     rmSync(stage, { recursive: true, force: true });
   } else {
     const out = resolve(values.out ?? join(ROOT, 'dist/images'));

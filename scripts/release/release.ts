@@ -1,0 +1,106 @@
+// The release: builds every image this repository ships (no container engine),
+// pushes them, records the pushed digests in copies of both charts, pushes the
+// charts as OCI artifacts, builds the CLI (npm package + single executable),
+// and prints and writes (release.json) what it published.
+//
+//   npm run release -- --registry HOST[:PORT] [--plain-http] [--out DIR]
+//
+// Images go to HOST/rlmesh/<name>:<tag>, charts to oci://HOST/rlmesh/charts.
+// The charts keep naming registry.rlmesh.dev/rlmesh/<name>: the registry the
+// spec's egress prerequisites allow. A mirror (or the local cluster's
+// registry, which stands in for it) serves the same digests.
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { buildImage, RECIPES } from '../image/build.ts';
+import { ROOT } from '../image/source.ts';
+import { buildCli } from './cli.ts';
+import { stampDigests, type ReleasedImage } from './stamp-digests.ts';
+
+/** Which chart runs which of the images. */
+const CHARTS: Record<string, string[]> = {
+  'rlmesh-runtime': ['rlmesh-runtime', 'kubectl'],
+  'rlmesh-observability': ['prometheus'],
+};
+
+export type Published = {
+  version: string;
+  registry: string;
+  images: Record<string, { repository: string; tag: string; digest: string; ref: string }>;
+  charts: Record<string, { ref: string; version: string }>;
+  cli: { npmPackage: string; executable: string };
+};
+
+function tool(cmd: string, args: string[]): string {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (err) {
+    const e = err as { code?: string; stderr?: string; message: string };
+    if (e.code === 'ENOENT') throw new Error(`release: ${cmd} is not on PATH; the release pushes with skopeo and packages charts with helm (3.8 or later), install them first`, { cause: err });
+    throw new Error(`release: ${cmd} ${args.join(' ')} failed: ${(e.stderr ?? e.message).trim()}`, { cause: err });
+  }
+}
+
+function chartVersion(chart: string): string {
+  return /^version:\s*(\S+)/m.exec(readFileSync(join(ROOT, 'charts', chart, 'Chart.yaml'), 'utf8'))![1]!;
+}
+
+export async function release(opts: { registry: string; plainHttp: boolean; out: string }): Promise<Published> {
+  const { registry, plainHttp, out } = opts;
+  const versions = Object.keys(CHARTS).map(chartVersion);
+  if (new Set(versions).size !== 1) throw new Error(`release: the charts have versions ${versions.join(', ')}; both charts are released under one version, so make their Chart.yaml versions equal`);
+  const version = versions[0]!;
+  rmSync(out, { recursive: true, force: true });
+  mkdirSync(out, { recursive: true });
+  const tls = plainHttp ? ['--dest-tls-verify=false'] : [];
+
+  const images: Published['images'] = {};
+  for (const [name, recipe] of Object.entries(RECIPES)) {
+    const t0 = Date.now();
+    const image = await buildImage(name, recipe, join(out, 'images'));
+    const target = `${registry}/${recipe.repository}`;
+    tool('skopeo', ['copy', '--quiet', '--preserve-digests', ...tls, `oci:${image.layout}:${image.tag}`, `docker://${target}:${image.tag}`]);
+    // what the registry now serves by digest is exactly the manifest built here
+    const served = tool('skopeo', ['inspect', '--raw', ...(plainHttp ? ['--tls-verify=false'] : []), `docker://${target}@${image.digest}`]);
+    const builtManifest = readFileSync(join(image.layout, 'blobs/sha256', image.digest.slice(7)), 'utf8');
+    if (served !== builtManifest) throw new Error(`release: ${target}@${image.digest} does not serve the manifest that was built; the registry rewrote it`);
+    images[name] = { repository: recipe.repository, tag: image.tag, digest: image.digest, ref: `${target}@${image.digest}` };
+    const size = image.layers.reduce((s, l) => s + l.size, 0);
+    console.error(`[release] ${target}:${image.tag}@${image.digest} (${(size / 2 ** 20).toFixed(1)} MiB, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  }
+
+  const charts: Published['charts'] = {};
+  for (const [chart, names] of Object.entries(CHARTS)) {
+    const src = join(out, 'charts-src', chart);
+    cpSync(join(ROOT, 'charts', chart), src, { recursive: true });
+    const released: Record<string, ReleasedImage> = Object.fromEntries(names.map((n) => [n, { tag: images[n]!.tag, digest: images[n]!.digest }]));
+    stampDigests(src, released);
+    tool('helm', ['package', src, '-d', join(out, 'charts')]);
+    const tgz = join(out, 'charts', `${chart}-${version}.tgz`);
+    tool('helm', ['push', tgz, `oci://${registry}/rlmesh/charts`, ...(plainHttp ? ['--plain-http'] : [])]);
+    charts[chart] = { ref: `oci://${registry}/rlmesh/charts/${chart}`, version };
+    console.error(`[release] ${charts[chart].ref} --version ${version}`);
+  }
+
+  const cli = await buildCli({ outDir: join(out, 'cli') });
+  const published: Published = { version, registry, images, charts, cli: { npmPackage: cli.npmPackage, executable: cli.executable } };
+  writeFileSync(join(out, 'release.json'), `${JSON.stringify(published, null, 2)}\n`);
+  return published;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { values } = parseArgs({ options: { registry: { type: 'string' }, 'plain-http': { type: 'boolean', default: false }, out: { type: 'string' } } });
+  if (!values.registry) {
+    console.error('usage: npm run release -- --registry HOST[:PORT] [--plain-http] [--out DIR]\n  pushes every image and both charts to that registry and builds the CLI into DIR (default dist/release)');
+    process.exit(2);
+  }
+  const t0 = Date.now();
+  const published = await release({ registry: values.registry, plainHttp: values['plain-http'], out: resolve(values.out ?? join(ROOT, 'dist/release')) });
+  console.log(`published rlmesh ${published.version} to ${published.registry} in ${((Date.now() - t0) / 1000).toFixed(0)} s:`);
+  for (const [name, i] of Object.entries(published.images)) console.log(`  image  ${name.padEnd(22)} ${i.ref}  (tag ${i.tag})`);
+  for (const [name, c] of Object.entries(published.charts)) console.log(`  chart  ${name.padEnd(22)} ${c.ref} --version ${c.version}`);
+  console.log(`  cli    npm package            ${published.cli.npmPackage}`);
+  console.log(`  cli    linux/amd64 executable ${published.cli.executable}`);
+}
