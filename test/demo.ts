@@ -7,8 +7,9 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { clusterInfo, helm, kubectl } from './support/cluster.ts';
+import { releaseIsCurrent, releaseToLocalRegistry } from './support/release.ts';
 import { runDeployment } from './support/run-deployment.ts';
-import { api, pushChart, ROOT, startControlPlane, until, type Component } from './support/runtime.ts';
+import { api, releasedChart, ROOT, startControlPlane, until, type Component } from './support/runtime.ts';
 
 const NS = 'rlmesh-system';
 let step = 0;
@@ -41,8 +42,9 @@ async function main(): Promise<void> {
   stopControlPlane = cp.stop;
   detail(`${cp.url}; log ${cp.logFile}`);
 
-  say('Publishing the chart to the local OCI registry');
-  const chart = pushChart();
+  say('Releasing to the local OCI registry: every image built without a container engine, both charts, the CLI');
+  if (!releaseIsCurrent()) releaseToLocalRegistry();
+  const chart = releasedChart();
   detail(`${chart.ref} --version ${chart.version}`);
 
   say('Connect your cluster: the control plane issues a single-use join token');

@@ -15,7 +15,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { buildImage, RECIPES } from '../image/build.ts';
-import { ROOT } from '../image/source.ts';
+import { ROOT, sourceFacts } from '../image/source.ts';
 import { buildCli } from './cli.ts';
 import { stampDigests, type ReleasedImage } from './stamp-digests.ts';
 
@@ -27,6 +27,7 @@ const CHARTS: Record<string, string[]> = {
 
 export type Published = {
   version: string;
+  revision: string;
   registry: string;
   images: Record<string, { repository: string; tag: string; digest: string; ref: string }>;
   charts: Record<string, { ref: string; version: string }>;
@@ -85,7 +86,7 @@ export async function release(opts: { registry: string; plainHttp: boolean; out:
   }
 
   const cli = await buildCli({ outDir: join(out, 'cli') });
-  const published: Published = { version, registry, images, charts, cli: { npmPackage: cli.npmPackage, executable: cli.executable } };
+  const published: Published = { version, revision: sourceFacts().revision, registry, images, charts, cli: { npmPackage: cli.npmPackage, executable: cli.executable } };
   writeFileSync(join(out, 'release.json'), `${JSON.stringify(published, null, 2)}\n`);
   return published;
 }

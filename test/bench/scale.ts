@@ -38,7 +38,7 @@ execFileSync(join(ROOT, 'test/cluster/up'), { stdio: ['ignore', 'ignore', 'inher
 console.log(`cluster with ${total} kwok nodes (${gpu} with nvidia.com/gpu: 8) ready in ${fmt(Date.now() - t0)}`);
 
 h.cleanSlate();
-const chart = h.pushChart();
+const chart = h.releasedChart();
 const cp = await h.controlPlane(chart);
 const rt = new h.Runtime();
 try {

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
+import { releasedChart } from '../support/release.ts';
 import { CHART, get, podTemplate, render, scenarios, template, type K8sObject } from './chart.ts';
 import { parseAllDocuments } from 'yaml';
 
@@ -45,11 +46,9 @@ beforeAll(async () => {
   kubectl(['-n', SYS, 'delete', 'secret', 'rlmesh-registry-join-crd-upgrade', '--ignore-not-found'], { allowFail: true });
   await until('rlmesh-runs to be gone', () => !exists(['namespace', RUNS]));
 
-  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-chart-oci-'));
-  helm(['package', CHART, '-d', dir]);
-  const pushed = helm(['push', join(dir, 'rlmesh-runtime-0.1.0.tgz'), `oci://${clusterInfo().registry}/rlmesh/charts`, ...plain]);
-  expect(pushed.stdout + pushed.stderr).toMatch(/Digest: sha256:[a-f0-9]{64}/);
-  ref = `oci://${clusterInfo().registry}/rlmesh/charts/rlmesh-runtime`;
+  // what the release step of the test command published to the local registry
+  ref = releasedChart().ref;
+  expect(ref).toBe(`oci://${clusterInfo().registry}/rlmesh/charts/rlmesh-runtime`);
 });
 
 describe('the chart on the local cluster', () => {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterDir, kubectl } from '../support/cluster.ts';
 import { api, ROOT, until, type ControlPlane } from '../support/runtime.ts';
 import {
-  NS, Runtime, cleanSlate, controlPlane, evaluation, lostAndDuplicated, pushChart, runInstallCommand, submit, waitConnected,
+  NS, Runtime, cleanSlate, controlPlane, evaluation, lostAndDuplicated, releasedChart, runInstallCommand, submit, waitConnected,
   waitFinished, FINISHED, type Chart,
 } from './harness.ts';
 
@@ -45,7 +45,7 @@ async function accountFor(ids: string[], fault: string, seconds = 240): Promise<
 
 beforeAll(async () => {
   cleanSlate();
-  chart = pushChart();
+  chart = releasedChart();
   cp = await controlPlane(chart);
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'faults' });
   clusterId = created.body.clusterId;

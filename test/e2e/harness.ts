@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { helm, kubectl, run } from '../support/cluster.ts';
 import { runDeployment } from '../support/run-deployment.ts';
-import { api, pushChart, ROOT, startControlPlane, until, type Component, type ControlPlane } from '../support/runtime.ts';
+import { api, releasedChart, ROOT, startControlPlane, until, type Component, type ControlPlane } from '../support/runtime.ts';
 
 export const NS = 'rlmesh-system';
 export const RUNS = 'rlmesh-runs';
@@ -45,7 +45,7 @@ export function cleanSlate(): void {
   kubectl(['-n', NS, 'delete', 'secrets,leases', '--all', '--ignore-not-found'], { allowFail: true });
 }
 
-export { pushChart };
+export { releasedChart };
 
 export class Runtime {
   components = new Map<string, Component>();

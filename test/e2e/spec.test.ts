@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { helm, kubectl, run } from '../support/cluster.ts';
 import { api, until, type ControlPlane } from '../support/runtime.ts';
 import {
-  NS, RUNS, Runtime, cleanSlate, cliPath, clusterRow, controlPlane, evaluation, localFlags, pushChart, runInstallCommand,
+  NS, RUNS, Runtime, cleanSlate, cliPath, clusterRow, controlPlane, evaluation, localFlags, releasedChart, runInstallCommand,
   SMALL_EVALUATION, submit, waitConnected, waitFinished, type Chart,
 } from './harness.ts';
 
@@ -27,7 +27,7 @@ const exists = (args: string[]) => kubectl(['get', ...args], { allowFail: true }
 
 beforeAll(async () => {
   cleanSlate();
-  chart = pushChart();
+  chart = releasedChart();
   cp = await controlPlane(chart);
 }, 300_000);
 

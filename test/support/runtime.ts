@@ -9,7 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
-import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from './cluster.ts';
+import { kubectl, serviceAccountKubeconfig } from './cluster.ts';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const NODE = join(ROOT, 'node_modules/.bin/node');
@@ -73,15 +73,8 @@ export function chartVersion(): string {
   return /^version:\s*(\S+)/m.exec(readFileSync(join(ROOT, 'charts/rlmesh-runtime/Chart.yaml'), 'utf8'))![1]!;
 }
 
-/** Packages charts/rlmesh-runtime and pushes it to the local registry; returns the oci:// reference. */
-export function pushChart(): { ref: string; version: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-chart-'));
-  helm(['package', join(ROOT, 'charts/rlmesh-runtime'), '-d', dir]);
-  const version = chartVersion();
-  const base = `oci://${clusterInfo().registry}/rlmesh/charts`;
-  helm(['push', join(dir, `rlmesh-runtime-${version}.tgz`), base, '--plain-http']);
-  return { ref: `${base}/rlmesh-runtime`, version };
-}
+/** The runtime chart as the test command's release published it (oci:// in the local registry). */
+export { releasedChart } from './release.ts';
 
 /** The runtime config the chart rendered, as the pods would read it from the ConfigMap. */
 export function renderedRuntimeConfig(namespace = 'rlmesh-system'): string {
