@@ -1,0 +1,123 @@
+// The images as the release published them, pulled by digest from the local
+// registry: what the runtime image holds (and must not), that a second build
+// of this commit gives every image the same digest, and that the Dockerfile
+// would produce the same files, user, workdir, env and entrypoint.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildImage, RECIPES } from '../../scripts/image/build.ts';
+import { runtimeConfig } from '../../scripts/image/runtime.ts';
+import { releaseInfo } from '../support/release.ts';
+import { ROOT } from '../support/runtime.ts';
+import { folderTree, layoutTree, pullLayout, readLayout, type Tree } from './layers.ts';
+
+const scratch: string[] = [];
+const temp = (tag: string) => {
+  const d = mkdtempSync(join(tmpdir(), `rlmesh-${tag}-`));
+  scratch.push(d);
+  return d;
+};
+afterAll(() => {
+  for (const d of scratch) rmSync(d, { recursive: true, force: true });
+});
+
+let layout = '';
+let tree: Tree;
+beforeAll(async () => {
+  layout = pullLayout(releaseInfo().images['rlmesh-runtime']!.ref);
+  scratch.push(layout);
+  tree = await layoutTree(layout);
+}, 120_000);
+
+describe('the released rlmesh-runtime image', () => {
+  it('is the digest the release recorded, for linux/amd64, running as 65532 from /app', () => {
+    const image = readLayout(layout);
+    expect(image.digest).toBe(releaseInfo().images['rlmesh-runtime']!.digest);
+    const config = image.config as unknown as { architecture: string; os: string; config: { User: string; Entrypoint: string[]; WorkingDir: string } };
+    expect([config.os, config.architecture]).toEqual(['linux', 'amd64']);
+    expect(config.config.User).toBe('65532:65532');
+    expect(config.config.Entrypoint).toEqual(['/usr/local/bin/node', '/app/bin/rlmesh-runtime.js']);
+    expect(config.config.WorkingDir).toBe('/app');
+  });
+
+  it('holds the pinned Node binary, its shared libraries, CA certificates and the compiled entrypoints', () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
+    const node = tree.get('usr/local/bin/node');
+    const pinned = execFileSync('sha256sum', [join(ROOT, 'node_modules/node/bin/node')], { encoding: 'utf8' }).split(' ')[0];
+    expect(node?.sha256, `node ${pkg.devDependencies['node']} from the npm package`).toBe(pinned);
+    for (const lib of ['libc.so.6', 'libstdc++.so.6', 'libgcc_s.so.1', 'libm.so.6']) {
+      expect([...tree.keys()].some((p) => p.endsWith(`/${lib}`)), lib).toBe(true);
+    }
+    expect(tree.get('etc/ssl/certs/ca-certificates.crt')?.type).toBe('file');
+    expect(tree.get('etc/passwd')?.type).toBe('file');
+    for (const c of ['agent', 'controller', 'egress', 'controlplane', 'cli', 'gpu-discovery']) {
+      expect(tree.get(`app/${c}/main.js`)?.type, c).toBe('file');
+    }
+    const cached = [...tree.keys()].filter((p) => p.startsWith('app/.node-compile-cache/') && tree.get(p)!.type === 'file');
+    expect(cached.length).toBeGreaterThan(500);
+    // the image's user reads its code and cache but cannot change them
+    for (const p of ['app/agent/main.js', cached[0]!]) expect([tree.get(p)!.uid, tree.get(p)!.mode & 0o022], p).toEqual([0, 0]);
+    expect(cached.every((p) => (tree.get(p)!.mode & 0o004) !== 0)).toBe(true);
+  });
+
+  it('holds nothing test-only: no test/ folder, no *.test.*, no test helper, no dev dependency', () => {
+    const ours = [...tree.keys()].filter((p) => p.startsWith('app/') && !p.startsWith('app/node_modules/') && !p.startsWith('app/.node-compile-cache/'));
+    expect(ours.length).toBeGreaterThan(50);
+    expect(ours.filter((p) => /(^|\/)test(\/|$)/.test(p.slice(4)))).toEqual([]);
+    expect(ours.filter((p) => /\.test\.|test-helpers|\.ts$/.test(p))).toEqual([]);
+    expect(ours.filter((p) => /kwok|fixture|mock/i.test(p))).toEqual([]);
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
+    const devOnly = Object.keys(pkg.devDependencies).filter((d) => tree.has(`app/node_modules/${d}`));
+    expect(devOnly).toEqual([]);
+  });
+
+  it('has no shell, no package manager and no program but node', () => {
+    const programs = [...tree.entries()].filter(([p, e]) => e.type !== 'directory' && /^(usr\/)?s?bin\//.test(p)).map(([p]) => p);
+    expect(programs).toEqual(['usr/local/bin/node']);
+    for (const p of ['bin/sh', 'bin/bash', 'usr/bin/apt', 'usr/bin/dpkg', 'usr/bin/env']) expect(tree.has(p), p).toBe(false);
+    // image scanners find the Debian packages it was assembled from
+    expect([...tree.keys()].filter((p) => p.startsWith('var/lib/dpkg/status.d/')).sort()).toEqual(
+      ['base-files', 'ca-certificates', 'libc6', 'libgcc-s1', 'libstdc++6'].map((n) => `var/lib/dpkg/status.d/${n}`),
+    );
+  });
+});
+
+describe('reproducible: a second build of this commit gives the same digest', () => {
+  for (const name of Object.keys(RECIPES)) {
+    it(name, async () => {
+      const image = await buildImage(name, RECIPES[name]!, temp(`rebuild-${name}`));
+      expect(image.digest).toBe(releaseInfo().images[name]!.digest);
+    }, 300_000);
+  }
+});
+
+describe('the Dockerfile builds the same image', () => {
+  const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+  const final = dockerfile.slice(dockerfile.lastIndexOf('\nFROM ')).trim().split('\n').filter((l) => l && !l.startsWith('#'));
+
+  it('its final stage is the engine-free assembly and says what the image config says', () => {
+    const config = runtimeConfig({});
+    expect(final[0]).toBe('FROM scratch');
+    expect(final.filter((l) => l.startsWith('COPY '))).toEqual(['COPY --from=build /rootfs /']);
+    expect(dockerfile).toMatch(/^RUN node scripts\/image\/build\.ts rlmesh-runtime --rootfs \/rootfs$/m);
+    const instr = (op: string) => final.filter((l) => l.startsWith(`${op} `)).map((l) => l.slice(op.length + 1));
+    expect(instr('USER')).toEqual([config.User]);
+    expect(instr('WORKDIR')).toEqual([config.WorkingDir]);
+    expect(instr('ENV').join(' ').split(' ')).toEqual(config.Env);
+    expect(instr('ENTRYPOINT').map((e) => JSON.parse(e) as string[])).toEqual([config.Entrypoint]);
+    expect(final.map((l) => l.split(' ')[0]).sort()).toEqual(['COPY', 'ENTRYPOINT', 'ENV', 'FROM', 'USER', 'WORKDIR']);
+    const released = readLayout(layout).config.config as { User: string; WorkingDir: string; Env: string[]; Entrypoint: string[] };
+    expect([released.User, released.WorkingDir, released.Env, released.Entrypoint]).toEqual([config.User, config.WorkingDir, config.Env, config.Entrypoint]);
+  });
+
+  it('its --rootfs folder holds exactly the files of the released layers (owner, mode, content, links)', () => {
+    const dir = temp('rootfs');
+    execFileSync(join(ROOT, 'node_modules/.bin/node'), [join(ROOT, 'scripts/image/build.ts'), 'rlmesh-runtime', '--rootfs', dir], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const onDisk = folderTree(dir);
+    const differing = [...new Set([...onDisk.keys(), ...tree.keys()])].filter((p) => JSON.stringify(onDisk.get(p)) !== JSON.stringify(tree.get(p)));
+    expect(differing.slice(0, 10)).toEqual([]);
+    expect(onDisk.size).toBe(tree.size);
+  }, 300_000);
+});
