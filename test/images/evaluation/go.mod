@@ -1,0 +1,3 @@
+module rlmesh.dev/test/evaluation
+
+go 1.26.8

@@ -1,0 +1,155 @@
+// The test evaluation program: what an evaluation image does, reduced to what
+// the tests need to see. It prints one JSON line per step on stdout and exits
+// with a chosen code after a chosen time. Its environment (empty = unset):
+//
+//	TEST_EXIT_CODE      exit code, 0-255 (default 0)
+//	TEST_DURATION       how long it runs in all, a Go duration (default 500ms)
+//	TEST_ARTIFACT       a file to read (under the read-only artifact cache
+//	                    mount): prints its sha256 and size, or the error
+//	TEST_PROBE_URL      an https URL to GET twice: through the proxy that
+//	                    HTTPS_PROXY / HTTP_PROXY / NO_PROXY name, then directly
+//	                    (which NetworkPolicy blocks on a real node)
+//	TEST_PROBE_TIMEOUT  timeout of each GET, a Go duration (default 3s)
+//	TEST_CA_FILE        PEM CA bundle to trust besides the system's
+//
+// kwok plays TEST_EXIT_CODE and TEST_DURATION the same way for pods on its
+// simulated nodes (test/cluster/kwok-stages.yaml).
+package main
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+)
+
+func emit(fields map[string]any) {
+	line, _ := json.Marshal(fields)
+	fmt.Println(string(line))
+}
+
+// fail reports a bad setting and exits 2: a test that sets it wrong learns
+// why instead of seeing a plausible outcome.
+func fail(name, value string, err error) {
+	emit(map[string]any{"step": "config", "env": name, "value": value, "error": err.Error()})
+	os.Exit(2)
+}
+
+func duration(name string, fallback time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return fallback
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		if err == nil {
+			err = fmt.Errorf("negative duration")
+		}
+		fail(name, v, err)
+	}
+	return d
+}
+
+func readArtifact(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		emit(map[string]any{"step": "artifact", "path": path, "error": err.Error()})
+		return
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		emit(map[string]any{"step": "artifact", "path": path, "error": err.Error()})
+		return
+	}
+	emit(map[string]any{"step": "artifact", "path": path, "sha256": hex.EncodeToString(h.Sum(nil)), "size": n})
+}
+
+// probe GETs target once; via is "proxy" (the environment's proxy settings)
+// or "direct" (no proxy at all).
+func probe(target string, via string, roots *x509.CertPool, timeout time.Duration) {
+	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DisableKeepAlives: true}
+	out := map[string]any{"step": "probe", "via": via, "url": target}
+	if via == "proxy" {
+		transport.Proxy = http.ProxyFromEnvironment
+		req, _ := http.NewRequest(http.MethodGet, target, nil)
+		proxy, err := http.ProxyFromEnvironment(req)
+		switch {
+		case err != nil:
+			out["proxy"] = "error: " + err.Error()
+		case proxy == nil:
+			out["proxy"] = "" // none applies: this attempt is direct too
+		default:
+			out["proxy"] = proxy.Redacted()
+		}
+	}
+	client := &http.Client{Transport: transport, Timeout: timeout}
+	start := time.Now()
+	resp, err := client.Get(target)
+	out["ms"] = time.Since(start).Milliseconds()
+	if err != nil {
+		out["error"] = err.Error()
+		emit(out)
+		return
+	}
+	defer resp.Body.Close()
+	n, _ := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	out["status"] = resp.StatusCode
+	out["bytes"] = n
+	emit(out)
+}
+
+func main() {
+	start := time.Now()
+	code := 0
+	if v := os.Getenv("TEST_EXIT_CODE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err == nil && (n < 0 || n > 255) {
+			err = fmt.Errorf("exit codes are 0-255")
+		}
+		if err != nil {
+			fail("TEST_EXIT_CODE", v, err)
+		}
+		code = n
+	}
+	runFor := duration("TEST_DURATION", 500*time.Millisecond)
+	timeout := duration("TEST_PROBE_TIMEOUT", 3*time.Second)
+	emit(map[string]any{"step": "start", "exitCode": code, "duration": runFor.String(), "uid": os.Getuid()})
+
+	if path := os.Getenv("TEST_ARTIFACT"); path != "" {
+		readArtifact(path)
+	}
+	if target := os.Getenv("TEST_PROBE_URL"); target != "" {
+		if u, err := url.Parse(target); err != nil || u.Scheme != "https" || u.Host == "" {
+			fail("TEST_PROBE_URL", target, fmt.Errorf("not an https URL"))
+		}
+		roots, err := x509.SystemCertPool()
+		if err != nil {
+			roots = x509.NewCertPool()
+		}
+		if file := os.Getenv("TEST_CA_FILE"); file != "" {
+			pem, err := os.ReadFile(file)
+			if err == nil && !roots.AppendCertsFromPEM(pem) {
+				err = fmt.Errorf("no PEM certificate in it")
+			}
+			if err != nil {
+				fail("TEST_CA_FILE", file, err)
+			}
+		}
+		probe(target, "proxy", roots, timeout)
+		probe(target, "direct", roots, timeout)
+	}
+
+	time.Sleep(time.Until(start.Add(runFor)))
+	emit(map[string]any{"step": "exit", "code": code, "ms": time.Since(start).Milliseconds()})
+	os.Exit(code)
+}
