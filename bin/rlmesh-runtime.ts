@@ -20,4 +20,9 @@ if (!name || !(name in components)) {
 }
 // The component sees its own flags as if started directly.
 process.argv = [process.argv[0]!, components[name as keyof typeof components], ...rest];
-await import(components[name as keyof typeof components]);
+const loaded: unknown = await import(components[name as keyof typeof components]);
+// cli/main.ts runs by itself only as the main module (its tests import it): run it here
+if (name === 'cli') {
+  const { run } = loaded as typeof import('../cli/main.ts');
+  process.exitCode = await run(rest, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+}

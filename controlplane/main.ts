@@ -13,7 +13,7 @@ import { ensureTls, readTls } from './tls.ts';
 
 const HELP = `rlmesh reference control plane
 
-Usage: node controlplane/main.ts --data-dir <dir> [options]
+Usage: rlmesh-runtime controlplane --data-dir <dir> [options]
 
   --data-dir <dir>            where state lives (controlplane.db, admin-token); created if missing
   --listen <host:port>        address to listen on (default 127.0.0.1:8443; port 0 picks a free one)

@@ -33,7 +33,7 @@ export interface EgressConfig {
   drainTimeoutMs: number;
 }
 
-export const USAGE = `usage: node egress/main.ts [--help] [--config FILE] [--listen HOST:PORT] [--allow NAME]... [--ports 443,80]
+export const USAGE = `usage: rlmesh-runtime egress [--help] [--config FILE] [--listen HOST:PORT] [--allow NAME]... [--ports 443,80]
   [--allow-range CIDR]... [--dns IP[:PORT]]... [--health-listen HOST:PORT] [--metrics-listen HOST:PORT]
   [--connect-timeout MS] [--idle-timeout MS] [--header-timeout MS] [--max-header-bytes N]
   [--max-tunnels N] [--max-tunnels-per-client N] [--drain-timeout MS] [--dns-timeout MS]`;

@@ -4,12 +4,12 @@
 //   node scripts/image/build.ts [rlmesh-runtime|kubectl|prometheus ...] [--out DIR]
 //   node scripts/image/build.ts rlmesh-runtime --rootfs DIR   (the Dockerfile: the same files, one folder)
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, cpSync, lstatSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { writeImage, type BuiltImage, type ImageConfig, type LayerSource } from './oci-layout.ts';
+import { walk, writeImage, type BuiltImage, type ImageConfig, type LayerSource } from './oci-layout.ts';
 import { assembleRuntime, runtimeConfig, runtimeLabels, runtimeOwner } from './runtime.ts';
 import { ROOT, sourceFacts } from './source.ts';
 import { assembleStaticImage } from './static-binary.ts';
@@ -115,10 +115,15 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     if (names.length !== 1 || names[0] !== 'rlmesh-runtime') throw new Error('--rootfs assembles the rlmesh-runtime image only');
     const stage = mkdtempSync(join(tmpdir(), 'rlmesh-rootfs-'));
     const tree = assembleRuntime(stage);
-    for (const dir of [tree.base, tree.app]) cpSync(dir, resolve(values.rootfs), { recursive: true, verbatimSymlinks: true });
+    const rootfs = resolve(values.rootfs);
+    for (const dir of [tree.base, tree.app]) {
+      cpSync(dir, rootfs, { recursive: true, verbatimSymlinks: true });
+      // cpSync makes folders with the default mode: give each its layer's mode (/tmp 1777, the home 0700)
+      for (const rel of walk(dir)) if (lstatSync(join(dir, rel)).isDirectory()) chmodSync(join(rootfs, rel), lstatSync(join(dir, rel)).mode & 0o7777);
+    }
     // the layers' owners (everything root's but the user's home), as files on disk
-    execFileSync('chown', ['-R', '0:0', resolve(values.rootfs)]);
-    execFileSync('chown', [`${NONROOT.uid}:${NONROOT.gid}`, join(resolve(values.rootfs), NONROOT.home)]);
+    execFileSync('chown', ['-R', '0:0', rootfs]);
+    execFileSync('chown', [`${NONROOT.uid}:${NONROOT.gid}`, join(rootfs, NONROOT.home)]);
     rmSync(stage, { recursive: true, force: true });
   } else {
     const out = resolve(values.out ?? join(ROOT, 'dist/images'));

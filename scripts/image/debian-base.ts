@@ -114,6 +114,7 @@ function writeUsers(rootfs: string): void {
   mkdirSync(join(rootfs, home), { recursive: true, mode: 0o700 });
   mkdirSync(join(rootfs, 'tmp'), { recursive: true });
   execFileSync('chmod', ['1777', join(rootfs, 'tmp')]);
+  execFileSync('chmod', ['0755', join(rootfs, 'home')]);
   execFileSync('chmod', ['0700', join(rootfs, home)]);
 }
 

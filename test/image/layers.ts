@@ -41,7 +41,7 @@ export async function layoutTree(dir: string): Promise<Tree> {
       const base = { mode: (h.mode ?? 0) & 0o7777, uid: h.uid ?? 0, gid: h.gid ?? 0 };
       if (h.type === 'file') {
         const hash = createHash('sha256');
-        stream.on('data', (c: Buffer) => hash.update(c));
+        stream.on('data', (c: unknown) => hash.update(c as Buffer));
         stream.on('end', () => {
           tree.set(name, { type: 'file', ...base, sha256: hash.digest('hex') });
           next();
