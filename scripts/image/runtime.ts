@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { assembleDebianBase, baseOwner, type DebianPackage } from './debian-base.ts';
+import { assembleDebianBase, baseOwner, NONROOT, type DebianPackage } from './debian-base.ts';
 import { walk, type ImageConfig } from './oci-layout.ts';
 import { ROOT, sourceFacts } from './source.ts';
 
@@ -90,12 +90,16 @@ function fillCompileCache(rootfs: string): void {
   if (process.getuid?.() !== 0) {
     throw new Error('image: filling the compile cache runs node chrooted into the image (chroot needs root); run the build as root, as the Dockerfile build does');
   }
+  // exactly the image's environment: what a module sees at load (PATH, HOME, ...) changes which
+  // of its functions run, and so the cache's bytes
+  const chroot = execFileSync('sh', ['-c', 'command -v chroot'], { encoding: 'utf8' }).trim();
+  const imageEnv = Object.fromEntries(runtimeConfig({}).Env.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
   const fill = (dir: string) => {
     for (const c of COMPONENTS) {
-      run('chroot', [rootfs, NODE_PATH, '--predictable', '/app/bin/rlmesh-runtime.js', c, '--help'], '/', {
-        NODE_ENV: 'production',
-        NODE_COMPILE_CACHE: `/app/${dir}`,
-        NODE_COMPILE_CACHE_PORTABLE: '1',
+      execFileSync(chroot, [rootfs, NODE_PATH, '--predictable', '/app/bin/rlmesh-runtime.js', c, '--help'], {
+        cwd: '/',
+        stdio: ['ignore', 'ignore', 'inherit'],
+        env: { ...imageEnv, HOME: `/${NONROOT.home}`, NODE_COMPILE_CACHE: `/app/${dir}` },
       });
     }
   };
