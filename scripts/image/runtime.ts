@@ -96,9 +96,11 @@ function fillCompileCache(rootfs: string): void {
   const imageEnv = Object.fromEntries(runtimeConfig({}).Env.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
   const fill = (dir: string) => {
     for (const c of COMPONENTS) {
+      // stdout and stderr are pipes whoever runs the build: a module that looks at them (isTTY,
+      // a file or a pipe) would otherwise load differently from a terminal, a log file or a test
       execFileSync(chroot, [rootfs, NODE_PATH, '--predictable', '/app/bin/rlmesh-runtime.js', c, '--help'], {
         cwd: '/',
-        stdio: ['ignore', 'ignore', 'inherit'],
+        stdio: ['ignore', 'pipe', 'pipe'],
         env: { ...imageEnv, HOME: `/${NONROOT.home}`, NODE_COMPILE_CACHE: `/app/${dir}` },
       });
     }

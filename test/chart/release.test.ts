@@ -60,10 +60,9 @@ async function expectAllResolve(images: string[]): Promise<string[]> {
   return unique;
 }
 
-const live = (): unknown[] => {
-  const list = JSON.parse(kubectl(['-n', SYS, 'get', 'deployments,daemonsets,jobs,configmaps', '-o', 'json']).stdout) as { items: unknown[] };
-  return list.items;
-};
+/** the release's objects in both of its namespaces (the cache filler runs in rlmesh-runs) */
+const live = (kinds = 'deployments,daemonsets,jobs,configmaps'): unknown[] =>
+  [SYS, 'rlmesh-runs'].flatMap((ns) => (JSON.parse(kubectl(['-n', ns, 'get', kinds, '-o', 'json']).stdout) as { items: unknown[] }).items);
 
 beforeAll(() => {
   helm(['uninstall', 'rlmesh', '-n', SYS, '--wait', '--ignore-not-found'], { allowFail: true });
@@ -89,9 +88,11 @@ describe('the released charts pin every image they run, and the registry serves 
     };
     expect(config.preflight.networkPolicyProbe.image).toBe(`registry.rlmesh.dev/rlmesh/rlmesh-runtime@${release.images['rlmesh-runtime']!.digest}`);
     // the chart's pods: every container of every workload
-    const workloads = JSON.parse(kubectl(['-n', SYS, 'get', 'deployments,daemonsets', '-o', 'json']).stdout) as { items: { spec: { template: { spec: Pod } } }[] };
-    expect(workloads.items.length).toBeGreaterThanOrEqual(5);
-    for (const w of workloads.items) for (const i of podImages(w.spec.template.spec)) expect(i).toMatch(PINNED);
+    const workloads = live('deployments,daemonsets') as { metadata: { name: string }; spec: { template: { spec: Pod } } }[];
+    expect(workloads.map((w) => w.metadata.name).sort()).toEqual(
+      ['rlmesh-artifact-cache-filler', 'rlmesh-cluster-agent', 'rlmesh-cluster-controller', 'rlmesh-egress-proxy', 'rlmesh-gpu-feature-discovery'].sort(),
+    );
+    for (const w of workloads) for (const i of podImages(w.spec.template.spec)) expect(i).toMatch(PINNED);
   });
 
   it('helm upgrade --reuse-values keeps every pod on the released digests', async () => {
