@@ -1,6 +1,6 @@
 // NetworkPolicy enforcement probe. A short-lived pod in the runs namespace
-// (restricted Pod Security, no ServiceAccount token) runs
-//   node /app/lib/preflight/netprobe.ts <forbidden host:port> <allowed host:port>
+// (restricted Pod Security, no ServiceAccount token) runs, from the runtime image,
+//   /usr/local/bin/node /app/lib/preflight/netprobe.js <forbidden host:port> <allowed host:port>
 // which tries this controller's own metrics port (the runs namespace's
 // policies forbid it; the controller's own policy accepts anyone on it, so
 // only enforcement blocks it) and the egress proxy (allowed). Its exit code
@@ -10,6 +10,9 @@
 import { networkInterfaces } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+
+/** The probe's command in the runtime image, which holds lib/preflight/netprobe.ts compiled to .js. */
+export const NETPROBE_COMMAND = ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js'];
 import { PROBE_CONFIGMAP, PROBE_KEY, type StoredProbe } from '../lib/preflight/checks/network-policy.ts';
 import { apiMessage, isNotFound } from '../lib/kube-errors.ts';
 import { probeVerdict, readCni, type ProbeOutcome, type ProbeTargets } from '../lib/preflight/network-policy.ts';
@@ -64,7 +67,7 @@ export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pull
         {
           name: 'probe',
           image: o.image,
-          command: ['node', '/app/lib/preflight/netprobe.ts', o.targets.forbidden, o.targets.allowed],
+          command: [...NETPROBE_COMMAND, o.targets.forbidden, o.targets.allowed],
           terminationMessagePolicy: 'File',
           resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { cpu: '200m', memory: '96Mi' } },
           securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },

@@ -2,7 +2,7 @@
 // NetworkPolicies forbid and to one they allow (3 s each), write one line to
 // the termination message, and exit 0 (enforced), 10 (forbidden target
 // reachable), 11 (allowed target unreachable) or 12 (allowed name unresolved).
-//   node /app/lib/preflight/netprobe.ts <forbidden host:port> <allowed host:port>
+//   /usr/local/bin/node /app/lib/preflight/netprobe.js <forbidden host:port> <allowed host:port>
 import { writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImage, RECIPES } from '../../scripts/image/build.ts';
 import { runtimeConfig } from '../../scripts/image/runtime.ts';
+import { NETPROBE_COMMAND } from '../../controller/network-policy-probe.ts';
 import { releaseInfo } from '../support/release.ts';
 import { ROOT } from '../support/runtime.ts';
 import { folderTree, layoutTree, pullLayout, readLayout, type Tree } from './layers.ts';
@@ -60,6 +61,12 @@ describe('the released rlmesh-runtime image', () => {
     // the image's user reads its code and cache but cannot change them
     for (const p of ['app/agent/main.js', cached[0]!]) expect([tree.get(p)!.uid, tree.get(p)!.mode & 0o022], p).toEqual([0, 0]);
     expect(cached.every((p) => (tree.get(p)!.mode & 0o004) !== 0)).toBe(true);
+  });
+
+  it('holds the program of every pod command the controller writes (the NetworkPolicy probe)', () => {
+    const [node, script] = NETPROBE_COMMAND;
+    expect(tree.get(node!.slice(1))?.type).toBe('file');
+    expect(tree.get(script!.slice(1))?.type, script).toBe('file');
   });
 
   it('holds nothing test-only: no test/ folder, no *.test.*, no test helper, no dev dependency', () => {

@@ -58,7 +58,7 @@ describe('NetworkPolicy probe', () => {
     const pod = pods.items[0]!;
     expect(pod.status?.phase).toBe('Succeeded');
     expect(pod.spec?.automountServiceAccountToken).toBe(false);
-    expect(pod.spec?.containers[0]?.command).toEqual(['node', '/app/lib/preflight/netprobe.ts', targets.forbidden, targets.allowed]);
+    expect(pod.spec?.containers[0]?.command).toEqual(['/usr/local/bin/node', '/app/lib/preflight/netprobe.js', targets.forbidden, targets.allowed]);
     // the outcome came from the test's webhook, not from the controller's pod spec
     expect(pod.spec?.containers[0]?.env).toEqual(outcomeEnv({ exitCode: 0 }));
     expect(webhook.admitted.some((n) => n.startsWith(`${PROBE_NAME}-`))).toBe(true);
