@@ -16,6 +16,12 @@ APT_PACKAGES=(
   skopeo
   umoci
   runc
+  containerd
+  containernetworking-plugins
+  iptables
+  conntrack
+  gcc
+  libc6-dev
 )
 
 missing=()

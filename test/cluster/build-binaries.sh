@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes control plane, etcd, kwok, kubectl and helm from the
+# Builds the real Kubernetes control plane, the kubelet and kube-proxy (real
+# nodes: test/cluster/real-node.ts), etcd, kwok, kubectl and helm from the
 # Go module proxy, once per version, into ~/.cache/rlmesh-testbin/<version>/bin.
 # Nothing is downloaded but Go modules; nothing lands in the repository.
 set -euo pipefail
@@ -17,8 +18,8 @@ log() { printf '[build] %s\n' "$*" >&2; }
 have() { [ -x "$BIN/$1" ] && [ -f "$BIN/.$1.stamp" ]; }
 stamp() { echo "$2" > "$BIN/.$1.stamp"; }
 
-# --- Kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl ---
-k8s_targets=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+# --- Kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy ---
+k8s_targets=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 need_k8s=0
 for t in "${k8s_targets[@]}"; do have "$t" || need_k8s=1; done
 if [ "$need_k8s" = 1 ]; then

@@ -1,6 +1,9 @@
 // Prints the simulated nodes as a YAML list for kubectl apply: CPU nodes and
 // GPU nodes carrying nvidia.com/gpu: 8 and the labels GPU feature discovery sets.
+// RLMESH_KWOK_TAINT=1 (test/cluster/up does this when it starts real nodes)
+// taints them kwok.x-k8s.io/node=fake:NoSchedule, so only pods that ask land there.
 const [cpu = '2', gpu = '1'] = process.argv.slice(2);
+const taints = process.env.RLMESH_KWOK_TAINT === '1' ? [{ key: 'kwok.x-k8s.io/node', value: 'fake', effect: 'NoSchedule' }] : [];
 
 function node(name: string, gpus: number): object {
   const labels: Record<string, string> = {
@@ -25,7 +28,7 @@ function node(name: string, gpus: number): object {
     apiVersion: 'v1',
     kind: 'Node',
     metadata: { name, labels, annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' } },
-    spec: { taints: [] },
+    spec: { taints },
     status: { allocatable: capacity, capacity },
   };
 }
