@@ -661,6 +661,7 @@ export async function stopAllRealNodes(dir = clusterDir()): Promise<void> {
   const errors: string[] = [];
   for (const n of realNodes(dir)) await stopRealNode(n.name, { dir, keepHostNetwork: true }).catch((e: Error) => errors.push(e.message));
   stopHostNetwork(dir);
+  if (existsSync(nodesDir(dir)) && readdirSync(nodesDir(dir)).length === 0) rmdirSync(nodesDir(dir));
   if (errors.length) throw new Error(errors.join('\n'));
 }
 
