@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { createLogger } from '../lib/logger.ts';
+import { parseIntervalSeconds } from './interval.ts';
 import { applyLabels, gpuLabels } from './node-labels.ts';
 import { findGpus } from './pci-devices.ts';
 
@@ -26,6 +27,14 @@ if (a.help) {
   console.log(USAGE);
   process.exit(0);
 }
+let intervalMs: number;
+try {
+  intervalMs = parseIntervalSeconds(a['interval-seconds']);
+} catch (err) {
+  log.fatal((err as Error).message);
+  console.error(`rlmesh-gpu-discovery: ${(err as Error).message}\n${USAGE}`);
+  process.exit(2);
+}
 const nodeName = process.env.NODE_NAME;
 if (!nodeName) {
   log.fatal('NODE_NAME is not set: the DaemonSet passes it from spec.nodeName; set it to the node to label');
@@ -42,7 +51,6 @@ async function labelOnce(): Promise<void> {
   log.info({ node: nodeName, gpus: gpus.length, labels, patched }, patched ? 'node GPU labels updated' : 'node GPU labels unchanged');
 }
 
-const intervalMs = Number(a['interval-seconds']) * 1000;
 for (;;) {
   try {
     await labelOnce();
