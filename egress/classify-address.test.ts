@@ -1,7 +1,7 @@
 import { BlockList } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { describe, expect, it } from 'vitest';
-import { classifyAddress, normaliseHost, parseAllowRange } from './classify-address.ts';
+import { classifyAddress, normaliseHost, parseAllowRange, parseClusterRange } from './classify-address.ts';
 import { IPV4_ROWS, IPV6_ROWS } from './special-purpose-registry.ts';
 
 function rule(address: string): string {
@@ -261,6 +261,63 @@ describe('allow-ranges', () => {
     expect(classifyAddress('::ffff:198.18.0.2', ranges).verdict).toBe('refused');
     expect(classifyAddress('64:ff9b::198.18.0.2', ranges).verdict).toBe('refused');
     expect(classifyAddress('2002:c612:2::1', ranges).verdict).toBe('refused');
+  });
+});
+
+describe('cluster ranges', () => {
+  // an IPv6 cluster whose pods, Services and nodes have global unicast addresses
+  const cluster = ['2600:1f14:e22:b400::/56', '2600:1f14:e22:b4ff::/108', '10.96.0.0/12', '34.118.224.0/20'].map(parseClusterRange);
+
+  it.each(['2600:1f14:e22:b400::/56', '10.244.0.0/16', '34.118.224.0/20', '10.96.0.1/32', '2001:db8::/32', '192.0.2.0/24'])('accepts %s, in any block', (cidr) => {
+    expect(parseClusterRange(cidr).cidr).toBe(cidr);
+  });
+
+  it('writes an IPv6 range canonically', () => {
+    expect(parseClusterRange('2600:1F14:0E22:B400:0:0:0:0/56').cidr).toBe('2600:1f14:e22:b400::/56');
+  });
+
+  it.each([
+    ['0.0.0.0/0', 'every destination'],
+    ['::/0', 'every destination'],
+    ['10.244.1.0/16', 'host bits set; write its network address, 10.244.0.0/16'],
+    ['2600:1f14:e22:b401::/56', 'host bits set; write its network address, 2600:1f14:e22:b400::/56'],
+    ['10.244.0.0', 'not a CIDR'],
+    ['10.244.0.0/33', 'not a CIDR'],
+    ['pods.example/16', 'not a CIDR'],
+  ])('refuses %s (%s)', (cidr, why) => {
+    expect(() => parseClusterRange(cidr)).toThrow(`cluster-range '${cidr}'`);
+    expect(() => parseClusterRange(cidr)).toThrow(why);
+  });
+
+  it('refuses a public address inside a cluster range, saying which range and why', () => {
+    expect(classifyAddress('2600:1f14:e22:b400::5').verdict).toBe('public');
+    const c = classifyAddress('2600:1F14:E22:B400::5', [], cluster);
+    expect(c).toEqual({
+      verdict: 'refused', address: '2600:1f14:e22:b400::5', rule: 'cluster-range',
+      reason: "2600:1f14:e22:b400::5 is in 2600:1f14:e22:b400::/56, one of the cluster's own ranges (its pods, Services or nodes; --cluster-range), which the proxy never connects to, public or not",
+    });
+    expect(classifyAddress('2600:1f14:e22:b4ff::a', [], cluster)).toMatchObject({ verdict: 'refused', rule: 'cluster-range' });
+    expect(classifyAddress('34.118.230.7', [], cluster)).toMatchObject({ verdict: 'refused', rule: 'cluster-range' });
+    // the neighbours stay public
+    expect(classifyAddress('2600:1f14:e22:b500::5', [], cluster).verdict).toBe('public');
+    expect(classifyAddress('34.118.240.1', [], cluster).verdict).toBe('public');
+  });
+
+  it('names the cluster range for a private address in it, and a wider allow-range does not re-open it', () => {
+    const wide = [parseAllowRange('10.0.0.0/8')];
+    expect(classifyAddress('10.96.0.10', [], cluster)).toMatchObject({ verdict: 'refused', rule: 'cluster-range' });
+    expect(classifyAddress('10.96.0.10', wide, cluster)).toMatchObject({ verdict: 'refused', rule: 'cluster-range' });
+    expect(classifyAddress('10.20.0.5', wide, cluster)).toEqual({ verdict: 'allow-range', address: '10.20.0.5', range: '10.0.0.0/8' });
+  });
+
+  it('an allow-range wholly inside a cluster range re-opens that part only (an explicit in-cluster route)', () => {
+    const route = [parseAllowRange('10.96.5.10/32')];
+    expect(classifyAddress('10.96.5.10', route, cluster)).toEqual({ verdict: 'allow-range', address: '10.96.5.10', range: '10.96.5.10/32' });
+    expect(classifyAddress('10.96.5.11', route, cluster)).toMatchObject({ verdict: 'refused', rule: 'cluster-range' });
+  });
+
+  it('IPv4 embeddings of a cluster address are still refused by their own row', () => {
+    expect(classifyAddress('::ffff:10.96.0.10', [], cluster)).toMatchObject({ verdict: 'refused', rule: 'ipv4-mapped' });
   });
 });
 

@@ -92,10 +92,21 @@ function refusalReason(address: Address, row: CompiledRow): string {
   return `${text} is ${describe(row)} embedding ${hidden.join(' and ')}; IPv4 embeddings are never connected to`;
 }
 
-export function classifyAddress(text: string, allowRanges: readonly AllowRange[] = []): Classification {
+export function classifyAddress(
+  text: string,
+  allowRanges: readonly AllowRange[] = [],
+  clusterRanges: readonly ClusterRange[] = [],
+): Classification {
   const address = parseAddress(text);
   if (!address) return { verdict: 'refused', address: text, rule: 'invalid-address', reason: `'${text}' is not an IP address` };
   const canonical = address.toString();
+  const cluster = clusterRangeOf(address, clusterRanges, allowRanges);
+  if (cluster) {
+    return {
+      verdict: 'refused', address: canonical, rule: 'cluster-range',
+      reason: `${canonical} is in ${cluster.cidr}, one of the cluster's own ranges (its pods, Services or nodes; --cluster-range), which the proxy never connects to, public or not`,
+    };
+  }
   const row = rowFor(address);
   if (!row) return { verdict: 'public', address: canonical };
   const range = allowRanges.find((r) => matches(address, r.network, r.bits));
@@ -105,6 +116,24 @@ export function classifyAddress(text: string, allowRanges: readonly AllowRange[]
 
 const REOPENABLE = [...V4_ROWS, ...V6_ROWS].filter((r) => r.reopenable);
 
+/** Parses `network/prefix` (what = the setting, for messages); the address must be the network address. */
+function parseCidr(what: string, text: string, example: string): AllowRange {
+  const [addrText, bitsText, extra] = text.trim().split('/');
+  const address = addrText === undefined ? undefined : parseAddress(addrText);
+  const bits = Number(bitsText);
+  const max = address?.kind() === 'ipv4' ? 32 : 128;
+  if (!address || extra !== undefined || !/^\d{1,3}$/.test(bitsText ?? '') || bits > max) {
+    throw new Error(`${what} '${text}' is not a CIDR range; write it as network/prefix, e.g. ${example}`);
+  }
+  const network = address.kind() === 'ipv4'
+    ? ipaddr.IPv4.networkAddressFromCIDR(`${address.toString()}/${bits}`)
+    : new ipaddr.IPv6(networkParts(address as ipaddr.IPv6, bits));
+  if (network.toString() !== address.toString()) {
+    throw new Error(`${what} '${text}' has host bits set; write its network address, ${network.toString()}/${bits}`);
+  }
+  return { cidr: `${network.toString()}/${bits}`, network, bits };
+}
+
 /**
  * Parses an operator allow-range. It must be a network address in CIDR form
  * lying wholly inside one re-openable block (private-use, shared address
@@ -112,22 +141,10 @@ const REOPENABLE = [...V4_ROWS, ...V6_ROWS].filter((r) => r.reopenable);
  * why and what to write instead.
  */
 export function parseAllowRange(text: string): AllowRange {
-  const [addrText, bitsText, extra] = text.trim().split('/');
-  const address = addrText === undefined ? undefined : parseAddress(addrText);
-  const bits = Number(bitsText);
-  const max = address?.kind() === 'ipv4' ? 32 : 128;
-  if (!address || extra !== undefined || !/^\d{1,3}$/.test(bitsText ?? '') || bits > max) {
-    throw new Error(`allow-range '${text}' is not a CIDR range; write it as network/prefix, e.g. 10.20.0.0/16 or fd00:1::/64`);
-  }
-  const network = address.kind() === 'ipv4'
-    ? ipaddr.IPv4.networkAddressFromCIDR(`${address.toString()}/${bits}`)
-    : new ipaddr.IPv6(networkParts(address as ipaddr.IPv6, bits));
-  if (network.toString() !== address.toString()) {
-    throw new Error(`allow-range '${text}' has host bits set; write its network address, ${network.toString()}/${bits}`);
-  }
-  const cidr = `${network.toString()}/${bits}`;
+  const range = parseCidr('allow-range', text, '10.20.0.0/16 or fd00:1::/64');
+  const { network, bits } = range;
   const home = REOPENABLE.find((r) => bits >= r.bits && matches(network, r.network, r.bits));
-  if (home) return { cidr, network, bits };
+  if (home) return range;
   const blocks = REOPENABLE.map((r) => r.cidr).join(', ');
   const row = rowFor(network);
   if (row?.embedsIPv4) {
@@ -139,6 +156,36 @@ export function parseAllowRange(text: string): AllowRange {
     `allow-range '${text}' reaches beyond the blocks an allow-range may re-open (${blocks}); ` +
       'public addresses need no range, and loopback, link-local, multicast and reserved space stay closed; narrow the range',
   );
+}
+
+/** One of the cluster's own pod, Service or node ranges: never connected to, public or not. */
+export type ClusterRange = AllowRange;
+
+/**
+ * Parses a cluster range (`--cluster-range`): any family, any block, written
+ * as its network address. Only a range of everything (/0) is refused, since it
+ * would refuse every destination.
+ */
+export function parseClusterRange(text: string): ClusterRange {
+  const range = parseCidr('cluster-range', text, '10.244.0.0/16 or 2600:1f14:e22:b400::/56');
+  if (range.bits === 0) {
+    throw new Error(`cluster-range '${text}' covers every address and would refuse every destination; list the cluster's pod, Service and node ranges`);
+  }
+  return range;
+}
+
+/**
+ * The cluster range an address sits in, unless an allow-range lying wholly
+ * inside that cluster range re-opens it (an explicit in-cluster route): a
+ * wider allow-range (10.0.0.0/8 for a corporate network) does not.
+ */
+function clusterRangeOf(address: Address, clusterRanges: readonly ClusterRange[], allowRanges: readonly AllowRange[]): ClusterRange | undefined {
+  for (const c of clusterRanges) {
+    if (!matches(address, c.network, c.bits)) continue;
+    const reopened = allowRanges.some((r) => r.bits >= c.bits && matches(address, r.network, r.bits) && matches(r.network, c.network, c.bits));
+    if (!reopened) return c;
+  }
+  return undefined;
 }
 
 function networkParts(address: ipaddr.IPv6, bits: number): number[] {

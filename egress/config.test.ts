@@ -41,4 +41,45 @@ describe('egress config', () => {
   it('without flags reads the mounted runtime config and names it when missing', () => {
     expect(() => parseConfig([], {})).toThrow(/cannot read the runtime config \/etc\/rlmesh\/config\/config.json/);
   });
+
+  function runtimeConfig(egress: Record<string, unknown>): string {
+    const dir = mkdtempSync(join(tmpdir(), 'egress-config-'));
+    const file = join(dir, 'config.json');
+    writeFileSync(file, JSON.stringify({
+      controlPlane: {}, credentials: {}, observability: {}, gpuFeatureDiscovery: {}, artifactCache: {},
+      egress: { allowedDomains: ['api.rlmesh.dev'], ...egress }, ports: {},
+    }));
+    return file;
+  }
+
+  it('listens on port 80 when the proxy URL names it (new URL() leaves the default port empty)', () => {
+    const file = runtimeConfig({ proxyUrl: 'http://rlmesh-egress-proxy.rlmesh-system.svc:80' });
+    expect(parseConfig([], { RLMESH_CONFIG: file }).listen).toEqual({ host: '0.0.0.0', port: 80 });
+    expect(parseConfig([], { RLMESH_CONFIG: runtimeConfig({ proxyUrl: 'http://p.svc' }) }).listen.port).toBe(80);
+    expect(parseConfig([], { RLMESH_CONFIG: runtimeConfig({}) }).listen.port).toBe(3128);
+    expect(() => parseConfig([], { RLMESH_CONFIG: runtimeConfig({ proxyUrl: 'https://p.svc:3128' }) })).toThrow(/egress\.proxyUrl 'https:\/\/p\.svc:3128' .* not http:\/\//);
+  });
+
+  it('caps connections from accept: defaults a quarter above the tunnel limits, never below them', () => {
+    expect(parseConfig(['--allow', 'x.example'], {})).toMatchObject({
+      maxTunnels: 10_000, maxTunnelsPerClient: 512, maxConnections: 12_500, maxConnectionsPerClient: 640,
+    });
+    expect(parseConfig(['--allow', 'x.example', '--max-tunnels', '5', '--max-tunnels-per-client', '3'], {}))
+      .toMatchObject({ maxConnections: 7, maxConnectionsPerClient: 4 });
+    expect(parseConfig(['--allow', 'x.example', '--max-connections', '20000', '--max-connections-per-client', '512'], {}))
+      .toMatchObject({ maxConnections: 20_000, maxConnectionsPerClient: 512 });
+    expect(() => parseConfig(['--allow', 'x.example', '--max-connections-per-client', '100'], {}))
+      .toThrow('--max-connections-per-client 100 is below --max-tunnels-per-client 512');
+    expect(() => parseConfig(['--allow', 'x.example', '--max-connections', '0'], {})).toThrow(/positive whole number/);
+  });
+
+  it('takes the cluster ranges from flags and the kubernetes Service address every pod is given', () => {
+    expect(parseConfig(['--allow', 'x.example'], {}).clusterRanges).toEqual([]);
+    expect(parseConfig(['--allow', 'x.example', '--cluster-range', '10.244.0.0/16', '--cluster-range', '2600:1f14:e22:b400::/56'], {}).clusterRanges)
+      .toEqual(['10.244.0.0/16', '2600:1f14:e22:b400::/56']);
+    expect(parseConfig(['--cluster-range', '10.244.0.0/16'], { RLMESH_CONFIG: runtimeConfig({}), KUBERNETES_SERVICE_HOST: '10.96.0.1' }).clusterRanges)
+      .toEqual(['10.244.0.0/16', '10.96.0.1/32']);
+    expect(parseConfig(['--allow', 'x.example'], { KUBERNETES_SERVICE_HOST: 'fd00:10:96::1' }).clusterRanges).toEqual(['fd00:10:96::1/128']);
+    expect(parseConfig(['--allow', 'x.example'], { KUBERNETES_SERVICE_HOST: 'kubernetes.default.svc' }).clusterRanges).toEqual([]);
+  });
 });

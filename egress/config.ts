@@ -6,6 +6,7 @@
 //
 // With --config (or RLMESH_CONFIG) the runtime config is the base and flags
 // add to it; with neither and no --allow, the chart's mounted config is read.
+import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONFIG_PATH, loadRuntimeConfig } from '../lib/runtime-config.ts';
 
@@ -21,6 +22,8 @@ export interface EgressConfig {
   allow: string[];
   ports: number[];
   allowRanges: string[];
+  /** the cluster's own pod, Service and node ranges (CIDR): refused whatever else the address is */
+  clusterRanges: string[];
   /** resolver servers (`ip` or `ip:port`); empty = the system's resolv.conf servers */
   dns: string[];
   dnsTimeoutMs: number;
@@ -30,13 +33,18 @@ export interface EgressConfig {
   maxHeaderBytes: number;
   maxTunnels: number;
   maxTunnelsPerClient: number;
+  /** accepted client connections in total, counted from accept (before any header is read) */
+  maxConnections: number;
+  /** accepted client connections per client address, counted from accept */
+  maxConnectionsPerClient: number;
   drainTimeoutMs: number;
 }
 
 export const USAGE = `usage: rlmesh-runtime egress [--help] [--config FILE] [--listen HOST:PORT] [--allow NAME]... [--ports 443,80]
-  [--allow-range CIDR]... [--dns IP[:PORT]]... [--health-listen HOST:PORT] [--metrics-listen HOST:PORT]
+  [--allow-range CIDR]... [--cluster-range CIDR]... [--dns IP[:PORT]]... [--health-listen HOST:PORT] [--metrics-listen HOST:PORT]
   [--connect-timeout MS] [--idle-timeout MS] [--header-timeout MS] [--max-header-bytes N]
-  [--max-tunnels N] [--max-tunnels-per-client N] [--drain-timeout MS] [--dns-timeout MS]`;
+  [--max-tunnels N] [--max-tunnels-per-client N] [--max-connections N] [--max-connections-per-client N]
+  [--drain-timeout MS] [--dns-timeout MS]`;
 
 function hostPort(flag: string, text: string): HostPort {
   const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
@@ -69,6 +77,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       allow: { type: 'string', multiple: true, default: [] },
       ports: { type: 'string' },
       'allow-range': { type: 'string', multiple: true, default: [] },
+      'cluster-range': { type: 'string', multiple: true, default: [] },
       dns: { type: 'string', multiple: true, default: [] },
       'dns-timeout': { type: 'string' },
       'connect-timeout': { type: 'string' },
@@ -77,6 +86,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       'max-header-bytes': { type: 'string' },
       'max-tunnels': { type: 'string' },
       'max-tunnels-per-client': { type: 'string' },
+      'max-connections': { type: 'string' },
+      'max-connections-per-client': { type: 'string' },
       'drain-timeout': { type: 'string' },
     },
   });
@@ -92,7 +103,13 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     });
   }
   // in the cluster the proxy listens on the port of the proxy URL the chart hands to evaluation pods
-  const proxyPort = runtime ? (new URL(runtime.egress.proxyUrl).port || '3128') : '3128';
+  const proxyPort = runtime ? listenPortOf(runtime.egress.proxyUrl) : 3128;
+  const maxTunnels = positive('max-tunnels', v['max-tunnels'], 10_000);
+  const maxTunnelsPerClient = positive('max-tunnels-per-client', v['max-tunnels-per-client'], 512);
+  // connections are counted from accept, tunnels once their headers are in: a
+  // connection limit below the tunnel limit would hide the tunnel limit's answer
+  const maxConnections = atLeast('max-connections', v['max-connections'], 'max-tunnels', maxTunnels);
+  const maxConnectionsPerClient = atLeast('max-connections-per-client', v['max-connections-per-client'], 'max-tunnels-per-client', maxTunnelsPerClient);
   return {
     listen: hostPort('listen', v.listen ?? `0.0.0.0:${proxyPort}`),
     healthListen: hostPort('health-listen', v['health-listen'] ?? `0.0.0.0:${runtime?.ports.health ?? 8081}`),
@@ -100,14 +117,56 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     allow: [...(runtime?.egress.allowedDomains ?? []), ...v.allow],
     ports,
     allowRanges: [...(runtime?.egress.allowRanges ?? []), ...v['allow-range']],
+    // the runtime config has no cluster ranges yet (lib/runtime-config.ts, egress.clusterRanges, is where they go)
+    clusterRanges: [...v['cluster-range'], ...kubernetesServiceRange(env)],
     dns: v.dns,
     dnsTimeoutMs: positive('dns-timeout', v['dns-timeout'], 5_000),
     connectTimeoutMs: positive('connect-timeout', v['connect-timeout'], 10_000),
     idleTimeoutMs: positive('idle-timeout', v['idle-timeout'], 300_000),
     headerTimeoutMs: positive('header-timeout', v['header-timeout'], 10_000),
     maxHeaderBytes: positive('max-header-bytes', v['max-header-bytes'], 16_384),
-    maxTunnels: positive('max-tunnels', v['max-tunnels'], 10_000),
-    maxTunnelsPerClient: positive('max-tunnels-per-client', v['max-tunnels-per-client'], 512),
+    maxTunnels,
+    maxTunnelsPerClient,
+    maxConnections,
+    maxConnectionsPerClient,
     drainTimeoutMs: positive('drain-timeout', v['drain-timeout'], 25_000),
   };
+}
+
+/**
+ * The port to listen on for a proxy URL. `new URL()` leaves `port` empty when
+ * it is the scheme's default, so `http://…:80` means 80 (not a fallback).
+ */
+export function listenPortOf(proxyUrl: string): number {
+  let url: URL;
+  try {
+    url = new URL(proxyUrl);
+  } catch {
+    throw new Error(`egress.proxyUrl '${proxyUrl}' in the runtime config is not a URL; it should be http://<service>:<egress.port>`);
+  }
+  if (url.protocol !== 'http:') {
+    throw new Error(`egress.proxyUrl '${proxyUrl}' in the runtime config is not http://: the egress proxy speaks plain HTTP (TLS passes through CONNECT)`);
+  }
+  return url.port === '' ? 80 : Number(url.port);
+}
+
+/** Connection limits default to their tunnel limit plus a quarter, for connections still sending headers or idle between requests. */
+function atLeast(flag: string, text: string | undefined, floorFlag: string, floor: number): number {
+  const n = positive(flag, text, Math.ceil(floor * 1.25));
+  if (n < floor) {
+    throw new Error(`--${flag} ${n} is below --${floorFlag} ${floor}: every tunnel is also a connection; raise --${flag} or lower --${floorFlag}`);
+  }
+  return n;
+}
+
+/**
+ * Kubernetes gives every pod the `kubernetes` Service's ClusterIP in
+ * KUBERNETES_SERVICE_HOST (with or without a ServiceAccount token): the API
+ * server, an address of the cluster's Service range. The range's width is not
+ * exposed there, so only that address is added.
+ */
+function kubernetesServiceRange(env: NodeJS.ProcessEnv): string[] {
+  const host = env.KUBERNETES_SERVICE_HOST?.trim() ?? '';
+  const family = isIP(host);
+  return family === 0 ? [] : [`${host}/${family === 4 ? 32 : 128}`];
 }

@@ -8,7 +8,7 @@ import type { Server } from 'node:net';
 import { once } from 'node:events';
 import { createLogger } from '../lib/logger.ts';
 import { AllowList } from './allow-list.ts';
-import { parseAllowRange } from './classify-address.ts';
+import { parseAllowRange, parseClusterRange } from './classify-address.ts';
 import { parseConfig, USAGE, wantsHelp, type HostPort } from './config.ts';
 import { createMetrics } from './metrics.ts';
 import { createHealthServer, createMetricsServer } from './ops-server.ts';
@@ -35,9 +35,10 @@ async function main(): Promise<void> {
   const config = parseConfig(process.argv.slice(2));
   const allowList = new AllowList({ entries: config.allow, ports: config.ports });
   const allowRanges = config.allowRanges.map(parseAllowRange);
+  const clusterRanges = config.clusterRanges.map(parseClusterRange);
   const metrics = createMetrics();
   const resolver = new DestinationResolver({
-    servers: config.dns, timeoutMs: config.dnsTimeoutMs, allowRanges, self: localAddresses(),
+    servers: config.dns, timeoutMs: config.dnsTimeoutMs, allowRanges, clusterRanges, self: localAddresses(),
   });
   const proxy = createProxy({ config, allowList, resolver, metrics, logger });
   let ready = false;
@@ -50,7 +51,8 @@ async function main(): Promise<void> {
   ready = true;
   logger.info({
     listen: config.listen, health: config.healthListen, metrics: config.metricsListen,
-    allow: config.allow, ports: config.ports, allowRanges: allowRanges.map((r) => r.cidr), dns: config.dns.length ? config.dns : 'system',
+    allow: config.allow, ports: config.ports, allowRanges: allowRanges.map((r) => r.cidr), clusterRanges: clusterRanges.map((r) => r.cidr),
+    maxConnections: config.maxConnections, maxConnectionsPerClient: config.maxConnectionsPerClient, dns: config.dns.length ? config.dns : 'system',
   }, 'egress proxy ready');
 
   let stopping = false;

@@ -20,6 +20,11 @@ export function createMetrics() {
       help: 'Client connections being served (CONNECT tunnels and forwarded requests)',
       registers: [registry],
     }),
+    openConnections: new Gauge({
+      name: 'rlmesh_egress_open_connections',
+      help: 'Client connections accepted and open, counted from accept (idle, sending headers, or served)',
+      registers: [registry],
+    }),
     bytes: new Counter({
       name: 'rlmesh_egress_bytes_total',
       help: 'Bytes relayed, by direction (upstream = client to destination)',

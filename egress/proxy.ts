@@ -26,6 +26,8 @@ interface Answer {
   rule: string;
   body: string;
   retryAfter?: boolean;
+  /** close the client connection after the answer (a request body was left unread) */
+  close?: boolean;
 }
 
 interface Outcome {
@@ -77,6 +79,13 @@ export function createProxy(deps: ProxyDeps) {
   const open = new Set<Duplex>();
   let active = 0;
   let draining = false;
+  // Connections are counted from accept, before a byte of them is parsed (the
+  // tunnel counts above start only once a request's headers are in), so a
+  // client that opens connections and sends nothing holds at most its share
+  // until the header timeout closes them.
+  const connectionsPerClient = new Map<string, number>();
+  let connections = 0;
+  const turnedAway = new WeakSet<Duplex>();
 
   function record(o: Outcome): void {
     metrics.decisions.inc({ decision: o.decision, rule: o.rule });
@@ -188,8 +197,9 @@ export function createProxy(deps: ProxyDeps) {
 
   function answerHeaders(a: Answer): Record<string, string> {
     const headers: Record<string, string> = { 'content-type': 'text/plain; charset=utf-8' };
-    headers[a.status === 403 ? REFUSED_HEADER : ERROR_HEADER] = a.rule;
+    headers[a.decision === 'refused' ? REFUSED_HEADER : ERROR_HEADER] = a.rule;
     if (a.retryAfter) headers['retry-after'] = String(RETRY_AFTER_SECONDS);
+    if (a.close) headers.connection = 'close';
     return headers;
   }
 
@@ -213,7 +223,50 @@ export function createProxy(deps: ProxyDeps) {
     }
   }
 
+  /** The answer for a connection over its limit, or undefined to accept it. */
+  function connectionLimit(client: string): Answer | undefined {
+    if (connections >= config.maxConnections) {
+      return {
+        status: 503, decision: 'limited', rule: 'max-connections', retryAfter: true,
+        body: `the egress proxy already has ${connections} client connections open (its total connection limit, counted before any request is read); retry after ${RETRY_AFTER_SECONDS} s`,
+      };
+    }
+    const mine = connectionsPerClient.get(client) ?? 0;
+    if (mine >= config.maxConnectionsPerClient) {
+      return {
+        status: 429, decision: 'limited', rule: 'max-connections-per-client', retryAfter: true,
+        body: `${client} already has ${mine} connections open to the egress proxy (the per-client connection limit, counted before any request is read); close idle connections or retry after ${RETRY_AFTER_SECONDS} s`,
+      };
+    }
+    return undefined;
+  }
+
+  // before Node's HTTP parser is attached to the socket (it listens on 'connection' too)
+  server.prependListener('connection', (socket: net.Socket) => {
+    const client = socket.remoteAddress ?? 'unknown';
+    const over = connectionLimit(client);
+    if (over) {
+      turnedAway.add(socket);
+      socket.on('error', () => socket.destroy());
+      socket.once('finish', () => socket.destroy());
+      answerSocket(socket, over);
+      record({ host: '', client, method: '', decision: over.decision, rule: over.rule, status: over.status, bytesUp: 0, bytesDown: 0, durationMs: 0 });
+      return;
+    }
+    connections++;
+    connectionsPerClient.set(client, (connectionsPerClient.get(client) ?? 0) + 1);
+    metrics.openConnections.set(connections);
+    socket.once('close', () => {
+      connections--;
+      const left = (connectionsPerClient.get(client) ?? 1) - 1;
+      if (left > 0) connectionsPerClient.set(client, left);
+      else connectionsPerClient.delete(client);
+      metrics.openConnections.set(connections);
+    });
+  });
+
   server.on('connect', (req: IncomingMessage, clientSocket: Duplex, head: Buffer) => {
+    if (turnedAway.has(req.socket)) return clientSocket.destroy();
     const started = performance.now();
     const client = req.socket.remoteAddress ?? 'unknown';
     const target = req.url ?? '';
@@ -283,21 +336,36 @@ export function createProxy(deps: ProxyDeps) {
   });
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (turnedAway.has(req.socket)) return req.socket.destroy();
     const started = performance.now();
     const client = req.socket.remoteAddress ?? 'unknown';
     const target = req.url ?? '';
     const base = { host: shown(target), client, method: req.method ?? '', bytesUp: 0, bytesDown: 0 };
     const fail = (a: Answer, host = base.host, port?: number) => {
-      if (!res.headersSent) res.writeHead(a.status, answerHeaders(a)).end(`${a.body}\n`);
-      else res.destroy();
+      if (!res.headersSent) {
+        const body = `${a.body}\n`;
+        res.writeHead(a.status, { ...answerHeaders(a), 'content-length': String(Buffer.byteLength(body)) }).end(body);
+      } else res.destroy();
       record({ ...base, host, port, decision: a.decision, rule: a.rule, status: a.status, durationMs: performance.now() - started });
     };
+    let dest: Destination | Refusal;
+    try {
+      dest = parseAbsoluteUrl(target);
+    } catch (err) {
+      logger.error({ err, client, host: base.host }, 'egress request failed unexpectedly');
+      return res.destroy();
+    }
+    if (!('rule' in dest)) Object.assign(base, { host: dest.host });
+    // before anything else: a request whose end the destination could see elsewhere is never forwarded
+    const framing = framingProblem(req);
+    if (framing) {
+      return fail({ status: 400, decision: 'refused', rule: 'ambiguous-framing', close: true, body: `egress to '${base.host}' refused: ${framing}` },
+        base.host, 'rule' in dest ? undefined : dest.port);
+    }
     const admitted = admit(client);
     if (typeof admitted !== 'function') return fail(admitted);
     res.once('close', admitted);
     void (async () => {
-      const dest = parseAbsoluteUrl(target);
-      if (!('rule' in dest)) Object.assign(base, { host: dest.host });
       const decided = await decide(dest, target);
       if ('status' in decided) return fail(decided, base.host, (dest as Destination).port);
       const d = dest as Destination;
@@ -308,6 +376,10 @@ export function createProxy(deps: ProxyDeps) {
       const url = new URL(target);
       const headers = withoutHopByHop(req.headers);
       headers.host = d.port === 80 ? url.hostname : `${url.hostname}:${d.port}`;
+      // the body's framing is written explicitly: Content-Length passes as it came (Node's
+      // parser has checked it), a chunked body is chunked again (framingProblem allowed only
+      // plain chunked on methods that carry bodies)
+      if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
       const upstreamReq = http.request({
         method: req.method, path: `${url.pathname}${url.search}`, headers, setHost: false,
         createConnection: () => socket,
@@ -340,6 +412,7 @@ export function createProxy(deps: ProxyDeps) {
 
   // protocol upgrades (WebSocket over plain HTTP) are not relayed; wss:// goes through CONNECT
   server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    if (turnedAway.has(req.socket)) return socket.destroy();
     const a: Answer = {
       status: 403, decision: 'refused', rule: 'upgrade',
       body: `egress to '${shown(req.url ?? '')}' refused: protocol upgrades over plain HTTP are not proxied; use TLS (wss://, https://) through CONNECT`,
@@ -370,14 +443,53 @@ export function createProxy(deps: ProxyDeps) {
     server.closeAllConnections();
   }
 
-  return { server, drain, isDraining: () => draining, activeTunnels: () => active };
+  return { server, drain, isDraining: () => draining, activeTunnels: () => active, openConnections: () => connections };
+}
+
+// Headers that say where a request's body ends. Named in Connection, they
+// would be dropped as hop-by-hop while the body they framed is still relayed.
+const FRAMING_HEADERS = new Set(['content-length', 'transfer-encoding']);
+// Methods Node's client (and many servers) treat as bodiless unless told
+// otherwise: with a chunked body, a destination that ignores it reads the body
+// as the next request.
+const NO_CHUNKED_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE']);
+
+function connectionTokens(headers: IncomingHttpHeaders): string[] {
+  return String(headers.connection ?? '').split(',').map((t) => t.trim().toLowerCase()).filter(Boolean);
+}
+
+/**
+ * Why a plain-HTTP request's framing is ambiguous (a request-smuggling
+ * vector), or undefined when its end is unambiguous. Node's parser already
+ * refuses duplicate or conflicting Content-Length, Content-Length with
+ * Transfer-Encoding, and Transfer-Encoding that does not end in chunked.
+ */
+export function framingProblem(req: Pick<IncomingMessage, 'headers' | 'method' | 'httpVersion'>): string | undefined {
+  const named = connectionTokens(req.headers).filter((t) => FRAMING_HEADERS.has(t));
+  if (named.length > 0) {
+    return `its Connection header names ${named.join(' and ')}, which frames the request: dropped as hop-by-hop, the destination ` +
+      `could read the body as a second request (request smuggling); remove ${named.join(' and ')} from Connection`;
+  }
+  const te = req.headers['transfer-encoding'];
+  if (te === undefined) return undefined;
+  if (te.trim().toLowerCase() !== 'chunked') {
+    return `Transfer-Encoding '${shown(te)}' is not plain chunked; the proxy relays request bodies framed by Content-Length or by chunked alone`;
+  }
+  if (req.httpVersion === '1.0') {
+    return 'an HTTP/1.0 request cannot carry Transfer-Encoding (RFC 9112 section 6.1); send the body with Content-Length';
+  }
+  if (NO_CHUNKED_BODY.has(req.method ?? '')) {
+    return `a ${req.method} request with a chunked body is refused: servers disagree on whether a ${req.method} has a body, so one of them ` +
+      'could read a second, hidden request in it (request smuggling); send the body with Content-Length, or use POST';
+  }
+  return undefined;
 }
 
 const HOP_BY_HOP = ['connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade'];
 
 function withoutHopByHop(headers: IncomingHttpHeaders): Record<string, string | string[]> {
   const drop = new Set(HOP_BY_HOP);
-  for (const token of String(headers.connection ?? '').split(',')) drop.add(token.trim().toLowerCase());
+  for (const token of connectionTokens(headers)) drop.add(token);
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(headers)) if (v !== undefined && !drop.has(k)) out[k] = v;
   return out;

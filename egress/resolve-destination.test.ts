@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDnsServer, type TestDnsServer } from '../test/egress/dns-server.ts';
-import { parseAllowRange } from './classify-address.ts';
+import { parseAllowRange, parseClusterRange } from './classify-address.ts';
 import { DestinationResolver } from './resolve-destination.ts';
 
 let dns: TestDnsServer;
@@ -16,6 +16,8 @@ beforeAll(async () => {
     'ranged.example': { A: ['10.20.0.5'] },
     'servfail.example': { servfail: true },
     'empty.example': {},
+    'pods6.example': { AAAA: ['2600:1f14:e22:b400::5'] },
+    'dual.example': { A: ['34.118.224.9'], AAAA: ['2600:1f14:e22:b400::6', '2606:2800:220:1::1'] },
   });
   resolver = new DestinationResolver({
     servers: [dns.address], timeoutMs: 2_000, allowRanges: [parseAllowRange('10.20.0.0/16')], self: new Set(['93.184.216.35']),
@@ -59,6 +61,22 @@ describe('DestinationResolver', () => {
   it('refuses addresses of the proxy itself', async () => {
     const own = new DestinationResolver({ servers: [dns.address], timeoutMs: 2_000, allowRanges: [], self: new Set(['93.184.216.34']) });
     expect(await own.resolve(name('public.example'))).toEqual({ outcome: 'addresses', addresses: ['2606:2800:220:1::1'], rule: 'public' });
+  });
+
+  it('refuses an answer inside the cluster\'s own ranges, public or not, and keeps the others', async () => {
+    const inCluster = new DestinationResolver({
+      servers: [dns.address], timeoutMs: 2_000, allowRanges: [], self: new Set(),
+      clusterRanges: ['2600:1f14:e22:b400::/56', '34.118.224.0/20'].map(parseClusterRange),
+    });
+    const r = await inCluster.resolve(name('pods6.example'));
+    expect(r).toEqual({
+      outcome: 'refused', rule: 'cluster-range',
+      reason: "2600:1f14:e22:b400::5 is in 2600:1f14:e22:b400::/56, one of the cluster's own ranges (its pods, Services or nodes; --cluster-range), " +
+        'which the proxy never connects to, public or not; in-cluster services need an in-cluster route, not the egress proxy',
+    });
+    expect(await inCluster.resolve(name('dual.example'))).toEqual({ outcome: 'addresses', addresses: ['2606:2800:220:1::1'], rule: 'public' });
+    // without the ranges the same answers are public
+    expect(await resolver.resolve(name('pods6.example'))).toMatchObject({ outcome: 'addresses', addresses: ['2600:1f14:e22:b400::5'] });
   });
 
   it('reports DNS failures by cause', async () => {

@@ -5,7 +5,7 @@
 import { Resolver } from 'node:dns/promises';
 import { networkInterfaces } from 'node:os';
 import type { Destination } from './allow-list.ts';
-import { classifyAddress, parseAddress, type AllowRange, type Classification } from './classify-address.ts';
+import { classifyAddress, parseAddress, type AllowRange, type Classification, type ClusterRange } from './classify-address.ts';
 
 export type Resolution =
   | { outcome: 'addresses'; addresses: string[]; rule: string }
@@ -37,6 +37,8 @@ export interface ResolverOptions {
   servers: readonly string[];
   timeoutMs: number;
   allowRanges: readonly AllowRange[];
+  /** the cluster's own pod, Service and node ranges: refused, public or not, unless an allow-range inside one re-opens it */
+  clusterRanges?: readonly ClusterRange[];
   /** addresses that are the proxy itself (its interfaces); refused whatever the ranges say */
   self: ReadonlySet<string>;
 }
@@ -86,7 +88,7 @@ export class DestinationResolver {
   private classify(address: string): Classification {
     let c = this.verdicts.get(address);
     if (!c) {
-      c = classifyAddress(address, this.options.allowRanges);
+      c = classifyAddress(address, this.options.allowRanges, this.options.clusterRanges);
       if (this.verdicts.size >= MAX_CACHE_ENTRIES) this.verdicts.clear();
       this.verdicts.set(address, c);
     }
@@ -111,7 +113,10 @@ export class DestinationResolver {
     if (passed.length > 0) return { outcome: 'addresses', addresses: passed, rule };
     const reasons = [...new Set(refused.map((r) => r.reason))];
     const shown = reasons.length > 3 ? [...reasons.slice(0, 3), `${reasons.length - 3} more`] : reasons;
-    const suffix = dest.kind === 'name' ? '; the proxy only connects to public addresses (in-cluster services need an in-cluster route)' : '';
+    const inCluster = refused.every((r) => r.rule === 'cluster-range');
+    const suffix = dest.kind !== 'name' ? ''
+      : inCluster ? '; in-cluster services need an in-cluster route, not the egress proxy'
+        : '; the proxy only connects to public addresses (in-cluster services need an in-cluster route)';
     return { outcome: 'refused', rule: refused[0]!.rule, reason: `${shown.join('; ')}${suffix}` };
   }
 }

@@ -42,9 +42,13 @@ async function startProxy(extra: string[] = []): Promise<void> {
     '--allow', 'priv.egress.test', '--allow', 'mixed.egress.test', '--allow', 'rebind.egress.test',
     '--allow', 'mapped.egress.test', '--allow', 'nat64.egress.test', '--allow', 'nx.egress.test',
     '--allow', 'servfail.egress.test', '--allow', 'dark.egress.test', '--allow', 'self.egress.test',
-    '--allow', 'bücher.egress.test', '--allow', 'localhost',
-    '--ports', '443,80,7001,7002,9',
+    '--allow', 'bücher.egress.test', '--allow', 'localhost', '--allow', 'incluster.egress.test',
+    '--ports', '443,80,7001,7002,7003,9',
     '--allow-range', '198.18.0.0/15', '--allow-range', '2001:2::/48',
+    // inside the allow-ranges, the cluster's own ranges stay refused: half of the
+    // namespace's dark /24 (routed into it and dropped there) and part of its
+    // on-link /64 where nothing answers, so nothing would leave this machine
+    '--cluster-range', '198.18.110.128/25', '--cluster-range', '2001:2:0:a:c::/80',
     '--dns', dns.address,
     '--connect-timeout', '1500',
     '--idle-timeout', '3000',
@@ -52,6 +56,8 @@ async function startProxy(extra: string[] = []): Promise<void> {
     '--max-header-bytes', '4096',
     '--max-tunnels', '5',
     '--max-tunnels-per-client', '3',
+    '--max-connections', '9',
+    '--max-connections-per-client', '5',
     '--drain-timeout', '8000',
     ...extra,
   ], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -166,6 +172,7 @@ beforeAll(async () => {
     'xn--bcher-kva.egress.test': { A: [ns.nsAddress] },
     'localhost': { A: ['127.0.0.1'], AAAA: ['::1'] },
     'notlisted.egress.test': { A: [ns.nsAddress] },
+    'incluster.egress.test': { A: ['198.18.110.200'], AAAA: ['2001:2:0:a:c::7'] },
   });
   await startProxy();
 });
@@ -340,6 +347,17 @@ describe('hostile DNS answers', () => {
     expect(r.headers['x-rlmesh-egress-refused']).toBe('loopback');
   });
 
+  it('refuses a name that resolves into the cluster\'s own ranges, whatever the allow-ranges say', async () => {
+    const r = await rawConnect('incluster.egress.test:443');
+    expect(r.status).toBe(403);
+    expect(r.headers['x-rlmesh-egress-refused']).toBe('cluster-range');
+    expect(r.body).toBe("egress to 'incluster.egress.test' refused: " +
+      "198.18.110.200 is in 198.18.110.128/25, one of the cluster's own ranges (its pods, Services or nodes; --cluster-range), which the proxy never connects to, public or not; " +
+      "2001:2:0:a:c::7 is in 2001:2:0:a:c::/80, one of the cluster's own ranges (its pods, Services or nodes; --cluster-range), which the proxy never connects to, public or not; " +
+      'in-cluster services need an in-cluster route, not the egress proxy\n');
+    expect(await waitForLog((l) => l.host === 'incluster.egress.test')).toMatchObject({ decision: 'refused', rule: 'cluster-range', status: 403 });
+  });
+
   it('refuses connections to itself, whatever the allow-ranges say', async () => {
     const r = await rawConnect('self.egress.test:443');
     expect(r.status).toBe(403);
@@ -389,6 +407,118 @@ describe('refused requests', () => {
   });
 });
 
+describe('plain-HTTP request framing (request smuggling)', () => {
+  /** What the recording upstream (port 7003) has received so far, one string per connection. */
+  async function recorded(): Promise<string[]> {
+    const res = await fetch(`http://${ns.nsAddress}:7004/`);
+    return ((await res.json()) as string[]).map((b) => Buffer.from(b, 'base64').toString('latin1'));
+  }
+
+  /** Sends raw bytes to the proxy and reads one answer (framed by Content-Length) or whatever came before it closed. */
+  async function rawRequest(bytes: string): Promise<{ status: number; headers: Record<string, string>; body: string }> {
+    const socket = net.connect({ host: '127.0.0.1', port: PROXY_PORT });
+    await once(socket, 'connect');
+    let text = '';
+    const answer = () => {
+      const end = text.indexOf('\r\n\r\n');
+      if (end < 0) return undefined;
+      const [statusLine, ...headerLines] = text.slice(0, end).split('\r\n');
+      const headers = Object.fromEntries(headerLines.map((h) => [h.slice(0, h.indexOf(':')).toLowerCase(), h.slice(h.indexOf(':') + 1).trim()]));
+      const body = text.slice(end + 4);
+      return { status: Number(statusLine?.split(' ')[1]), headers, body, complete: body.length >= Number(headers['content-length'] ?? Infinity) };
+    };
+    const done = new Promise<void>((resolve) => {
+      socket.on('data', (d: Buffer) => {
+        text += d.toString('latin1');
+        if (answer()?.complete) resolve();
+      });
+      socket.once('close', () => resolve());
+      setTimeout(resolve, 5_000);
+    });
+    socket.on('error', () => socket.destroy());
+    socket.write(bytes);
+    await done;
+    socket.destroy();
+    const { complete: _, ...got } = answer() ?? { status: 0, headers: {}, body: text, complete: false };
+    return got;
+  }
+
+  /** Splits what one upstream connection received into requests by their own framing; throws on bytes that do not parse. */
+  function requests(bytes: string): { head: string; body: string }[] {
+    const out: { head: string; body: string }[] = [];
+    let rest = bytes;
+    while (rest.length > 0) {
+      const end = rest.indexOf('\r\n\r\n');
+      if (end < 0) throw new Error(`bytes after the last request: ${JSON.stringify(rest)}`);
+      const head = rest.slice(0, end);
+      rest = rest.slice(end + 4);
+      const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+      let body = '';
+      if (/\r\ntransfer-encoding: *chunked/i.test(head)) {
+        for (;;) {
+          const lineEnd = rest.indexOf('\r\n');
+          const size = parseInt(rest.slice(0, lineEnd), 16);
+          body += rest.slice(lineEnd + 2, lineEnd + 2 + size);
+          rest = rest.slice(lineEnd + 2 + size + 2);
+          if (size === 0) break;
+        }
+      } else if (length) {
+        body = rest.slice(0, Number(length[1]));
+        rest = rest.slice(Number(length[1]));
+      }
+      out.push({ head, body });
+    }
+    return out;
+  }
+
+  const hidden = 'GET /smuggled HTTP/1.1\r\nHost: ok.egress.test\r\n\r\n';
+  const chunked = (body: string) => `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+
+  it.each([
+    ['GET with a chunked body', `GET http://ok.egress.test:7003/first HTTP/1.1\r\nHost: ok.egress.test:7003\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(hidden)}`, /a GET request with a chunked body is refused/],
+    ['DELETE with a chunked body', `DELETE http://ok.egress.test:7003/first HTTP/1.1\r\nHost: ok.egress.test:7003\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(hidden)}`, /a DELETE request with a chunked body/],
+    ['Connection naming content-length', `GET http://ok.egress.test:7003/first HTTP/1.1\r\nHost: ok.egress.test:7003\r\nContent-Length: ${hidden.length}\r\nConnection: keep-alive, Content-Length\r\n\r\n${hidden}`, /its Connection header names content-length, which frames the request/],
+    ['POST with Connection naming content-length', `POST http://ok.egress.test:7003/first HTTP/1.1\r\nHost: ok.egress.test:7003\r\nContent-Length: ${hidden.length}\r\nConnection: content-length\r\n\r\n${hidden}`, /names content-length/],
+    ['Connection naming transfer-encoding', `POST http://ok.egress.test:7003/first HTTP/1.1\r\nHost: ok.egress.test:7003\r\nTransfer-Encoding: chunked\r\nConnection: transfer-encoding\r\n\r\n${chunked(hidden)}`, /names transfer-encoding/],
+    ['a coding besides chunked', `POST http://ok.egress.test:7003/first HTTP/1.1\r\nHost: ok.egress.test:7003\r\nTransfer-Encoding: gzip, chunked\r\n\r\n${chunked(hidden)}`, /Transfer-Encoding 'gzip, chunked' is not plain chunked/],
+    ['HTTP/1.0 with Transfer-Encoding', `POST http://ok.egress.test:7003/first HTTP/1.0\r\nHost: ok.egress.test:7003\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(hidden)}`, /HTTP\/1\.0 request cannot carry Transfer-Encoding/],
+  ])('refuses %s with 400 before it reaches the destination', async (_what, bytes, why) => {
+    const before = (await recorded()).length;
+    const r = await rawRequest(bytes);
+    const received = (await recorded()).slice(before);
+    expect(received.join('')).not.toContain('/smuggled');
+    expect(received).toEqual([]);
+    expect(r.status).toBe(400);
+    expect(r.headers['x-rlmesh-egress-refused']).toBe('ambiguous-framing');
+    expect(r.headers.connection).toBe('close');
+    expect(r.body).toMatch(/^egress to 'ok\.egress\.test' refused: .+\n$/);
+    expect(r.body).toMatch(why);
+    expect(await waitForLog((l) => l.rule === 'ambiguous-framing' && l.method === bytes.split(' ')[0])).toMatchObject({
+      host: 'ok.egress.test', port: 7003, client: '127.0.0.1', decision: 'refused', status: 400,
+    });
+  });
+
+  it('relays a chunked POST chunked and a Content-Length body with its length: the destination reads exactly one request each', async () => {
+    const before = (await recorded()).length;
+    const post = await rawRequest(`POST http://ok.egress.test:7003/upload HTTP/1.1\r\nHost: ok.egress.test:7003\r\nTransfer-Encoding: chunked\r\n\r\n${chunked(hidden)}`);
+    expect([post.status, post.body]).toEqual([200, 'recorded\n']);
+    const get = await rawRequest(`GET http://ok.egress.test:7003/with-length HTTP/1.1\r\nHost: ok.egress.test:7003\r\nContent-Length: ${hidden.length}\r\n\r\n${hidden}`);
+    expect([get.status, get.body]).toEqual([200, 'recorded\n']);
+    const [first, second, ...more] = (await recorded()).slice(before);
+    expect(more).toEqual([]);
+    const upload = requests(first!);
+    expect(upload).toHaveLength(1);
+    expect(upload[0]!.head).toMatch(/^POST \/upload HTTP\/1\.1\r\n/);
+    expect(upload[0]!.head.toLowerCase()).toContain('\r\ntransfer-encoding: chunked');
+    expect(upload[0]!.body).toBe(hidden);
+    const withLength = requests(second!);
+    expect(withLength).toHaveLength(1);
+    expect(withLength[0]!.head).toMatch(/^GET \/with-length HTTP\/1\.1\r\n/);
+    expect(withLength[0]!.head.toLowerCase()).toContain(`\r\ncontent-length: ${hidden.length}`);
+    expect(withLength[0]!.body).toBe(hidden);
+  });
+});
+
 describe('limits', () => {
   it('caps tunnels per client (429) and in total (503), with Retry-After', async () => {
     const held: net.Socket[] = [];
@@ -416,6 +546,73 @@ describe('limits', () => {
     }
     await new Promise((r) => setTimeout(r, 200));
     expect((await rawConnect('ok.egress.test:443')).status).toBe(200);
+  });
+
+  it('caps connections from accept, before any header is read: in total (503) and per client (429), other clients unaffected, the header timeout still closing idle ones', async () => {
+    const openGauge = async () => Number(/^rlmesh_egress_open_connections (\d+)$/m.exec(await metrics())?.[1]);
+    const settle = async () => {
+      const deadline = Date.now() + 5_000;
+      while ((await openGauge()) !== 0) {
+        if (Date.now() > deadline) throw new Error(`connections still open: ${await openGauge()}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    const idle = async (localAddress: string) => {
+      const s = net.connect({ host: '127.0.0.1', port: PROXY_PORT, localAddress });
+      s.on('error', () => s.destroy());
+      await once(s, 'connect');
+      return s;
+    };
+    /** A connection the proxy turns away at accept: it answers without being asked and closes. */
+    const turnedAway = async (localAddress: string) => {
+      const s = await idle(localAddress);
+      const chunks: Buffer[] = [];
+      s.on('data', (d: Buffer) => chunks.push(d));
+      await once(s, 'close');
+      return Buffer.concat(chunks).toString();
+    };
+    const held: net.Socket[] = [];
+    try {
+      await settle();
+      // in total: 5 + 4 idle connections fill --max-connections 9
+      for (let i = 0; i < 5; i++) held.push(await idle('127.0.0.5'));
+      for (let i = 0; i < 4; i++) held.push(await idle('127.0.0.6'));
+      const total = await turnedAway('127.0.0.7');
+      expect(total).toMatch(/^HTTP\/1\.1 503 /);
+      expect(total).toMatch(/\r\nx-rlmesh-egress-error: max-connections\r\n/i);
+      expect(total).toMatch(/\r\nretry-after: 5\r\n/i);
+      expect(total).toContain('the egress proxy already has 9 client connections open (its total connection limit, counted before any request is read)');
+      for (const s of held.splice(0)) s.destroy();
+      await settle();
+
+      // per client: the sixth idle connection from one address is closed at once
+      const opened = Date.now();
+      for (let i = 0; i < 5; i++) held.push(await idle('127.0.0.4'));
+      const closedAt = held.map((s) => once(s, 'close').then(() => Date.now()));
+      const answers = held.map((s) => {
+        let text = '';
+        s.on('data', (d: Buffer) => (text += d.toString()));
+        return once(s, 'close').then(() => text);
+      });
+      const perClient = await turnedAway('127.0.0.4');
+      expect(perClient).toMatch(/^HTTP\/1\.1 429 /);
+      expect(perClient).toMatch(/\r\nx-rlmesh-egress-error: max-connections-per-client\r\n/i);
+      expect(perClient).toContain('127.0.0.4 already has 5 connections open to the egress proxy (the per-client connection limit');
+      // another client is served meanwhile
+      const other = await rawConnect('ok.egress.test:7001', { localAddress: '127.0.0.5' });
+      expect(other.status).toBe(200);
+      // the five sent nothing: the header timeout (1.5 s) closes them with 408
+      expect((await Promise.all(answers)).every((a) => a.startsWith('HTTP/1.1 408'))).toBe(true);
+      expect(Math.max(...await Promise.all(closedAt)) - opened).toBeLessThan(4_000);
+      // once the proxy has seen them close, the address has its share again
+      await settle();
+      expect((await rawConnect('ok.egress.test:7001', { localAddress: '127.0.0.4' })).status).toBe(200);
+      const line = await waitForLog((l) => l.rule === 'max-connections-per-client');
+      expect(line).toMatchObject({ client: '127.0.0.4', decision: 'limited', status: 429 });
+      expect(await metrics()).toMatch(/rlmesh_egress_decisions_total\{decision="limited",rule="max-connections"\} [1-9]/);
+    } finally {
+      for (const s of held) s.destroy();
+    }
   });
 
   it('closes an idle tunnel after the idle timeout', async () => {

@@ -5,6 +5,10 @@
 //   7000 source: writes data until the client closes (bulk throughput)
 //   7001 echo (setup latency)
 //   7002 banner: speaks first ("banner from <address>\n"), then echoes
+//   7003 recorder: keeps every byte each connection sends; 300 ms after the
+//        first request head it answers 200 "recorded" and closes
+//   7004 HTTP, GET / answers the recorder's connections so far as JSON
+//        (a list of base64 strings, oldest first)
 // Prints one JSON line when every port listens.
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
@@ -18,6 +22,7 @@ const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
 };
 const chunk = Buffer.alloc(256 * 1024, 0x61);
 const servers: net.Server[] = [];
+const recorded: Buffer[][] = [];
 for (const host of [v4, v6]) {
   servers.push(https.createServer({ cert: readFileSync(certFile), key: readFileSync(keyFile) }, handler).listen(443, host));
   servers.push(http.createServer(handler).listen(80, host));
@@ -38,6 +43,21 @@ for (const host of [v4, v6]) {
     s.write(`banner from ${s.localAddress}\n`);
     s.pipe(s);
   }).listen(7002, host));
+  servers.push(net.createServer((s) => {
+    s.on('error', () => s.destroy());
+    const got: Buffer[] = [];
+    recorded.push(got);
+    let answered = false;
+    s.on('data', (d: Buffer) => {
+      got.push(d);
+      if (answered || !Buffer.concat(got).includes('\r\n\r\n')) return;
+      answered = true;
+      setTimeout(() => s.end('HTTP/1.1 200 OK\r\ncontent-length: 9\r\nconnection: close\r\n\r\nrecorded\n'), 300);
+    });
+  }).listen(7003, host));
+  servers.push(http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(recorded.map((c) => Buffer.concat(c).toString('base64'))));
+  }).listen(7004, host));
 }
 await Promise.all(servers.map((s) => (s.listening ? undefined : once(s, 'listening'))));
 console.log(JSON.stringify({ ready: true, v4, v6 }));
