@@ -55,7 +55,7 @@ async function waitForSecrets(d: BootstrapDeps): Promise<ControlCredentials> {
   }
 }
 
-const pendingJoinFile = (cfg: AgentConfig) => joinPath(cfg.spoolDir, 'join-result.json');
+export const pendingJoinFile = (spoolDir: string) => joinPath(spoolDir, 'join-result.json');
 
 async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredentials> {
   const { log, store, cfg } = d;
@@ -63,17 +63,19 @@ async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredent
   const backoff = createBackoff(cfg.timing.backoffBaseMs, cfg.timing.backoffMaxMs);
   for (;;) {
     try {
+      // an interrupted join for another token holds credentials the new token replaces: removed here, whatever follows
+      const saved = readPendingJoin(cfg.spoolDir, hash, log);
       const existing = await store.readControl();
       if (existing.ok && existing.value.tokenHash === hash) {
+        if (saved) rmSync(pendingJoinFile(cfg.spoolDir), { force: true }); // written already: the crash came after the Secrets
         log.info({ clusterId: existing.value.clusterId }, 'credentials for this join token are already in the control Secret; not joining again');
         d.onJoinOutcome('reused');
         return existing.value;
       }
       // a join that succeeded before the agent died but whose Secrets were not written yet
-      const saved = readPendingJoin(cfg, hash);
       if (saved) {
         await store.writeJoined(saved, hash);
-        rmSync(pendingJoinFile(cfg), { force: true });
+        rmSync(pendingJoinFile(cfg.spoolDir), { force: true });
         log.info({ clusterId: saved.clusterId }, 'finished writing the credentials of an interrupted join');
         d.onJoinOutcome('resumed');
         return { control: saved.control, clusterId: saved.clusterId, tokenHash: hash, resourceVersion: undefined };
@@ -90,7 +92,7 @@ async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredent
         const result = await join(d.cp, token, await clusterFacts(d));
         savePendingJoin(cfg, hash, result);
         await store.writeJoined(result, hash);
-        rmSync(pendingJoinFile(cfg), { force: true });
+        rmSync(pendingJoinFile(cfg.spoolDir), { force: true });
         log.info({ clusterId: result.clusterId, withRelayCredential: result.relay !== undefined }, 'joined: credentials written to the control, pull and registry Secrets');
         d.onJoinOutcome('joined');
         return { control: result.control, clusterId: result.clusterId, tokenHash: hash, resourceVersion: undefined };
@@ -127,7 +129,7 @@ async function clusterFacts(d: BootstrapDeps): Promise<Record<string, unknown>> 
 }
 
 function savePendingJoin(cfg: AgentConfig, hash: string, r: JoinResult) {
-  const fd = openSync(pendingJoinFile(cfg), 'w', 0o600);
+  const fd = openSync(pendingJoinFile(cfg.spoolDir), 'w', 0o600);
   try {
     writeSync(fd, JSON.stringify({ tokenHash: hash, result: r }));
     fsyncSync(fd);
@@ -136,13 +138,28 @@ function savePendingJoin(cfg: AgentConfig, hash: string, r: JoinResult) {
   }
 }
 
-function readPendingJoin(cfg: AgentConfig, hash: string): JoinResult | undefined {
+/**
+ * The saved answer of an interrupted join with the token whose hash is `hash`.
+ * A file saved for another token (the token changed: helm upgrade --install
+ * with a new install command) or one that cannot be read is removed: it holds
+ * credentials that will never be written, and no credential stays at rest on
+ * the spool longer than the join that needs it.
+ */
+export function readPendingJoin(spoolDir: string, hash: string, log: Logger): JoinResult | undefined {
+  const file = pendingJoinFile(spoolDir);
+  let saved: { tokenHash?: string; result?: JoinResult };
   try {
-    const saved = JSON.parse(readFileSync(pendingJoinFile(cfg), 'utf8')) as { tokenHash: string; result: JoinResult };
-    return saved.tokenHash === hash ? saved.result : undefined;
-  } catch {
+    saved = JSON.parse(readFileSync(file, 'utf8')) as { tokenHash?: string; result?: JoinResult };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    rmSync(file, { force: true });
+    log.warn({ file }, 'removed an unreadable saved join answer from the spool; the agent joins with the token again');
     return undefined;
   }
+  if (saved.tokenHash === hash && saved.result) return saved.result;
+  rmSync(file, { force: true });
+  log.info({ file }, 'removed the saved answer of an interrupted join with another join token: the token changed, so those credentials are never used');
+  return undefined;
 }
 
 /** The message of a Kubernetes API error without its (possibly large) body. */

@@ -35,7 +35,12 @@ export class JoinError extends Error {
   }
 }
 
-export type ControlPlaneClient = { baseUrl: string; dispatcher: Agent; ca: string | undefined };
+/**
+ * `apiHost` and `apiPort` are what the agent was configured with (controlPlane.apiHost;
+ * controlPlane.apiPort, which the chart always renders as 443 and only tests set to
+ * the ephemeral port of their local control plane): the only endpoint it dials.
+ */
+export type ControlPlaneClient = { baseUrl: string; dispatcher: Agent; ca: string | undefined; apiHost: string; apiPort: number };
 
 export function controlPlaneClient(cfg: RuntimeConfig): ControlPlaneClient {
   const { apiHost, apiPort, caBundlePath } = cfg.controlPlane;
@@ -48,7 +53,7 @@ export function controlPlaneClient(cfg: RuntimeConfig): ControlPlaneClient {
     }
   }
   const dispatcher = new Agent({ connect: { ...(ca ? { ca } : {}), timeout: 10_000 }, headersTimeout: 15_000, bodyTimeout: 15_000 });
-  return { baseUrl: `https://${apiHost}${apiPort === 443 ? '' : `:${apiPort}`}`, dispatcher, ca };
+  return { baseUrl: `https://${apiHost}${apiPort === 443 ? '' : `:${apiPort}`}`, dispatcher, ca, apiHost, apiPort };
 }
 
 async function call(cp: ControlPlaneClient, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
@@ -85,7 +90,32 @@ export async function fetchInfo(cp: ControlPlaneClient): Promise<ControlPlaneInf
   if (status !== 200 || !parsed.success) {
     throw new JoinError('bad_info', `GET ${cp.baseUrl}/v1/info answered ${status} without the session address; check controlPlane.apiHost points at the rlmesh API`, false);
   }
+  checkSessionEndpoint(cp, parsed.data.grpc);
   return parsed.data;
+}
+
+const bareHost = (h: string) => h.trim().toLowerCase().replace(/\.$/, '').replace(/^\[(.*)\]$/, '$1');
+
+/**
+ * /v1/info is not trusted to say where the control credential goes: the session
+ * endpoint it names must be the configured API host, on the configured port, with
+ * TLS. Anything else (a compromised or impersonated API, a proxy rewriting the
+ * answer) would otherwise receive the cluster's credential and send it work.
+ */
+export function checkSessionEndpoint(cp: Pick<ControlPlaneClient, 'baseUrl' | 'apiHost' | 'apiPort'>, grpc: ControlPlaneInfo['grpc']): void {
+  const problems = [
+    bareHost(grpc.host) !== bareHost(cp.apiHost) ? `host ${grpc.host} is not the configured API host ${cp.apiHost}` : '',
+    grpc.port !== cp.apiPort ? `port ${grpc.port} is not the configured port ${cp.apiPort}` : '',
+    grpc.tls ? '' : 'it asks for no TLS',
+  ].filter(Boolean);
+  if (problems.length === 0) return;
+  throw new JoinError(
+    'untrusted_session_endpoint',
+    `GET ${cp.baseUrl}/v1/info named the session endpoint ${grpc.host}:${grpc.port}${grpc.tls ? '' : ' without TLS'}, which the agent refuses (${problems.join('; ')}): ` +
+      `the control credential goes only to the API host the agent was installed with, on port ${cp.apiPort} over TLS, so a wrong or tampered answer cannot send it elsewhere; ` +
+      'check that controlPlane.apiHost is the rlmesh API and that nothing between the cluster and it (a proxy, a DNS override) answers in its place; the agent retries',
+    true,
+  );
 }
 
 export async function join(cp: ControlPlaneClient, token: string, facts: Record<string, unknown>): Promise<JoinResult> {

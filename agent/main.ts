@@ -98,7 +98,7 @@ const creds = await obtainCredentials({
 });
 credentialProblem = undefined;
 
-const info = await discover(cp);
+await discover(cp);
 let kubernetesVersion = '';
 kc.makeApiClient(k8s.VersionApi)
   .getCode()
@@ -151,7 +151,8 @@ const capacity = new CapacityReporter({
 });
 
 session = new Session({
-  target: info.grpc,
+  // the configured API host and port, which discover() checked /v1/info names (never another endpoint)
+  target: { host: cfg.runtime.controlPlane.apiHost, port: cfg.runtime.controlPlane.apiPort },
   ca: cp.ca,
   credential: () => credWatch!.credentials,
   agentVersion: AGENT_VERSION,
@@ -265,14 +266,15 @@ async function discover(client: ControlPlaneClient): Promise<ControlPlaneInfo> {
   const backoff = createBackoff(cfg.timing.backoffBaseMs, cfg.timing.backoffMaxMs);
   for (;;) {
     try {
-      return await fetchInfo(client);
+      const info = await fetchInfo(client);
+      credentialProblem = undefined;
+      return info;
     } catch (err) {
       const delay = backoff.next();
       credentialProblem = `cannot discover the session endpoint: ${(err as Error).message}`;
-      log.error({ retryInMs: delay }, err instanceof JoinError ? err.message : `GET /v1/info failed: ${(err as Error).message}`);
+      log.error({ ...(err instanceof JoinError ? { code: err.code } : {}), retryInMs: delay }, err instanceof JoinError ? err.message : `GET /v1/info failed: ${(err as Error).message}`);
       await sleep(delay, abort.signal);
     }
-    credentialProblem = undefined;
   }
 }
 

@@ -59,7 +59,14 @@ export function storeRelayVerifier(store: Store): RelayVerifier {
       case 'expired':
         return { ok: false, code: 'credential_expired', message: `the relay credential was rotated at ${r.supersededAt} and stopped being valid at ${r.validUntil}: write the current value into Secret rlmesh-cluster-relay-secret (the agent does it on rotation; check its log)` };
       case 'revoked':
-        return { ok: false, code: 'credential_revoked', message: `the relay credential was revoked at ${r.at}: reconnect the cluster with a new install command` };
+        return {
+          ok: false,
+          code: 'credential_revoked',
+          message:
+            r.reason === 'rejoined'
+              ? `the relay credential was revoked at ${r.at}: the cluster joined again and its agent wrote the new one into the relay Secret (rlmesh-cluster-relay-secret); have Prometheus read it from there`
+              : `the relay credential was revoked at ${r.at}: reconnect the cluster with a new install command`,
+        };
       case 'archived':
         return { ok: false, code: 'cluster_archived', message: `cluster ${r.clusterId} was archived at ${r.at} and takes no metrics: uninstall rlmesh-observability or connect the cluster again` };
     }

@@ -10,10 +10,11 @@ import { z } from 'zod';
 import { AssignmentSchema } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import type { LiveSessions } from './live-sessions.ts';
 import type { RelaySeriesStore } from './metrics-relay.ts';
+import { installCommands as installCommandsFor } from './install-command.ts';
 import { credentialWireValue, dockerConfigJson } from './pull-secret.ts';
 import { looksLikeJoinToken, sameSecret } from './secrets.ts';
 import { assignmentMessage, cancellationMessage, rotationMessage } from './session.ts';
-import { PURPOSES, type Cluster, type CredentialPurpose, type Evaluation, type Store } from './store.ts';
+import { PURPOSES, splitSecrets, type Cluster, type CredentialPurpose, type Evaluation, type Store } from './store.ts';
 
 export type ApiOptions = {
   store: Store;
@@ -83,14 +84,8 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
   const installCommands = (clusterId: string, upgrade: boolean) => {
     const { token, expiresAt } = store.issueJoinToken(clusterId);
     const helm = `helm ${upgrade ? 'upgrade --install' : 'install'} rlmesh ${opts.chartRef} --version ${opts.chartVersion} -n rlmesh-system --create-namespace`;
-    return {
-      clusterId,
-      joinToken: token,
-      expiresAt,
-      installCommand: `${helm} --set joinToken=${token}`,
-      // keeps the token out of shell history: paste it at the hidden prompt
-      installCommandPrompt: `read -rsp 'rlmesh join token: ' RLMESH_JOIN_TOKEN && echo && ${helm} --set joinToken="$RLMESH_JOIN_TOKEN"`,
-    };
+    // installCommandPrompt keeps the token out of shell history: paste it at the hidden prompt (bash, zsh or sh)
+    return { clusterId, joinToken: token, expiresAt, ...installCommandsFor(helm, token) };
   };
 
   const clusterView = (c: Cluster) => ({ ...c, live: sessions.get(c.id) !== undefined });
@@ -220,7 +215,7 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
           throw new ApiError(400, 'invalid_spec', `invalid evaluation spec: ${(err as Error).message}; fields are image, command, args, env, cpu, memory, gpuCount, gpuVendor, artifacts, deadlineSeconds, nodeSelector`);
         }
         const e = store.createEvaluation(c.id, spec as Record<string, unknown>);
-        if (sessions.send(c.id, assignmentMessage(e))) store.markAssignmentSent(e.id);
+        if (sessions.send(c.id, assignmentMessage(store, e))) store.markAssignmentSent(e.id);
         log.info({ clusterId: c.id, evaluationId: e.id }, 'evaluation submitted');
         return [201, evaluationView(store.getEvaluation(e.id)!)];
       },
@@ -316,8 +311,7 @@ async function readJson(req: Req): Promise<unknown> {
   }
 }
 
-/** Artifact credentials in a spec are delivered to the cluster but never shown back. */
+/** Artifact credentials in a spec are delivered to the cluster but never shown back (the store keeps them apart, sealed, already). */
 function redactSpec(spec: Record<string, unknown> | null): Record<string, unknown> | null {
-  if (!spec) return spec;
-  return JSON.parse(JSON.stringify(spec), (k: string, v: unknown) => (['secretAccessKey', 'sessionToken', 'secret_access_key', 'session_token'].includes(k) && v ? '[redacted]' : v)) as Record<string, unknown>;
+  return spec ? splitSecrets(spec).spec : spec;
 }

@@ -1,7 +1,8 @@
 // The reference control plane as a real HTTPS + gRPC server on 127.0.0.1,
 // driven through its REST API and a Connect-ES gRPC client that trusts the
 // generated CA. Time moves with a manual clock.
-import { rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -51,7 +52,7 @@ describe('REST API', () => {
       `helm install rlmesh oci://registry.rlmesh.dev/rlmesh/charts/rlmesh-runtime --version 1.2.3 -n rlmesh-system --create-namespace --set joinToken=${token}`,
     );
     expect(created.body.installCommandPrompt).not.toContain(token);
-    expect(created.body.installCommandPrompt).toContain('read -rsp');
+    expect(created.body.installCommandPrompt).toMatch(/^sh -c '.*read -r t.*' rlmesh-install$/);
     const list = await api(cp, 'GET', '/v1/clusters');
     expect(list.body.clusters).toMatchObject([{ id: created.body.clusterId, name: 'lab', status: 'Pending', lastSeenAt: null }]);
 
@@ -193,6 +194,26 @@ describe('ClusterSession', () => {
     expect(s2.received.some((m) => m.msg.case === 'assignment')).toBe(false);
   });
 
+  it('an S3 secret key of an evaluation submitted while the cluster is away: not in the database files, delivered in the assignment', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    const secretAccessKey = `s3-secret-${'z'.repeat(32)}`;
+    const ev = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, {
+      image: 'x:1',
+      artifacts: [{ name: 'w', sha256: 'a'.repeat(64), sizeBytes: 1, source: { s3: { bucket: 'b', key: 'k', accessKeyId: 'AKIA', secretAccessKey } } }],
+    });
+    expect(ev.status).toBe(201);
+    expect(JSON.stringify(ev.body)).not.toContain(secretAccessKey);
+    const dbFiles = () => readdirSync(cp.dir).filter((f) => f.startsWith('controlplane.db')).map((f) => readFileSync(join(cp.dir, f)).toString('latin1')).join('');
+    expect(dbFiles()).not.toContain(secretAccessKey);
+    const s = session(cp, c.control);
+    s.send({ case: 'hello', value: { clusterId: c.clusterId } });
+    const assignment = await s.waitFor('assignment');
+    const src = assignment.artifacts[0]?.source?.source;
+    expect(src?.case === 's3' ? src.value.secretAccessKey : undefined).toBe(secretAccessKey);
+    expect(dbFiles()).not.toContain(secretAccessKey);
+  });
+
   it('stores a burst of 1,000 updates, each acked once', async () => {
     const cp = await start();
     const c = await joinedCluster(cp);
@@ -293,6 +314,26 @@ describe('ClusterSession', () => {
     const s2 = session(cp, c.control);
     await s2.waitFor('ping');
     expect(s2.received.some((m) => m.msg.case === 'credentialRotation')).toBe(false);
+  });
+
+  it('a rejoin: the old control credential works until the agent connects with the new one, then it is refused', async () => {
+    const cp = await start({ pingIntervalMs: 100 });
+    const c = await joinedCluster(cp);
+    const oldSession = session(cp, c.control);
+    await oldSession.waitFor('welcome');
+    const token = (await api(cp, 'POST', `/v1/clusters/${c.clusterId}/install-command`)).body.joinToken;
+    const rejoined = await api(cp, 'POST', '/v1/clusters/join', { token }, false);
+    expect(rejoined.status).toBe(200);
+    await oldSession.waitFor('ping'); // still valid: the new credentials are not confirmed yet
+
+    const s = session(cp, String(rejoined.body.control));
+    await s.waitFor('welcome');
+    expect((await oldSession.ended)?.code).toBe(Code.Aborted); // one session per cluster: the newer one replaced it
+    const refused = await session(cp, c.control).ended;
+    expect(refused?.code).toBe(Code.Unauthenticated);
+    expect(refused?.metadata.get('rlmesh-auth-cause')).toBe('revoked');
+    expect(refused?.rawMessage).toMatch(/control credential revoked at .*: cluster c_[0-9a-z]+ joined again with a new install command and its agent confirmed the new credentials/);
+    await s.waitFor('ping');
   });
 
   it('archive revokes everything and closes the live session', async () => {

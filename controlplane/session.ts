@@ -58,14 +58,18 @@ export function authFailureMessage(r: Exclude<AuthResult, { ok: true }>): string
     case 'archived':
       return `control credential revoked: cluster ${r.clusterId} was archived at ${r.at}, which revokes all its credentials; connect the cluster again with Clusters → Connect your cluster`;
     case 'revoked':
+      if (r.reason === 'rejoined') {
+        return `control credential revoked at ${r.at}: cluster ${r.clusterId} joined again with a new install command and its agent confirmed the new credentials, which replace this one; use the control Secret the new join wrote (the agent that joined writes it), or ${NEW_INSTALL_COMMAND}`;
+      }
       return `control credential revoked at ${r.at} for cluster ${r.clusterId}; ${NEW_INSTALL_COMMAND}`;
     case 'expired':
       return `control credential expired: it was replaced by a rotation at ${r.supersededAt} and its 24-hour overlap ended at ${r.validUntil}; write the current value into the control Secret, or ${NEW_INSTALL_COMMAND}`;
   }
 }
 
-export function assignmentMessage(ev: Evaluation): ControlMessage {
-  const assignment = fromJson(AssignmentSchema, { ...(ev.spec as Record<string, JsonValue>), evaluationId: ev.id });
+/** The assignment with its S3 secrets unsealed: the one place they leave the store. */
+export function assignmentMessage(store: Store, ev: Evaluation): ControlMessage {
+  const assignment = fromJson(AssignmentSchema, { ...(store.assignmentSpec(ev) as Record<string, JsonValue>), evaluationId: ev.id });
   return create(ControlMessageSchema, { msg: { case: 'assignment', value: assignment } });
 }
 
@@ -91,7 +95,7 @@ export function rotationMessage(registryHost: string, clusterId: string, purpose
 /** Sends every assignment the cluster has not acknowledged, then every pending cancellation. */
 export function sendBacklog(store: Store, session: LiveSession): void {
   for (const ev of store.unacknowledgedAssignments(session.clusterId)) {
-    session.outbox.push(assignmentMessage(ev));
+    session.outbox.push(assignmentMessage(store, ev));
     store.markAssignmentSent(ev.id);
   }
   for (const ev of store.pendingCancellations(session.clusterId)) session.outbox.push(cancellationMessage(ev));

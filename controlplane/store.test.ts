@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -72,6 +72,62 @@ describe('Store', () => {
     expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
   });
 
+  it('a rejoin revokes every earlier control, pull and relay credential once the agent authenticates with the new control credential', () => {
+    const c = store.createCluster('lab');
+    const first = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, true);
+    if (!first.ok) throw new Error(first.problem);
+    expect(store.authenticate('control', first.credentials.control!)).toMatchObject({ ok: true });
+    const inOverlap = store.rotateCredential(c.id, 'pull'); // the first pull credential is now in a rotation overlap
+    const second = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, false); // observability off this time
+    if (!second.ok) throw new Error(second.problem);
+
+    // until the agent confirms, the old ones keep working (it may not have written the new Secrets yet)
+    expect(store.authenticate('control', first.credentials.control!)).toMatchObject({ ok: true });
+    expect(store.authenticate('pull', inOverlap.value)).toMatchObject({ ok: true });
+    expect(store.authenticate('relay', first.credentials.relay!)).toMatchObject({ ok: true });
+
+    // the agent's session on the new control credential confirms them: everything older is revoked at once
+    clock.advance(MIN);
+    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: true, clusterId: c.id });
+    for (const [purpose, value] of [['control', first.credentials.control!], ['pull', first.credentials.pull!], ['pull', inOverlap.value], ['relay', first.credentials.relay!]] as const) {
+      expect(store.authenticate(purpose, value), `${purpose} ${value.slice(0, 7)}`).toMatchObject({ ok: false, cause: 'revoked', reason: 'rejoined', clusterId: c.id });
+    }
+    expect(store.authenticate('pull', second.credentials.pull!)).toMatchObject({ ok: true });
+    expect(store.credentialSummary(c.id).map((k) => [k.purpose, k.current])).toEqual([['control', true], ['pull', true]]);
+
+    // a rotation after that still keeps its 24-hour overlap
+    const rotated = store.rotateCredential(c.id, 'control');
+    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
+    clock.advance(23 * HOUR);
+    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: true });
+  });
+
+  it('a rejoin confirmed through a control credential rotated from it revokes the same', () => {
+    const c = store.createCluster('lab');
+    const first = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, false);
+    const second = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, false);
+    if (!first.ok || !second.ok) throw new Error('join failed');
+    const rotated = store.rotateCredential(c.id, 'control');
+    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
+    expect(store.authenticate('control', first.credentials.control!)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rejoined' });
+    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: true }); // the rotation's overlap
+  });
+
+  it('a data file from before confirmations existed keeps its credentials', () => {
+    store.close();
+    const old = join(dir, 'old.db');
+    const db = new DatabaseSync(old);
+    db.exec(`CREATE TABLE credentials (
+      id INTEGER PRIMARY KEY AUTOINCREMENT, cluster_id TEXT NOT NULL, purpose TEXT NOT NULL, hash TEXT NOT NULL UNIQUE,
+      created_at TEXT NOT NULL, superseded_at TEXT, valid_until TEXT, revoked_at TEXT, undelivered_value TEXT)`);
+    db.close();
+    store = new Store(old, clock);
+    const c = store.createCluster('lab');
+    const r = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, false);
+    if (!r.ok) throw new Error(r.problem);
+    expect(store.authenticate('control', r.credentials.control!)).toMatchObject({ ok: true });
+  });
+
   it('archive revokes tokens and credentials', () => {
     const c = store.createCluster('lab');
     const r = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, false);
@@ -81,6 +137,54 @@ describe('Store', () => {
     expect(store.authenticate('control', r.credentials.control!)).toMatchObject({ ok: false, cause: 'archived' });
     expect(store.redeemJoinToken(spare.token, {}, false)).toMatchObject({ ok: false, problem: 'token_revoked' });
     expect(store.getCluster(c.id)?.status).toBe('Archived');
+  });
+
+  it('keeps S3 secret keys out of the database: sealed apart from the spec until the assignment is acknowledged, then dropped', () => {
+    const c = store.createCluster('lab');
+    const secretKey = `s3-secret-${'k'.repeat(30)}`;
+    const sessionToken = `s3-session-${'t'.repeat(30)}`;
+    const spec = {
+      image: 'x:1',
+      artifacts: [
+        { name: 'a', source: { s3: { bucket: 'b', key: 'k', accessKeyId: 'AKIA1', secretAccessKey: secretKey, sessionToken } } },
+        { name: 'b', source: { s3: { bucket: 'b', key: 'k2', access_key_id: 'AKIA2', secret_access_key: `${secretKey}-2` } } },
+      ],
+    };
+    const ev = store.createEvaluation(c.id, spec);
+    const files = () => readdirSync(dir).filter((f) => f.startsWith('cp.db')).map((f) => readFileSync(join(dir, f)).toString('latin1')).join('');
+    for (const v of [secretKey, sessionToken, `${secretKey}-2`]) expect(files()).not.toContain(v);
+    expect(ev.spec).toEqual({
+      image: 'x:1',
+      artifacts: [
+        { name: 'a', source: { s3: { bucket: 'b', key: 'k', accessKeyId: 'AKIA1', secretAccessKey: '[redacted]', sessionToken: '[redacted]' } } },
+        { name: 'b', source: { s3: { bucket: 'b', key: 'k2', access_key_id: 'AKIA2', secret_access_key: '[redacted]' } } },
+      ],
+    });
+    expect(store.assignmentSpec(ev)).toEqual(spec);
+    // the key that seals them is a file of its own, readable only by the control plane's user
+    expect(statSync(join(dir, 'secrets.key')).mode & 0o077).toBe(0);
+
+    // survives a restart (the sealing key is kept), and is dropped once the cluster acknowledged the assignment
+    store.close();
+    store = new Store(file, clock);
+    expect(store.assignmentSpec(store.getEvaluation(ev.id)!)).toEqual(spec);
+    store.applyUpdate(c.id, { id: 'u1', evaluationId: ev.id, phase: 'Pending', reason: '', message: '', exitCode: null, pod: '', node: '', observedAt: null, sequence: 1 });
+    expect(store.assignmentSpec(store.getEvaluation(ev.id)!)).toEqual(ev.spec);
+  });
+
+  it('seals the S3 secret keys of a data file from before sealing, leaving none in it', () => {
+    const c = store.createCluster('lab');
+    const ev = store.createEvaluation(c.id, { image: 'x:1' });
+    store.close();
+    const secretKey = `legacy-secret-${'q'.repeat(30)}`;
+    const spec = { image: 'x:1', artifacts: [{ name: 'a', source: { s3: { bucket: 'b', key: 'k', accessKeyId: 'AK', secretAccessKey: secretKey } } }] };
+    const db = new DatabaseSync(file);
+    db.prepare('UPDATE evaluations SET spec = ?, sealed_secrets = NULL WHERE id = ?').run(JSON.stringify(spec), ev.id);
+    db.close();
+    store = new Store(file, clock);
+    const files = readdirSync(dir).filter((f) => f.startsWith('cp.db')).map((f) => readFileSync(join(dir, f)).toString('latin1')).join('');
+    expect(files).not.toContain(secretKey);
+    expect(store.assignmentSpec(store.getEvaluation(ev.id)!)).toEqual(spec);
   });
 
   it('applies an update once and counts redeliveries', () => {

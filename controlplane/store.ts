@@ -3,9 +3,13 @@
 // the evaluation updates agents delivered. Tokens and credentials are stored
 // as SHA-256 hashes only; the one exception is a rotated credential the agent
 // has not yet confirmed, kept until it says CredentialRotated so it can be
-// re-sent after a reconnect or a restart.
+// re-sent after a reconnect or a restart. The S3 secret keys and session
+// tokens of a submitted evaluation are not part of its stored spec: they are
+// sealed (secrets.ts, key file beside the database) until the cluster
+// acknowledges the assignment, then dropped.
+import { dirname, join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { mint, PREFIX, randomBase62, sha256Hex } from './secrets.ts';
+import { mint, PREFIX, randomBase62, Sealer, sha256Hex } from './secrets.ts';
 
 export interface Clock {
   now(): Date;
@@ -44,8 +48,11 @@ export type AuthResult =
   | { ok: true; clusterId: string; credentialId: number }
   | { ok: false; cause: 'unknown' }
   | { ok: false; cause: 'archived'; clusterId: string; at: string }
-  | { ok: false; cause: 'revoked'; clusterId: string; at: string }
+  | { ok: false; cause: 'revoked'; clusterId: string; at: string; reason: RevokeReason }
   | { ok: false; cause: 'expired'; clusterId: string; supersededAt: string; validUntil: string };
+
+/** Why a credential was revoked: the cluster was archived, or it joined again and its agent confirmed the new credentials. */
+export type RevokeReason = 'archived' | 'rejoined';
 
 export type CredentialSummary = { purpose: CredentialPurpose; createdAt: string; validUntil: string | null; current: boolean };
 
@@ -95,14 +102,15 @@ CREATE TABLE IF NOT EXISTS join_tokens (
 );
 CREATE TABLE IF NOT EXISTS credentials (
   id INTEGER PRIMARY KEY AUTOINCREMENT, cluster_id TEXT NOT NULL, purpose TEXT NOT NULL, hash TEXT NOT NULL UNIQUE,
-  created_at TEXT NOT NULL, superseded_at TEXT, valid_until TEXT, revoked_at TEXT, undelivered_value TEXT
+  created_at TEXT NOT NULL, superseded_at TEXT, valid_until TEXT, revoked_at TEXT, undelivered_value TEXT,
+  issued_by TEXT NOT NULL DEFAULT 'join', confirmed_at TEXT, revoke_reason TEXT
 );
 CREATE INDEX IF NOT EXISTS credentials_cluster ON credentials (cluster_id, purpose);
 CREATE TABLE IF NOT EXISTS evaluations (
   id TEXT PRIMARY KEY, cluster_id TEXT NOT NULL, spec TEXT, phase TEXT NOT NULL, result TEXT,
   last_sequence INTEGER NOT NULL DEFAULT -1, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
   first_assigned_at TEXT, assignment_deliveries INTEGER NOT NULL DEFAULT 0, acknowledged_at TEXT,
-  cancel_requested_at TEXT, cancel_reason TEXT
+  cancel_requested_at TEXT, cancel_reason TEXT, sealed_secrets TEXT
 );
 CREATE INDEX IF NOT EXISTS evaluations_cluster ON evaluations (cluster_id);
 CREATE TABLE IF NOT EXISTS evaluation_updates (
@@ -114,16 +122,73 @@ CREATE INDEX IF NOT EXISTS evaluation_updates_evaluation ON evaluation_updates (
 CREATE INDEX IF NOT EXISTS evaluation_updates_cluster ON evaluation_updates (cluster_id);
 `;
 
+/** Keys of an assignment (protobuf JSON, either spelling) whose values are secrets. */
+export const SECRET_SPEC_KEYS = new Set(['secretAccessKey', 'sessionToken', 'secret_access_key', 'session_token']);
+export const REDACTED = '[redacted]';
+type SecretAt = { path: (string | number)[]; value: string };
+
+/** The spec with every secret value replaced by REDACTED, and the secrets with where they were. */
+export function splitSecrets(spec: Record<string, unknown>): { spec: Record<string, unknown>; secrets: SecretAt[] } {
+  const secrets: SecretAt[] = [];
+  const walk = (v: unknown, path: (string | number)[]): unknown => {
+    if (Array.isArray(v)) return v.map((x, i) => walk(x, [...path, i]));
+    if (v === null || typeof v !== 'object') return v;
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) {
+      if (SECRET_SPEC_KEYS.has(k) && typeof x === 'string' && x !== '') {
+        secrets.push({ path: [...path, k], value: x });
+        out[k] = REDACTED;
+      } else out[k] = walk(x, [...path, k]);
+    }
+    return out;
+  };
+  return { spec: walk(spec, []) as Record<string, unknown>, secrets };
+}
+
+function restoreSecrets(spec: Record<string, unknown>, secrets: SecretAt[]): Record<string, unknown> {
+  const out = structuredClone(spec);
+  for (const { path, value } of secrets) {
+    let at: Record<string | number, unknown> = out;
+    for (const p of path.slice(0, -1)) at = at[p] as Record<string | number, unknown>;
+    at[path[path.length - 1]!] = value;
+  }
+  return out;
+}
+
+export type StoreOptions = {
+  /** the key that seals S3 secret keys of undelivered assignments; default `secrets.key` beside the database */
+  sealKeyFile?: string;
+};
+
 export class Store {
   private readonly db: DatabaseSync;
   private readonly clock: Clock;
+  private readonly sealer: Sealer;
 
-  constructor(path: string, clock: Clock = systemClock) {
+  constructor(path: string, clock: Clock = systemClock, opts: StoreOptions = {}) {
     this.clock = clock;
+    this.sealer = Sealer.fromFile(opts.sealKeyFile ?? join(dirname(path), 'secrets.key'));
     this.db = new DatabaseSync(path);
     // WAL + FULL: an update is acked only after its commit reached the disk.
-    this.db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;');
+    // secure_delete: what a secret's row held is overwritten, not left in a free page.
+    this.db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000; PRAGMA secure_delete = ON;');
     this.db.exec(SCHEMA);
+    migrate(this.db);
+    this.sealPlaintextSpecs();
+  }
+
+  /** Evaluations stored before secrets were sealed: seal theirs now, and leave no copy in the WAL. */
+  private sealPlaintextSpecs(): void {
+    const rows = this.db.prepare('SELECT id, spec, acknowledged_at FROM evaluations WHERE spec IS NOT NULL AND sealed_secrets IS NULL').all() as Row[];
+    let changed = 0;
+    for (const r of rows) {
+      const { spec, secrets } = splitSecrets(JSON.parse(str(r.spec)) as Record<string, unknown>);
+      if (secrets.length === 0) continue;
+      const sealed = r.acknowledged_at === null ? this.sealer.seal(JSON.stringify(secrets)) : null;
+      this.db.prepare('UPDATE evaluations SET spec = ?, sealed_secrets = ? WHERE id = ?').run(JSON.stringify(spec), sealed, str(r.id));
+      changed++;
+    }
+    if (changed > 0) this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
   }
 
   close(): void {
@@ -226,8 +291,9 @@ export class Store {
       this.db.prepare("UPDATE clusters SET status = 'Archived', archived_at = COALESCE(archived_at, ?) WHERE id = ?").run(now, id);
       this.db.prepare('UPDATE join_tokens SET revoked_at = ? WHERE cluster_id = ? AND revoked_at IS NULL').run(now, id);
       this.db
-        .prepare('UPDATE credentials SET revoked_at = ?, undelivered_value = NULL WHERE cluster_id = ? AND revoked_at IS NULL')
+        .prepare("UPDATE credentials SET revoked_at = ?, revoke_reason = 'archived', undelivered_value = NULL WHERE cluster_id = ? AND revoked_at IS NULL")
         .run(now, id);
+      this.db.prepare('UPDATE evaluations SET sealed_secrets = NULL WHERE cluster_id = ?').run(id);
     });
     return this.getCluster(id);
   }
@@ -246,8 +312,11 @@ export class Store {
 
   /**
    * Trades a join token, once, for the cluster's credentials. A rejoin (a fresh
-   * token for a cluster that already joined) issues new credentials and keeps
-   * the previous ones valid for the rotation overlap.
+   * token for a cluster that already joined) issues new credentials; the previous
+   * ones stay valid only until the agent confirms the new ones by authenticating a
+   * session with the new control credential (confirmJoin), and for at most the
+   * rotation overlap if it never does. A rejoin replaces credentials because one
+   * may have leaked, so the 24-hour overlap of a rotation does not apply.
    */
   redeemJoinToken(token: string, facts: Record<string, unknown>, withRelay: boolean): RedeemResult {
     return this.tx(() => {
@@ -266,14 +335,14 @@ export class Store {
         .run(now.toISOString(), JSON.stringify(facts), clusterId);
       const purposes: CredentialPurpose[] = withRelay ? ['control', 'pull', 'relay'] : ['control', 'pull'];
       const credentials: Partial<Record<CredentialPurpose, string>> = {};
-      for (const purpose of purposes) credentials[purpose] = this.replaceCredential(clusterId, purpose, false).value;
+      for (const purpose of purposes) credentials[purpose] = this.replaceCredential(clusterId, purpose, false, 'join').value;
       return { ok: true, cluster: this.getCluster(clusterId)!, credentials } as const;
     });
   }
 
   // ---- credentials
 
-  private replaceCredential(clusterId: string, purpose: CredentialPurpose, keepForDelivery: boolean): { value: string; oldValidUntil: string } {
+  private replaceCredential(clusterId: string, purpose: CredentialPurpose, keepForDelivery: boolean, issuedBy: 'join' | 'rotation'): { value: string; oldValidUntil: string } {
     const now = this.clock.now();
     const oldValidUntil = new Date(now.getTime() + ROTATION_OVERLAP_MS).toISOString();
     this.db
@@ -283,14 +352,14 @@ export class Store {
       .run(now.toISOString(), oldValidUntil, clusterId, purpose);
     const value = mint(PREFIX[purpose]);
     this.db
-      .prepare('INSERT INTO credentials (cluster_id, purpose, hash, created_at, undelivered_value) VALUES (?, ?, ?, ?, ?)')
-      .run(clusterId, purpose, sha256Hex(value), now.toISOString(), keepForDelivery ? value : null);
+      .prepare('INSERT INTO credentials (cluster_id, purpose, hash, created_at, undelivered_value, issued_by) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(clusterId, purpose, sha256Hex(value), now.toISOString(), keepForDelivery ? value : null, issuedBy);
     return { value, oldValidUntil };
   }
 
   /** Rotation: a new value now; the previous one stays valid for ROTATION_OVERLAP_MS. */
   rotateCredential(clusterId: string, purpose: CredentialPurpose): { value: string; oldValidUntil: string } {
-    return this.tx(() => this.replaceCredential(clusterId, purpose, true));
+    return this.tx(() => this.replaceCredential(clusterId, purpose, true, 'rotation'));
   }
 
   /** Rotated values the agent has not confirmed yet (sent again on every connect). */
@@ -320,13 +389,37 @@ export class Store {
     if (!row) return { ok: false, cause: 'unknown' };
     const clusterId = str(row.cluster_id);
     if (row.archived_at !== null) return { ok: false, cause: 'archived', clusterId, at: str(row.archived_at) };
-    if (row.revoked_at !== null) return { ok: false, cause: 'revoked', clusterId, at: str(row.revoked_at) };
+    if (row.revoked_at !== null) return { ok: false, cause: 'revoked', clusterId, at: str(row.revoked_at), reason: row.revoke_reason === 'rejoined' ? 'rejoined' : 'archived' };
     if (row.valid_until !== null && this.clock.now().getTime() >= Date.parse(str(row.valid_until))) {
       return { ok: false, cause: 'expired', clusterId, supersededAt: str(row.superseded_at), validUntil: str(row.valid_until) };
     }
     // Authenticating with the newest control credential proves it was delivered.
     if (row.superseded_at === null && row.undelivered_value !== null) this.confirmRotation(clusterId, purpose);
+    // ... and that the agent holds the credentials of the latest join: those from before it are revoked
+    if (purpose === 'control' && row.superseded_at === null) {
+      const join = this.db
+        .prepare("SELECT MAX(id) AS id FROM credentials WHERE cluster_id = ? AND purpose = 'control' AND issued_by = 'join' AND confirmed_at IS NULL AND id <= ?")
+        .get(clusterId, Number(row.id)) as Row;
+      if (join.id !== null) this.confirmJoin(clusterId, Number(join.id));
+    }
     return { ok: true, clusterId, credentialId: Number(row.id) };
+  }
+
+  /**
+   * The agent authenticated with the control credential of join `credentialId` (or
+   * one rotated from it): it wrote that join's credentials, so every credential issued before the join
+   * (control, pull, relay, and any still in a rotation overlap) is revoked now.
+   * Returns how many were revoked.
+   */
+  confirmJoin(clusterId: string, credentialId: number): number {
+    const now = this.nowIso();
+    return this.tx(() => {
+      this.db.prepare('UPDATE credentials SET confirmed_at = ? WHERE id = ? AND confirmed_at IS NULL').run(now, credentialId);
+      const r = this.db
+        .prepare("UPDATE credentials SET revoked_at = ?, revoke_reason = 'rejoined', undelivered_value = NULL WHERE cluster_id = ? AND id < ? AND revoked_at IS NULL")
+        .run(now, clusterId, credentialId);
+      return Number(r.changes);
+    });
   }
 
   credentialSummary(clusterId: string): CredentialSummary[] {
@@ -341,13 +434,24 @@ export class Store {
 
   // ---- evaluations
 
+  /** Stores the spec with its secrets redacted; the secrets are sealed until the cluster acknowledges the assignment. */
   createEvaluation(clusterId: string, spec: Record<string, unknown>): Evaluation {
     const id = `ev-${randomBase62(20).toLowerCase()}`;
     const now = this.nowIso();
+    const split = splitSecrets(spec);
+    const sealed = split.secrets.length ? this.sealer.seal(JSON.stringify(split.secrets)) : null;
     this.db
-      .prepare("INSERT INTO evaluations (id, cluster_id, spec, phase, created_at, updated_at) VALUES (?, ?, ?, 'Submitted', ?, ?)")
-      .run(id, clusterId, JSON.stringify(spec), now, now);
+      .prepare("INSERT INTO evaluations (id, cluster_id, spec, phase, created_at, updated_at, sealed_secrets) VALUES (?, ?, ?, 'Submitted', ?, ?, ?)")
+      .run(id, clusterId, JSON.stringify(split.spec), now, now, sealed);
     return this.getEvaluation(id)!;
+  }
+
+  /** The spec as the cluster must receive it: with its sealed secrets opened. */
+  assignmentSpec(ev: Evaluation): Record<string, unknown> {
+    const row = this.db.prepare('SELECT sealed_secrets FROM evaluations WHERE id = ?').get(ev.id) as Row | undefined;
+    const spec = ev.spec ?? {};
+    if (!row || row.sealed_secrets === null) return spec;
+    return restoreSecrets(spec, JSON.parse(this.sealer.open(str(row.sealed_secrets))) as SecretAt[]);
   }
 
   getEvaluation(id: string): Evaluation | undefined {
@@ -388,7 +492,7 @@ export class Store {
         .run(now, reason, now, id);
       this.db
         .prepare(
-          "UPDATE evaluations SET phase = 'Cancelled', result = ? WHERE id = ? AND first_assigned_at IS NULL AND acknowledged_at IS NULL AND phase NOT IN ('Succeeded','Failed','Cancelled')",
+          "UPDATE evaluations SET phase = 'Cancelled', result = ?, sealed_secrets = NULL WHERE id = ? AND first_assigned_at IS NULL AND acknowledged_at IS NULL AND phase NOT IN ('Succeeded','Failed','Cancelled')",
         )
         .run(JSON.stringify({ phase: 'Cancelled', reason: 'CancelledBeforeDelivery', message: reason, finishedAt: now }), id);
     });
@@ -431,7 +535,7 @@ export class Store {
         : null;
       this.db
         .prepare(
-          `UPDATE evaluations SET acknowledged_at = COALESCE(acknowledged_at, ?), updated_at = ?,
+          `UPDATE evaluations SET acknowledged_at = COALESCE(acknowledged_at, ?), updated_at = ?, sealed_secrets = NULL,
              phase = CASE WHEN ? >= last_sequence THEN ? ELSE phase END,
              result = CASE WHEN ? >= last_sequence AND ? IS NOT NULL THEN ? ELSE result END,
              last_sequence = MAX(last_sequence, ?)
@@ -457,6 +561,16 @@ export class Store {
       .get(clusterId) as Row;
     return { distinct: Number(row.n), duplicatesReceived: Number(row.d) };
   }
+}
+
+/** Columns added after the first release: a data dir from before gets them (existing credentials count as issued by a join, confirmed; specs are sealed after). */
+function migrate(db: DatabaseSync): void {
+  const have = new Set((db.prepare('PRAGMA table_info(credentials)').all() as Row[]).map((c) => str(c.name)));
+  if (!have.has('issued_by')) db.exec("ALTER TABLE credentials ADD COLUMN issued_by TEXT NOT NULL DEFAULT 'join'");
+  if (!have.has('confirmed_at')) db.exec('ALTER TABLE credentials ADD COLUMN confirmed_at TEXT; UPDATE credentials SET confirmed_at = created_at');
+  if (!have.has('revoke_reason')) db.exec('ALTER TABLE credentials ADD COLUMN revoke_reason TEXT');
+  const evaluationColumns = new Set((db.prepare('PRAGMA table_info(evaluations)').all() as Row[]).map((c) => str(c.name)));
+  if (!evaluationColumns.has('sealed_secrets')) db.exec('ALTER TABLE evaluations ADD COLUMN sealed_secrets TEXT');
 }
 
 function toCluster(r: Row): Cluster {

@@ -22,6 +22,7 @@ APT_PACKAGES=(
   conntrack
   gcc
   libc6-dev
+  zsh
 )
 
 missing=()

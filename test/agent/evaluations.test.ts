@@ -1,6 +1,8 @@
 // Assignments become RLMeshEvaluations (S3 credentials in an owned Secret, not
-// in the object); their status streams back with rising sequences; a
+// in the object, and never in the control plane's database files); their status streams back with rising sequences; a
 // cancellation sets spec.cancelled.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { kubectl } from '../support/cluster.ts';
 import { api, until } from '../support/runtime.ts';
@@ -26,7 +28,7 @@ describe('agent evaluations', () => {
       gpuCount: 1,
       gpuVendor: 'nvidia',
       deadlineSeconds: 600,
-      artifacts: [{ name: 'weights.bin', sha256: 'a'.repeat(64), sizeBytes: 1024, source: { s3: { bucket: 'models', key: 'w.bin', region: 'eu-west-1', accessKeyId: 'AKIATEST', secretAccessKey: 'sekrit-value', sessionToken: 'tok' } } }],
+      artifacts: [{ name: 'weights.bin', sha256: 'a'.repeat(64), sizeBytes: 1024, source: { s3: { bucket: 'models', key: 'w.bin', region: 'eu-west-1', accessKeyId: 'AKIATEST', secretAccessKey: 'sekrit-value', sessionToken: 'sekrit-session-token' } } }],
     });
     expect(submitted.status).toBe(201);
     const id = submitted.body.id;
@@ -48,6 +50,15 @@ describe('agent evaluations', () => {
     expect(JSON.stringify(obj)).not.toContain('sekrit-value');
     const s3 = secret(RUNS, `${id}-s3`)!;
     expect(decode(s3, 'secretAccessKey')).toBe('sekrit-value');
+    expect(decode(s3, 'sessionToken')).toBe('sekrit-session-token');
+    // ... while the control plane's database files never held either (sealed apart, key in its own file)
+    const dbFiles = readdirSync(suite.cp.dataDir).filter((f) => f.startsWith('controlplane.db'));
+    expect(dbFiles).toContain('controlplane.db');
+    for (const f of dbFiles) {
+      const bytes = readFileSync(join(suite.cp.dataDir, f)).toString('latin1');
+      expect(bytes, f).not.toContain('sekrit-value');
+      expect(bytes, f).not.toContain('sekrit-session-token');
+    }
     expect(s3.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'RLMeshEvaluation', name: id, uid: obj.metadata.uid });
 
     // the agent reports the accepted evaluation, then each phase the controller writes

@@ -1,5 +1,5 @@
 // What a user meets when something is wrong: a used, expired or invalid token,
-// and a bad config. Each is one log line naming the cause and the fix; the
+// a /v1/info that names another session endpoint, and a bad config. Each is one log line naming the cause and the fix; the
 // agent stays up (not ready) and retries instead of crash-looping, except for a
 // bad config, which exits non-zero naming the field.
 import { spawnSync } from 'node:child_process';
@@ -7,8 +7,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { api, ROOT, until } from '../support/runtime.ts';
-import { newCluster, resetAgentState, runtimeConfig, secret, SYSTEM } from './harness.ts';
+import { api, ROOT, startControlPlane, until } from '../support/runtime.ts';
+import { cluster, newCluster, resetAgentState, runtimeConfig, secret, SYSTEM } from './harness.ts';
 import { agentSuite } from './suite.ts';
 
 const ERROR = 50;
@@ -56,6 +56,34 @@ describe('agent failures a user can meet', () => {
 
   it('an invalid token: names the cause and the fix', async () => {
     await expectRefusal(`rlm_jt_${'Q'.repeat(40)}`, 'token_invalid', /join token invalid/);
+  });
+
+  // The agent is configured with controlPlane.apiHost=127.0.0.1 and controlPlane.apiPort=<the
+  // control plane's ephemeral port> (the chart always renders 443; only tests set the port).
+  // This control plane answers /v1/info with localhost, which its certificate covers and which
+  // reaches the same server: only the pin keeps the agent from dialling it.
+  it('a /v1/info naming another session endpoint: one line with the cause and the fix, retried, never dialled', async () => {
+    const other = await startControlPlane({ args: ['--advertise-host', 'localhost', '--ping-interval', '1', '--silence-timeout', '10'] });
+    try {
+      const { clusterId, joinToken } = await newCluster(other, 'pinned-endpoint');
+      const agent = await suite.start({ configFile: runtimeConfig(other), token: joinToken });
+      const line = await agent.waitFor('untrusted endpoint line', /"code":"untrusted_session_endpoint"/);
+      const entry = JSON.parse(line) as { level: number; msg: string };
+      expect(entry.level).toBe(ERROR);
+      const port = new URL(other.url).port;
+      expect(entry.msg).toContain(`/v1/info named the session endpoint localhost:${port}, which the agent refuses (host localhost is not the configured API host 127.0.0.1)`);
+      expect(entry.msg).toMatch(/check that controlPlane\.apiHost is the rlmesh API/);
+      await until('a retry', () => agent.lines().filter((l) => l.code === 'untrusted_session_endpoint').length >= 2 || undefined, 20);
+      expect(agent.proc.exitCode).toBeNull();
+      const ready = await agent.readyz();
+      expect(ready.status).toBe(503);
+      expect(ready.body).toMatch(/which the agent refuses/);
+      expect(agent.log()).not.toMatch(/session connected/);
+      expect((await cluster(other, clusterId)).status).not.toBe('Connected');
+      await agent.stop();
+    } finally {
+      await other.stop();
+    }
   });
 
   it('a bad config exits non-zero with one line naming the field', () => {

@@ -6,8 +6,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { create } from '@bufbuild/protobuf';
+import { ConnectError, createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
 import * as k8s from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
+import { AgentMessageSchema, ClusterSession } from '../../lib/gen/rlmesh/v1/session_pb.ts';
 import { adminKubeConfig, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { api, ROOT, startControlPlane, until, type ControlPlane } from '../support/runtime.ts';
 
@@ -209,3 +213,25 @@ export function secret(ns: string, name: string): k8s.V1Secret | undefined {
 export const decode = (s: k8s.V1Secret | undefined, key: string): string | undefined => (s?.data?.[key] ? Buffer.from(s.data[key], 'base64').toString('utf8') : undefined);
 
 export const admin = () => adminKubeConfig();
+
+/** Opens a session with `credential` as an agent would: 'connected' once the control plane answers, else its refusal. */
+export async function tryConnect(cp: ControlPlane, credential: string): Promise<ConnectError | 'connected'> {
+  const transport = createGrpcTransport({ baseUrl: cp.url, nodeOptions: { ca: readFileSync(cp.caFile, 'utf8') } });
+  const client = createClient(ClusterSession, transport);
+  const ac = new AbortController();
+  async function* hello() {
+    yield create(AgentMessageSchema, { msg: { case: 'hello', value: { agentVersion: 'test' } } });
+    await new Promise((r) => setTimeout(r, 5000));
+  }
+  try {
+    for await (const _m of client.connect(hello(), { signal: ac.signal, headers: { authorization: `Bearer ${credential}` } })) {
+      ac.abort();
+      return 'connected';
+    }
+    return 'connected';
+  } catch (err) {
+    if (ac.signal.aborted) return 'connected';
+    return ConnectError.from(err);
+  }
+}
+

@@ -2,35 +2,11 @@
 // followed without a restart (the old credential refused after the overlap),
 // and a control-plane restart: the agent goes unready within the silence
 // window, reconnects, and lastSeenAt advances again.
-import { readFileSync } from 'node:fs';
-import { create } from '@bufbuild/protobuf';
-import { Code, ConnectError, createClient } from '@connectrpc/connect';
-import { createGrpcTransport } from '@connectrpc/connect-node';
+import { Code, ConnectError } from '@connectrpc/connect';
 import { describe, expect, it } from 'vitest';
-import { AgentMessageSchema, ClusterSession } from '../../lib/gen/rlmesh/v1/session_pb.ts';
-import { api, until, type ControlPlane } from '../support/runtime.ts';
-import { cluster, controlPlane, decode, newCluster, resetAgentState, runtimeConfig, RUNS, secret, SYSTEM } from './harness.ts';
+import { api, until } from '../support/runtime.ts';
+import { cluster, controlPlane, decode, newCluster, resetAgentState, runtimeConfig, RUNS, secret, SYSTEM, tryConnect } from './harness.ts';
 import { agentSuite } from './suite.ts';
-
-async function tryConnect(cp: ControlPlane, credential: string): Promise<ConnectError | 'connected'> {
-  const transport = createGrpcTransport({ baseUrl: cp.url, nodeOptions: { ca: readFileSync(cp.caFile, 'utf8') } });
-  const client = createClient(ClusterSession, transport);
-  const ac = new AbortController();
-  async function* hello() {
-    yield create(AgentMessageSchema, { msg: { case: 'hello', value: { agentVersion: 'test' } } });
-    await new Promise((r) => setTimeout(r, 5000));
-  }
-  try {
-    for await (const _m of client.connect(hello(), { signal: ac.signal, headers: { authorization: `Bearer ${credential}` } })) {
-      ac.abort();
-      return 'connected';
-    }
-    return 'connected';
-  } catch (err) {
-    if (ac.signal.aborted) return 'connected';
-    return ConnectError.from(err);
-  }
-}
 
 describe('agent session', () => {
   const suite = agentSuite({ joinToken: true });
