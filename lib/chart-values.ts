@@ -70,10 +70,29 @@ export function imageErrors(values: unknown, ownTag: string[]): { path: string; 
  * An image block. `d` holds its defaults: no digest (release packaging stamps the
  * digests of the images it pushed, scripts/release/stamp-digests.ts), and a tag
  * unless the chart's appVersion stands in for it (tag ''). An empty repository
- * default means the chart names no image: the user must give one.
+ * default means the chart names no image: the user must give one. `pullPolicy` is
+ * the block's imagePullPolicy value: fixedPullPolicy (default IfNotPresent) or
+ * automaticPullPolicy (default '', chosen by the chart from whether the image is pinned).
  */
 export type ImageHelp = { repository?: string; tag?: string; digest?: string };
-export const imageSchema = (d: Image, what: string, help: ImageHelp = {}) =>
+/** imagePullPolicy as Kubernetes takes it, default IfNotPresent. */
+export const fixedPullPolicy = z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('Kubernetes imagePullPolicy.');
+/**
+ * imagePullPolicy, empty for automatic: the chart renders IfNotPresent for an image it
+ * pulls by digest and Always for one it pulls by tag (a tag can move; a digest cannot).
+ */
+export const automaticPullPolicy = z
+  .enum(['', 'IfNotPresent', 'Always', 'Never'])
+  .default('')
+  .describe(
+    'Kubernetes imagePullPolicy. Empty (automatic): IfNotPresent when the image is pinned by digest (its own digest, or in a released chart the digest released for its tag), Always when it is pulled by tag (an override by tag, or the unreleased chart of the source repository). Set: used as it is.',
+  );
+export const imageSchema = <P extends typeof fixedPullPolicy | typeof automaticPullPolicy = typeof fixedPullPolicy>(
+  d: Image,
+  what: string,
+  help: ImageHelp = {},
+  pullPolicy: P = fixedPullPolicy as P,
+) =>
   z
     .object({
       repository: z
@@ -96,26 +115,41 @@ export const imageSchema = (d: Image, what: string, help: ImageHelp = {}) =>
           help.digest ??
             'Image digest (sha256: and 64 hex digits). Set: the image is pulled as repository@digest and the tag is ignored; empty: repository:tag. Empty in the source repository; a released chart carries the digests of the images it was released with.',
         ),
-      pullPolicy: z.enum(['IfNotPresent', 'Always', 'Never']).default('IfNotPresent').describe('Kubernetes imagePullPolicy.'),
+      pullPolicy,
     })
     .strict()
-    .default({ ...d, pullPolicy: 'IfNotPresent' })
+    .default({ ...d, pullPolicy: pullPolicy.parse(undefined) } as never)
     .describe(`Image of ${what}: repository@digest when digest is set, else repository:tag.`);
 
-const cpuMem = (d: Res, kind: string) =>
-  z
-    .object({
-      cpu: quantity('CPU').default(d.cpu).describe(`CPU ${kind}.`),
-      memory: quantity('memory').default(d.memory).describe(`Memory ${kind}.`),
-    })
-    .strict()
-    .default(d);
+const cpuMemShape = (d: Res, kind: string) => ({
+  cpu: quantity('CPU').default(d.cpu).describe(`CPU ${kind}.`),
+  memory: quantity('memory').default(d.memory).describe(`Memory ${kind}.`),
+});
+const cpuMem = (d: Res, kind: string) => z.object(cpuMemShape(d, kind)).strict().default(d);
 export const resourcesSchema = (d: { requests: Res; limits: Res }) =>
   z
     .object({ requests: cpuMem(d.requests, 'request'), limits: cpuMem(d.limits, 'limit') })
     .strict()
     .default(d)
     .describe('Requests and limits; every pod has both.');
+
+/** Requests or limits with ephemeral storage (the container's logs and writable layer, and its pod's emptyDirs). */
+export type ResStorage = Res & { 'ephemeral-storage': string };
+const cpuMemStorage = (d: ResStorage, kind: string, help: string) =>
+  z
+    .object({
+      ...cpuMemShape(d, kind),
+      'ephemeral-storage': quantity('ephemeral storage').default(d['ephemeral-storage']).describe(`Ephemeral-storage ${kind}${help}`),
+    })
+    .strict()
+    .default(d);
+/** Requests and limits of CPU, memory and ephemeral storage; `help` ends each ephemeral-storage description. */
+export const resourcesWithStorageSchema = (d: { requests: ResStorage; limits: ResStorage }, help: { requests: string; limits: string }) =>
+  z
+    .object({ requests: cpuMemStorage(d.requests, 'request', help.requests), limits: cpuMemStorage(d.limits, 'limit', help.limits) })
+    .strict()
+    .default(d)
+    .describe('Requests and limits of CPU, memory and ephemeral storage; every container has all three.');
 
 const toleration = z
   .object({

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { hostnameSchema, runtimeConfigSchema } from './runtime-config.ts';
-import { crossFieldErrors, defaultValues, domainPattern, hostnamePattern, renderRuntimeConfig, spoolMaxBytes, valuesSchema } from './values-schema.ts';
+import { defaultObservabilityValues } from './observability-values-schema.ts';
+import { crossFieldErrors, defaultValues, domainPattern, EPHEMERAL_STORAGE, hostnamePattern, POD_BLOCKS, quantityBytes, renderRuntimeConfig, spoolMaxBytes, TMP_SIZE_LIMIT, valuesObjectSchema, valuesSchema } from './values-schema.ts';
 
 const TOKEN = 'rlm_jt_0123456789abcdefghijkl';
 
@@ -37,6 +38,49 @@ describe('values schema', () => {
     expect(v({ joinToken: TOKEN, artifactCache: { storage: { sharedPvc: { accessModes: ['ReadWriteMany'] } } } }).error?.issues[0]?.path).toEqual(['storage', 'className']);
     expect(v({ joinToken: TOKEN, storage: { className: 'nfs' }, artifactCache: { storage: { sharedPvc: { accessModes: ['ReadWriteMany'] } } } }).success).toBe(true);
     expect(crossFieldErrors(defaultValues()).map((e) => e.path)).toEqual(['joinToken']);
+  });
+
+  it('every pod block: automatic pull policy, ephemeral-storage requests and limits; the controller and proxy spread softly by hostname', () => {
+    const d = defaultValues() as unknown as Record<string, Record<string, unknown>>;
+    for (const block of POD_BLOCKS) {
+      const b = block.split('.').reduce((o: Record<string, unknown>, k) => o[k] as Record<string, unknown>, d) as {
+        image: { pullPolicy: string };
+        resources: { requests: Record<string, string>; limits: Record<string, string> };
+      };
+      expect(b.image.pullPolicy, block).toBe('');
+      expect(b.resources.requests['ephemeral-storage'], block).toBe(EPHEMERAL_STORAGE.requests);
+      expect(b.resources.limits['ephemeral-storage'], block).toBe(EPHEMERAL_STORAGE.limits);
+    }
+    expect(quantityBytes(EPHEMERAL_STORAGE.limits)).toBeGreaterThanOrEqual(quantityBytes(TMP_SIZE_LIMIT) + 5 * 10 * 2 ** 20);
+    for (const c of [defaultValues().controller, defaultValues().egress])
+      expect(c.topologySpread).toEqual({ whenUnsatisfiable: 'ScheduleAnyway', maxSkew: 1, topologyKeys: ['kubernetes.io/hostname'] });
+    // the observability chart keeps its own image blocks as they were
+    expect(defaultObservabilityValues().prometheus.image.pullPolicy).toBe('IfNotPresent');
+    expect(Object.keys(defaultObservabilityValues().prometheus.resources.limits)).toEqual(['cpu', 'memory']);
+  });
+
+  it('ephemeral-storage rule: each limit at least its request and the /tmp emptyDir', () => {
+    const paths = (o: object) => crossFieldErrors(valuesObjectSchema.parse({ joinToken: TOKEN, ...o })).map((e) => e.message);
+    expect(paths({})).toEqual([]);
+    expect(paths({ agent: { resources: { requests: { 'ephemeral-storage': '1Gi' }, limits: { 'ephemeral-storage': '1Gi' } } } })).toEqual([]);
+    expect(paths({ crdUpgradeHook: { resources: { requests: { 'ephemeral-storage': '1Gi' } } } })).toEqual([
+      'crdUpgradeHook.resources.limits.ephemeral-storage 256Mi is below crdUpgradeHook.resources.requests.ephemeral-storage 1Gi: set the limit to at least the request',
+    ]);
+    expect(paths({ artifactCache: { filler: { resources: { requests: { 'ephemeral-storage': '1M' }, limits: { 'ephemeral-storage': '64M' } } } } })).toEqual([
+      "artifactCache.filler.resources.limits.ephemeral-storage 64M is below 64Mi, the size of the pod's /tmp emptyDir, which counts against it: set at least 64Mi",
+    ]);
+    expect(valuesSchema.safeParse({ joinToken: TOKEN, gpuFeatureDiscovery: { resources: { limits: { 'ephemeral-storage': '1Gi' } } } }).success).toBe(true);
+    expect(valuesSchema.safeParse({ joinToken: TOKEN, gpuFeatureDiscovery: { resources: { limits: { 'ephemeral-storage': '16Mi' } } } }).error?.issues.map((i) => i.path.join('.'))).toEqual([
+      'gpuFeatureDiscovery.resources.limits.ephemeral-storage',
+      'gpuFeatureDiscovery.resources.limits.ephemeral-storage',
+    ]);
+  });
+
+  it('quantities in bytes', () => {
+    expect(quantityBytes('64Mi')).toBe(64 * 2 ** 20);
+    expect(quantityBytes('1.5Gi')).toBe(1.5 * 2 ** 30);
+    expect(quantityBytes('500M')).toBe(5e8);
+    expect(quantityBytes('1024')).toBe(1024);
   });
 
   it('spool bound: 90% of the spool PVC', () => {

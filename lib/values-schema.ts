@@ -5,7 +5,7 @@
 // config every component reads (the chart renders the same JSON, a test keeps
 // the two equal).
 import { z } from 'zod';
-import { imageErrors, imageReference, K8S_NAME, podSettings, port, quantity, secretName, stringMap } from './chart-values.ts';
+import { automaticPullPolicy, imageErrors, imageReference, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type Res } from './chart-values.ts';
 import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
@@ -40,6 +40,57 @@ export const RUNTIME_IMAGE = { repository: 'registry.rlmesh.dev/rlmesh/rlmesh-ru
 export const KUBECTL_IMAGE = { repository: 'registry.rlmesh.dev/rlmesh/kubectl', tag: 'v1.35.4', digest: '' };
 /** Image blocks that have no appVersion stand-in for an empty tag. */
 const OWN_TAG_IMAGES = ['crdUpgradeHook.image'];
+
+/** Size limit of the /tmp emptyDir every pod of the chart mounts (templates/_helpers.tpl, rlmesh.tmpSizeLimit). */
+export const TMP_SIZE_LIMIT = '64Mi';
+/**
+ * Every container's ephemeral storage. Its root filesystem is read-only, so what it uses is
+ * its logs (the kubelet rotates them at 5 files of 10Mi by default) and its pod's /tmp
+ * (at most TMP_SIZE_LIMIT); the limit holds both with room to spare.
+ */
+export const EPHEMERAL_STORAGE = { requests: '64Mi', limits: '256Mi' };
+/** The values blocks of the chart's pods, each with image, resources and scheduling settings. */
+export const POD_BLOCKS = ['egress', 'artifactCache.filler', 'agent', 'controller', 'gpuFeatureDiscovery', 'crdUpgradeHook'] as const;
+
+/**
+ * A component's pod settings as the runtime chart takes them: podSettings(), with an
+ * automatic pull policy and ephemeral-storage requests and limits.
+ */
+const runtimePod = (what: string, image: Image, resources: { requests: Res; limits: Res }) => ({
+  ...podSettings(what, image, resources),
+  image: imageSchema(image, what, {}, automaticPullPolicy),
+  resources: resourcesWithStorageSchema(
+    {
+      requests: { ...resources.requests, 'ephemeral-storage': EPHEMERAL_STORAGE.requests },
+      limits: { ...resources.limits, 'ephemeral-storage': EPHEMERAL_STORAGE.limits },
+    },
+    {
+      requests: ` (the container's logs and its pod's /tmp, an emptyDir of at most ${TMP_SIZE_LIMIT}; the root filesystem is read-only).`,
+      limits: `: at least the request and ${TMP_SIZE_LIMIT} (the /tmp emptyDir); a pod using more is evicted. The default holds /tmp and the kubelet's rotated logs (5 × 10Mi by default) with room to spare.`,
+    },
+  ),
+});
+
+/** How the replicas of a multi-replica component spread over nodes (topologySpreadConstraints). */
+const topologySpread = (what: string) =>
+  z
+    .object({
+      whenUnsatisfiable: z
+        .enum(['ScheduleAnyway', 'DoNotSchedule'])
+        .default('ScheduleAnyway')
+        .describe(
+          `ScheduleAnyway: the scheduler prefers nodes that spread ${what}'s replicas, and still places them together when no other node fits, so a single-node cluster installs and runs. DoNotSchedule: a replica that would break maxSkew stays Pending until another node fits (one node's loss never takes all replicas, but an install on too few nodes never becomes ready).`,
+        ),
+      maxSkew: z.number().int().min(1).max(10).default(1).describe('Largest allowed difference in replicas between two topology domains.'),
+      topologyKeys: z
+        .array(z.string().regex(LABEL_KEY))
+        .min(1)
+        .default(['kubernetes.io/hostname'])
+        .describe('Node labels to spread by, one constraint each: kubernetes.io/hostname (nodes); add topology.kubernetes.io/zone to spread over zones too.'),
+    })
+    .strict()
+    .prefault({})
+    .describe(`Spreading of ${what}'s replicas over nodes; a PodDisruptionBudget keeps one up from 2 replicas.`);
 
 const labelSelector = z
   .object({
@@ -142,7 +193,8 @@ export const valuesObjectSchema = z
         allowedPorts: z.array(port).min(1).default([443]).describe('Destination ports the egress proxy allows.'),
         replicas: z.number().int().min(1).max(10).default(2).describe('Egress proxy replicas (a PodDisruptionBudget keeps one up from 2).'),
         port: port.default(3128).describe('Port of the egress proxy Service.'),
-        ...podSettings('the egress proxy', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi' } }),
+        topologySpread: topologySpread('the egress proxy'),
+        ...runtimePod('the egress proxy', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi' } }),
       })
       .strict()
       .prefault({})
@@ -196,7 +248,7 @@ export const valuesObjectSchema = z
           .prefault({}),
         filler: z
           .object({
-            ...podSettings('the artifact cache filler', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
+            ...runtimePod('the artifact cache filler', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
           })
           .strict()
           .prefault({})
@@ -223,15 +275,16 @@ export const valuesObjectSchema = z
           .describe(
             'Node.js flags of the agent process (NODE_OPTIONS). The default caps V8\'s old generation at 160 MiB, so it collects instead of growing: about 215 MiB resident at 5,000 nodes and 50,000 pods, whose objects take about 70 MiB of heap. For much larger clusters raise --max-old-space-size together with agent.resources.limits.memory. Empty: Node.js defaults.',
           ),
-        ...podSettings('the agent', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '500m', memory: '512Mi' } }),
+        ...runtimePod('the agent', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '500m', memory: '512Mi' } }),
       })
       .strict()
       .prefault({})
       .describe('The cluster agent (one replica).'),
     controller: z
       .object({
-        replicas: z.number().int().min(1).max(5).default(2).describe('Controller replicas; leader election keeps one active.'),
-        ...podSettings('the controller', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
+        replicas: z.number().int().min(1).max(5).default(2).describe('Controller replicas; leader election keeps one active (a PodDisruptionBudget keeps one up from 2).'),
+        topologySpread: topologySpread('the controller'),
+        ...runtimePod('the controller', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
       })
       .strict()
       .prefault({})
@@ -239,7 +292,7 @@ export const valuesObjectSchema = z
     gpuFeatureDiscovery: z
       .object({
         enabled: z.boolean().default(true).describe('Label GPU nodes with vendor, model and memory (a DaemonSet on nodes with nvidia.com/gpu or amd.com/gpu). Off: nothing GPU-specific is installed.'),
-        ...podSettings('GPU feature discovery', RUNTIME_IMAGE, small),
+        ...runtimePod('GPU feature discovery', RUNTIME_IMAGE, small),
       })
       .strict()
       .prefault({})
@@ -247,7 +300,7 @@ export const valuesObjectSchema = z
     crdUpgradeHook: z
       .object({
         enabled: z.boolean().default(true).describe('Reapply the CRDs on helm upgrade with a pre-upgrade Job.'),
-        ...podSettings('the CRD upgrade hook (kubectl)', KUBECTL_IMAGE, { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '500m', memory: '256Mi' } }),
+        ...runtimePod('the CRD upgrade hook (kubectl)', KUBECTL_IMAGE, { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '500m', memory: '256Mi' } }),
       })
       .strict()
       .prefault({})
@@ -333,6 +386,26 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
   if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled)
     errors.push({ path: 'metrics.podMonitor.enabled', message: 'metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one' });
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));
+  errors.push(...ephemeralStorageErrors(v));
+  return errors;
+}
+
+/**
+ * Each container's ephemeral-storage limit is at least its request (the API refuses less)
+ * and at least the pod's /tmp emptyDir (TMP_SIZE_LIMIT), which counts against it.
+ */
+export function ephemeralStorageErrors(v: Values): { path: string; message: string }[] {
+  const errors: { path: string; message: string }[] = [];
+  for (const block of POD_BLOCKS) {
+    const { resources } = block.split('.').reduce((o: Record<string, unknown>, k) => o[k] as Record<string, unknown>, v) as Pick<Values['agent'], 'resources'>;
+    const req = resources.requests['ephemeral-storage'];
+    const lim = resources.limits['ephemeral-storage'];
+    const path = `${block}.resources.limits.ephemeral-storage`;
+    if (quantityBytes(lim) < quantityBytes(req))
+      errors.push({ path, message: `${path} ${lim} is below ${block}.resources.requests.ephemeral-storage ${req}: set the limit to at least the request` });
+    if (quantityBytes(lim) < quantityBytes(TMP_SIZE_LIMIT))
+      errors.push({ path, message: `${path} ${lim} is below ${TMP_SIZE_LIMIT}, the size of the pod's /tmp emptyDir, which counts against it: set at least ${TMP_SIZE_LIMIT}` });
+  }
   return errors;
 }
 
@@ -359,10 +432,14 @@ const UNITS: Record<string, number> = {
   '': 1, m: 0.001, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
   Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
 };
+/** A Kubernetes quantity (as quantity() admits it) in bytes; templates/_helpers.tpl's rlmesh.quantityBytes is the same. */
+export function quantityBytes(q: string): number {
+  const m = /^([0-9.]+)(.*)$/.exec(q)!;
+  return Number(m[1]) * UNITS[m[2]!]!;
+}
 /** The spool stops taking new records at 90% of its PVC, leaving room for the journal. */
 export function spoolMaxBytes(size: string): number {
-  const m = /^([0-9.]+)(.*)$/.exec(size)!;
-  return Math.floor(Number(m[1]) * UNITS[m[2]!]! * 0.9);
+  return Math.floor(quantityBytes(size) * 0.9);
 }
 
 /** The runtime config (ConfigMap rlmesh-runtime-config, key config.json) the chart renders from these values. */

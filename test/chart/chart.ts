@@ -32,16 +32,17 @@ export function valuesFile(values: unknown): string {
   return path;
 }
 
-export function template(args: string[], opts: { allowFail?: boolean; namespace?: string } = {}): RunResult {
+/** `helm template` of the chart (or of opts.chart, e.g. a stamped copy) as release rlmesh. */
+export function template(args: string[], opts: { allowFail?: boolean; namespace?: string; chart?: string } = {}): RunResult {
   return helm(
-    ['template', 'rlmesh', CHART, '-n', opts.namespace ?? 'rlmesh-system', '--kube-version', KUBE_VERSION, ...args],
+    ['template', 'rlmesh', opts.chart ?? CHART, '-n', opts.namespace ?? 'rlmesh-system', '--kube-version', KUBE_VERSION, ...args],
     { allowFail: opts.allowFail },
   );
 }
 
 /** Every object the chart renders (hooks included), by `Kind/namespace/name`. */
-export function render(args: string[], namespace = 'rlmesh-system'): Map<string, K8sObject> {
-  const out = template(args, { namespace }).stdout;
+export function render(args: string[], namespace = 'rlmesh-system', chart = CHART): Map<string, K8sObject> {
+  const out = template(args, { namespace, chart }).stdout;
   const objects = new Map<string, K8sObject>();
   for (const doc of parseAllDocuments(out)) {
     const o = doc.toJS() as K8sObject | null;
@@ -66,22 +67,34 @@ export type PodSpec = {
   serviceAccountName?: string;
   automountServiceAccountToken?: boolean;
   securityContext?: Record<string, unknown>;
-  containers: {
-    name: string;
-    image: string;
-    args?: string[];
-    command?: string[];
-    env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
-    resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
-    securityContext?: Record<string, unknown>;
-    volumeMounts?: { name: string; mountPath: string }[];
-    livenessProbe?: { httpGet?: { path: string } };
-    readinessProbe?: { httpGet?: { path: string } };
-    ports?: { name: string; containerPort: number }[];
-  }[];
-  volumes?: { name: string; configMap?: { name: string }; persistentVolumeClaim?: { claimName: string } }[];
+  containers: Container[];
+  initContainers?: Container[];
+  volumes?: { name: string; configMap?: { name: string }; persistentVolumeClaim?: { claimName: string }; emptyDir?: { sizeLimit?: string } }[];
   imagePullSecrets?: { name: string }[];
   restartPolicy?: string;
+  topologySpreadConstraints?: { maxSkew: number; topologyKey: string; whenUnsatisfiable: string; labelSelector?: LabelSelector }[];
+  affinity?: {
+    podAntiAffinity?: {
+      requiredDuringSchedulingIgnoredDuringExecution?: PodAffinityTerm[];
+      preferredDuringSchedulingIgnoredDuringExecution?: { weight: number; podAffinityTerm: PodAffinityTerm }[];
+    };
+  };
+};
+export type LabelSelector = { matchLabels?: Record<string, string>; matchExpressions?: { key: string; operator: string; values?: string[] }[] };
+type PodAffinityTerm = { topologyKey: string; labelSelector?: LabelSelector };
+export type Container = {
+  name: string;
+  image: string;
+  imagePullPolicy?: string;
+  args?: string[];
+  command?: string[];
+  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  securityContext?: Record<string, unknown>;
+  volumeMounts?: { name: string; mountPath: string }[];
+  livenessProbe?: { httpGet?: { path: string } };
+  readinessProbe?: { httpGet?: { path: string } };
+  ports?: { name: string; containerPort: number }[];
 };
 export function podTemplate(o: K8sObject): { metadata: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec: PodSpec } {
   const spec = o.spec as { template: { metadata: { annotations?: Record<string, string> }; spec: PodSpec } };

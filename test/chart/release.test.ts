@@ -18,7 +18,7 @@ const SYS = 'rlmesh-system';
 const TOKEN = 'rlm_jt_release0123456789abcdefgh';
 const PINNED = /^registry\.rlmesh\.dev\/(rlmesh\/[a-z0-9-]+)@(sha256:[a-f0-9]{64})$/;
 
-type Pod = { containers?: { image: string }[]; initContainers?: { image: string }[] };
+type Pod = { containers?: { image: string; imagePullPolicy?: string }[]; initContainers?: { image: string; imagePullPolicy?: string }[] };
 const podImages = (spec: Pod | undefined): string[] => [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])].map((c) => c.image);
 
 /** every image named in rendered objects: pod templates, Jobs, and "image" fields of the runtime config */
@@ -93,6 +93,11 @@ describe('the released charts pin every image they run, and the registry serves 
       ['rlmesh-artifact-cache-filler', 'rlmesh-cluster-agent', 'rlmesh-cluster-controller', 'rlmesh-egress-proxy', 'rlmesh-gpu-feature-discovery'].sort(),
     );
     for (const w of workloads) for (const i of podImages(w.spec.template.spec)) expect(i).toMatch(PINNED);
+    // pinned, so the automatic pull policy is IfNotPresent everywhere, the hook Job too
+    const hookJob = hooks.find((h) => (h as { kind?: string }).kind === 'Job') as { spec: { template: { spec: Pod } } } | undefined;
+    expect(hookJob, 'the CRD hook Job among the release hooks').toBeDefined();
+    for (const spec of [...workloads.map((w) => w.spec.template.spec), hookJob!.spec.template.spec])
+      for (const c of [...(spec.initContainers ?? []), ...(spec.containers ?? [])]) expect(c.imagePullPolicy, c.image).toBe('IfNotPresent');
   });
 
   it('helm upgrade --reuse-values keeps every pod on the released digests', async () => {

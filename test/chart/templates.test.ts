@@ -94,9 +94,10 @@ describe('objects', () => {
     expect(template(token).stdout).not.toContain(TOKEN);
   });
 
-  it('the controller: 2 replicas, its own ServiceAccount, entrypoint controller', () => {
+  it('the controller: 2 replicas, PodDisruptionBudget, its own ServiceAccount, entrypoint controller', () => {
     const d = get(objs, 'Deployment', SYS, 'rlmesh-cluster-controller');
     expect((d.spec as { replicas: number }).replicas).toBe(2);
+    expect(get(objs, 'PodDisruptionBudget', SYS, 'rlmesh-cluster-controller').spec).toMatchObject({ minAvailable: 1 });
     expect(podTemplate(d).spec.serviceAccountName).toBe('rlmesh-cluster-controller');
     expect(podTemplate(d).spec.containers[0]!.args).toEqual(['controller']);
   });
@@ -199,9 +200,10 @@ describe('objects', () => {
     expect(obsRole.rules.flatMap((r) => r.resourceNames ?? [])).toContain('rlmesh-cluster-relay-secret');
   });
 
-  it('NetworkPolicies: runs default-deny, runs → proxy + DNS only, proxy → DNS + public only, agent/controller → DNS + API', () => {
+  it('NetworkPolicies: default-deny in both namespaces, runs → proxy + DNS only, proxy → DNS + public only, agent/controller → DNS + API, GPU discovery/hook → DNS + Kubernetes API', () => {
     const deny = get(objs, 'NetworkPolicy', RUNS, 'rlmesh-runs-default-deny');
     expect(deny.spec).toEqual({ podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
+    expect(get(objs, 'NetworkPolicy', SYS, 'rlmesh-default-deny').spec).toEqual({ podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
     type NP = { spec: { egress: { to?: Record<string, unknown>[]; ports: { protocol: string; port: number }[] }[] } };
     const runs = get(objs, 'NetworkPolicy', RUNS, 'rlmesh-runs-egress') as K8sObject & NP;
     expect(runs.spec.egress).toHaveLength(2);
@@ -238,6 +240,25 @@ describe('objects', () => {
         { protocol: 'TCP', port: 6443 },
       ]);
     }
+    // GPU discovery and the CRD hook: nothing in; DNS and the Kubernetes API (network.apiServerPorts) only out
+    const apiOnly = render([...token, '--set', 'network.apiServerPorts={6443}']);
+    for (const c of ['rlmesh-gpu-feature-discovery', 'rlmesh-crd-upgrade']) {
+      for (const [o, ports] of [
+        [objs, [443, 6443]],
+        [apiOnly, [6443]],
+      ] as const) {
+        const np = get(o, 'NetworkPolicy', SYS, c) as K8sObject & NP & { spec: { podSelector: unknown; policyTypes: string[]; ingress?: unknown } };
+        expect(np.spec.podSelector).toEqual({ matchLabels: { 'app.kubernetes.io/name': c, 'app.kubernetes.io/instance': 'rlmesh' } });
+        expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+        expect(np.spec.ingress).toBeUndefined();
+        expect(np.spec.egress).toEqual([runs.spec.egress[1], { ports: ports.map((port) => ({ protocol: 'TCP', port })) }]);
+      }
+    }
+    // the agent and controller keep TCP 443 for the control plane
+    expect((get(apiOnly, 'NetworkPolicy', SYS, 'rlmesh-cluster-agent') as K8sObject & NP).spec.egress[1]!.ports).toEqual([
+      { protocol: 'TCP', port: 443 },
+      { protocol: 'TCP', port: 6443 },
+    ]);
     // GKE NodeLocal DNS and OpenShift peers/ports reach every DNS rule
     const gke = get(render(['-f', join(CHART, 'ci/gke-nodelocal-dns-values.yaml')]), 'NetworkPolicy', RUNS, 'rlmesh-runs-egress') as K8sObject & NP;
     expect(gke.spec.egress[1]!.to).toEqual([{ ipBlock: { cidr: '169.254.20.10/32' } }]);
@@ -268,7 +289,7 @@ describe('objects', () => {
     const cm = get(objs, 'ConfigMap', SYS, 'rlmesh-crd-upgrade') as K8sObject & { data: Record<string, string> };
     for (const f of ['rlmesh.dev_rlmeshcaches.yaml', 'rlmesh.dev_rlmeshevaluations.yaml'])
       expect(cm.data[f]).toBe(readFileSync(join(CHART, 'crds', f), 'utf8'));
-    for (const kind of ['ConfigMap', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding']) {
+    for (const kind of ['ConfigMap', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'NetworkPolicy']) {
       const o = get(objs, kind, kind.startsWith('Cluster') ? '' : SYS, 'rlmesh-crd-upgrade');
       expect(o.metadata.annotations?.['helm.sh/hook']).toBe('pre-upgrade');
       expect(Number(o.metadata.annotations?.['helm.sh/hook-weight'])).toBeLessThan(0);
@@ -350,8 +371,10 @@ describe('every pod', () => {
             seccompProfile: { type: 'RuntimeDefault' },
           });
           expect([RUNTIME_REF, KUBECTL_REF], x.metadata.name).toContain(c.image);
-          expect(Object.keys(c.resources?.requests ?? {}).sort()).toEqual(['cpu', 'memory']);
-          expect(Object.keys(c.resources?.limits ?? {}).sort()).toEqual(['cpu', 'memory']);
+          expect(Object.keys(c.resources?.requests ?? {}).sort()).toEqual(['cpu', 'ephemeral-storage', 'memory']);
+          expect(Object.keys(c.resources?.limits ?? {}).sort()).toEqual(['cpu', 'ephemeral-storage', 'memory']);
+          // the repository's chart pulls by tag: Always (test/chart/posture.test.ts has the whole rule)
+          expect(c.imagePullPolicy, x.metadata.name).toBe('Always');
         }
       }
     });

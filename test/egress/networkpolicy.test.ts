@@ -1,8 +1,9 @@
 // The chart's NetworkPolicies, proven offline with a third-party simulator:
 // render them with helm, hand them to cyclonus (`analyze --mode probe`) with a
-// model of pods in rlmesh-runs, rlmesh-system, kube-system (CoreDNS), the
-// other resolvers and outside addresses, and compare its truth table, port by
-// port, with the intended matrix written out below.
+// model of pods in rlmesh-runs, rlmesh-system (the chart's pods, the CRD
+// upgrade hook's, and a pod of someone else's that only the default-deny
+// covers), kube-system (CoreDNS), the other resolvers and outside addresses, and
+// compare its truth table, port by port, with the intended matrix written out below.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
@@ -39,6 +40,9 @@ const PODS: Pod[] = [
   { ns: 'rlmesh-system', name: 'proxy', labels: { 'app.kubernetes.io/name': 'rlmesh-egress-proxy', 'app.kubernetes.io/instance': 'rlmesh' }, ip: '10.244.1.20' },
   { ns: 'rlmesh-system', name: 'agent', labels: { 'app.kubernetes.io/name': 'rlmesh-cluster-agent', 'app.kubernetes.io/instance': 'rlmesh' }, ip: '10.244.1.21' },
   { ns: 'rlmesh-system', name: 'controller', labels: { 'app.kubernetes.io/name': 'rlmesh-cluster-controller', 'app.kubernetes.io/instance': 'rlmesh' }, ip: '10.244.1.22' },
+  { ns: 'rlmesh-system', name: 'gpu-discovery', labels: { 'app.kubernetes.io/name': 'rlmesh-gpu-feature-discovery', 'app.kubernetes.io/instance': 'rlmesh' }, ip: '10.244.1.23' },
+  { ns: 'rlmesh-system', name: 'crd-upgrade', labels: { 'app.kubernetes.io/name': 'rlmesh-crd-upgrade', 'app.kubernetes.io/instance': 'rlmesh' }, ip: '10.244.1.24' },
+  { ns: 'rlmesh-system', name: 'unrelated', labels: { app: 'someone-elses' }, ip: '10.244.1.25' },
   { ns: 'kube-system', name: 'coredns', labels: { 'k8s-app': 'kube-dns' }, ip: '10.244.0.10' },
   { ns: 'kube-system', name: 'other', labels: { 'k8s-app': 'metrics-server' }, ip: '10.244.0.11' },
   { ns: 'node-local', name: 'dns', labels: { 'k8s-app': 'node-local-dns' }, ip: '169.254.20.10' },
@@ -91,10 +95,16 @@ function intended(s: Scenario, from: Pod, to: Pod, probe: Probe): boolean {
   if (is(from, 'rlmesh-runs/eval')) egress = (is(to, 'rlmesh-system/proxy') && tcp && probe.port === PROXY_PORT) || dns;
   else if (is(from, 'rlmesh-system/proxy')) egress = dns || (PUBLIC.has(to.ip) && tcp && PROXY_ALLOWED_PORTS.includes(probe.port));
   else if (is(from, 'rlmesh-system/agent') || is(from, 'rlmesh-system/controller')) egress = dns || (tcp && API_PORTS.includes(probe.port));
+  // the Kubernetes API only (network.apiServerPorts, by default the same ports)
+  else if (is(from, 'rlmesh-system/gpu-discovery') || is(from, 'rlmesh-system/crd-upgrade')) egress = dns || (tcp && API_PORTS.includes(probe.port));
+  // the release namespace's default-deny: a pod no policy of the chart allows reaches nothing
+  else if (from.ns === 'rlmesh-system') egress = false;
   let ingress = true;
   if (is(to, 'rlmesh-runs/eval')) ingress = false;
   else if (is(to, 'rlmesh-system/proxy')) ingress = tcp && ((from.ns === 'rlmesh-runs' && probe.port === PROXY_PORT) || OPS_PORTS.includes(probe.port));
   else if (is(to, 'rlmesh-system/agent') || is(to, 'rlmesh-system/controller')) ingress = tcp && OPS_PORTS.includes(probe.port);
+  // GPU discovery, the hook and anyone else's pod there: nothing comes in
+  else if (to.ns === 'rlmesh-system') ingress = false;
   return egress && ingress;
 }
 
@@ -103,7 +113,7 @@ function renderPolicies(dir: string, values: string[]): string {
   const helm = process.env.HELM ?? join(clusterInfo().bin, 'helm');
   const out = execFileSync(helm, [
     'template', 'rlmesh', CHART, '-n', 'rlmesh-system', '--kube-version', '1.35.4',
-    '--set', `joinToken=${JOIN_TOKEN}`, '--show-only', 'templates/networkpolicies.yaml', ...values,
+    '--set', `joinToken=${JOIN_TOKEN}`, '--set', 'gpuFeatureDiscovery.enabled=true', '--show-only', 'templates/networkpolicies.yaml', ...values,
   ], { encoding: 'utf8', maxBuffer: 32 * 1024 * 1024 });
   const items = parseAllDocuments(out).map((d) => d.toJSON()).filter((o) => o?.kind === 'NetworkPolicy');
   const file = join(dir, `policies-${values.join('_').replace(/[^a-z0-9]+/gi, '-')}.json`);
@@ -149,7 +159,10 @@ describe.each(SCENARIOS)('NetworkPolicies, $name', (scenario) => {
 
   it('the chart renders the policies cyclonus parses', () => {
     const parsed = execFileSync(cyclonus(), ['analyze', '--mode', 'parse', '--policy-path', file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    for (const name of ['rlmesh-runs/rlmesh-runs-default-deny', 'rlmesh-runs/rlmesh-runs-egress', 'rlmesh-system/rlmesh-egress-proxy', 'rlmesh-system/rlmesh-cluster-agent', 'rlmesh-system/rlmesh-cluster-controller']) {
+    for (const name of [
+      'rlmesh-runs/rlmesh-runs-default-deny', 'rlmesh-runs/rlmesh-runs-egress', 'rlmesh-system/rlmesh-default-deny', 'rlmesh-system/rlmesh-egress-proxy',
+      'rlmesh-system/rlmesh-cluster-agent', 'rlmesh-system/rlmesh-cluster-controller', 'rlmesh-system/rlmesh-gpu-feature-discovery', 'rlmesh-system/rlmesh-crd-upgrade',
+    ]) {
       expect(parsed).toContain(name);
     }
   });

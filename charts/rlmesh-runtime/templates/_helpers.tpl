@@ -36,6 +36,23 @@ same rule; templates/_validate.tpl has already refused a malformed digest.
 {{- end -}}
 {{- end }}
 
+{{/*
+The imagePullPolicy of a container (same dict as rlmesh.image): .image.pullPolicy when
+set; else IfNotPresent when rlmesh.image pins the image by digest (its own, or the
+released one for its tag: the bytes cannot change, so a cached copy is the image) and
+Always when it pulls by tag (a tag can be moved to other bytes, and a node would keep
+running whatever it pulled first).
+*/}}
+{{- define "rlmesh.imagePullPolicy" -}}
+{{- if .image.pullPolicy -}}
+{{- .image.pullPolicy -}}
+{{- else if contains "@" (include "rlmesh.image" .) -}}
+IfNotPresent
+{{- else -}}
+Always
+{{- end -}}
+{{- end }}
+
 {{- define "rlmesh.podSecurityContext" -}}
 runAsNonRoot: true
 runAsUser: 65532
@@ -86,9 +103,53 @@ imagePullSecrets:
 requests:
   cpu: {{ .requests.cpu | quote }}
   memory: {{ .requests.memory | quote }}
+  ephemeral-storage: {{ index .requests "ephemeral-storage" | quote }}
 limits:
   cpu: {{ .limits.cpu | quote }}
   memory: {{ .limits.memory | quote }}
+  ephemeral-storage: {{ index .limits "ephemeral-storage" | quote }}
+{{- end }}
+
+{{/* Size limit of every pod's /tmp emptyDir (TMP_SIZE_LIMIT in lib/values-schema.ts); each container's ephemeral-storage limit is at least this */}}
+{{- define "rlmesh.tmpSizeLimit" -}}64Mi{{- end }}
+
+{{/*
+Replicas of a component spread over nodes: one constraint per .c.topologySpread.topologyKeys
+entry. ScheduleAnyway (the default) is a preference, so a single-node cluster still
+schedules every replica; DoNotSchedule makes it a rule. Tainted nodes the pods do not
+tolerate are no domain to spread to (nodeTaintsPolicy: Honor).
+*/}}
+{{- define "rlmesh.topologySpread" -}}
+{{- $s := .c.topologySpread }}
+topologySpreadConstraints:
+  {{- range $s.topologyKeys }}
+  - maxSkew: {{ $s.maxSkew }}
+    topologyKey: {{ . }}
+    whenUnsatisfiable: {{ $s.whenUnsatisfiable }}
+    nodeTaintsPolicy: Honor
+    labelSelector:
+      matchLabels:
+        {{- include "rlmesh.selectorLabels" (dict "root" $.root "component" $.component) | nindent 8 }}
+  {{- end }}
+{{- end }}
+
+{{/* A drain evicts at most all but one replica of a component with .replicas ≥ 2 (none below: a PDB would block every drain of a single replica) */}}
+{{- define "rlmesh.podDisruptionBudget" -}}
+{{- if ge (int .replicas) 2 }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .component }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "rlmesh.labels" . | nindent 4 }}
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels:
+      {{- include "rlmesh.selectorLabels" . | nindent 6 }}
+{{- end }}
 {{- end }}
 
 {{- define "rlmesh.controlSecret" -}}{{ .Values.credentials.controlSecret | default "rlmesh-cluster-control" }}{{- end }}
@@ -135,11 +196,15 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
 
 {{/* 90% of agent.spool.size in bytes (spoolMaxBytes() in lib/values-schema.ts) */}}
 {{- define "rlmesh.spoolMaxBytes" -}}
-{{- $q := .Values.agent.spool.size }}
-{{- $num := regexFind "^[0-9.]+" $q }}
-{{- $unit := trimPrefix $num $q }}
+{{- mulf (include "rlmesh.quantityBytes" .Values.agent.spool.size | float64) 0.9 | floor | int64 }}
+{{- end }}
+
+{{/* A Kubernetes quantity (the string given) in bytes, as a float (quantityBytes() in lib/values-schema.ts) */}}
+{{- define "rlmesh.quantityBytes" -}}
+{{- $num := regexFind "^[0-9.]+" . }}
+{{- $unit := trimPrefix $num . }}
 {{- $units := dict "" 1.0 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
-{{- mulf (float64 $num) (get $units $unit) 0.9 | floor | int64 }}
+{{- mulf (float64 $num) (get $units $unit) }}
 {{- end }}
 
 {{/* Pod annotations that roll a Deployment when its config changes */}}
@@ -157,7 +222,7 @@ checksum/ca-bundle: {{ .Values.controlPlane.caBundle | sha256sum }}
     name: rlmesh-runtime-config
 - name: tmp
   emptyDir:
-    sizeLimit: 64Mi
+    sizeLimit: {{ include "rlmesh.tmpSizeLimit" . }}
 {{- if .Values.controlPlane.caBundle }}
 - name: ca-bundle
   configMap:
@@ -231,11 +296,15 @@ readinessProbe:
       port: {{ . }}
     {{- end }}
 {{- end }}
-{{- /* the Kubernetes API and the control plane (TCP 443): their addresses are not known in advance */}}
+{{- /*
+The Kubernetes API (network.apiServerPorts) and, with .controlPlane, the control plane
+(TCP 443): their addresses are not known in advance. .root is the chart's root context.
+*/}}
 {{- define "rlmesh.apiEgressRule" -}}
 - ports:
-    {{- $ports := list 443 }}
-    {{- range .Values.network.apiServerPorts }}{{ $ports = append $ports (int .) }}{{ end }}
+    {{- $ports := list }}
+    {{- if .controlPlane }}{{ $ports = append $ports 443 }}{{ end }}
+    {{- range .root.Values.network.apiServerPorts }}{{ $ports = append $ports (int .) }}{{ end }}
     {{- range ($ports | uniq) }}
     - protocol: TCP
       port: {{ . }}

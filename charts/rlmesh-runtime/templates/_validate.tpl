@@ -39,6 +39,19 @@ Each message names the value path and what is allowed; lib/values-schema.ts
   "crdUpgradeHook.image" $v.crdUpgradeHook.image
   "egress.image" $v.egress.image
   "gpuFeatureDiscovery.image" $v.gpuFeatureDiscovery.image) "ownTag" (list "crdUpgradeHook.image")) | fromJsonArray) }}
+{{- /* ephemeralStorageErrors() in lib/values-schema.ts */}}
+{{- $tmp := include "rlmesh.tmpSizeLimit" . }}
+{{- range $block, $c := dict "egress" $v.egress "artifactCache.filler" $v.artifactCache.filler "agent" $v.agent "controller" $v.controller "gpuFeatureDiscovery" $v.gpuFeatureDiscovery "crdUpgradeHook" $v.crdUpgradeHook }}
+{{- $req := index $c.resources.requests "ephemeral-storage" }}
+{{- $lim := index $c.resources.limits "ephemeral-storage" }}
+{{- $path := printf "%s.resources.limits.ephemeral-storage" $block }}
+{{- if lt (include "rlmesh.quantityBytes" $lim | float64) (include "rlmesh.quantityBytes" $req | float64) }}
+{{- $errors = append $errors (printf "%s: %s %s is below %s.resources.requests.ephemeral-storage %s: set the limit to at least the request" $path $path $lim $block $req) }}
+{{- end }}
+{{- if lt (include "rlmesh.quantityBytes" $lim | float64) (include "rlmesh.quantityBytes" $tmp | float64) }}
+{{- $errors = append $errors (printf "%s: %s %s is below %s, the size of the pod's /tmp emptyDir, which counts against it: set at least %s" $path $path $lim $tmp $tmp) }}
+{{- end }}
+{{- end }}
 {{- if $errors }}
 {{- fail (printf "\n\nrlmesh-runtime: invalid values:\n  - %s\n" (join "\n  - " $errors)) }}
 {{- end }}
