@@ -18,6 +18,7 @@ import {
   observabilityValuesSchema,
   PROMETHEUS_IMAGE,
 } from '../../lib/observability-values-schema.ts';
+import { matchesSelector, type LabelSelector } from '../../lib/preflight/label-selector.ts';
 import { kubectl } from '../support/cluster.ts';
 import { CHART, CLUSTER, get, podTemplate, prometheusConfig, render, scenarios, template, valuesFile, type K8sObject } from './chart.ts';
 
@@ -102,11 +103,12 @@ describe('refusals (templates/_validate.tpl and the zod refinement say the same)
 describe('Prometheus', () => {
   const objs = render(spec);
 
-  it('renders Prometheus, its config, ServiceAccount, Service and discovery RBAC, and no Grafana', () => {
+  it('renders Prometheus, its config, ServiceAccount, Service, discovery RBAC and its NetworkPolicy, and no Grafana', () => {
     expect([...objs.keys()].sort()).toEqual(
       [
         'ConfigMap/rlmesh-system/rlmesh-prometheus-config',
         'Deployment/rlmesh-system/rlmesh-prometheus',
+        'NetworkPolicy/rlmesh-system/rlmesh-prometheus',
         'Role/rlmesh-system/rlmesh-prometheus-discovery',
         'RoleBinding/rlmesh-system/rlmesh-prometheus-discovery',
         'Service/rlmesh-system/rlmesh-prometheus',
@@ -322,5 +324,32 @@ describe('restricted PodSecurity on the real apiserver', () => {
         expect(p.status, `${s} ${w.metadata.name}: ${p.stderr}`).toBe(0);
       }
     }
+  });
+});
+
+describe('NetworkPolicies (the runtime chart denies all traffic in rlmesh-system by default)', () => {
+  type Policy = { spec: { podSelector: LabelSelector; policyTypes: string[]; ingress?: { from?: { podSelector?: LabelSelector }[]; ports?: { port: number }[] }[]; egress?: unknown[] } };
+  it('every pod of every scenario has a policy of its own for ingress and egress', () => {
+    for (const s of scenarios()) {
+      const objects = render(['-f', join(CHART, 'ci', s)]);
+      const policies = [...objects.values()].filter((o) => o.kind === 'NetworkPolicy') as unknown as Policy[];
+      const pods = [...objects.values()].filter((o) => ['Deployment', 'StatefulSet', 'DaemonSet', 'Job'].includes(o.kind));
+      expect(pods.length, s).toBeGreaterThan(0);
+      for (const pod of pods) {
+        const labels = podTemplate(pod).metadata.labels;
+        const own = policies.filter((p) => matchesSelector(p.spec.podSelector, labels));
+        expect(own.flatMap((p) => p.spec.policyTypes).sort(), `${s}: ${pod.metadata.name}`).toEqual(['Egress', 'Ingress']);
+      }
+    }
+  });
+
+  it('only Grafana reaches Prometheus, on 9090; without Grafana nothing does', () => {
+    const withGrafana = render(['-f', join(CHART, 'ci/grafana-password-values.yaml')]);
+    const prom = get(withGrafana, 'NetworkPolicy', 'rlmesh-prometheus') as unknown as Policy;
+    const grafanaSelector = { matchLabels: { 'app.kubernetes.io/name': 'rlmesh-grafana', 'app.kubernetes.io/instance': 'rlmesh-observability' } };
+    expect(prom.spec.ingress).toEqual([{ from: [{ podSelector: grafanaSelector }], ports: [{ protocol: 'TCP', port: 9090 }] }]);
+    expect(matchesSelector(grafanaSelector, podTemplate(get(withGrafana, 'Deployment', 'rlmesh-grafana')).metadata.labels)).toBe(true);
+    const alone = get(render(spec), 'NetworkPolicy', 'rlmesh-prometheus') as unknown as Policy;
+    expect(alone.spec.ingress).toEqual([]);
   });
 });
