@@ -5,14 +5,13 @@
 //
 //   node test/images/evaluation/build.ts [--out DIR]   (default dist/test-images)
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { writeImage, type BuiltImage } from '../../../scripts/image/oci-layout.ts';
+import type { BuiltImage } from '../../../scripts/image/oci-layout.ts';
 import { ROOT, sourceFacts, type SourceFacts } from '../../../scripts/image/source.ts';
-import { assembleStaticImage } from '../../../scripts/image/static-binary.ts';
+import { buildTestImage, type TestImage } from '../test-image.ts';
 
 export const SOURCE_DIR = dirname(fileURLToPath(import.meta.url));
 export const IMAGE_NAME = 'rlmesh-test-evaluation';
@@ -47,33 +46,21 @@ export function goVersion(): string {
   return execFileSync(goCommand(), ['env', 'GOVERSION'], { encoding: 'utf8', env: { ...process.env, GOTOOLCHAIN: 'local' } }).trim();
 }
 
+export const EVALUATION_IMAGE: TestImage = {
+  imageName: IMAGE_NAME,
+  binaryName: BINARY,
+  description: 'rlmesh-runtime tests only: exits with TEST_EXIT_CODE after TEST_DURATION, reads TEST_ARTIFACT, probes TEST_PROBE_URL through the proxy and directly',
+  compile: buildEvaluationBinary,
+  toolLabel: () => ['dev.rlmesh.image.go-version', goVersion()],
+};
+
 /**
  * Builds the image into the OCI layout `<outDir>/rlmesh-test-evaluation`,
  * tagged with package.json's version. `source` (default: this checkout's)
  * dates it and labels it; pass one to build twice from identical inputs.
  */
-export async function buildEvaluationImage(outDir: string, source: SourceFacts = sourceFacts()): Promise<BuiltImage> {
-  const stage = mkdtempSync(join(tmpdir(), 'rlmesh-test-evaluation-'));
-  try {
-    const binary = buildEvaluationBinary(stage);
-    const { layers, config } = assembleStaticImage(join(stage, 'image'), {
-      binary,
-      name: BINARY,
-      labels: {
-        'org.opencontainers.image.title': IMAGE_NAME,
-        'org.opencontainers.image.description': 'rlmesh-runtime tests only: exits with TEST_EXIT_CODE after TEST_DURATION, reads TEST_ARTIFACT, probes TEST_PROBE_URL through the proxy and directly',
-        'org.opencontainers.image.version': source.version,
-        'org.opencontainers.image.revision': source.revision,
-        'org.opencontainers.image.created': source.created.toISOString(),
-        'dev.rlmesh.image.go-version': goVersion(),
-      },
-    });
-    const layout = join(outDir, IMAGE_NAME);
-    rmSync(layout, { recursive: true, force: true });
-    return await writeImage({ layout, tag: source.version, layers, config, created: source.created });
-  } finally {
-    rmSync(stage, { recursive: true, force: true });
-  }
+export function buildEvaluationImage(outDir: string, source: SourceFacts = sourceFacts()): Promise<BuiltImage> {
+  return buildTestImage(EVALUATION_IMAGE, outDir, source);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
