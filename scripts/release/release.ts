@@ -14,7 +14,7 @@ import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { buildImage, RECIPES } from '../image/build.ts';
+import { buildImage, chartField, RECIPES } from '../image/build.ts';
 import { ROOT, sourceFacts } from '../image/source.ts';
 import { buildCli } from './cli.ts';
 import { stampDigests, type ReleasedImage } from './stamp-digests.ts';
@@ -44,13 +44,9 @@ function tool(cmd: string, args: string[]): string {
   }
 }
 
-function chartVersion(chart: string): string {
-  return /^version:\s*(\S+)/m.exec(readFileSync(join(ROOT, 'charts', chart, 'Chart.yaml'), 'utf8'))![1]!;
-}
-
 export async function release(opts: { registry: string; plainHttp: boolean; out: string }): Promise<Published> {
   const { registry, plainHttp, out } = opts;
-  const versions = Object.keys(CHARTS).map(chartVersion);
+  const versions = Object.keys(CHARTS).map((c) => chartField(c, 'version'));
   if (new Set(versions).size !== 1) throw new Error(`release: the charts have versions ${versions.join(', ')}; both charts are released under one version, so make their Chart.yaml versions equal`);
   const version = versions[0]!;
   rmSync(out, { recursive: true, force: true });

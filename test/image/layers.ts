@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { extract } from 'tar-stream';
-import { walk } from '../../scripts/image/oci-layout.ts';
+import { readImage, walk } from '../../scripts/image/oci-layout.ts';
 
 export type TreeEntry = { type: 'file' | 'directory' | 'symlink'; mode: number; uid: number; gid: number; sha256?: string; linkname?: string };
 export type Tree = Map<string, TreeEntry>;
@@ -21,20 +21,10 @@ export function pullLayout(ref: string): string {
   return dir;
 }
 
-export type PulledImage = { manifest: { layers: { digest: string; size: number }[]; config: { digest: string } }; config: { config: Record<string, unknown> }; digest: string };
-
-export function readLayout(dir: string): PulledImage {
-  const blob = (d: string) => readFileSync(join(dir, 'blobs/sha256', d.slice(7)), 'utf8');
-  const index = JSON.parse(readFileSync(join(dir, 'index.json'), 'utf8')) as { manifests: { digest: string }[] };
-  const digest = index.manifests[0]!.digest;
-  const manifest = JSON.parse(blob(digest)) as PulledImage['manifest'];
-  return { manifest, config: JSON.parse(blob(manifest.config.digest)) as PulledImage['config'], digest };
-}
-
 /** Every path the image's layers hold (no leading slash, no trailing slash on folders). */
 export async function layoutTree(dir: string): Promise<Tree> {
   const tree: Tree = new Map();
-  for (const layer of readLayout(dir).manifest.layers) {
+  for (const layer of readImage(dir).manifest.layers) {
     const x = extract();
     x.on('entry', (h, stream, next) => {
       const name = h.name.replace(/^\.\//, '').replace(/\/$/, '');

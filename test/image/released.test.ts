@@ -12,7 +12,8 @@ import { runtimeConfig } from '../../scripts/image/runtime.ts';
 import { NETPROBE_COMMAND } from '../../controller/network-policy-probe.ts';
 import { releaseInfo } from '../support/release.ts';
 import { ROOT } from '../support/runtime.ts';
-import { folderTree, layoutTree, pullLayout, readLayout, type Tree } from './layers.ts';
+import { readImage } from '../../scripts/image/oci-layout.ts';
+import { folderTree, layoutTree, pullLayout, type Tree } from './layers.ts';
 
 const scratch: string[] = [];
 const temp = (tag: string) => {
@@ -34,7 +35,7 @@ beforeAll(async () => {
 
 describe('the released rlmesh-runtime image', () => {
   it('is the digest the release recorded, for linux/amd64, running as 65532 from /app', () => {
-    const image = readLayout(layout);
+    const image = readImage(layout);
     expect(image.digest).toBe(releaseInfo().images['rlmesh-runtime']!.digest);
     const config = image.config as unknown as { architecture: string; os: string; config: { User: string; Entrypoint: string[]; WorkingDir: string } };
     expect([config.os, config.architecture]).toEqual(['linux', 'amd64']);
@@ -118,7 +119,7 @@ describe('the Dockerfile builds the same image', () => {
     expect(instr('ENV').join(' ').split(' ')).toEqual(config.Env);
     expect(instr('ENTRYPOINT').map((e) => JSON.parse(e) as string[])).toEqual([config.Entrypoint]);
     expect(final.map((l) => l.split(' ')[0]).sort()).toEqual(['COPY', 'ENTRYPOINT', 'ENV', 'FROM', 'USER', 'WORKDIR']);
-    const released = readLayout(layout).config.config as { User: string; WorkingDir: string; Env: string[]; Entrypoint: string[] };
+    const released = readImage(layout).config.config as { User: string; WorkingDir: string; Env: string[]; Entrypoint: string[] };
     expect([released.User, released.WorkingDir, released.Env, released.Entrypoint]).toEqual([config.User, config.WorkingDir, config.Env, config.Entrypoint]);
   });
 

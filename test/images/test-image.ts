@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readImage, writeImage, type BuiltImage } from '../../scripts/image/oci-layout.ts';
-import { ROOT, sourceFacts, type SourceFacts } from '../../scripts/image/source.ts';
+import { ociLabels, ROOT, sourceFacts, type SourceFacts } from '../../scripts/image/source.ts';
 import { assembleStaticImage } from '../../scripts/image/static-binary.ts';
 
 export type TestImage = {
@@ -32,14 +32,7 @@ export async function buildTestImage(image: TestImage, outDir: string, source: S
     const { layers, config } = assembleStaticImage(join(stage, 'image'), {
       binary,
       name: image.binaryName,
-      labels: {
-        'org.opencontainers.image.title': image.imageName,
-        'org.opencontainers.image.description': image.description,
-        'org.opencontainers.image.version': source.version,
-        'org.opencontainers.image.revision': source.revision,
-        'org.opencontainers.image.created': source.created.toISOString(),
-        [toolKey]: toolVersion,
-      },
+      labels: { ...ociLabels(image.imageName, source.version, source), 'org.opencontainers.image.description': image.description, [toolKey]: toolVersion },
     });
     const layout = join(outDir, image.imageName);
     rmSync(layout, { recursive: true, force: true });

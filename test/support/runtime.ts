@@ -69,10 +69,6 @@ export async function api<T = Record<string, unknown>>(cp: Pick<ControlPlane, 'u
   }
 }
 
-export function chartVersion(): string {
-  return /^version:\s*(\S+)/m.exec(readFileSync(join(ROOT, 'charts/rlmesh-runtime/Chart.yaml'), 'utf8'))![1]!;
-}
-
 /** The runtime chart as the test command's release published it (oci:// in the local registry). */
 export { releasedChart } from './release.ts';
 
