@@ -20,6 +20,7 @@ APT_PACKAGES=(
   containernetworking-plugins
   iptables
   conntrack
+  ipset
   gcc
   libc6-dev
   zsh

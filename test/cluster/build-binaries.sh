@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane, the kubelet and kube-proxy (real
-# nodes: test/cluster/real-node.ts), etcd, kwok, kubectl and helm from the
+# nodes: test/cluster/real-node.ts), CoreDNS (the cluster DNS, a real pod),
+# kube-router (its NetworkPolicy firewall only), etcd, kwok, kubectl and helm from the
 # Go module proxy, once per version, into ~/.cache/rlmesh-testbin/<version>/bin.
 # Nothing is downloaded but Go modules; nothing lands in the repository.
 set -euo pipefail
@@ -9,6 +10,10 @@ K8S_VERSION="${K8S_VERSION:-v1.35.4}"
 KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 CT_VERSION="${CT_VERSION:-v3.14.0}"
+COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
+# the only kube-router the Go module proxy serves here; advisories are reported against it, acceptable
+# only because it enforces NetworkPolicies of this loopback-contained test cluster (README)
+KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-v2.1.0}"
 CACHE="${RLMESH_TESTBIN:-$HOME/.cache/rlmesh-testbin}/$K8S_VERSION"
 BIN="$CACHE/bin"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
@@ -95,6 +100,22 @@ if ! have helm; then
   GOBIN="$BIN" go install -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   stamp helm "$HELM_VERSION"
 fi
+
+# --- CoreDNS and kube-router: a throwaway module that requires the exact version, as for ct ---
+gomod_build() { # name module version package ldflags
+  local name=$1 module=$2 version=$3 pkg=$4 ld=$5 src="$CACHE/src/$1"
+  have "$name" && return 0
+  log "building $name $version"
+  mkdir -p "$src"; cd "$src"
+  printf 'module rlmesh-testbin/%s\n\ngo 1.21\n\nrequire %s %s\n' "$name" "$module" "$version" > go.mod
+  go get "$pkg@$version"
+  go build -trimpath -ldflags "-s -w $ld" -o "$BIN/$name" "$pkg"
+  stamp "$name" "$version"
+}
+gomod_build coredns github.com/coredns/coredns "$COREDNS_VERSION" github.com/coredns/coredns \
+  ""
+gomod_build kube-router github.com/cloudnativelabs/kube-router/v2 "$KUBE_ROUTER_VERSION" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router \
+  "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
 
 # --- chart-testing (ct) with its config files, and yamllint + yamale from PyPI ---
 if ! have ct; then

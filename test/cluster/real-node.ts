@@ -38,11 +38,18 @@ export const NET = {
   linkSubnet: '10.213.0.0/24',
   podSupernet: '10.214.0.0/16',
   serviceRange: '10.96.0.0/16',
+  /** "public" servers of the tests: on the host's bridge, let through by the egress tests' own allow-ranges */
+  publicSubnet: '198.18.0.0/24',
+  publicAddress: '198.18.0.1',
+  /** the kube-dns Service (CoreDNS, test/cluster/cluster-dns.ts) */
+  dnsService: '10.96.0.10',
+  /** the apiserver's port on the host's bridge: the kubernetes Service's endpoint, a port the chart's NetworkPolicies allow */
+  apiserverPort: 6443,
 } as const;
 export const nodeAddress = (index: number): string => `10.213.0.${10 + index}`;
 export const podSubnet = (index: number): string => `10.214.${index}.0/24`;
 /** Every destination a real node or pod may have a route to. */
-export const HARNESS_SUBNETS = [NET.linkSubnet, NET.podSupernet, NET.serviceRange];
+export const HARNESS_SUBNETS = [NET.linkSubnet, NET.podSupernet, NET.serviceRange, NET.publicSubnet];
 export const SANDBOX_REGISTRY = 'registry.rlmesh.dev';
 const CNI_BIN = '/usr/lib/cni';
 const CGROUP_ROOT = '/sys/fs/cgroup';
@@ -141,11 +148,14 @@ async function waitFor(what: string, secs: number, check: () => boolean | Promis
 function preflight(i: Info): void {
   const missing: string[] = [];
   const need = (path: string, what: string) => existsSync(path) || missing.push(`${path} (${what})`);
-  need(join(i.bin, 'kubelet'), 'bash test/cluster/build-binaries.sh builds it');
+  for (const b of ['kubelet', 'kube-proxy', 'kube-router']) need(join(i.bin, b), 'bash test/cluster/build-binaries.sh builds it');
   for (const p of ['containerd', 'ctr']) need(`/usr/bin/${p}`, 'Debian package containerd: test/install-deps.sh');
   need('/usr/sbin/runc', 'Debian package runc');
   for (const p of ['bridge', 'host-local', 'loopback', 'portmap']) need(`${CNI_BIN}/${p}`, 'Debian package containernetworking-plugins');
-  need('/usr/sbin/iptables', 'Debian package iptables (the portmap plugin)');
+  need('/usr/sbin/iptables', 'Debian package iptables (kube-proxy, kube-router, the portmap plugin)');
+  need('/usr/sbin/ipset', 'Debian package ipset (kube-router)');
+  if (!existsSync('/proc/sys/net/bridge/bridge-nf-call-iptables')) trySh('modprobe', ['br_netfilter']);
+  need('/proc/sys/net/bridge/bridge-nf-call-iptables', 'the br_netfilter kernel module');
   need('/usr/bin/nsenter', 'Debian package util-linux');
   if (missing.length) throw new Error(`a real node needs what is missing here: ${missing.join('; ')}`);
   const cmd = readFileSync(join(i.dir, 'cmd/kube-apiserver'), 'utf8').split('\0');
@@ -165,6 +175,7 @@ function ensureHostNetwork(i: Info): void {
     ip('link', 'add', NET.bridge, 'type', 'bridge');
     writeFileSync(`/proc/sys/net/ipv6/conf/${NET.bridge}/disable_ipv6`, '1');
     ip('addr', 'add', `${NET.hostAddress}/24`, 'dev', NET.bridge);
+    ip('addr', 'add', `${NET.publicAddress}/24`, 'dev', NET.bridge);
     ip('link', 'set', NET.bridge, 'up');
   }
   const pidFile = join(i.dir, 'pids/hostnet-forward');
@@ -172,7 +183,10 @@ function ensureHostNetwork(i: Info): void {
   if (pid && alive(pid)) return;
   const node = join(ROOT, 'node_modules/.bin/node');
   const log = join(i.dir, 'logs/hostnet-forward.log');
-  const pairs = [i.ports.apiserver, i.ports.registry].map((p) => `${NET.hostAddress}:${p}=127.0.0.1:${p}`);
+  const pairs = [
+    ...[i.ports.apiserver, i.ports.registry].map((p) => `${NET.hostAddress}:${p}=127.0.0.1:${p}`),
+    `${NET.hostAddress}:${NET.apiserverPort}=127.0.0.1:${i.ports.apiserver}`,
+  ];
   launch(pidFile, log, [existsSync(node) ? node : process.execPath, join(HERE, 'forward.ts'), ...pairs]);
   writeFileSync(join(i.dir, 'cmd/hostnet-forward'), readFileSync(`${pidFile}.cmd`));
   rmSync(`${pidFile}.cmd`);
@@ -283,18 +297,35 @@ function unmountAll(dir: string): string[] {
 
 // ---------------------------------------------------------------- start
 
-function ensureNodeCert(i: Info, name: string, dir: string): { crt: string; key: string } {
+/** A client certificate from the cluster CA under `<dir>/pki/<file>.{crt,key}`, issued once. */
+function ensureClientCert(i: Info, dir: string, file: string, subject: string): { crt: string; key: string } {
   const pki = join(dir, 'pki');
   mkdirSync(pki, { recursive: true });
-  const key = join(pki, 'node.key');
-  const crt = join(pki, 'node.crt');
+  const key = join(pki, `${file}.key`);
+  const crt = join(pki, `${file}.crt`);
   if (!existsSync(crt)) {
     const ca = join(i.dir, 'pki');
-    sh('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/O=system:nodes/CN=system:node:${name}`, '-keyout', key, '-out', join(pki, 'node.csr')]);
-    writeFileSync(join(pki, 'node.ext'), 'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n');
-    sh('openssl', ['x509', '-req', '-in', join(pki, 'node.csr'), '-CA', join(ca, 'ca.crt'), '-CAkey', join(ca, 'ca.key'), '-CAcreateserial', '-days', '3650', '-extfile', join(pki, 'node.ext'), '-out', crt]);
+    sh('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', subject, '-keyout', key, '-out', join(pki, `${file}.csr`)]);
+    writeFileSync(join(pki, `${file}.ext`), 'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n');
+    sh('openssl', ['x509', '-req', '-in', join(pki, `${file}.csr`), '-CA', join(ca, 'ca.crt'), '-CAkey', join(ca, 'ca.key'), '-CAcreateserial', '-days', '3650', '-extfile', join(pki, `${file}.ext`), '-out', crt]);
   }
   return { crt, key };
+}
+
+/** A kubeconfig for `user` with a client certificate, towards the apiserver through the forwarder. */
+function writeKubeconfig(i: Info, path: string, user: string, cert: { crt: string; key: string }): void {
+  writeFileSync(
+    path,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'local', cluster: { server: `https://${NET.hostAddress}:${i.ports.apiserver}`, 'certificate-authority': i.caFile } }],
+      users: [{ name: user, user: { 'client-certificate': cert.crt, 'client-key': cert.key } }],
+      contexts: [{ name: 'local', context: { cluster: 'local', user } }],
+      'current-context': 'local',
+    }),
+    { mode: 0o600 },
+  );
 }
 
 function containerdConfig(node: RealNode, sandboxImage: string): string {
@@ -387,6 +418,9 @@ function kubeletConfig(i: Info, node: RealNode, taints: Taint[]): object {
     authentication: { anonymous: { enabled: false }, webhook: { enabled: true }, x509: { clientCAFile: i.caFile } },
     authorization: { mode: 'Webhook' },
     clusterDomain: 'cluster.local',
+    clusterDNS: [NET.dnsService],
+    // ConfigMap and Secret volumes follow their objects within seconds (the cluster DNS's hosts file, rotated Secrets)
+    syncFrequency: '10s',
     // no host resolv.conf in pods: nothing may point them at the machine's own resolvers
     resolvConf: '',
     failSwapOn: false,
@@ -397,6 +431,24 @@ function kubeletConfig(i: Info, node: RealNode, taints: Taint[]): object {
     registerWithTaints: taints,
     rotateCertificates: false,
     maxPods: 110,
+  };
+}
+
+function kubeProxyConfig(node: RealNode, kubeconfig: string): object {
+  return {
+    apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
+    kind: 'KubeProxyConfiguration',
+    mode: 'iptables',
+    clientConnection: { kubeconfig },
+    hostnameOverride: node.name,
+    bindAddress: node.address,
+    clusterCIDR: NET.podSupernet,
+    healthzBindAddress: '127.0.0.1:10256',
+    metricsBindAddress: '127.0.0.1:10249',
+    nodePortAddresses: [`${node.address}/32`],
+    // conntrack limits are machine-wide; this VM withholds setting them
+    conntrack: { maxPerCore: 0, min: 0, tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '0s' },
+    iptables: { localhostNodePorts: false, masqueradeAll: false, syncPeriod: '30s', minSyncPeriod: '1s' },
   };
 }
 
@@ -446,6 +498,9 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
     nsSysctl('net.ipv6.conf.all.disable_ipv6', '1');
     nsSysctl('net.ipv6.conf.default.disable_ipv6', '1');
     nsSysctl('net.ipv4.ip_forward', '1');
+    // bridged pod-to-pod traffic passes iptables: kube-proxy un-NATs replies from a Service's pod on the same
+    // node, and kube-router's NetworkPolicy chains see traffic between two pods of one node
+    nsSysctl('net.bridge.bridge-nf-call-iptables', '1');
     if (trySh('ip', ['link', 'show', node.hostVeth])) ip('link', 'del', node.hostVeth);
     ip('link', 'add', node.hostVeth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', node.netns);
     writeFileSync(`/proc/sys/net/ipv6/conf/${node.hostVeth}/disable_ipv6`, '1');
@@ -453,6 +508,7 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
     ip('-n', node.netns, 'link', 'set', 'lo', 'up');
     ip('-n', node.netns, 'addr', 'add', `${node.address}/24`, 'dev', 'eth0');
     ip('-n', node.netns, 'link', 'set', 'eth0', 'up');
+    ip('-n', node.netns, 'route', 'add', NET.publicSubnet, 'via', NET.hostAddress);
     // pods of a node are reached through that node, from the host and from the other nodes
     ip('route', 'replace', node.podSubnet, 'via', node.address, 'dev', NET.bridge);
     for (const other of existing) {
@@ -484,19 +540,7 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
     mark('containerd');
 
     // the kubelet, as system:node:<name>
-    const cert = ensureNodeCert(i, name, dir);
-    writeFileSync(
-      node.kubeconfig,
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        clusters: [{ name: 'local', cluster: { server: `https://${NET.hostAddress}:${i.ports.apiserver}`, 'certificate-authority': i.caFile } }],
-        users: [{ name: `system:node:${name}`, user: { 'client-certificate': cert.crt, 'client-key': cert.key } }],
-        contexts: [{ name: 'local', context: { cluster: 'local', user: `system:node:${name}` } }],
-        'current-context': 'local',
-      }),
-      { mode: 0o600 },
-    );
+    writeKubeconfig(i, node.kubeconfig, `system:node:${name}`, ensureClientCert(i, dir, 'node', `/O=system:nodes/CN=system:node:${name}`));
     writeFileSync(join(dir, 'kubelet-config.yaml'), JSON.stringify(kubeletConfig(i, node, opts.taints ?? []), null, 2));
     const labels = { type: 'real', 'rlmesh.dev/real-node': 'true', ...opts.labels };
     launch(
@@ -524,6 +568,38 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
       [kubeletLog, containerdLog],
     );
     mark('Ready');
+
+    // kube-proxy (iptables mode) so Services work, and kube-router's NetworkPolicy firewall (nothing else of it)
+    const proxyConfig = join(dir, 'kube-proxy.kubeconfig');
+    writeKubeconfig(i, proxyConfig, 'system:kube-proxy', ensureClientCert(i, dir, 'kube-proxy', '/CN=system:kube-proxy'));
+    writeFileSync(join(dir, 'kube-proxy-config.yaml'), JSON.stringify(kubeProxyConfig(node, proxyConfig), null, 2));
+    const proxyLog = join(i.dir, 'logs', `${name}.kube-proxy.log`);
+    launch(join(dir, 'pids/kube-proxy'), proxyLog, inNode('kube-proxy', [join(i.bin, 'kube-proxy'), `--config=${join(dir, 'kube-proxy-config.yaml')}`]));
+    const routerConfig = join(dir, 'kube-router.kubeconfig');
+    writeKubeconfig(i, routerConfig, 'system:kube-router', ensureClientCert(i, dir, 'kube-router', '/CN=system:kube-router'));
+    const routerLog = join(i.dir, 'logs', `${name}.kube-router.log`);
+    launch(
+      join(dir, 'pids/kube-router'),
+      routerLog,
+      inNode('kube-router', [
+        join(i.bin, 'kube-router'),
+        `--kubeconfig=${routerConfig}`,
+        `--hostname-override=${name}`,
+        '--run-firewall=true',
+        '--run-router=false',
+        '--run-service-proxy=false',
+        '--enable-cni=false',
+        '--enable-ipv6=false',
+        '--health-port=0',
+        '--metrics-port=0',
+        '--iptables-sync-period=30s',
+        '--v=1',
+      ]),
+    );
+    const chain = (table: string, name: string) => trySh('nsenter', [`--net=/run/netns/${node.netns}`, '--', 'iptables', '-t', table, '-S', name]);
+    await waitFor(`kube-proxy of ${name} to program Services`, 60, () => chain('nat', 'KUBE-SERVICES'), [proxyLog]);
+    await waitFor(`kube-router of ${name} to install its NetworkPolicy chains`, 60, () => chain('filter', 'KUBE-ROUTER-FORWARD'), [routerLog]);
+    mark('kube-proxy and kube-router');
   } catch (err) {
     if (!process.env.RLMESH_KEEP_FAILED_NODE) await stopRealNode(name, { keepHostNetwork: true }).catch(() => {});
     throw err;
