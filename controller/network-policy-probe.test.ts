@@ -18,7 +18,7 @@ describe('NetworkPolicy probe pod', () => {
       imagePullSecrets: [{ name: 'pull' }],
     });
     expect(pod.spec?.containers[0]).toMatchObject({
-      command: ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js', 'a:1', 'b:2'],
+      command: ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js', 'a:1', 'b:2', '15'],
       securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
     });
     expect(pod.metadata?.labels?.['app.kubernetes.io/managed-by']).toBeUndefined();

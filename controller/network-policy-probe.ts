@@ -1,6 +1,6 @@
 // NetworkPolicy enforcement probe. A short-lived pod in the runs namespace
 // (restricted Pod Security, no ServiceAccount token) runs, from the runtime image,
-//   /usr/local/bin/node /app/lib/preflight/netprobe.js <forbidden host:port> <allowed host:port>
+//   /usr/local/bin/node /app/lib/preflight/netprobe.js <forbidden host:port> <allowed host:port> <grace seconds>
 // which tries this controller's own metrics port (the runs namespace's
 // policies forbid it; the controller's own policy accepts anyone on it, so
 // only enforcement blocks it) and the egress proxy (allowed). Its exit code
@@ -22,6 +22,8 @@ import type { RuntimeConfig } from '../lib/runtime-config.ts';
 export const PROBE_NAME = 'rlmesh-network-policy-probe';
 export const PROBE_LABELS = { 'app.kubernetes.io/name': PROBE_NAME, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/component': 'preflight' };
 export const PROBE_INTERVAL_MS = 3600_000;
+/** How long the probe gives an enforcer to program a new pod's rules (kube-router takes seconds). */
+const ENFORCEMENT_GRACE_SECONDS = 15;
 
 export type ProbeOptions = {
   kc: k8s.KubeConfig;
@@ -67,9 +69,14 @@ export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pull
         {
           name: 'probe',
           image: o.image,
-          command: [...NETPROBE_COMMAND, o.targets.forbidden, o.targets.allowed],
+          // the controller's own image, which it names by digest in a released chart
+          imagePullPolicy: o.image.includes('@sha256:') ? 'IfNotPresent' : 'Always',
+          command: [...NETPROBE_COMMAND, o.targets.forbidden, o.targets.allowed, String(ENFORCEMENT_GRACE_SECONDS)],
           terminationMessagePolicy: 'File',
-          resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { cpu: '200m', memory: '96Mi' } },
+          resources: {
+            requests: { cpu: '10m', memory: '32Mi', 'ephemeral-storage': '16Mi' },
+            limits: { cpu: '200m', memory: '96Mi', 'ephemeral-storage': '64Mi' },
+          },
           securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
         },
       ],

@@ -191,6 +191,12 @@ export const valuesObjectSchema = z
           .default([])
           .describe('Hosts evaluations may reach besides the built-in platform hosts: bare hostnames (my-inputs.s3.eu-west-1.amazonaws.com) or *.suffix wildcards; no scheme, path or port.'),
         allowedPorts: z.array(port).min(1).default([443]).describe('Destination ports the egress proxy allows.'),
+        allowRanges: z
+          .array(cidr)
+          .default([])
+          .describe(
+            "Private or special-purpose address ranges the egress proxy may dial anyway (an artifact store inside your network, e.g. 10.20.0.0/24): its allow-list still applies, and its NetworkPolicy opens these ranges on allowedPorts. Loopback and link-local addresses stay refused.",
+          ),
         replicas: z.number().int().min(1).max(10).default(2).describe('Egress proxy replicas (a PodDisruptionBudget keeps one up from 2).'),
         port: port.default(3128).describe('Port of the egress proxy Service.'),
         topologySpread: topologySpread('the egress proxy'),
@@ -471,7 +477,7 @@ export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', 
       proxyUrl: `http://rlmesh-egress-proxy.${release.namespace}.svc:${values.egress.port}`,
       allowedDomains,
       allowedPorts: values.egress.allowedPorts,
-      allowRanges: [],
+      allowRanges: values.egress.allowRanges,
     },
     artifactCache: { pvcName: 'rlmesh-artifact-cache', cacheName: 'default', accessModes: values.artifactCache.storage.sharedPvc.accessModes },
     agent: { nodeSelector: values.agent.reportNodeSelector, spoolMaxBytes: spoolMaxBytes(values.agent.spool.size) },

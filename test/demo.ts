@@ -1,51 +1,45 @@
 // The README's first command: the whole product on one machine, narrated.
-// Local cluster -> reference control plane -> chart from the local OCI registry
-// installed with a fresh join token -> agent, controller and egress proxy
-// running as the chart's ServiceAccounts -> one evaluation, phase by phase.
-import { readFileSync } from 'node:fs';
+// Local cluster with a real node -> reference control plane -> chart from the
+// local OCI registry installed with a fresh join token -> the chart's pods as
+// real containers -> one evaluation of the test image, phase by phase.
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
+import { CONTROL_PLANE_HOST, controlPlane, evaluationImage, notReady, Runtime, smallEvaluation } from './e2e/harness.ts';
 import { clusterInfo, helm, kubectl } from './support/cluster.ts';
 import { releaseIsCurrent, releaseToLocalRegistry } from './support/release.ts';
-import { runDeployment } from './support/run-deployment.ts';
-import { api, releasedChart, ROOT, startControlPlane, until, type Component } from './support/runtime.ts';
+import { api, releasedChart, ROOT, until } from './support/runtime.ts';
 
 const NS = 'rlmesh-system';
 let step = 0;
 const say = (text: string) => console.log(`\n[${++step}] ${text}`);
 const detail = (text: string) => console.log(`    ${text}`);
+const rt = new Runtime();
 
-const components: Component[] = [];
 let stopControlPlane: (() => Promise<void>) | undefined;
 async function cleanup(): Promise<void> {
-  await Promise.all(components.map((c) => c.stop()));
   await stopControlPlane?.();
 }
 
 async function main(): Promise<void> {
-  say('Starting the local Kubernetes cluster (real kube-apiserver, scheduler, controller-manager; kwok nodes)');
+  say('Starting the local Kubernetes cluster (real kube-apiserver, scheduler, controller-manager; a real node with kubelet, containerd, kube-proxy, kube-router and CoreDNS; kwok nodes)');
   const kubeconfig = execFileSync(join(ROOT, 'test/cluster/up'), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop()!;
   process.env.KUBECONFIG = kubeconfig;
   const info = clusterInfo();
   detail(`kubeconfig ${kubeconfig}; Kubernetes ${info.kubernetesVersion}`);
   detail(kubectl(['get', 'nodes', '-L', 'nvidia.com/gpu.product', '--no-headers']).stdout.trim().split('\n').join('\n    '));
 
-  say('Starting the reference control plane (HTTPS + gRPC on localhost:443, its own CA)');
-  const cp = await startControlPlane({
-    dataDir: join(homedir(), '.cache/rlmesh-demo/controlplane'),
-    listen: '127.0.0.1:443',
-    args: ['--advertise-host', 'localhost', '--ping-interval', '5'],
-  }).catch((err: Error) => {
-    throw new Error(`${err.message}. Port 443 on 127.0.0.1 must be free (the chart's agent dials the API on 443); stop whatever listens there and run ./demo again`);
-  });
-  stopControlPlane = cp.stop;
-  detail(`${cp.url}; log ${cp.logFile}`);
-
   say('Releasing to the local OCI registry: every image built without a container engine, both charts, the CLI');
   if (!releaseIsCurrent()) releaseToLocalRegistry();
   const chart = releasedChart();
   detail(`${chart.ref} --version ${chart.version}`);
+
+  say(`Starting the reference control plane (HTTPS + gRPC on port 443 of the node bridge's host address; pods resolve ${CONTROL_PLANE_HOST} to it)`);
+  const cp = await controlPlane(chart, join(homedir(), '.cache/rlmesh-demo/controlplane')).catch((err: Error) => {
+    throw new Error(`${err.message}. Port 443 on the host's bridge address must be free (the chart's agent dials the API on 443); stop whatever listens there and run ./demo again`);
+  });
+  stopControlPlane = cp.stop;
+  detail(`${cp.url}; log ${cp.logFile}`);
 
   say('Connect your cluster: the control plane issues a single-use join token');
   const created = await api<{ clusterId: string; joinToken: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'demo' });
@@ -57,17 +51,15 @@ async function main(): Promise<void> {
   helm(['uninstall', 'rlmesh', '-n', NS, '--wait'], { allowFail: true });
   helm([
     'install', 'rlmesh', chart.ref, '--version', chart.version, '--plain-http', '-n', NS, '--create-namespace',
-    '--set', `joinToken=${joinToken}`, '--set', 'controlPlane.apiHost=localhost', '--set-file', `controlPlane.caBundle=${cp.caFile}`,
-    '--wait', '--timeout', '3m',
+    '--set', `joinToken=${joinToken}`, '--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${cp.caFile}`,
+    '--wait', '--timeout', '5m',
   ]);
   detail(helm(['-n', NS, 'status', 'rlmesh', '--show-resources=false']).stdout.split('\n').slice(0, 6).join('\n    '));
 
-  say('Running the agent, controller and egress proxy (kwok pods run no containers: local processes stand in, as the chart\'s ServiceAccounts)');
-  components.push(await runDeployment(NS, 'rlmesh-cluster-agent'));
-  components.push(await runDeployment(NS, 'rlmesh-cluster-controller'));
-  components.push(await runDeployment('rlmesh-runs', 'rlmesh-artifact-cache-filler').catch(() => runDeployment(NS, 'rlmesh-artifact-cache-filler')));
-  components.push(await runDeployment(NS, 'rlmesh-egress-proxy'));
-  for (const c of components) detail(`${c.name}: pid ${c.proc.pid}, log ${c.logFile}`);
+  say('The chart\'s pods, running as real containers on the real node (pulled by digest from the local registry)');
+  for (const w of ['agent', 'controller', 'filler', 'egress'] as const) {
+    for (const p of rt.pods(w)) detail(`${w.padEnd(10)} ${p.metadata.name} on ${p.spec.nodeName}: ${p.status.phase}, ready ${p.status.containerStatuses?.[0]?.ready}`);
+  }
 
   say('Waiting for the agent to trade the token and connect');
   const secret = await until('the control Secret', () => {
@@ -82,14 +74,8 @@ async function main(): Promise<void> {
   }, 60);
   detail(`control plane shows ${connected.status}, lastSeenAt ${connected.lastSeenAt}`);
 
-  say('Submitting a small evaluation to this cluster');
-  const submitted = await api<{ id: string }>(cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, {
-    image: 'registry.rlmesh.dev/rlmesh/examples/echo-eval@sha256:' + 'ab'.repeat(32),
-    command: ['python', '-m', 'eval'],
-    cpu: '500m',
-    memory: '512Mi',
-    deadlineSeconds: '600',
-  });
+  say('Submitting a small evaluation to this cluster (the test evaluation image: runs 2 s, exits 0)');
+  const submitted = await api<{ id: string }>(cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, smallEvaluation(await evaluationImage()));
   if (submitted.status !== 201) throw new Error(`submitting the evaluation answered ${submitted.status}: ${JSON.stringify(submitted.body)}`);
   const evalId = submitted.body.id;
   detail(`evaluation ${evalId}`);
@@ -121,9 +107,16 @@ main()
   .then(cleanup)
   .catch(async (err: Error) => {
     console.error(`\ndemo stopped at step ${step}: ${err.message}`);
-    for (const c of components) {
-      const tail = readFileSync(c.logFile, 'utf8').trim().split('\n').slice(-5).join('\n      ');
-      console.error(`    last lines of ${c.name}:\n      ${tail}`);
+    console.error(`    not ready:\n${notReady()}`);
+    for (const w of ['agent', 'controller'] as const) {
+      const tail = (() => {
+        try {
+          return rt.log(w).trim().split('\n').slice(-5).join('\n      ');
+        } catch {
+          return '(no pod)';
+        }
+      })();
+      console.error(`    last lines of the ${w}:\n      ${tail}`);
     }
     await cleanup();
     process.exit(1);

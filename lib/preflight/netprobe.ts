@@ -2,7 +2,11 @@
 // NetworkPolicies forbid and to one they allow (3 s each), write one line to
 // the termination message, and exit 0 (enforced), 10 (forbidden target
 // reachable), 11 (allowed target unreachable) or 12 (allowed name unresolved).
-//   /usr/local/bin/node /app/lib/preflight/netprobe.js <forbidden host:port> <allowed host:port>
+// Some enforcers (kube-router, for one) program a new pod's rules a few seconds
+// after it starts: a forbidden target that answers is tried again, once a
+// second, for the grace period (third argument, seconds, default 15) before it
+// counts as reachable, and the line says how long enforcement took.
+//   /usr/local/bin/node /app/lib/preflight/netprobe.js <forbidden host:port> <allowed host:port> [grace seconds]
 import { writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 
@@ -24,14 +28,22 @@ function tryConnect(target: string): Promise<Result> {
   });
 }
 
-const [forbidden, allowed] = process.argv.slice(2);
-if (!forbidden || !allowed) {
-  console.error('usage: netprobe.ts <forbidden host:port> <allowed host:port>');
+const [forbidden, allowed, grace = '15'] = process.argv.slice(2);
+if (!forbidden || !allowed || !/^\d{1,3}$/.test(grace)) {
+  console.error('usage: netprobe.ts <forbidden host:port> <allowed host:port> [grace seconds, 0-999]');
   process.exit(2);
 }
-const [f, a] = await Promise.all([tryConnect(forbidden), tryConnect(allowed)]);
+const ENFORCEMENT_GRACE_MS = Number(grace) * 1000;
+const started = Date.now();
+let [f, a] = await Promise.all([tryConnect(forbidden), tryConnect(allowed)]);
+while (f === 'connected' && Date.now() - started < ENFORCEMENT_GRACE_MS) {
+  await new Promise((r) => setTimeout(r, 1000));
+  f = await tryConnect(forbidden);
+}
+const late = f === 'blocked' && Date.now() - started > 1000 ? ` (enforced after ${Math.round((Date.now() - started) / 1000)} s)` : '';
+if (a !== 'connected') a = await tryConnect(allowed);
 const code = f === 'connected' ? 10 : a === 'unresolved' ? 12 : a !== 'connected' ? 11 : 0;
-const line = `forbidden ${forbidden}: ${f}; allowed ${allowed}: ${a}`;
+const line = `forbidden ${forbidden}: ${f}${late}; allowed ${allowed}: ${a}`;
 try {
   writeFileSync('/dev/termination-log', line);
 } catch {

@@ -1,6 +1,6 @@
 // The probe pod's command and the two network measurements, against servers
 // on loopback.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -25,8 +25,8 @@ beforeAll(async () => {
 });
 afterAll(() => open.close());
 
-function netprobe(forbidden: string, allowed: string): { status: number | null; stdout: string } {
-  const r = spawnSync(process.execPath, [join(here, 'netprobe.ts'), forbidden, allowed], { encoding: 'utf8', timeout: 15_000 });
+function netprobe(forbidden: string, allowed: string, grace = '2'): { status: number | null; stdout: string } {
+  const r = spawnSync(process.execPath, [join(here, 'netprobe.ts'), forbidden, allowed, grace], { encoding: 'utf8', timeout: 15_000 });
   return { status: r.status, stdout: r.stdout };
 }
 
@@ -38,6 +38,18 @@ describe('netprobe.ts (the probe pod command)', () => {
   });
   it('exits 10 when the forbidden target is reachable', () => {
     expect(netprobe(`127.0.0.1:${openPort}`, `127.0.0.1:${openPort}`).status).toBe(10);
+  });
+  it('a forbidden target that stops answering within the grace period counts as enforced, late (an enforcer that programs rules after the pod starts)', async () => {
+    const late = createServer((sock) => sock.end());
+    await new Promise<void>((r) => late.listen(0, '127.0.0.1', r));
+    const port = (late.address() as AddressInfo).port;
+    const child = spawn(process.execPath, [join(here, 'netprobe.ts'), `127.0.0.1:${port}`, `127.0.0.1:${openPort}`, '5'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    setTimeout(() => late.close(), 1500);
+    const code = await new Promise<number | null>((r) => child.on('exit', r));
+    expect(code).toBe(0);
+    expect(out).toMatch(new RegExp(`^forbidden 127.0.0.1:${port}: blocked \\(enforced after [1-5] s\\); allowed 127.0.0.1:${openPort}: connected\n$`));
   });
   it('exits 11 when the allowed target is unreachable', () => {
     expect(netprobe(`127.0.0.1:${closedPort}`, `127.0.0.1:${closedPort}`).status).toBe(11);

@@ -19,10 +19,14 @@ process.env.RLMESH_CLUSTER_DIR = join(homedir(), '.cache/rlmesh-cluster-scale');
 process.env.RLMESH_KWOK_NODES = String(total - gpu);
 process.env.RLMESH_KWOK_GPU_NODES = String(gpu);
 process.env.RLMESH_KWOK_POD_MS = '600000'; // evaluations stay in flight for the measurement
+// kwok nodes only, untainted: the chart's Deployments run as local processes (test/support/run-deployment.ts)
+process.env.RLMESH_REAL_NODES = '0';
 
 const { ROOT, api, until } = await import('../support/runtime.ts');
 const { kubectl } = await import('../support/cluster.ts');
 const h = await import('../e2e/harness.ts');
+const { LocalDeployments } = await import('../support/run-deployment.ts');
+const { startControlPlane } = await import('../support/runtime.ts');
 
 const sample = (pid: number) => {
   const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
@@ -39,12 +43,14 @@ console.log(`cluster with ${total} kwok nodes (${gpu} with nvidia.com/gpu: 8) re
 
 h.cleanSlate();
 const chart = h.releasedChart();
-const cp = await h.controlPlane(chart);
-const rt = new h.Runtime();
+// no real node, so no bridge: the control plane on loopback, as the agent's local process reaches it
+const cp = await startControlPlane({ listen: '127.0.0.1:443', args: ['--advertise-host', 'localhost', '--chart-ref', chart.ref, '--chart-version', chart.version] });
+const loopbackFlags = ['--plain-http', '--set', 'controlPlane.apiHost=localhost', '--set-file', `controlPlane.caBundle=${cp.caFile}`, '--wait', '--timeout', '6m'];
+const rt = new LocalDeployments();
 try {
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'scale' });
   const id = created.body.clusterId;
-  h.runInstallCommand(cp, created.body.installCommand);
+  execFileSync('bash', ['-c', `${created.body.installCommand} ${loopbackFlags.map((f) => `'${f}'`).join(' ')}`], { stdio: 'inherit' });
   const started = Date.now();
   await rt.start(['agent', 'controller', 'filler', 'egress']);
   await h.waitConnected(cp, id, 180);
@@ -62,7 +68,7 @@ try {
   const submittedAt = new Map<string, number>();
   const ids = await Promise.all(Array.from({ length: evaluations }, async () => {
     const t = Date.now();
-    const e = await h.submit(cp, id);
+    const e = await h.submit(cp, id, { image: 'registry.rlmesh.dev/rlmesh-test/evaluation:kwok', cpu: '100m', memory: '128Mi', deadlineSeconds: '600' });
     submittedAt.set(e, t);
     return e;
   }));

@@ -2,6 +2,7 @@
 // StorageClass. It watches claims the PV controller hands to it, creates a
 // hostPath PersistentVolume pre-bound to each, and deletes Released volumes,
 // so PVCs go Pending -> Bound exactly as with a real CSI driver.
+import { chmodSync, mkdirSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 
 const PROVISIONER = 'rlmesh.dev/local-test-provisioner';
@@ -22,6 +23,11 @@ async function provision(pvc: k8s.V1PersistentVolumeClaim): Promise<void> {
   if (!className) return;
   const sc = await storage.readStorageClass({ name: className });
   const pvName = `pvc-${pvc.metadata!.uid}`;
+  // the kubelet applies no fsGroup to a hostPath volume: as local-path-provisioner does, the folder is
+  // writable by every user, so pods running as a non-root user (the chart's run as 65532) can write to it
+  const path = `${root}/${pvName}`;
+  mkdirSync(path, { recursive: true });
+  chmodSync(path, 0o777);
   try {
     await core.createPersistentVolume({
       body: {
@@ -33,7 +39,7 @@ async function provision(pvc: k8s.V1PersistentVolumeClaim): Promise<void> {
           storageClassName: className,
           volumeMode: pvc.spec?.volumeMode ?? 'Filesystem',
           claimRef: { apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace: ns, name, uid: pvc.metadata!.uid! },
-          hostPath: { path: `${root}/${pvName}`, type: 'DirectoryOrCreate' },
+          hostPath: { path, type: 'Directory' },
         },
       },
     });

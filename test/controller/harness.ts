@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { adminKubeConfig, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { outcomeEnv, type Outcome } from '../support/kwok-outcome.ts';
+import { KWOK_TOLERATION, outcomeEnv, type Outcome } from '../support/kwok-outcome.ts';
 import { GROUP, VERSION, type EvaluationSpec, type RLMeshCache, type RLMeshEvaluation } from '../../lib/crds/types.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -177,16 +177,18 @@ export async function startController(
 }
 
 /**
- * An RLMeshEvaluation; `outcome` becomes environment of its container
- * (test/support/kwok-outcome.ts), from which kwok plays how its pod ends.
+ * An RLMeshEvaluation for a kwok node (it tolerates their taint); `outcome`
+ * becomes environment of its container (test/support/kwok-outcome.ts), from
+ * which kwok plays how its pod ends.
  */
 export function evaluation(name: string, spec: Partial<EvaluationSpec>, outcome: Outcome = {}): object {
   const env = [...(spec.env ?? []), ...outcomeEnv(outcome)];
+  const placement = { ...spec.placement, tolerations: [...(spec.placement?.tolerations ?? []), KWOK_TOLERATION] };
   return {
     apiVersion: `${GROUP}/${VERSION}`,
     kind: 'RLMeshEvaluation',
     metadata: { name },
-    spec: { evaluationId: `ev_${name}`, image: 'registry.rlmesh.dev/envs/test:1', deadlineSeconds: 600, ...spec, ...(env.length ? { env } : {}) },
+    spec: { evaluationId: `ev_${name}`, image: 'registry.rlmesh.dev/envs/test:1', deadlineSeconds: 600, ...spec, placement, ...(env.length ? { env } : {}) },
   };
 }
 

@@ -1,24 +1,28 @@
 // Faults a production cluster meets, each with the count of evaluation updates
 // the control plane lost and holds twice (both must be 0): per evaluation, the
 // agent numbers its updates 1..n, so a gap is a loss and a repeat a duplicate.
+// The chart's pods and the evaluations run as real containers on the real
+// node; a kill is SIGKILL to a container's process through containerd.
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterDir, kubectl } from '../support/cluster.ts';
+import { realNodes } from '../cluster/real-node.ts';
 import { api, ROOT, until, type ControlPlane } from '../support/runtime.ts';
 import {
-  NS, Runtime, cleanSlate, controlPlane, evaluation, lostAndDuplicated, releasedChart, runInstallCommand, submit, waitConnected,
-  waitFinished, FINISHED, type Chart,
+  NS, Runtime, cleanSlate, controlPlane, evaluation, evaluationImage, lostAndDuplicated, releasedChart, runInstallCommand, smallEvaluation, submit,
+  waitConnected, waitFinished, FINISHED, type Chart,
 } from './harness.ts';
 
 let chart: Chart;
 let cp: ControlPlane;
 let clusterId = '';
+let image = '';
 const rt = new Runtime();
 const figures: string[] = [];
 
 async function burst(n: number): Promise<string[]> {
-  return Promise.all(Array.from({ length: n }, () => submit(cp, clusterId)));
+  return Promise.all(Array.from({ length: n }, () => submit(cp, clusterId, smallEvaluation(image))));
 }
 
 /**
@@ -47,16 +51,15 @@ beforeAll(async () => {
   cleanSlate();
   chart = releasedChart();
   cp = await controlPlane(chart);
+  image = await evaluationImage();
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'faults' });
   clusterId = created.body.clusterId;
   runInstallCommand(cp, created.body.installCommand);
-  await rt.start(['agent', 'controller', 'filler']);
   await waitConnected(cp, clusterId);
 }, 300_000);
 
 afterAll(async () => {
   console.log(`\nfault figures:\n  ${figures.join('\n  ')}`);
-  await rt.stop();
   await cp?.stop();
   cleanSlate();
 });
@@ -79,22 +82,34 @@ describe('faults lose and duplicate nothing', () => {
       const held = await Promise.all(ids.map(async (id) => (await evaluation(cp, id)).updates.length));
       return held.filter((n) => n > 0).length >= 3 ? true : undefined;
     }, 60, 50);
-    await rt.stop('agent', 'SIGKILL');
-    await rt.startOne('agent');
-    await until('the agent to reconnect', () => (/session connected/.test(rt.log('agent')) ? true : undefined), 60);
+    const before = rt.pod('agent');
+    rt.kill(before);
+    await until('the kubelet to restart the agent', () => (rt.pod('agent').status.containerStatuses?.[0]?.restartCount ?? 0) > (before.status.containerStatuses?.[0]?.restartCount ?? 0) || undefined, 60);
+    await rt.ready('agent');
+    await waitConnected(cp, clusterId);
     await accountFor(ids, 'agent kill -9');
   });
 
   it('controller kill -9 mid-run: the other replica takes the lease over', async () => {
-    await rt.startOne('controller', '1');
     const ids = await burst(20);
     await new Promise((r) => setTimeout(r, 500));
     const holder = kubectl(['-n', NS, 'get', 'lease', 'rlmesh-cluster-controller', '-o', 'jsonpath={.spec.holderIdentity}']).stdout;
-    const leader = [...rt.components.entries()].find(([k, c]) => k.startsWith('controller/') && holder.includes(c.name));
-    expect(leader, `lease holder ${holder} is one of ours`).toBeDefined();
-    await leader![1].stop('SIGKILL');
-    rt.components.delete(leader![0]);
+    const leader = rt.pods('controller').find((p) => holder.includes(p.metadata.name));
+    expect(leader, `lease holder ${holder} is one of the controller's pods`).toBeDefined();
+    rt.kill(leader!);
+    await until('the other replica to hold the lease', () => {
+      const now = kubectl(['-n', NS, 'get', 'lease', 'rlmesh-cluster-controller', '-o', 'jsonpath={.spec.holderIdentity}']).stdout;
+      return now && !now.includes(leader!.metadata.name) ? now : undefined;
+    }, 90);
     await accountFor(ids, 'controller kill -9 (leader fail-over)');
+  });
+
+  it('kubelet and containerd restart on the node: running containers and the session survive', async () => {
+    const ids = await burst(10);
+    const node = realNodes().find((n) => n.name === rt.pod('agent').spec.nodeName)!;
+    execFileSync(join(ROOT, 'test/cluster/restart'), [`${node.name}.containerd`, '--kill'], { env: { ...process.env, RLMESH_CLUSTER_DIR: clusterDir() }, stdio: 'inherit' });
+    execFileSync(join(ROOT, 'test/cluster/restart'), [`${node.name}.kubelet`, '--kill'], { env: { ...process.env, RLMESH_CLUSTER_DIR: clusterDir() }, stdio: 'inherit' });
+    await accountFor(ids, 'kubelet and containerd restart');
   });
 
   it('apiserver restart: informers and watches recover', async () => {
@@ -132,8 +147,11 @@ describe('faults lose and duplicate nothing', () => {
     expect(rotated.status).toBe(200);
     const line = await until('the agent to explain', () => rt.log('agent').split('\n').find((l) => /archived|revoked/.test(l)), 60);
     expect(line).not.toMatch(/"stack"/);
+    const before = rt.pod('agent');
     await new Promise((r) => setTimeout(r, 3000));
-    expect(rt.get('agent').proc.exitCode).toBeNull();
+    const after = rt.pod('agent');
+    expect(after.metadata.uid).toBe(before.metadata.uid);
+    expect(after.status.containerStatuses?.[0]?.restartCount).toBe(before.status.containerStatuses?.[0]?.restartCount);
     figures.push(`revoked credential: agent alive, says: ${JSON.parse(line).msg}`);
   });
 });

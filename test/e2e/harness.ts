@@ -1,29 +1,36 @@
-// What the end-to-end and fault suites share: a control plane on localhost:443
-// (the chart's agent dials the API on 443), the chart from the local OCI
-// registry, the chart's Deployments brought to life as local processes, and
-// evaluations submitted and followed through the control plane's API.
-import { readFileSync } from 'node:fs';
+// What the end-to-end and fault suites share: the reference control plane on
+// the host's address of the real nodes' bridge, port 443, which pods reach by
+// its name through CoreDNS (test/cluster/addons.ts) over TLS trusted through
+// controlPlane.caBundle; the chart from the local OCI registry; the chart's
+// pods running as real containers on the real node; evaluations of the test
+// evaluation image submitted and followed through the control plane's API.
 import { join } from 'node:path';
+import { HARNESS_HOSTS } from '../cluster/addons.ts';
+import { NET, realNodes } from '../cluster/real-node.ts';
+import { publishEvaluationImage } from '../images/evaluation/publish.ts';
+import { REPOSITORY as EVALUATION_REPOSITORY } from '../images/evaluation/build.ts';
 import { helm, kubectl, run } from '../support/cluster.ts';
-import { runDeployment } from '../support/run-deployment.ts';
-import { api, releasedChart, ROOT, startControlPlane, until, type Component, type ControlPlane } from '../support/runtime.ts';
+import { api, releasedChart, ROOT, startControlPlane, until, type ControlPlane } from '../support/runtime.ts';
 
 export const NS = 'rlmesh-system';
 export const RUNS = 'rlmesh-runs';
+/** The control plane's name, as pods resolve it (CoreDNS's hosts file). */
+export const CONTROL_PLANE_HOST = Object.keys(HARNESS_HOSTS).find((h) => HARNESS_HOSTS[h] === NET.hostAddress)!;
 
 export type Chart = { ref: string; version: string };
 
 export async function controlPlane(chart: Chart, dataDir?: string): Promise<ControlPlane> {
   return startControlPlane({
     ...(dataDir ? { dataDir } : {}),
-    listen: '127.0.0.1:443',
-    args: ['--advertise-host', 'localhost', '--ping-interval', '2', '--silence-timeout', '20', '--chart-ref', chart.ref, '--chart-version', chart.version],
+    listen: `${NET.hostAddress}:443`,
+    args: ['--tls-host', CONTROL_PLANE_HOST, '--tls-host', NET.hostAddress, '--advertise-host', CONTROL_PLANE_HOST,
+      '--ping-interval', '2', '--silence-timeout', '20', '--chart-ref', chart.ref, '--chart-version', chart.version],
   });
 }
 
-/** Values a local run needs on top of the user's command: the local API host and its CA, plain-http OCI. */
+/** Values a local run needs on top of the user's command: the control plane's host and its CA (as for a staging cell), plain-http OCI. */
 export function localFlags(cp: ControlPlane): string[] {
-  return ['--plain-http', '--set', 'controlPlane.apiHost=localhost', '--set-file', `controlPlane.caBundle=${cp.caFile}`, '--wait', '--timeout', '6m'];
+  return ['--plain-http', '--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${cp.caFile}`, '--wait', '--timeout', '6m'];
 }
 
 /** Runs a command line the control plane printed (install command), with helm from the local build. */
@@ -47,45 +54,95 @@ export function cleanSlate(): void {
 
 export { releasedChart };
 
+type Pod = {
+  metadata: { name: string; uid: string; deletionTimestamp?: string };
+  spec: { nodeName?: string };
+  status: { phase?: string; containerStatuses?: { name: string; containerID?: string; restartCount: number; ready: boolean }[] };
+};
+
+/** The chart's workloads by what the suites call them: namespace and Deployment. */
+const WORKLOADS = {
+  agent: [NS, 'rlmesh-cluster-agent'],
+  controller: [NS, 'rlmesh-cluster-controller'],
+  filler: [RUNS, 'rlmesh-artifact-cache-filler'],
+  egress: [NS, 'rlmesh-egress-proxy'],
+} as const;
+export type Workload = keyof typeof WORKLOADS;
+
+/**
+ * The chart's Deployments as they run: real pods on the real node. Logs come
+ * from the kubelet (kubectl logs); a kill is a SIGKILL to the container's
+ * process through containerd, after which the kubelet restarts it.
+ */
 export class Runtime {
-  components = new Map<string, Component>();
-
-  async start(which: ('agent' | 'controller' | 'filler' | 'egress')[] = ['agent', 'controller', 'filler', 'egress']): Promise<void> {
-    for (const w of which) await this.startOne(w);
+  pods(w: Workload): Pod[] {
+    const [ns, name] = WORKLOADS[w];
+    const sel = JSON.parse(kubectl(['-n', ns, 'get', 'deployment', name, '-o', 'jsonpath={.spec.selector.matchLabels}']).stdout) as Record<string, string>;
+    const selector = Object.entries(sel).map(([k, v]) => `${k}=${v}`).join(',');
+    const items = (JSON.parse(kubectl(['-n', ns, 'get', 'pods', '-l', selector, '-o', 'json']).stdout) as { items: Pod[] }).items;
+    return items.filter((p) => !p.metadata.deletionTimestamp);
   }
 
-  async startOne(w: 'agent' | 'controller' | 'filler' | 'egress', replica = '0'): Promise<Component> {
-    const where: Record<string, [string, string]> = {
-      agent: [NS, 'rlmesh-cluster-agent'],
-      controller: [NS, 'rlmesh-cluster-controller'],
-      filler: [RUNS, 'rlmesh-artifact-cache-filler'],
-      egress: [NS, 'rlmesh-egress-proxy'],
-    };
-    const [ns, name] = where[w]!;
-    // every "pod" shares this host: the proxy listens on a free loopback port
-    const extraArgs = w === 'egress' ? ['--listen', `127.0.0.1:${await freePort()}`, '--health-listen', '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0'] : [];
-    const c = await runDeployment(ns, name, { replica, extraArgs });
-    this.components.set(`${w}/${replica}`, c);
-    return c;
+  pod(w: Workload): Pod {
+    const pods = this.pods(w);
+    if (pods.length !== 1) throw new Error(`${w}: ${pods.length} pods, expected one (${pods.map((p) => p.metadata.name).join(' ')})`);
+    return pods[0]!;
   }
 
-  get(w: string, replica = '0'): Component {
-    const c = this.components.get(`${w}/${replica}`);
-    if (!c) throw new Error(`${w}/${replica} is not running`);
-    return c;
+  /** Waits until the Deployment has rolled out and all its pods are ready. */
+  async ready(w: Workload, seconds = 180): Promise<void> {
+    const [ns, name] = WORKLOADS[w];
+    const r = kubectl(['-n', ns, 'rollout', 'status', `deployment/${name}`, `--timeout=${seconds}s`], { allowFail: true });
+    if (r.status !== 0) throw new Error(`${w} did not become ready: ${r.stderr}\n${notReady()}`);
   }
 
-  log(w: string, replica = '0'): string {
-    return readFileSync(this.get(w, replica).logFile, 'utf8');
+  /** The logs of the workload's current pods (and of a container the kubelet restarted, before its own). */
+  log(w: Workload): string {
+    const [ns] = WORKLOADS[w];
+    return this.pods(w)
+      .map((p) => {
+        const restarted = (p.status.containerStatuses?.[0]?.restartCount ?? 0) > 0;
+        const previous = restarted ? kubectl(['-n', ns, 'logs', p.metadata.name, '--previous'], { allowFail: true }).stdout : '';
+        return previous + kubectl(['-n', ns, 'logs', p.metadata.name], { allowFail: true }).stdout;
+      })
+      .join('');
   }
 
-  async stop(w?: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-    for (const [key, c] of this.components) {
-      if (w && !key.startsWith(`${w}/`)) continue;
-      await c.stop(signal);
-      this.components.delete(key);
-    }
+  /** Scales the Deployment (0: stopped) and waits for it. */
+  async scale(w: Workload, replicas: number): Promise<void> {
+    const [ns, name] = WORKLOADS[w];
+    kubectl(['-n', ns, 'scale', `deployment/${name}`, `--replicas=${replicas}`]);
+    if (replicas > 0) await this.ready(w);
+    else await until(`${w} to stop`, () => (kubectl(['-n', ns, 'get', 'pods', '-o', 'name']).stdout.split('\n').some((l) => l.includes(name)) ? undefined : true), 120);
   }
+
+  /** A rollout restart: new pods, as after a node drain or an upgrade that changes the template. */
+  async restart(w: Workload): Promise<void> {
+    const [ns, name] = WORKLOADS[w];
+    kubectl(['-n', ns, 'rollout', 'restart', `deployment/${name}`]);
+    await this.ready(w);
+  }
+
+  /** SIGKILLs the container of one pod through containerd on its node; the kubelet restarts it. */
+  kill(p: Pod): void {
+    const status = p.status.containerStatuses?.[0];
+    const id = status?.containerID?.replace(/^containerd:\/\//, '');
+    const node = realNodes().find((n) => n.name === p.spec.nodeName);
+    if (!id || !node) throw new Error(`pod ${p.metadata.name} runs no container on a real node (node ${p.spec.nodeName}, container ${status?.containerID})`);
+    const r = run('/usr/bin/ctr', ['--address', node.containerdSocket, '-n', 'k8s.io', 'tasks', 'kill', '--signal', 'SIGKILL', id]);
+    if (r.status !== 0) throw new Error(`ctr tasks kill ${id}: ${r.stderr}`);
+  }
+}
+
+/** The test evaluation image in the local registry, as the platform would name it (registry.rlmesh.dev, by digest). */
+export async function evaluationImage(): Promise<string> {
+  const { digest } = await publishEvaluationImage();
+  return `registry.rlmesh.dev/${EVALUATION_REPOSITORY}@${digest}`;
+}
+
+/** A small evaluation of the test image: runs `seconds`, exits `exitCode`. */
+export function smallEvaluation(image: string, env: Record<string, string> = {}): Record<string, unknown> {
+  return { image, env: { TEST_DURATION: '2s', ...env }, cpu: '50m', memory: '64Mi', deadlineSeconds: '600' };
 }
 
 export type ClusterRow = { id: string; status: string; lastSeenAt: string | null };
@@ -110,15 +167,7 @@ export type EvaluationView = {
   updates: { id: string; phase: string; sequence?: string | number; message?: string; pod?: string; node?: string }[];
 };
 
-export const SMALL_EVALUATION = {
-  image: `registry.rlmesh.dev/rlmesh/examples/echo-eval@sha256:${'ab'.repeat(32)}`,
-  command: ['python', '-m', 'eval'],
-  cpu: '100m',
-  memory: '128Mi',
-  deadlineSeconds: '600',
-};
-
-export async function submit(cp: ControlPlane, clusterId: string, spec: Record<string, unknown> = SMALL_EVALUATION): Promise<string> {
+export async function submit(cp: ControlPlane, clusterId: string, spec: Record<string, unknown>): Promise<string> {
   const r = await api<{ id: string }>(cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, spec);
   if (r.status !== 201) throw new Error(`submit: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body.id;
@@ -152,15 +201,6 @@ export function lostAndDuplicated(e: EvaluationView, clusterPhase: string, ran: 
   const ids = new Set(e.updates.map((u) => u.id));
   const statuses = new Set(e.updates.map((u) => JSON.stringify([u.phase, u.message ?? '', u.pod ?? '', u.node ?? ''])));
   return { lost, duplicated: e.updates.length - ids.size + (ids.size - statuses.size) };
-}
-
-export async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  const srv = createServer();
-  await new Promise<void>((ok) => srv.listen(0, '127.0.0.1', ok));
-  const { port } = srv.address() as { port: number };
-  await new Promise((ok) => srv.close(ok));
-  return port;
 }
 
 export const cliPath = join(ROOT, 'cli/main.ts');

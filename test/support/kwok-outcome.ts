@@ -18,6 +18,9 @@ import { CoreV1Api, type V1EnvVar, type V1Pod } from '@kubernetes/client-node';
 import { ensureTls } from '../../controlplane/tls.ts';
 import { adminKubeConfig, kubectl } from './cluster.ts';
 
+/** What a pod carries to land on a kwok node: with real nodes in the cluster, kwok's nodes are tainted (test/cluster/nodes.ts). */
+export const KWOK_TOLERATION = { key: 'kwok.x-k8s.io/node', operator: 'Equal', value: 'fake', effect: 'NoSchedule' } as const;
+
 export const EXIT_CODE_ENV = 'TEST_EXIT_CODE';
 export const DURATION_ENV = 'TEST_DURATION';
 

@@ -1,3 +1,8 @@
+// For the scale benchmark alone (test/bench/scale.ts): its 2,000 kwok nodes
+// leave no room for a real node, and it samples the agent's and controller's
+// RSS and CPU from /proc. No test uses this: the end-to-end and fault suites
+// run the chart's pods as real containers on the real node (test/e2e/harness.ts).
+//
 // kwok pods run no containers, so a Deployment the chart installed is brought
 // to life here as a local process that gets what its pod would get: the
 // container's args and env (values, fieldRefs, Secret and ConfigMap refs
@@ -7,6 +12,7 @@
 // Mount paths are rewritten to those local folders, and listen ports become
 // free loopback ports because every "pod" here shares one host.
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -136,4 +142,57 @@ export async function runDeployment(namespace: string, name: string, opts: RunOp
     logFile,
     stop: stopper(proc),
   };
+}
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((ok) => srv.listen(0, '127.0.0.1', ok));
+  const { port } = srv.address() as { port: number };
+  await new Promise((ok) => srv.close(ok));
+  return port;
+}
+
+const NS = 'rlmesh-system';
+const RUNS = 'rlmesh-runs';
+
+/** The chart's Deployments as local processes (see the top of this file for why). */
+export class LocalDeployments {
+  components = new Map<string, Component>();
+
+  async start(which: ('agent' | 'controller' | 'filler' | 'egress')[] = ['agent', 'controller', 'filler', 'egress']): Promise<void> {
+    for (const w of which) await this.startOne(w);
+  }
+
+  async startOne(w: 'agent' | 'controller' | 'filler' | 'egress', replica = '0'): Promise<Component> {
+    const where: Record<string, [string, string]> = {
+      agent: [NS, 'rlmesh-cluster-agent'],
+      controller: [NS, 'rlmesh-cluster-controller'],
+      filler: [RUNS, 'rlmesh-artifact-cache-filler'],
+      egress: [NS, 'rlmesh-egress-proxy'],
+    };
+    const [ns, name] = where[w]!;
+    // every "pod" shares this host: the proxy listens on a free loopback port
+    const extraArgs = w === 'egress' ? ['--listen', `127.0.0.1:${await freePort()}`, '--health-listen', '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0'] : [];
+    const c = await runDeployment(ns, name, { replica, extraArgs });
+    this.components.set(`${w}/${replica}`, c);
+    return c;
+  }
+
+  get(w: string, replica = '0'): Component {
+    const c = this.components.get(`${w}/${replica}`);
+    if (!c) throw new Error(`${w}/${replica} is not running`);
+    return c;
+  }
+
+  log(w: string, replica = '0'): string {
+    return readFileSync(this.get(w, replica).logFile, 'utf8');
+  }
+
+  async stop(w?: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    for (const [key, c] of this.components) {
+      if (w && !key.startsWith(`${w}/`)) continue;
+      await c.stop(signal);
+      this.components.delete(key);
+    }
+  }
 }

@@ -183,7 +183,7 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
     "proxyUrl" (printf "http://rlmesh-egress-proxy.%s.svc:%d" .Release.Namespace (int $v.egress.port))
     "allowedDomains" (uniq $domains)
     "allowedPorts" $v.egress.allowedPorts
-    "allowRanges" (list))
+    "allowRanges" $v.egress.allowRanges)
   "artifactCache" (dict "pvcName" "rlmesh-artifact-cache" "cacheName" "default" "accessModes" $v.artifactCache.storage.sharedPvc.accessModes)
   "agent" (dict "nodeSelector" $v.agent.reportNodeSelector "spoolMaxBytes" (include "rlmesh.spoolMaxBytes" . | int64))
   "network" (dict "dnsPeers" $v.network.dnsPeers "dnsPorts" $v.network.dnsPorts)
