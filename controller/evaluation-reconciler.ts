@@ -17,13 +17,15 @@ import { deadlineExceeded, msUntilDeadline, nextStatus, observePod, ownedFields,
 import type { EventRecorder } from './events.ts';
 import { MERGE_PATCH, apiMessage, isConflict, isNotFound, isRbacDenial, statusCode } from '../lib/kube-errors.ts';
 import type { Metrics } from './metrics.ts';
-import { buildEvaluationPod, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
+import { buildEvaluationPod, needsCacheNode, podNameFor, type NetworkGate, type PodSettings } from './pod-spec.ts';
 import type { WorkResult } from './work-queue.ts';
 
 export type ReconcilerSettings = {
   namespace: string;
   pullSecret: string;
   proxyUrl: string;
+  /** the network-ready init container for new pods, while the probe finds NetworkPolicy enforced */
+  networkGate?: () => NetworkGate | undefined;
   noProxy?: string;
   cacheName: string;
   pvcName: string;
@@ -162,8 +164,10 @@ export class EvaluationReconciler {
     }
 
     const cache = this.#d.caches.get(s.cacheName);
+    const gate = s.networkGate?.();
     const podSettings: PodSettings = {
       namespace: s.namespace,
+      ...(gate ? { networkGate: gate } : {}),
       pullSecret: s.pullSecret,
       proxyUrl: s.proxyUrl,
       ...(s.noProxy ? { noProxy: s.noProxy } : {}),

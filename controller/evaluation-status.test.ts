@@ -20,6 +20,14 @@ describe('observePod', () => {
     expect(o).toMatchObject({ phase: 'Waiting', reason: 'Unschedulable', message: '0/3 nodes are available: 3 Insufficient nvidia.com/gpu.' });
   });
 
+  it('an evaluation held by its network-ready init container fails as NetworkNotReady, quoting the probe', () => {
+    const o = observePod(
+      pod({ phase: 'Failed', initContainerStatuses: [{ name: 'network-ready', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 10, message: 'forbidden 10.96.0.1:443: connected; allowed p:3128: connected' } } }] }, 'n1'),
+      ev,
+    );
+    expect(o).toMatchObject({ phase: 'Failed', reason: 'NetworkNotReady' });
+    expect(o.message).toMatch(/did not start: its pod's NetworkPolicies were not in force in time \(forbidden 10\.96\.0\.1:443: connected; .*\).*rlmesh preflight/);
+  });
   it('maps exit codes and the deadline', () => {
     const ok = observePod(pod({ phase: 'Succeeded', containerStatuses: [{ name: 'evaluation', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 0 } } }] }, 'n1'), ev);
     expect(ok).toMatchObject({ phase: 'Succeeded', exitCode: 0, nodeName: 'n1' });

@@ -3,6 +3,7 @@
 // without a cluster.
 import type { V1Pod } from '@kubernetes/client-node';
 import { isFinished, type Condition, type EvaluationStatus, type Phase, type RLMeshEvaluation } from '../lib/crds/types.ts';
+import { NETWORK_GATE_CONTAINER } from './pod-spec.ts';
 
 export type ConditionObservation = Omit<Condition, 'lastTransitionTime' | 'observedGeneration'>;
 
@@ -51,6 +52,11 @@ export function observePod(pod: V1Pod, ev: RLMeshEvaluation, now = new Date()): 
     case 'Failed': {
       const finishTime = iso(terminated?.finishedAt) ?? now.toISOString();
       if (status.reason === 'DeadlineExceeded') return deadlineExceeded(ev, base, finishTime);
+      const gate = status.initContainerStatuses?.find((c) => c.name === NETWORK_GATE_CONTAINER)?.state?.terminated;
+      if (gate && gate.exitCode !== 0) {
+        const message = `the evaluation did not start: its pod's NetworkPolicies were not in force in time (${gate.message?.trim() || `exit code ${gate.exitCode}`}); the egress proxy must be its only way out. Check the CNI's NetworkPolicy enforcement (rlmesh preflight, check network-policy) and submit it again`;
+        return { ...base, phase: 'Failed', reason: 'NetworkNotReady', message, finishTime, conditions: [{ type: 'Completed', status: 'True', reason: 'NetworkNotReady', message }] };
+      }
       const exitCode = terminated?.exitCode;
       const reason = exitCode !== undefined && exitCode !== 0 ? 'NonZeroExit' : status.reason || 'PodFailed';
       const message =

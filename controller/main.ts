@@ -24,7 +24,7 @@ import { EvaluationReconciler } from './evaluation-reconciler.ts';
 import { EventRecorder } from './events.ts';
 import { LeaderElector } from './leader-election.ts';
 import { createMetrics } from './metrics.ts';
-import { defaultProbeTargets, startNetworkPolicyProbeLoop } from './network-policy-probe.ts';
+import { defaultProbeTargets, gateTargets, GATE_GRACE_SECONDS, startNetworkPolicyProbeLoop, storedProbePassed } from './network-policy-probe.ts';
 import { LABEL_MANAGED_BY, MANAGED_BY } from './pod-spec.ts';
 import { WorkQueue } from './work-queue.ts';
 
@@ -173,6 +173,9 @@ async function startReconciler(): Promise<void> {
   const caches = cacheInformer(() => requeueWaiting());
   stoppers.push(() => evaluations.stop(), () => pods.stop(), () => caches.stop(), () => q.stop());
   await Promise.all([evaluations.synced, pods.synced, caches.synced]);
+  // new evaluation pods wait in an init container for their NetworkPolicies while the probe finds them enforced
+  const probe = config.preflight?.networkPolicyProbe;
+  let enforced = probe?.enabled ? await storedProbePassed(kc, config.namespace) : false;
   const reconciler = new EvaluationReconciler({
     core,
     custom,
@@ -186,6 +189,10 @@ async function startReconciler(): Promise<void> {
       namespace: runs,
       pullSecret: config.credentials.pullSecret,
       proxyUrl: config.egress.proxyUrl,
+      networkGate: () => {
+        const targets = gateTargets(config);
+        return enforced && probe?.image && targets ? { image: probe.image, ...targets, graceSeconds: GATE_GRACE_SECONDS } : undefined;
+      },
       cacheName: config.artifactCache.cacheName,
       pvcName: config.artifactCache.pvcName,
       accessModes: config.artifactCache.accessModes,
@@ -198,7 +205,6 @@ async function startReconciler(): Promise<void> {
   for (const ev of evaluations.cache.list(runs)) q.add(keyOf(ev));
   log.info({ namespace: runs }, 'evaluation reconciler started');
   // preflight: does the CNI enforce NetworkPolicy? (result read by the agent's preflight)
-  const probe = config.preflight?.networkPolicyProbe;
   if (probe?.enabled) {
     const stop = startNetworkPolicyProbeLoop({
       kc,
@@ -209,6 +215,7 @@ async function startReconciler(): Promise<void> {
       targets: defaultProbeTargets(config, metricsPort),
       log,
       active: () => elector.leading,
+      onResult: (r) => (enforced = r.verdict === 'pass'),
     });
     stoppers.push(stop);
   }

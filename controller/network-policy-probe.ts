@@ -24,6 +24,27 @@ export const PROBE_LABELS = { 'app.kubernetes.io/name': PROBE_NAME, 'app.kuberne
 export const PROBE_INTERVAL_MS = 3600_000;
 /** How long the probe gives an enforcer to program a new pod's rules (kube-router takes seconds). */
 const ENFORCEMENT_GRACE_SECONDS = 15;
+/** How long an evaluation pod's network-ready init container waits for its policies (pods start in bursts). */
+export const GATE_GRACE_SECONDS = 60;
+
+/** The last stored probe verdict (another replica may have written it), if any. */
+export async function storedProbePassed(kc: k8s.KubeConfig, namespace: string): Promise<boolean> {
+  const cm = await kc.makeApiClient(k8s.CoreV1Api).readNamespacedConfigMap({ namespace, name: PROBE_CONFIGMAP }).catch(() => undefined);
+  try {
+    return (JSON.parse(cm?.data?.[PROBE_KEY] ?? '{}') as Partial<StoredProbe>).verdict === 'pass';
+  } catch {
+    return false;
+  }
+}
+
+/** What an evaluation pod's network-ready init container checks: the Kubernetes API (forbidden in the runs namespace) and the proxy. */
+export function gateTargets(config: RuntimeConfig, env = process.env): { forbidden: string; allowed: string } | undefined {
+  const host = env.KUBERNETES_SERVICE_HOST;
+  const port = env.KUBERNETES_SERVICE_PORT;
+  if (!host || !port) return undefined;
+  const proxy = new URL(config.egress.proxyUrl);
+  return { forbidden: `${host.includes(':') ? `[${host}]` : host}:${port}`, allowed: `${proxy.hostname}:${proxy.port || '80'}` };
+}
 
 export type ProbeOptions = {
   kc: k8s.KubeConfig;
@@ -163,12 +184,13 @@ async function storeResult(core: k8s.CoreV1Api, namespace: string, stored: Store
 }
 
 /** Probes now and every hour while `active()` (the leader) says so; returns stop(). */
-export function startNetworkPolicyProbeLoop(o: ProbeOptions & { intervalMs?: number; active?: () => boolean }): () => void {
+export function startNetworkPolicyProbeLoop(o: ProbeOptions & { intervalMs?: number; active?: () => boolean; onResult?: (r: CheckResult) => void }): () => void {
   let running = false;
   const tick = (): void => {
     if (running || (o.active && !o.active())) return;
     running = true;
     runNetworkPolicyProbe(o)
+      .then((r) => o.onResult?.(r))
       .catch((err: unknown) => o.log.error({ err: apiMessage(err) }, 'NetworkPolicy probe could not run; next try in an hour'))
       .finally(() => (running = false));
   };

@@ -75,6 +75,20 @@ describe('buildEvaluationPod', () => {
     expect(JSON.stringify(pod)).not.toContain('rlmesh.dev/test-');
   });
 
+  it('with a network gate, holds the evaluation in a restricted network-ready init container running the probe program', () => {
+    const gate = { image: 'registry.rlmesh.dev/rlmesh/rlmesh-runtime@sha256:' + 'a'.repeat(64), forbidden: '10.96.0.1:443', allowed: 'rlmesh-egress-proxy.rlmesh-system.svc:3128', graceSeconds: 60 };
+    const pod = buildEvaluationPod(ev(), { ...settings(), networkGate: gate });
+    expect(pod.spec!.initContainers).toEqual([
+      expect.objectContaining({
+        name: 'network-ready',
+        image: gate.image,
+        imagePullPolicy: 'IfNotPresent',
+        command: ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js', '10.96.0.1:443', 'rlmesh-egress-proxy.rlmesh-system.svc:3128', '60'],
+        securityContext: expect.objectContaining({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } }),
+      }),
+    ]);
+    expect(buildEvaluationPod(ev(), settings()).spec!.initContainers).toBeUndefined();
+  });
   it('requests amd.com/gpu for AMD', () => {
     const pod = buildEvaluationPod(ev({ resources: { gpu: { count: 1, vendor: 'amd' } } }), settings());
     expect(pod.spec!.containers[0]!.resources!.limits).toEqual({ 'amd.com/gpu': '1' });

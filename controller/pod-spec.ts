@@ -18,8 +18,18 @@ export const GPU_RESOURCE = { nvidia: 'nvidia.com/gpu', amd: 'amd.com/gpu' } as 
 export const DEFAULT_NO_PROXY = 'localhost,127.0.0.1,::1';
 const PROXY_VARS = ['HTTPS_PROXY', 'HTTP_PROXY', 'NO_PROXY', 'https_proxy', 'http_proxy', 'no_proxy'];
 
+/**
+ * The init container that holds an evaluation back until its pod's
+ * NetworkPolicies are in force: the forbidden target (the Kubernetes API) is
+ * blocked and the egress proxy answers. Set only where the probe found
+ * NetworkPolicy enforced; elsewhere it could never pass.
+ */
+export type NetworkGate = { image: string; forbidden: string; allowed: string; graceSeconds: number };
+export const NETWORK_GATE_CONTAINER = 'network-ready';
+
 export type PodSettings = {
   namespace: string;
+  networkGate?: NetworkGate;
   pullSecret: string;
   proxyUrl: string;
   noProxy?: string;
@@ -30,6 +40,20 @@ export type PodSettings = {
     nodeName?: string;
   };
 };
+
+const NETPROBE = ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js'];
+
+function networkGateContainer(g: NetworkGate) {
+  return {
+    name: NETWORK_GATE_CONTAINER,
+    image: g.image,
+    imagePullPolicy: g.image.includes('@sha256:') ? 'IfNotPresent' : 'Always',
+    command: [...NETPROBE, g.forbidden, g.allowed, String(g.graceSeconds)],
+    terminationMessagePolicy: 'File',
+    resources: { requests: { cpu: '10m', memory: '32Mi', 'ephemeral-storage': '16Mi' }, limits: { cpu: '200m', memory: '96Mi', 'ephemeral-storage': '64Mi' } },
+    securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] }, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+  };
+}
 
 /** A name that fits: `rle-<evaluation>`, shortened with a hash when it would exceed the limit. */
 export function boundedName(prefix: string, name: string, max: number): string {
@@ -109,6 +133,7 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
         runAsGroup: 65532,
         seccompProfile: { type: 'RuntimeDefault' },
       },
+      ...(s.networkGate ? { initContainers: [networkGateContainer(s.networkGate)] } : {}),
       containers: [
         {
           name: CONTAINER_NAME,

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { outcomeEnv } from '../support/kwok-outcome.ts';
+import { KWOK_TOLERATION, outcomeEnv } from '../support/kwok-outcome.ts';
 
 const ns = `smoke-${process.pid}`;
 
@@ -66,8 +66,9 @@ describe('the local cluster is real Kubernetes', () => {
     kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce-']);
   });
 
-  it('schedules a Deployment pod onto a kwok node where it becomes Ready', async () => {
+  it('schedules a Deployment pod that tolerates their taint onto a kwok node where it becomes Ready', async () => {
     kubectl(['-n', ns, 'create', 'deployment', 'web', '--image=registry.example/web:1', '--replicas=2']);
+    kubectl(['-n', ns, 'patch', 'deployment', 'web', '--type=merge', '-p', JSON.stringify({ spec: { template: { spec: { tolerations: [KWOK_TOLERATION], nodeSelector: { type: 'kwok' } } } } })]);
     kubectl(['-n', ns, 'rollout', 'status', 'deployment/web', '--timeout=90s']);
     const nodes = jsonpath(['-n', ns, 'get', 'pods', '-l', 'app=web'], '{.items[*].spec.nodeName}').split(' ');
     expect(nodes).toHaveLength(2);
@@ -82,7 +83,7 @@ describe('the local cluster is real Kubernetes', () => {
         apiVersion: 'v1',
         kind: 'Pod',
         metadata: { name, namespace: ns },
-        spec: { restartPolicy: 'Never', containers: [{ name: 'eval', image: 'registry.example/eval:1', env: outcomeEnv(outcome) }] },
+        spec: { restartPolicy: 'Never', tolerations: [KWOK_TOLERATION], nodeSelector: { type: 'kwok' }, containers: [{ name: 'eval', image: 'registry.example/eval:1', env: outcomeEnv(outcome) }] },
       };
       kubectl(['apply', '-f', '-'], { input: JSON.stringify(pod) });
     }

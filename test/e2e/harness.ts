@@ -56,7 +56,7 @@ export { releasedChart };
 
 type Pod = {
   metadata: { name: string; uid: string; deletionTimestamp?: string };
-  spec: { nodeName?: string };
+  spec: { nodeName?: string; containers?: { image: string }[] };
   status: { phase?: string; containerStatuses?: { name: string; containerID?: string; restartCount: number; ready: boolean }[] };
 };
 
@@ -108,11 +108,12 @@ export class Runtime {
       .join('');
   }
 
-  /** Scales the Deployment (0: stopped) and waits for it. */
-  async scale(w: Workload, replicas: number): Promise<void> {
+  /** Scales the Deployment (0: stopped) and waits for it: ready, or with `running`, its containers started. */
+  async scale(w: Workload, replicas: number, until_: 'ready' | 'running' = 'ready'): Promise<void> {
     const [ns, name] = WORKLOADS[w];
     kubectl(['-n', ns, 'scale', `deployment/${name}`, `--replicas=${replicas}`]);
-    if (replicas > 0) await this.ready(w);
+    if (replicas > 0 && until_ === 'ready') await this.ready(w);
+    else if (replicas > 0) await until(`${w} to run`, () => (this.pods(w).filter((p) => p.status.phase === 'Running').length === replicas ? true : undefined), 120);
     else await until(`${w} to stop`, () => (kubectl(['-n', ns, 'get', 'pods', '-o', 'name']).stdout.split('\n').some((l) => l.includes(name)) ? undefined : true), 120);
   }
 

@@ -86,6 +86,22 @@ describe('Install', () => {
     }
   });
 
+  it('the NetworkPolicy probe pod runs on the real node from the runtime image and finds the policies enforced', async () => {
+    const result = await until('the probe result', () => {
+      const r = kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-network-policy-probe', '-o', 'jsonpath={.data.result\\.json}'], { allowFail: true });
+      return r.status === 0 && r.stdout ? (JSON.parse(r.stdout) as { verdict: string; found: string }) : undefined;
+    }, 120);
+    expect(result.verdict, result.found).toBe('pass');
+    expect(result.found).toMatch(/^NetworkPolicy is enforced/);
+    const probe = JSON.parse(kubectl(['-n', RUNS, 'get', 'pods', '-l', 'app.kubernetes.io/name=rlmesh-network-policy-probe', '-o', 'json']).stdout).items[0] as {
+      spec: { nodeName: string; containers: { image: string; command: string[] }[] };
+      status: { containerStatuses: { state: { terminated?: { exitCode: number; message?: string } } }[] };
+    };
+    expect(probe.spec.nodeName).toMatch(/^real-/);
+    expect(probe.spec.containers[0]!.image).toBe(rt.pods('controller')[0]!.spec.containers?.[0]?.image);
+    expect(probe.status.containerStatuses[0]!.state.terminated).toMatchObject({ exitCode: 0, message: expect.stringMatching(/: blocked.*: connected$/) });
+  });
+
   it('the agent trades the token once, writes its own Secrets (a hash of the token, never the token) and connects', async () => {
     await until('the control Secret', () => secretValue(NS, 'rlmesh-cluster-control', 'cluster-id'), 60);
     expect(secretValue(NS, 'rlmesh-cluster-control', 'cluster-id')).toBe(clusterId);
@@ -128,10 +144,15 @@ describe('Install', () => {
     expect((await waitFinished(cp, refused, 240)).phase).toBe('Succeeded');
 
     const out = evaluationOutput(reach);
-    expect(out.find((l) => l.step === 'artifact')).toMatchObject({ sha256: publicServer.caSha256 });
-    expect(out.find((l) => l.step === 'probe' && l.via === 'proxy')).toMatchObject({ status: 200, proxy: expect.stringContaining('rlmesh-egress-proxy') });
-    // directly, the NetworkPolicy of rlmesh-runs drops it
-    expect(out.find((l) => l.step === 'probe' && l.via === 'direct')).toMatchObject({ error: expect.any(String) });
+    const seen = JSON.stringify(out);
+    expect(out.find((l) => l.step === 'artifact'), seen).toMatchObject({ sha256: publicServer.caSha256 });
+    expect(out.find((l) => l.step === 'probe' && l.via === 'proxy'), seen).toMatchObject({ status: 200, proxy: expect.stringContaining('rlmesh-egress-proxy') });
+    // directly, the NetworkPolicy of rlmesh-runs refuses it: the evaluation started only once its pod's
+    // policies were in force (kube-router programs a new pod's rules seconds after it starts)
+    expect(out.find((l) => l.step === 'probe' && l.via === 'direct'), seen).toMatchObject({ error: expect.any(String) });
+    const gate = JSON.parse(kubectl(['-n', RUNS, 'get', 'pods', '-l', 'rlmesh.dev/evaluation', '-o', 'json']).stdout).items
+      .find((p: { metadata: { name: string } }) => p.metadata.name.includes(reach)) as { status: { initContainerStatuses: { name: string; state: { terminated: { exitCode: number; message: string } } }[] } };
+    expect(gate.status.initContainerStatuses[0]).toMatchObject({ name: 'network-ready', state: { terminated: { exitCode: 0, message: expect.stringMatching(/: blocked.*: connected$/) } } });
     const denied = evaluationOutput(refused).find((l) => l.step === 'probe' && l.via === 'proxy');
     expect(String(denied?.error)).toMatch(/Forbidden|403/);
     // the server saw the filler's fetch and the one probe that was allowed, both from the proxy's pods, nothing else
@@ -203,7 +224,7 @@ describe('Troubleshooting, as the spec lists it', () => {
     // with own Secrets: the pull Secret missing from rlmesh-runs is named by the agent
     await rt.scale('agent', 0);
     kubectl(['-n', RUNS, 'delete', 'secret', 'rlmesh-registry-pull']);
-    await rt.scale('agent', 1);
+    await rt.scale('agent', 1, 'running');
     const line = await until('the agent to name the Secret', () => rt.log('agent').split('\n').find((l) => l.includes('rlmesh-runs/rlmesh-registry-pull')), 60);
     expect(line).toMatch(/does not exist/);
   });

@@ -14,8 +14,14 @@ const ARM = 'rlmesh-pf-arm64-0';
 const NOPLUGIN = 'rlmesh-pf-gpu-noplugin-0';
 const DEFAULT_ANNOTATION = 'storageclass.kubernetes.io/is-default-class';
 let defaults: string[] = [];
+// these checks count schedulable nodes (no NoSchedule taint): for this file the cluster's kwok nodes
+// are what a user's untainted nodes would be, so their kwok taint (test/cluster/nodes.ts) is lifted
+const KWOK_TAINT = 'kwok.x-k8s.io/node=fake:NoSchedule';
+let untainted: string[] = [];
 
 beforeAll(async () => {
+  untainted = kubectl(['get', 'nodes', '-l', 'type=kwok', '-o', 'jsonpath={range .items[?(@.spec.taints)]}{.metadata.name}{"\\n"}{end}']).stdout.split('\n').filter(Boolean);
+  for (const n of untainted) kubectl(['taint', 'node', n, `${KWOK_TAINT}-`]);
   apply(kwokNode(ARM, 'arm', { arch: 'arm64' }));
   apply(kwokNode(NOPLUGIN, 'gpu-noplugin', { labels: { 'nvidia.com/gpu.present': 'true', 'feature.node.kubernetes.io/pci-10de.present': 'true' } }));
   const storage = adminKubeConfig().makeApiClient(k8s.StorageV1Api);
@@ -24,6 +30,7 @@ beforeAll(async () => {
 });
 
 afterAll(() => {
+  for (const n of untainted) kubectl(['taint', 'node', n, KWOK_TAINT, '--overwrite']);
   kubectl(['delete', 'node', ARM, NOPLUGIN, '--ignore-not-found']);
   kubectl(['delete', 'storageclass', 'rlmesh-pf-static', 'rlmesh-pf-nfs', '--ignore-not-found']);
   kubectl(['delete', 'deviceclass', 'rlmesh-pf.example.com', '--ignore-not-found']);

@@ -27,6 +27,8 @@ spec:
   template:
     metadata: { labels: { k8s-app: kube-dns } }
     spec:
+      nodeSelector: { type: kwok }
+      tolerations: [{ key: kwok.x-k8s.io/node, operator: Equal, value: fake, effect: NoSchedule }]
       containers:
         - name: coredns
           image: registry.k8s.io/coredns/coredns:v1.12.0

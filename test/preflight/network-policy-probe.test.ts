@@ -4,8 +4,10 @@
 // containers, so each test picks what the probe pod's netprobe.ts "finds": a
 // mutating admission webhook the test serves gives the probe pod the
 // TEST_EXIT_CODE / TEST_DURATION environment that kwok plays
-// (test/support/kwok-outcome.ts); the controller's pod spec knows nothing of
-// it. netprobe.ts itself is tested on loopback in lib/preflight/probes.test.ts.
+// (test/support/kwok-outcome.ts) and sends it to a kwok node; the controller's
+// pod spec knows nothing of it. netprobe.ts itself is tested on loopback in
+// lib/preflight/probes.test.ts, and the probe pod runs for real, against
+// enforced policies, in the end-to-end suite (test/e2e/spec.test.ts).
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -58,7 +60,7 @@ describe('NetworkPolicy probe', () => {
     const pod = pods.items[0]!;
     expect(pod.status?.phase).toBe('Succeeded');
     expect(pod.spec?.automountServiceAccountToken).toBe(false);
-    expect(pod.spec?.containers[0]?.command).toEqual(['/usr/local/bin/node', '/app/lib/preflight/netprobe.js', targets.forbidden, targets.allowed]);
+    expect(pod.spec?.containers[0]?.command).toEqual(['/usr/local/bin/node', '/app/lib/preflight/netprobe.js', targets.forbidden, targets.allowed, '15']);
     // the outcome came from the test's webhook, not from the controller's pod spec
     expect(pod.spec?.containers[0]?.env).toEqual(outcomeEnv({ exitCode: 0 }));
     expect(webhook.admitted.some((n) => n.startsWith(`${PROBE_NAME}-`))).toBe(true);

@@ -46,9 +46,10 @@ type AdmissionReview = { request: { uid: string; object: V1Pod } };
 
 /**
  * Serves a mutating admission webhook on 127.0.0.1 (TLS with a CA of its own)
- * and registers it for pods created in `namespace` with `labels`: it adds the
- * current outcome's variables to their first container. Until close(), such
- * pods cannot be created without it (failurePolicy Fail).
+ * and registers it for pods created in `namespace` with `labels`: it sends
+ * them to a kwok node (kwok's toleration and node label) and adds the current
+ * outcome's variables to their first container. Until close(), such pods
+ * cannot be created without it (failurePolicy Fail).
  */
 export async function startOutcomeWebhook(o: { namespace: string; labels: Record<string, string> }): Promise<OutcomeWebhook> {
   const tls = await ensureTls(mkdtempSync(join(tmpdir(), 'rlmesh-outcome-webhook-')));
@@ -62,14 +63,18 @@ export async function startOutcomeWebhook(o: { namespace: string; labels: Record
       const pod = review.request.object;
       const env = outcomeEnv(outcome);
       const has = (pod.spec?.containers[0]?.env?.length ?? 0) > 0;
-      const patch = has ? env.map((value) => ({ op: 'add', path: '/spec/containers/0/env/-', value })) : [{ op: 'add', path: '/spec/containers/0/env', value: env }];
+      const toKwok = [
+        { op: 'add', path: '/spec/tolerations', value: [...(pod.spec?.tolerations ?? []), KWOK_TOLERATION] },
+        { op: 'add', path: '/spec/nodeSelector', value: { ...pod.spec?.nodeSelector, type: 'kwok' } },
+      ];
+      const patch = [...toKwok, ...(has ? env.map((value) => ({ op: 'add', path: '/spec/containers/0/env/-', value })) : [{ op: 'add', path: '/spec/containers/0/env', value: env }])];
       admitted.push(pod.metadata?.name || pod.metadata?.generateName || '');
       res.setHeader('content-type', 'application/json');
       res.end(
         JSON.stringify({
           apiVersion: 'admission.k8s.io/v1',
           kind: 'AdmissionReview',
-          response: { uid: review.request.uid, allowed: true, ...(env.length ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}) },
+          response: { uid: review.request.uid, allowed: true, patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') },
         }),
       );
     });
