@@ -752,6 +752,32 @@ export function routesIn(netns: string): { v4: Route[]; v6: Route[] } {
   return { v4: get('-4'), v6: get('-6') };
 }
 
+const toInt = (a: string) => a.split('.').reduce((n, o) => n * 256 + Number(o), 0);
+/** Whether an address or a route's destination lies inside `subnet` (IPv4). */
+export function inside(dst: string, subnet: string): boolean {
+  const [net, bits] = subnet.split('/');
+  const [addr, len = '32'] = dst.split('/');
+  if (Number(len) < Number(bits)) return false;
+  const mask = 2 ** 32 - 2 ** (32 - Number(bits));
+  return (toInt(addr!) & mask) >>> 0 === (toInt(net!) & mask) >>> 0;
+}
+
+/**
+ * What in a namespace's routes leads anywhere but the harness's own subnets:
+ * a default route (either family), an IPv4 route of the main table outside
+ * HARNESS_SUBNETS, an IPv6 route other than link-local; also an empty main
+ * table (nothing would be checked). Empty: contained.
+ */
+export function routesOutsideHarness(routes: { v4: Route[]; v6: Route[] }): string[] {
+  const problems = [...routes.v4, ...routes.v6].filter((r) => r.dst === 'default').map((r) => `default route via ${r.gateway ?? r.dev}`);
+  const leading = routes.v4.filter((r) => (r.table ?? 'main') === 'main' && (r.type ?? 'unicast') === 'unicast');
+  if (leading.length === 0) problems.push('no IPv4 route at all');
+  for (const r of leading) if (r.dst !== 'default' && !HARNESS_SUBNETS.some((s) => inside(r.dst, s))) problems.push(`route to ${r.dst} outside ${HARNESS_SUBNETS.join(', ')}`);
+  // IPv6 is off in a node's namespace; a pod's may hold link-local routes on its one link, nothing else
+  for (const r of routes.v6.filter((x) => (x.table ?? 'main') === 'main')) if (!/^fe80::\/64$/.test(r.dst)) problems.push(`IPv6 route to ${r.dst}`);
+  return problems;
+}
+
 /** The network namespace of a pod running on a real node: /proc/<pid>/ns/net of a process in the pod's cgroup. */
 export function podNetnsPath(node: RealNode, podUid: string): string {
   const base = join(CGROUP_ROOT, 'pids', node.cgroup);

@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NET } from '../cluster/real-node.ts';
+import { NET, podNetnsPath, realNodes, routesIn, routesOutsideHarness } from '../cluster/real-node.ts';
 import { helm, kubectl, run } from '../support/cluster.ts';
 import { api, until, type ControlPlane } from '../support/runtime.ts';
 import {
@@ -74,7 +74,8 @@ describe('Install', () => {
     expect(helm(['-n', NS, 'status', 'rlmesh', '-o', 'json']).stdout).toContain('"status":"deployed"');
   });
 
-  it('every pod of the chart runs as a real container on a real node and became Ready through its own probes', () => {
+  it('every pod of the chart runs as a real container on a real node and became Ready through its own probes; nodes and pods route only the harness subnets', () => {
+    for (const n of realNodes()) expect(routesOutsideHarness(routesIn(n.netns)), `node ${n.name}`).toEqual([]);
     for (const w of ['agent', 'controller', 'filler', 'egress'] as const) {
       const pods = rt.pods(w);
       expect(pods.length, w).toBe(w === 'controller' || w === 'egress' ? 2 : 1);
@@ -82,6 +83,9 @@ describe('Install', () => {
         expect(p.spec.nodeName, `${w} ${p.metadata.name}`).toMatch(/^real-/);
         expect(p.status.containerStatuses?.[0]?.ready, `${w} ${p.metadata.name}`).toBe(true);
         expect(p.status.containerStatuses?.[0]?.containerID, `${w} ${p.metadata.name}`).toMatch(/^containerd:\/\//);
+        // contained: the pod's routes lead only to the harness's own subnets (read, not probed)
+        const node = realNodes().find((n) => n.name === p.spec.nodeName)!;
+        expect(routesOutsideHarness(routesIn(podNetnsPath(node, p.metadata.uid))), `${w} ${p.metadata.name}`).toEqual([]);
       }
     }
   });
