@@ -67,8 +67,9 @@ describe('the local cluster is real Kubernetes', () => {
   });
 
   it('schedules a Deployment pod that tolerates their taint onto a kwok node where it becomes Ready', async () => {
-    kubectl(['-n', ns, 'create', 'deployment', 'web', '--image=registry.example/web:1', '--replicas=2']);
-    kubectl(['-n', ns, 'patch', 'deployment', 'web', '--type=merge', '-p', JSON.stringify({ spec: { template: { spec: { tolerations: [KWOK_TOLERATION], nodeSelector: { type: 'kwok' } } } } })]);
+    const deployment = JSON.parse(kubectl(['-n', ns, 'create', 'deployment', 'web', '--image=registry.example/web:1', '--replicas=2', '--dry-run=client', '-o', 'json']).stdout);
+    Object.assign(deployment.spec.template.spec, { tolerations: [KWOK_TOLERATION], nodeSelector: { type: 'kwok' } });
+    kubectl(['apply', '-f', '-'], { input: JSON.stringify(deployment) });
     kubectl(['-n', ns, 'rollout', 'status', 'deployment/web', '--timeout=90s']);
     const nodes = jsonpath(['-n', ns, 'get', 'pods', '-l', 'app=web'], '{.items[*].spec.nodeName}').split(' ');
     expect(nodes).toHaveLength(2);
