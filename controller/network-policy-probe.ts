@@ -73,6 +73,23 @@ export function defaultProbeTargets(config: RuntimeConfig, metricsPort = config.
   return { forbidden: `${podIp ?? '127.0.0.1'}:${metricsPort}`, allowed: `${proxy.hostname}:${proxy.port || '80'}` };
 }
 
+/** A container running the probe program from `image` (the probe pod's, and an evaluation pod's network-ready gate). */
+export function netprobeContainer(name: string, image: string, targets: ProbeTargets, graceSeconds: number): k8s.V1Container {
+  return {
+    name,
+    image,
+    // the controller's own image, which it names by digest in a released chart
+    imagePullPolicy: image.includes('@sha256:') ? 'IfNotPresent' : 'Always',
+    command: [...NETPROBE_COMMAND, targets.forbidden, targets.allowed, String(graceSeconds)],
+    terminationMessagePolicy: 'File',
+    resources: {
+      requests: { cpu: '10m', memory: '32Mi', 'ephemeral-storage': '16Mi' },
+      limits: { cpu: '200m', memory: '96Mi', 'ephemeral-storage': '64Mi' },
+    },
+    securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+  };
+}
+
 export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecret' | 'targets'>): k8s.V1Pod {
   return {
     apiVersion: 'v1',
@@ -86,21 +103,7 @@ export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pull
       imagePullSecrets: [{ name: o.pullSecret }],
       nodeSelector: { 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' },
       securityContext: { runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: { type: 'RuntimeDefault' } },
-      containers: [
-        {
-          name: 'probe',
-          image: o.image,
-          // the controller's own image, which it names by digest in a released chart
-          imagePullPolicy: o.image.includes('@sha256:') ? 'IfNotPresent' : 'Always',
-          command: [...NETPROBE_COMMAND, o.targets.forbidden, o.targets.allowed, String(ENFORCEMENT_GRACE_SECONDS)],
-          terminationMessagePolicy: 'File',
-          resources: {
-            requests: { cpu: '10m', memory: '32Mi', 'ephemeral-storage': '16Mi' },
-            limits: { cpu: '200m', memory: '96Mi', 'ephemeral-storage': '64Mi' },
-          },
-          securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
-        },
-      ],
+      containers: [netprobeContainer('probe', o.image, o.targets, ENFORCEMENT_GRACE_SECONDS)],
     },
   };
 }

@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
 import { API_VERSION, EVALUATION, type RLMeshEvaluation } from '../lib/crds/types.ts';
+import { netprobeContainer } from './network-policy-probe.ts';
 
 export const MANAGED_BY = 'rlmesh-cluster-controller';
 export const LABEL_EVALUATION = 'rlmesh.dev/evaluation';
@@ -40,20 +41,6 @@ export type PodSettings = {
     nodeName?: string;
   };
 };
-
-const NETPROBE = ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js'];
-
-function networkGateContainer(g: NetworkGate) {
-  return {
-    name: NETWORK_GATE_CONTAINER,
-    image: g.image,
-    imagePullPolicy: g.image.includes('@sha256:') ? 'IfNotPresent' : 'Always',
-    command: [...NETPROBE, g.forbidden, g.allowed, String(g.graceSeconds)],
-    terminationMessagePolicy: 'File',
-    resources: { requests: { cpu: '10m', memory: '32Mi', 'ephemeral-storage': '16Mi' }, limits: { cpu: '200m', memory: '96Mi', 'ephemeral-storage': '64Mi' } },
-    securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] }, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
-  };
-}
 
 /** A name that fits: `rle-<evaluation>`, shortened with a hash when it would exceed the limit. */
 export function boundedName(prefix: string, name: string, max: number): string {
@@ -133,7 +120,7 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
         runAsGroup: 65532,
         seccompProfile: { type: 'RuntimeDefault' },
       },
-      ...(s.networkGate ? { initContainers: [networkGateContainer(s.networkGate)] } : {}),
+      ...(s.networkGate ? { initContainers: [netprobeContainer(NETWORK_GATE_CONTAINER, s.networkGate.image, s.networkGate, s.networkGate.graceSeconds)] } : {}),
       containers: [
         {
           name: CONTAINER_NAME,

@@ -9,9 +9,9 @@
 //   - each chart pod's memory (its cgroup's usage and peak) against its limit.
 //
 //   node test/bench/real-node.ts    (needs test/cluster/up and node test/support/release.ts)
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { realNodes } from '../cluster/real-node.ts';
+import { podCgroupDir, realNodes } from '../cluster/real-node.ts';
 import { cleanSlate, clusterRow, controlPlane, evaluationImage, NS, releasedChart, runInstallCommand, Runtime, RUNS, smallEvaluation, submit, waitConnected, waitFinished, type Workload } from '../e2e/harness.ts';
 import { clusterDir, kubectl, run } from '../support/cluster.ts';
 import { api, until } from '../support/runtime.ts';
@@ -83,17 +83,7 @@ try {
   for (const w of ['agent', 'controller', 'filler', 'egress'] as Workload[]) {
     for (const p of rt.pods(w)) {
       const node = realNodes().find((n) => n.name === p.spec.nodeName)!;
-      const find = (d: string): string | undefined => {
-        for (const e of readdirSync(d, { withFileTypes: true })) {
-          if (!e.isDirectory()) continue;
-          if (e.name === `pod${p.metadata.uid}`) return join(d, e.name);
-          const f = find(join(d, e.name));
-          if (f) return f;
-        }
-        return undefined;
-      };
-      const dir = find(join('/sys/fs/cgroup/memory', node.cgroup));
-      if (!dir || !existsSync(join(dir, 'memory.usage_in_bytes'))) throw new Error(`no memory cgroup for pod ${p.metadata.name}`);
+      const dir = podCgroupDir(node, p.metadata.uid, 'memory');
       const mib = (f: string) => Number(readFileSync(join(dir, f), 'utf8')) / 2 ** 20;
       const limit = kubectl(['-n', w === 'filler' ? RUNS : NS, 'get', 'pod', p.metadata.name, '-o', 'jsonpath={.spec.containers[0].resources.limits.memory}']).stdout;
       memory.push(`${w.padEnd(10)} ${p.metadata.name}: ${mib('memory.usage_in_bytes').toFixed(0)} MiB now, ${mib('memory.max_usage_in_bytes').toFixed(0)} MiB peak, limit ${limit}`);

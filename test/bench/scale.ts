@@ -1,8 +1,11 @@
 // Scale benchmark (not a test): 2,000 kwok nodes (200 with 8 GPUs), 200
-// evaluations in flight, the agent, controller and egress proxy from the chart
-// running against them. Prints agent and controller RSS and CPU, node-report
-// latency (a node change -> the control plane's report), and the time from
-// submission to pod Running. Uses a cluster of its own and stops it at the end.
+// evaluations in flight on them, the chart's agent, controller, cache filler
+// and egress proxy running as real pods on the cluster's real node. Prints the
+// agent's and the controller leader's memory (cgroup usage and peak) and CPU
+// (cpuacct), node-report latency (a node change -> the control plane's report),
+// and the time from submission to pod Running. Uses a cluster of its own (stop
+// the test cluster first: both would need the real node's network names) and
+// stops it at the end.
 //
 //   node test/bench/scale.ts [--nodes 2000] [--gpu-nodes 200] [--evaluations 200]
 import { execFileSync } from 'node:child_process';
@@ -19,23 +22,27 @@ process.env.RLMESH_CLUSTER_DIR = join(homedir(), '.cache/rlmesh-cluster-scale');
 process.env.RLMESH_KWOK_NODES = String(total - gpu);
 process.env.RLMESH_KWOK_GPU_NODES = String(gpu);
 process.env.RLMESH_KWOK_POD_MS = '600000'; // evaluations stay in flight for the measurement
-// kwok nodes only, untainted: the chart's Deployments run as local processes (test/support/run-deployment.ts)
-process.env.RLMESH_REAL_NODES = '0';
+// kwok nodes untainted, so evaluations that select them land there; the chart's pods are pinned to the real node
+process.env.RLMESH_KWOK_TAINT = '0';
 
-const { ROOT, api, until } = await import('../support/runtime.ts');
+const { ROOT, api, until, writeTemp } = await import('../support/runtime.ts');
 const { kubectl } = await import('../support/cluster.ts');
 const h = await import('../e2e/harness.ts');
-const { LocalDeployments } = await import('../support/run-deployment.ts');
-const { startControlPlane } = await import('../support/runtime.ts');
+const { podCgroupDir, realNodes } = await import('../cluster/real-node.ts');
 
-const sample = (pid: number) => {
-  const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return { rssMiB: rss, cpuSeconds: (Number(f[11]) + Number(f[12])) / 100 };
+/** A pod's memory (cgroup usage, which counts page cache too) and CPU seconds so far, from its cgroups on the real node. */
+const sample = (p: { metadata: { uid: string }; spec: { nodeName?: string } }) => {
+  const node = realNodes().find((n) => n.name === p.spec.nodeName);
+  if (!node) throw new Error(`pod ${p.metadata.uid} is not on a real node`);
+  const read = (hierarchy: string, file: string) => Number(readFileSync(join(podCgroupDir(node, p.metadata.uid, hierarchy), file), 'utf8'));
+  return { rssMiB: read('memory', 'memory.usage_in_bytes') / 2 ** 20, cpuSeconds: read('cpuacct', 'cpuacct.usage') / 1e9 };
 };
 const pct = (xs: number[], p: number) => [...xs].sort((x, y) => x - y)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const fmt = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
 
+if (realNodes(join(homedir(), '.cache/rlmesh-cluster')).length > 0) {
+  throw new Error('the test cluster runs a real node, whose network names this benchmark needs too: stop it with test/cluster/down and run the benchmark again');
+}
 const t0 = Date.now();
 execFileSync(join(ROOT, 'test/cluster/down'), { stdio: 'ignore' });
 execFileSync(join(ROOT, 'test/cluster/up'), { stdio: ['ignore', 'ignore', 'inherit'] });
@@ -43,32 +50,33 @@ console.log(`cluster with ${total} kwok nodes (${gpu} with nvidia.com/gpu: 8) re
 
 h.cleanSlate();
 const chart = h.releasedChart();
-// no real node, so no bridge: the control plane on loopback, as the agent's local process reaches it
-const cp = await startControlPlane({ listen: '127.0.0.1:443', args: ['--advertise-host', 'localhost', '--chart-ref', chart.ref, '--chart-version', chart.version] });
-const loopbackFlags = ['--plain-http', '--set', 'controlPlane.apiHost=localhost', '--set-file', `controlPlane.caBundle=${cp.caFile}`, '--wait', '--timeout', '6m'];
-const rt = new LocalDeployments();
+const cp = await h.controlPlane(chart);
+const rt = new h.Runtime();
+const onRealNode = { nodeSelector: { 'rlmesh.dev/real-node': 'true' } };
+const pinned = writeTemp('scale-values.json', JSON.stringify({ agent: onRealNode, controller: onRealNode, egress: onRealNode, artifactCache: { filler: onRealNode } }));
 try {
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'scale' });
   const id = created.body.clusterId;
-  execFileSync('bash', ['-c', `${created.body.installCommand} ${loopbackFlags.map((f) => `'${f}'`).join(' ')}`], { stdio: 'inherit' });
   const started = Date.now();
-  await rt.start(['agent', 'controller', 'filler', 'egress']);
+  h.runInstallCommand(cp, `${created.body.installCommand} -f ${pinned}`);
   await h.waitConnected(cp, id, 180);
-  console.log(`agent start -> Connected with ${total} nodes: ${fmt(Date.now() - started)}`);
-  const agentPid = rt.get('agent').proc.pid!;
-  const controllerPid = rt.get('controller').proc.pid!;
-  const before = { agent: sample(agentPid), controller: sample(controllerPid) };
+  console.log(`helm install -> Connected with ${total} nodes: ${fmt(Date.now() - started)}`);
+  const agentPod = rt.pod('agent');
+  const holder = kubectl(['-n', h.NS, 'get', 'lease', 'rlmesh-cluster-controller', '-o', 'jsonpath={.spec.holderIdentity}']).stdout;
+  const controllerPod = rt.pods('controller').find((p) => holder.includes(p.metadata.name))!;
+  const before = { agent: sample(agentPod), controller: sample(controllerPod) };
   const peak = { agent: before.agent.rssMiB, controller: before.controller.rssMiB };
   const sampler = setInterval(() => {
-    peak.agent = Math.max(peak.agent, sample(agentPid).rssMiB);
-    peak.controller = Math.max(peak.controller, sample(controllerPid).rssMiB);
+    peak.agent = Math.max(peak.agent, sample(agentPod).rssMiB);
+    peak.controller = Math.max(peak.controller, sample(controllerPod).rssMiB);
   }, 250);
 
   // 200 evaluations in flight: submission -> pod Running
+  const image = await h.evaluationImage();
   const submittedAt = new Map<string, number>();
   const ids = await Promise.all(Array.from({ length: evaluations }, async () => {
     const t = Date.now();
-    const e = await h.submit(cp, id, { image: 'registry.rlmesh.dev/rlmesh-test/evaluation:kwok', cpu: '100m', memory: '128Mi', deadlineSeconds: '600' });
+    const e = await h.submit(cp, id, { ...h.smallEvaluation(image, { TEST_DURATION: '600s' }), nodeSelector: { type: 'kwok' } });
     submittedAt.set(e, t);
     return e;
   }));
@@ -96,17 +104,16 @@ try {
     kubectl(['uncordon', node]);
   }
   clearInterval(sampler);
-  const after = { agent: sample(agentPid), controller: sample(controllerPid) };
+  const after = { agent: sample(agentPod), controller: sample(controllerPod) };
   const window = (Date.now() - started) / 1000;
 
   console.log(`\nscale: ${total} nodes, ${evaluations} evaluations in flight`);
   console.log(`  submission -> pod Running   p50 ${fmt(pct(toRunning, 50))}  p99 ${fmt(pct(toRunning, 99))}  max ${fmt(Math.max(...toRunning))}`);
   console.log(`  node change -> report       p50 ${fmt(pct(latencies, 50))}  p99 ${fmt(pct(latencies, 99))}`);
   for (const c of ['agent', 'controller'] as const) {
-    console.log(`  ${c.padEnd(10)} RSS ${after[c].rssMiB.toFixed(0)} MiB (peak ${peak[c].toFixed(0)} MiB), CPU ${(after[c].cpuSeconds - before[c].cpuSeconds).toFixed(1)} s over ${window.toFixed(0)} s`);
+    console.log(`  ${c.padEnd(10)} memory ${after[c].rssMiB.toFixed(0)} MiB (peak ${peak[c].toFixed(0)} MiB), CPU ${(after[c].cpuSeconds - before[c].cpuSeconds).toFixed(1)} s over ${window.toFixed(0)} s`);
   }
 } finally {
-  await rt.stop();
   await cp.stop();
   execFileSync(join(ROOT, 'test/cluster/down'), { stdio: 'ignore' });
 }

@@ -778,9 +778,9 @@ export function routesOutsideHarness(routes: { v4: Route[]; v6: Route[] }): stri
   return problems;
 }
 
-/** The network namespace of a pod running on a real node: /proc/<pid>/ns/net of a process in the pod's cgroup. */
-export function podNetnsPath(node: RealNode, podUid: string): string {
-  const base = join(CGROUP_ROOT, 'pids', node.cgroup);
+/** The cgroup folder of a pod running on a real node, in one cgroup v1 hierarchy (pids, memory, cpuacct...). */
+export function podCgroupDir(node: RealNode, podUid: string, hierarchy = 'pids'): string {
+  const base = join(CGROUP_ROOT, hierarchy, node.cgroup);
   const find = (d: string): string | undefined => {
     for (const e of readdirSync(d, { withFileTypes: true })) {
       if (!e.isDirectory()) continue;
@@ -791,8 +791,14 @@ export function podNetnsPath(node: RealNode, podUid: string): string {
     }
     return undefined;
   };
-  const podCg = existsSync(base) ? find(base) : undefined;
-  if (!podCg) throw new Error(`no cgroup for pod ${podUid} under ${base}: is the pod running on ${node.name}?`);
+  const dir = existsSync(base) ? find(base) : undefined;
+  if (!dir) throw new Error(`no ${hierarchy} cgroup for pod ${podUid} under ${base}: is the pod running on ${node.name}?`);
+  return dir;
+}
+
+/** The network namespace of a pod running on a real node: /proc/<pid>/ns/net of a process in the pod's cgroup. */
+export function podNetnsPath(node: RealNode, podUid: string): string {
+  const podCg = podCgroupDir(node, podUid);
   const pids: number[] = [];
   const walk = (d: string) => {
     for (const line of readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n')) if (line) pids.push(Number(line));

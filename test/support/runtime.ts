@@ -1,7 +1,6 @@
-// The product as one piece, for the demo and the end-to-end tests: the reference
-// control plane as a child process, the chart pushed to the local OCI registry,
-// and the agent/controller/egress proxy running as local processes that
-// authenticate as the chart's own ServiceAccounts (kwok pods run no containers).
+// What the demo, the end-to-end suites and the benchmarks share: the reference
+// control plane as a child process, its admin API, the released chart, and
+// waiting for something to happen.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +8,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
-import { kubectl, serviceAccountKubeconfig } from './cluster.ts';
+import { kubectl } from './cluster.ts';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const NODE = join(ROOT, 'node_modules/.bin/node');
@@ -85,39 +84,6 @@ export function stopper(proc: ChildProcess): (signal?: NodeJS.Signals) => Promis
       proc.once('exit', () => ok());
       proc.kill(signal);
     });
-}
-
-export type Component = { name: string; proc: ChildProcess; logFile: string; stop: (signal?: NodeJS.Signals) => Promise<void> };
-
-/**
- * Runs a component from the repository as the pod would: its entrypoint, the
- * chart's ConfigMap as its config file, and a kubeconfig of the chart's
- * ServiceAccount minted through TokenRequest.
- */
-export async function startComponent(
-  name: 'agent' | 'controller' | 'egress',
-  opts: { serviceAccount?: string; configFile: string; env?: Record<string, string>; args?: string[]; workDir?: string },
-): Promise<Component> {
-  const workDir = opts.workDir ?? mkdtempSync(join(tmpdir(), `rlmesh-${name}-`));
-  mkdirSync(workDir, { recursive: true });
-  const env: Record<string, string> = {
-    PATH: process.env.PATH ?? '',
-    RLMESH_CONFIG: opts.configFile,
-    POD_NAMESPACE: 'rlmesh-system',
-    POD_NAME: `${name}-local-${process.pid}`,
-    ...(opts.env ?? {}),
-  };
-  if (opts.serviceAccount) env.KUBECONFIG = await serviceAccountKubeconfig('rlmesh-system', opts.serviceAccount);
-  const logFile = join(workDir, `${name}.log`);
-  const { openSync } = await import('node:fs');
-  const out = openSync(logFile, 'a');
-  const proc = spawn(NODE, [join(ROOT, `${name}/main.ts`), ...(opts.args ?? [])], { env, stdio: ['ignore', out, out], cwd: workDir });
-  return {
-    name,
-    proc,
-    logFile,
-    stop: stopper(proc),
-  };
 }
 
 export function writeTemp(name: string, content: string): string {
