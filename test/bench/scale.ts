@@ -48,6 +48,9 @@ execFileSync(join(ROOT, 'test/cluster/down'), { stdio: 'ignore' });
 execFileSync(join(ROOT, 'test/cluster/up'), { stdio: ['ignore', 'ignore', 'inherit'] });
 console.log(`cluster with ${total} kwok nodes (${gpu} with nvidia.com/gpu: 8) ready in ${fmt(Date.now() - t0)}`);
 
+// the cluster is new, and so is its registry: the release goes into it
+const { releaseToLocalRegistry } = await import('../support/release.ts');
+releaseToLocalRegistry();
 h.cleanSlate();
 const chart = h.releasedChart();
 const cp = await h.controlPlane(chart);
