@@ -575,6 +575,16 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
     writeFileSync(join(dir, 'kube-proxy-config.yaml'), JSON.stringify(kubeProxyConfig(node, proxyConfig), null, 2));
     const proxyLog = join(i.dir, 'logs', `${name}.kube-proxy.log`);
     launch(join(dir, 'pids/kube-proxy'), proxyLog, inNode('kube-proxy', [join(i.bin, 'kube-proxy'), `--config=${join(dir, 'kube-proxy-config.yaml')}`]));
+    const chain = (table: string, name: string) => trySh('nsenter', [`--net=/run/netns/${node.netns}`, '--', 'iptables', '-t', table, '-S', name]);
+    // kube-router rewrites the whole filter table (iptables-save, edit, iptables-restore without --noflush), so a
+    // chain kube-proxy creates between its save and its restore is lost ("Chain 'KUBE-FORWARD' does not exist",
+    // retried 30 s later). It starts once kube-proxy's chains are there; after that they are in every copy it saves.
+    await waitFor(
+      `kube-proxy of ${name} to program Services`,
+      90,
+      () => chain('nat', 'KUBE-SERVICES') && chain('filter', 'KUBE-FORWARD') && chain('filter', 'KUBE-SERVICES'),
+      [proxyLog],
+    );
     const routerConfig = join(dir, 'kube-router.kubeconfig');
     writeKubeconfig(i, routerConfig, 'system:kube-router', ensureClientCert(i, dir, 'kube-router', '/CN=system:kube-router'));
     const routerLog = join(i.dir, 'logs', `${name}.kube-router.log`);
@@ -596,8 +606,6 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
         '--v=1',
       ]),
     );
-    const chain = (table: string, name: string) => trySh('nsenter', [`--net=/run/netns/${node.netns}`, '--', 'iptables', '-t', table, '-S', name]);
-    await waitFor(`kube-proxy of ${name} to program Services`, 60, () => chain('nat', 'KUBE-SERVICES'), [proxyLog]);
     await waitFor(`kube-router of ${name} to install its NetworkPolicy chains`, 60, () => chain('filter', 'KUBE-ROUTER-FORWARD'), [routerLog]);
     mark('kube-proxy and kube-router');
   } catch (err) {
