@@ -9,8 +9,14 @@
 //	TEST_PROBE_URL      an https URL to GET twice: through the proxy that
 //	                    HTTPS_PROXY / HTTP_PROXY / NO_PROXY name, then directly
 //	                    (which NetworkPolicy blocks on a real node)
-//	TEST_PROBE_TIMEOUT  timeout of each GET, a Go duration (default 3s)
+//	TEST_PROBE_TIMEOUT  timeout of each GET and attempt, a Go duration (default 3s)
 //	TEST_CA_FILE        PEM CA bundle to trust besides the system's
+//	TEST_LISTEN         a TCP port to accept connections on while it runs
+//	                    (a target for other pods' attempts)
+//	TEST_ATTEMPTS       a JSON list of {"name","kind","addr"} to try once
+//	                    each, kind "tcp" (a connect), "dns-udp" or "dns-tcp"
+//	                    (one query; any DNS answer counts), addr "ip:port";
+//	                    one line per attempt says whether it got through
 //
 // kwok plays TEST_EXIT_CODE and TEST_DURATION the same way for pods on its
 // simulated nodes (test/cluster/kwok-stages.yaml).
@@ -20,10 +26,12 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -108,6 +116,101 @@ func probe(target string, via string, roots *x509.CertPool, timeout time.Duratio
 	emit(out)
 }
 
+type attempt struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	Addr string `json:"addr"`
+}
+
+// dnsQuery is a query for probe.rlmesh.test. A with the given id.
+func dnsQuery(id uint16) []byte {
+	q := binary.BigEndian.AppendUint16(nil, id)
+	q = append(q, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0) // recursion desired, one question
+	for _, label := range []string{"probe", "rlmesh", "test"} {
+		q = append(q, byte(len(label)))
+		q = append(q, label...)
+	}
+	return append(q, 0, 0, 1, 0, 1) // root, type A, class IN
+}
+
+// try makes one attempt; nil means it got through (a connection, or a DNS answer to its query).
+func try(a attempt, timeout time.Duration) error {
+	network := "tcp"
+	if a.Kind == "dns-udp" {
+		network = "udp"
+	}
+	conn, err := net.DialTimeout(network, a.Addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if a.Kind == "tcp" {
+		return nil
+	}
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	const id = 0x5eed
+	query := dnsQuery(id)
+	answer := make([]byte, 4096)
+	var n int
+	if a.Kind == "dns-udp" {
+		if _, err = conn.Write(query); err == nil {
+			n, err = conn.Read(answer)
+		}
+	} else {
+		if _, err = conn.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(query))), query...)); err == nil {
+			var size [2]byte
+			if _, err = io.ReadFull(conn, size[:]); err == nil {
+				n, err = io.ReadFull(conn, answer[:binary.BigEndian.Uint16(size[:])])
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if n < 12 || binary.BigEndian.Uint16(answer) != id || answer[2]&0x80 == 0 {
+		return fmt.Errorf("not a DNS answer to the query (%d bytes)", n)
+	}
+	return nil
+}
+
+func attempts(spec string, timeout time.Duration) {
+	var list []attempt
+	if err := json.Unmarshal([]byte(spec), &list); err != nil {
+		fail("TEST_ATTEMPTS", spec, err)
+	}
+	for _, a := range list {
+		if a.Kind != "tcp" && a.Kind != "dns-udp" && a.Kind != "dns-tcp" {
+			fail("TEST_ATTEMPTS", spec, fmt.Errorf("attempt %q: kind %q is not tcp, dns-udp or dns-tcp", a.Name, a.Kind))
+		}
+	}
+	for _, a := range list {
+		start := time.Now()
+		err := try(a, timeout)
+		out := map[string]any{"step": "attempt", "name": a.Name, "kind": a.Kind, "addr": a.Addr, "ok": err == nil, "ms": time.Since(start).Milliseconds()}
+		if err != nil {
+			out["error"] = err.Error()
+		}
+		emit(out)
+	}
+}
+
+func listen(port string) {
+	l, err := net.Listen("tcp", ":"+port)
+	if err != nil {
+		fail("TEST_LISTEN", port, err)
+	}
+	emit(map[string]any{"step": "listen", "addr": l.Addr().String()})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+}
+
 func main() {
 	start := time.Now()
 	code := 0
@@ -125,6 +228,12 @@ func main() {
 	timeout := duration("TEST_PROBE_TIMEOUT", 3*time.Second)
 	emit(map[string]any{"step": "start", "exitCode": code, "duration": runFor.String(), "uid": os.Getuid()})
 
+	if port := os.Getenv("TEST_LISTEN"); port != "" {
+		listen(port)
+	}
+	if spec := os.Getenv("TEST_ATTEMPTS"); spec != "" {
+		attempts(spec, timeout)
+	}
 	if path := os.Getenv("TEST_ARTIFACT"); path != "" {
 		readArtifact(path)
 	}
