@@ -117,6 +117,17 @@ export class Runtime {
     else await until(`${w} to stop`, () => (kubectl(['-n', ns, 'get', 'pods', '-o', 'name']).stdout.split('\n').some((l) => l.includes(name)) ? undefined : true), 120);
   }
 
+  /** Waits until the Deployment's pods are all of its current template and running (ready or not: an upgrade may leave them unready). */
+  async rolledOut(w: Workload, seconds = 180): Promise<void> {
+    const [ns, name] = WORKLOADS[w];
+    await until(`${w} to roll out`, () => {
+      const d = JSON.parse(kubectl(['-n', ns, 'get', 'deployment', name, '-o', 'json']).stdout) as { spec: { replicas: number }; status: { updatedReplicas?: number; replicas?: number } };
+      const pods = this.pods(w);
+      const done = d.status.updatedReplicas === d.spec.replicas && d.status.replicas === d.spec.replicas && pods.length === d.spec.replicas && pods.every((p) => p.status.phase === 'Running');
+      return done ? true : undefined;
+    }, seconds, 1000);
+  }
+
   /** A rollout restart: new pods, as after a node drain or an upgrade that changes the template. */
   async restart(w: Workload): Promise<void> {
     const [ns, name] = WORKLOADS[w];
