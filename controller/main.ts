@@ -26,6 +26,7 @@ import { LeaderElector } from './leader-election.ts';
 import { createMetrics } from './metrics.ts';
 import { defaultProbeTargets, gateTargets, GATE_GRACE_SECONDS, startNetworkPolicyProbeLoop, storedProbePassed } from './network-policy-probe.ts';
 import { LABEL_MANAGED_BY, MANAGED_BY } from './pod-spec.ts';
+import { resolveProxyUrl } from './proxy-address.ts';
 import { WorkQueue } from './work-queue.ts';
 
 const log = createLogger('controller');
@@ -175,6 +176,8 @@ async function startReconciler(): Promise<void> {
   await Promise.all([evaluations.synced, pods.synced, caches.synced]);
   // new evaluation pods wait in an init container for their NetworkPolicies while the probe finds them enforced
   const probe = config.preflight?.networkPolicyProbe;
+  const proxyUrl = await resolveProxyUrl(core, config.egress.proxyUrl, log);
+  log.info({ proxyUrl }, 'evaluation pods reach the egress proxy by its ClusterIP');
   let enforced = probe?.enabled ? await storedProbePassed(kc, config.namespace) : false;
   const reconciler = new EvaluationReconciler({
     core,
@@ -188,9 +191,9 @@ async function startReconciler(): Promise<void> {
     settings: {
       namespace: runs,
       pullSecret: config.credentials.pullSecret,
-      proxyUrl: config.egress.proxyUrl,
+      proxyUrl,
       networkGate: () => {
-        const targets = gateTargets(config);
+        const targets = gateTargets(proxyUrl);
         return enforced && probe?.image && targets ? { image: probe.image, ...targets, graceSeconds: GATE_GRACE_SECONDS } : undefined;
       },
       cacheName: config.artifactCache.cacheName,
@@ -212,7 +215,7 @@ async function startReconciler(): Promise<void> {
       runsNamespace: runs,
       image: probe.image,
       pullSecret: config.credentials.pullSecret,
-      targets: defaultProbeTargets(config, metricsPort),
+      targets: defaultProbeTargets(proxyUrl, metricsPort),
       log,
       active: () => elector.leading,
       onResult: (r) => (enforced = r.verdict === 'pass'),

@@ -1,12 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { runtimeConfigSchema } from '../lib/runtime-config.ts';
 import { defaultProbeTargets, podOutcome, probePod } from './network-policy-probe.ts';
-
-const config = runtimeConfigSchema.parse({ controlPlane: {}, credentials: {}, observability: {}, gpuFeatureDiscovery: {}, egress: {}, artifactCache: {} });
 
 describe('NetworkPolicy probe pod', () => {
   it('targets this controller metrics port (forbidden) and the egress proxy (allowed)', () => {
-    expect(defaultProbeTargets(config, 9090, '10.244.1.7')).toEqual({ forbidden: '10.244.1.7:9090', allowed: 'rlmesh-egress-proxy.rlmesh-system.svc:3128' });
+    expect(defaultProbeTargets('http://10.96.0.20:3128', 9090, '10.244.1.7')).toEqual({ forbidden: '10.244.1.7:9090', allowed: '10.96.0.20:3128' });
   });
   it('is a restricted pod without a ServiceAccount token running the small probe command', () => {
     const pod = probePod({ runsNamespace: 'rlmesh-runs', image: 'img', pullSecret: 'pull', targets: { forbidden: 'a:1', allowed: 'b:2' } });

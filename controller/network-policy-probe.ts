@@ -17,7 +17,6 @@ import { PROBE_CONFIGMAP, PROBE_KEY, type StoredProbe } from '../lib/preflight/c
 import { apiMessage, isNotFound } from '../lib/kube-errors.ts';
 import { probeVerdict, readCni, type ProbeOutcome, type ProbeTargets } from '../lib/preflight/network-policy.ts';
 import type { CheckResult } from '../lib/preflight/types.ts';
-import type { RuntimeConfig } from '../lib/runtime-config.ts';
 
 export const PROBE_NAME = 'rlmesh-network-policy-probe';
 export const PROBE_LABELS = { 'app.kubernetes.io/name': PROBE_NAME, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/component': 'preflight' };
@@ -37,12 +36,12 @@ export async function storedProbePassed(kc: k8s.KubeConfig, namespace: string): 
   }
 }
 
-/** What an evaluation pod's network-ready init container checks: the Kubernetes API (forbidden in the runs namespace) and the proxy. */
-export function gateTargets(config: RuntimeConfig, env = process.env): { forbidden: string; allowed: string } | undefined {
+/** What an evaluation pod's network-ready init container checks: the Kubernetes API (forbidden in the runs namespace) and the proxy (`proxyUrl`, by address: the pod has no DNS). */
+export function gateTargets(proxyUrl: string, env = process.env): { forbidden: string; allowed: string } | undefined {
   const host = env.KUBERNETES_SERVICE_HOST;
   const port = env.KUBERNETES_SERVICE_PORT;
   if (!host || !port) return undefined;
-  const proxy = new URL(config.egress.proxyUrl);
+  const proxy = new URL(proxyUrl);
   return { forbidden: `${host.includes(':') ? `[${host}]` : host}:${port}`, allowed: `${proxy.hostname}:${proxy.port || '80'}` };
 }
 
@@ -67,9 +66,9 @@ export function ownPodIp(): string | undefined {
   return undefined;
 }
 
-/** Forbidden: this controller's metrics port; allowed: the egress proxy from egress.proxyUrl. */
-export function defaultProbeTargets(config: RuntimeConfig, metricsPort = config.ports.metrics, podIp = ownPodIp()): ProbeTargets {
-  const proxy = new URL(config.egress.proxyUrl);
+/** Forbidden: this controller's metrics port; allowed: the egress proxy at `proxyUrl` (by address: the probe pod, in the runs namespace, has no DNS). */
+export function defaultProbeTargets(proxyUrl: string, metricsPort: number, podIp = ownPodIp()): ProbeTargets {
+  const proxy = new URL(proxyUrl);
   return { forbidden: `${podIp ?? '127.0.0.1'}:${metricsPort}`, allowed: `${proxy.hostname}:${proxy.port || '80'}` };
 }
 

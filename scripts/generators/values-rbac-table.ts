@@ -89,6 +89,8 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: C, verb: 'create', resource: 'events', namespace: RUNS, allowed: true, why: 'an Event for every phase change and refusal' },
   { sa: C, verb: 'update', resource: 'configmaps', name: 'rlmesh-network-policy-probe', namespace: SYS, allowed: true, why: 'stores the NetworkPolicy probe result' },
   { sa: C, verb: 'get', resource: 'configmaps', name: 'rlmesh-preflight', namespace: SYS, allowed: false, why: "not the agent's report" },
+  { sa: C, verb: 'get', resource: 'services', name: 'rlmesh-egress-proxy', namespace: SYS, allowed: true, why: "the proxy's ClusterIP, the proxy address of evaluation pods (they have no DNS)" },
+  { sa: C, verb: 'list', resource: 'services', namespace: SYS, allowed: false, why: 'that one Service by name only' },
   { sa: F, verb: 'get', resource: 'secrets', name: 'rlmesh-s3-example', namespace: RUNS, allowed: true, why: 'the temporary S3 credentials the agent writes per evaluation (names vary, so no resourceNames)' },
   { sa: F, verb: 'list', resource: 'secrets', namespace: RUNS, allowed: false, why: 'cannot enumerate Secrets' },
   { sa: F, verb: 'get', resource: 'secrets', name: 'rlmesh-cluster-control', namespace: SYS, allowed: false, why: 'nothing in rlmesh-system' },

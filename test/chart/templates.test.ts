@@ -206,7 +206,8 @@ describe('objects', () => {
     expect(get(objs, 'NetworkPolicy', SYS, 'rlmesh-default-deny').spec).toEqual({ podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
     type NP = { spec: { egress: { to?: Record<string, unknown>[]; ports: { protocol: string; port: number }[] }[] } };
     const runs = get(objs, 'NetworkPolicy', RUNS, 'rlmesh-runs-egress') as K8sObject & NP;
-    expect(runs.spec.egress).toHaveLength(2);
+    // the proxy only: no DNS for evaluation pods
+    expect(runs.spec.egress).toHaveLength(1);
     expect(runs.spec.egress[0]).toEqual({
       to: [
         {
@@ -216,13 +217,15 @@ describe('objects', () => {
       ],
       ports: [{ protocol: 'TCP', port: 3128 }],
     });
-    expect(runs.spec.egress[1]).toEqual({
+    // every other pod's DNS rule: the default peers (CoreDNS) on 53
+    const dnsRule = {
       to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
       ports: [
         { protocol: 'UDP', port: 53 },
         { protocol: 'TCP', port: 53 },
       ],
-    });
+    };
+    expect((get(objs, 'NetworkPolicy', RUNS, 'rlmesh-artifact-cache-filler') as K8sObject & NP).spec.egress[0]).toEqual(dnsRule);
     const proxy = get(objs, 'NetworkPolicy', SYS, 'rlmesh-egress-proxy') as K8sObject & NP;
     const publicRule = proxy.spec.egress[1]!;
     expect(publicRule.to).toEqual([
@@ -251,7 +254,7 @@ describe('objects', () => {
         expect(np.spec.podSelector).toEqual({ matchLabels: { 'app.kubernetes.io/name': c, 'app.kubernetes.io/instance': 'rlmesh' } });
         expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
         expect(np.spec.ingress).toBeUndefined();
-        expect(np.spec.egress).toEqual([runs.spec.egress[1], { ports: ports.map((port) => ({ protocol: 'TCP', port })) }]);
+        expect(np.spec.egress).toEqual([dnsRule, { ports: ports.map((port) => ({ protocol: 'TCP', port })) }]);
       }
     }
     // the agent and controller keep TCP 443 for the control plane
@@ -260,11 +263,11 @@ describe('objects', () => {
       { protocol: 'TCP', port: 6443 },
     ]);
     // GKE NodeLocal DNS and OpenShift peers/ports reach every DNS rule
-    const gke = get(render(['-f', join(CHART, 'ci/gke-nodelocal-dns-values.yaml')]), 'NetworkPolicy', RUNS, 'rlmesh-runs-egress') as K8sObject & NP;
-    expect(gke.spec.egress[1]!.to).toEqual([{ ipBlock: { cidr: '169.254.20.10/32' } }]);
+    const gke = get(render(['-f', join(CHART, 'ci/gke-nodelocal-dns-values.yaml')]), 'NetworkPolicy', RUNS, 'rlmesh-artifact-cache-filler') as K8sObject & NP;
+    expect(gke.spec.egress[0]!.to).toEqual([{ ipBlock: { cidr: '169.254.20.10/32' } }]);
     const os = render(['-f', join(CHART, 'ci/openshift-dns-values.yaml')]);
     for (const [ns, name] of [
-      [RUNS, 'rlmesh-runs-egress'],
+      [RUNS, 'rlmesh-artifact-cache-filler'],
       [SYS, 'rlmesh-egress-proxy'],
       [SYS, 'rlmesh-cluster-agent'],
     ]) {

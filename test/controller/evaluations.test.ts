@@ -89,9 +89,11 @@ describe('evaluation -> pod', () => {
     expect(spec.securityContext!.runAsNonRoot).toBe(true);
     expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } });
     const envs = Object.fromEntries(c.env!.map((e) => [e.name, e.value]));
+    // the proxy by its Service's ClusterIP: evaluation pods have no DNS
+    const proxyIp = (await env.core.readNamespacedService({ name: 'rlmesh-egress-proxy', namespace: env.sys })).spec!.clusterIP;
     expect(envs).toMatchObject({
-      HTTPS_PROXY: `http://rlmesh-egress-proxy.${env.sys}.svc:3128`,
-      HTTP_PROXY: `http://rlmesh-egress-proxy.${env.sys}.svc:3128`,
+      HTTPS_PROXY: `http://${proxyIp}:3128`,
+      HTTP_PROXY: `http://${proxyIp}:3128`,
       NO_PROXY: 'localhost,127.0.0.1,::1',
       SEED: '42',
       TEST_DURATION: '2s',

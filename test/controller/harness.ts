@@ -3,6 +3,12 @@
 // not collide), the two ServiceAccounts with the least rights each role needs,
 // and the controller started as child processes authenticated as those
 // ServiceAccounts through TokenRequest, so RBAC is exercised for real.
+//
+// Why processes and not the chart's pods: each file runs its own controller
+// pair in namespaces of its own beside other files' (one chart release per
+// cluster could not), kills the leader at a chosen moment, shortens retention
+// and retry times by flag and turns kwok pod outcomes into the cases it wants.
+// The chart's controller and filler pods run on the real node in test/e2e.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, createWriteStream } from 'node:fs';
@@ -47,7 +53,10 @@ export function rbacManifests(sys: string, runs: string, suffix: string): object
       { apiGroups: [''], resources: ['events'], verbs: ['create'] },
     ]),
     bind('Role', RECONCILER_SA, runs, RECONCILER_SA, sys),
-    role(RECONCILER_SA, sys, lease('rlmesh-cluster-controller')),
+    role(RECONCILER_SA, sys, [
+      ...lease('rlmesh-cluster-controller'),
+      { apiGroups: [''], resources: ['services'], resourceNames: ['rlmesh-egress-proxy'], verbs: ['get'] },
+    ]),
     bind('Role', RECONCILER_SA, sys, RECONCILER_SA, sys),
     clusterRole(`${suffix}-reconciler`, [{ apiGroups: [GROUP], resources: ['rlmeshcaches'], verbs: ['get', 'list', 'watch'] }]),
     bind('ClusterRole', `${suffix}-reconciler`, undefined, RECONCILER_SA, sys),
@@ -97,6 +106,13 @@ export async function setupEnv(opts: { accessModes?: string[] } = {}): Promise<E
   ]);
   apply(rbacManifests(sys, runs, id));
   apply([
+    // the egress proxy's Service: the controller gives evaluation pods its ClusterIP
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'rlmesh-egress-proxy', namespace: sys },
+      spec: { selector: { 'app.kubernetes.io/name': 'rlmesh-egress-proxy' }, ports: [{ name: 'proxy', port: 3128, targetPort: 3128 }] },
+    },
     {
       apiVersion: 'v1',
       kind: 'PersistentVolumeClaim',

@@ -205,10 +205,11 @@ async function table(label: string, scenario: Scenario | 'no policies'): Promise
   return differences;
 }
 
-/** Waits until the enforcer has applied a change: one attempt from the evaluation pod gives `want`. */
-async function applied(what: string, target: string, want: boolean): Promise<void> {
+/** Waits until the enforcer has applied a change: one attempt from `from` (ns/name of a source) gives `want`. */
+async function applied(what: string, from: string, target: string, want: boolean): Promise<void> {
   const t = targets.find((x) => x.attempt.name === target)!;
-  await until(what, async () => ((await attemptFrom(sources[0]!, [t.attempt])).get(t.attempt.name) === want ? true : undefined), 90, 1000);
+  const source = sources.find((x) => key(x.pod) === from)!;
+  await until(what, async () => ((await attemptFrom(source, [t.attempt])).get(t.attempt.name) === want ? true : undefined), 90, 1000);
 }
 
 const isCoreDns = (p: Pod) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns';
@@ -303,7 +304,7 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
       '--set-json', `network.dnsPeers=[{"ipBlock":{"cidr":"${ip}/32"}}]`]);
     for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
     survey(evalSource, evalTarget);
-    await applied('the ipBlock DNS peer to be enforced', 'other resolver dns/udp 53', true);
+    await applied('the ipBlock DNS peer to be enforced', 'rlmesh-runs/filler', 'other resolver dns/udp 53', true);
     const scenario: Scenario = { name: 'ipBlock', values: [], isDnsPeer: (p) => p.ip === ip, dnsPorts: [53], proxyReaches };
     expect(await table(`network.dnsPeers ipBlock ${ip}/32`, scenario)).toEqual([]);
   });
@@ -314,7 +315,7 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
       '--set-json', 'network.dnsPorts=[53,5353]']);
     for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
     survey(evalSource, evalTarget);
-    await applied('port 5353 to the selected resolver to be enforced', 'other resolver dns/udp 5353', true);
+    await applied('port 5353 to the selected resolver to be enforced', 'rlmesh-runs/filler', 'other resolver dns/udp 5353', true);
     const scenario: Scenario = {
       name: 'selector', values: [], isDnsPeer: (p) => p.ns === OTHER_DNS_NS && p.labels['dns.operator.openshift.io/daemonset-dns'] === 'default', dnsPorts: [53, 5353], proxyReaches,
     };
@@ -324,7 +325,7 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
   it('with no NetworkPolicy at all every attempt gets through: each refusal above was a policy', async () => {
     kubectl(['-n', RUNS, 'delete', 'networkpolicies', '--all']);
     kubectl(['-n', NS, 'delete', 'networkpolicies', '--all']);
-    await applied('the policies to be lifted', 'public server directly tcp/443', true);
+    await applied('the policies to be lifted', 'rlmesh-runs/eval', 'public server directly tcp/443', true);
     expect(await table('no NetworkPolicy', 'no policies')).toEqual([]);
   });
 });

@@ -150,7 +150,9 @@ describe('Install', () => {
     const out = evaluationOutput(reach);
     const seen = JSON.stringify(out);
     expect(out.find((l) => l.step === 'artifact'), seen).toMatchObject({ sha256: publicServer.caSha256 });
-    expect(out.find((l) => l.step === 'probe' && l.via === 'proxy'), seen).toMatchObject({ status: 200, proxy: expect.stringContaining('rlmesh-egress-proxy') });
+    // through the proxy Service's ClusterIP: evaluation pods have no DNS of their own
+    const proxyIp = kubectl(['-n', NS, 'get', 'service', 'rlmesh-egress-proxy', '-o', 'jsonpath={.spec.clusterIP}']).stdout;
+    expect(out.find((l) => l.step === 'probe' && l.via === 'proxy'), seen).toMatchObject({ status: 200, proxy: `http://${proxyIp}:3128` });
     // directly, the NetworkPolicy of rlmesh-runs refuses it: the evaluation started only once its pod's
     // policies were in force (kube-router programs a new pod's rules seconds after it starts)
     expect(out.find((l) => l.step === 'probe' && l.via === 'direct'), seen).toMatchObject({ error: expect.any(String) });

@@ -4,6 +4,10 @@
 // hosts and egress.extraDomains are what the proxy lets through (the test DNS
 // server answers with addresses the proxy then refuses, so nothing leaves
 // the machine).
+//
+// Why a process and not the chart's pod: the proxy must use a resolver the test
+// controls (answers that point at addresses it then refuses); a pod resolves
+// through CoreDNS. The chart's proxy pods run on the real node in test/e2e.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, writeFileSync } from 'node:fs';

@@ -4,6 +4,11 @@
 // addressed from the benchmarking ranges, which --allow-range re-opens for
 // this proxy only. A DNS server on 127.0.0.1 serves private, mixed and
 // rebinding answers.
+//
+// Why a process and not the chart's pod: the DNS answers (private, mixed,
+// rebinding) must come from a resolver the test controls, and the clients sit
+// beside it; the chart's proxy pods run on the real node in test/e2e, where
+// network-policies.test.ts and spec.test.ts go through them.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync } from 'node:fs';

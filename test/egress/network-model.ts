@@ -42,9 +42,9 @@ export function intended(s: Scenario, from: Pod, to: Pod, probe: Probe): boolean
   const toProxy = is(to, 'rlmesh-system/proxy') && tcp && probe.port === PROXY_PORT;
   const api = tcp && API_PORTS.includes(probe.port);
   let egress = true;
-  // evaluation pods: the proxy and DNS (rlmesh-runs-egress covers every pod of the runs namespace)
-  if (is(from, 'rlmesh-runs/eval')) egress = toProxy || dns;
-  // the filler: that, and the Kubernetes API and control plane ports
+  // evaluation pods: the proxy, not even DNS (rlmesh-runs-egress covers every pod of the runs namespace)
+  if (is(from, 'rlmesh-runs/eval')) egress = toProxy;
+  // the filler: that, DNS, and the Kubernetes API and control plane ports
   else if (is(from, 'rlmesh-runs/filler')) egress = toProxy || dns || api;
   else if (is(from, 'rlmesh-system/proxy')) egress = dns || (s.proxyReaches(to) && tcp && PROXY_ALLOWED_PORTS.includes(probe.port));
   else if (is(from, 'rlmesh-system/agent') || is(from, 'rlmesh-system/controller')) egress = dns || api;
