@@ -2,6 +2,14 @@
 // touch a chart another test installed), the chart's own agent RBAC rendered
 // into them, the real control plane as a child process and the agent as a
 // child process authenticated as ServiceAccount rlmesh-cluster-agent.
+//
+// Why a process and not the chart's pod: these suites steer the agent at
+// points a pod cannot be held to (SIGKILL in the middle of a 1,000-update
+// burst, a control plane swapped for another on an ephemeral port, the
+// apiserver taken away and back, clocks and intervals shortened by flag) and
+// read its log line by line as it happens. The same code runs as the chart's
+// pod on the real node in test/e2e (spec.test.ts, faults.test.ts), which is
+// what proves the pod: image, probes, mounts, securityContext, NetworkPolicy.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
