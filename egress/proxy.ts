@@ -7,14 +7,14 @@ import http, { STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, typ
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import { ERROR_HEADER, REFUSED_HEADER } from '../lib/egress-headers.ts';
 import { parseAbsoluteUrl, parseAuthority, type AllowList, type Destination, type Refusal } from './allow-list.ts';
 import type { EgressConfig } from './config.ts';
 import { DownstreamRelay } from './downstream-relay.ts';
 import type { EgressMetrics } from './metrics.ts';
 import type { DestinationResolver } from './resolve-destination.ts';
 
-export const REFUSED_HEADER = 'X-RLMesh-Egress-Refused';
-export const ERROR_HEADER = 'X-RLMesh-Egress-Error';
+export { ERROR_HEADER, REFUSED_HEADER };
 const RETRY_AFTER_SECONDS = 5;
 const SOCKET_BUFFER_BYTES = 256 * 1024;
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blob, startArtifactServer, type ArtifactServer } from '../../test/controller/artifact-server.ts';
-import { ArtifactFetcher, FetchError } from './fetch.ts';
+import { ArtifactFetcher, FetchError, proxyAnswer } from './fetch.ts';
 import { ArtifactStore } from './store.ts';
 
 const log = pino({ level: 'silent' });
@@ -126,5 +126,13 @@ describe('resuming an interrupted ranged download', () => {
     await fetcher.fetch({ name: 'corrupt', sha256: b.sha256, sizeBytes: b.data.length }, { kind: 'https', url: server.url('/corrupt') });
     expect(server.requests.get('/corrupt')).toBe(3);
     expect(readFileSync(store.path(b.sha256)).equals(b.data)).toBe(true);
+  });
+});
+
+describe('what the egress proxy answered', () => {
+  it('names the refusal rule, or why the proxy could not connect', () => {
+    expect(proxyAnswer(403, { 'x-rlmesh-egress-refused': 'private-use' })).toMatch(/^the egress proxy refused the connection \(HTTP 403, rule private-use\): .*egress\.allowRanges/);
+    expect(proxyAnswer(502, { 'x-rlmesh-egress-error': 'connect-failed' })).toBe('the egress proxy could not connect to the source (HTTP 502, connect-failed)');
+    expect(proxyAnswer(407, {})).toBe('the proxy answered the CONNECT with HTTP 407');
   });
 });

@@ -4,13 +4,19 @@
 // its size and SHA-256 match. Large objects are fetched with parallel ranged
 // GETs and a journal of finished ranges, so a restarted controller resumes
 // instead of starting over. HTTPS goes through undici, S3 through
-// @aws-sdk/client-s3 with the assignment's temporary credentials.
+// @aws-sdk/client-s3 with the assignment's temporary credentials; both through
+// the proxy that HTTPS_PROXY / NO_PROXY name (in the chart: the egress proxy,
+// so artifacts meet the same allow-list and address rules as evaluations).
 import { appendFile, open, readFile, stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { HttpsProxyAgent } from 'https-proxy-agent';
+import { getProxyForUrl } from 'proxy-from-env';
 import type { Logger } from 'pino';
 import { EnvHttpProxyAgent, request, type Dispatcher } from 'undici';
+import { ERROR_HEADER, REFUSED_HEADER } from '../../lib/egress-headers.ts';
 import type { Metrics } from '../metrics.ts';
 import { createHasher, InOrderHash, type OffThread } from './hasher.ts';
 import type { ArtifactStore } from './store.ts';
@@ -338,8 +344,17 @@ function makeSource(s: ResolvedSource, dispatcher: Dispatcher): Source {
       },
     };
   }
+  // the S3 client does not read HTTPS_PROXY itself
+  const proxy = getProxyForUrl(s.endpoint ?? `https://s3.${s.region}.amazonaws.com`);
+  const agent = proxy ? new HttpsProxyAgent(proxy) : undefined;
+  // a refused CONNECT reaches the SDK only as an unparsable response; keep what the proxy said
+  let refusal: string | undefined;
+  agent?.on('proxyConnect', (res: { statusCode: number; headers: Record<string, string | string[] | undefined> }) => {
+    refusal = res.statusCode === 200 ? undefined : proxyAnswer(res.statusCode, res.headers);
+  });
   const client = new S3Client({
     region: s.region,
+    ...(agent ? { requestHandler: new NodeHttpHandler({ httpsAgent: agent }) } : {}),
     ...(s.endpoint ? { endpoint: s.endpoint, forcePathStyle: true } : {}),
     ...(s.credentials ? { credentials: s.credentials } : {}),
     maxAttempts: 1, // the fetcher retries with its own backoff
@@ -348,9 +363,11 @@ function makeSource(s: ResolvedSource, dispatcher: Dispatcher): Source {
     kind: 's3',
     describe: `s3://${s.bucket}/${s.key}${s.endpoint ? ` at ${s.endpoint}` : ''}`,
     get: async (range) => {
-      const out = await client.send(
-        new GetObjectCommand({ Bucket: s.bucket, Key: s.key, ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}) }),
-      );
+      const out = await client
+        .send(new GetObjectCommand({ Bucket: s.bucket, Key: s.key, ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}) }))
+        .catch((err: unknown) => {
+          throw refusal ? new Error(refusal) : err;
+        });
       if (range && !out.ContentRange) {
         (out.Body as Readable | undefined)?.destroy();
         throw new RangesUnsupported('S3 endpoint ignored the Range header');
@@ -361,9 +378,21 @@ function makeSource(s: ResolvedSource, dispatcher: Dispatcher): Source {
   };
 }
 
+/** What the egress proxy answered to a CONNECT it did not open (its refusal rule, or why it could not connect). */
+export function proxyAnswer(status: number, headers: Record<string, string | string[] | undefined>): string {
+  const refused = headers[REFUSED_HEADER.toLowerCase()];
+  const error = headers[ERROR_HEADER.toLowerCase()];
+  if (refused) return `the egress proxy refused the connection (HTTP ${status}, rule ${String(refused)}): the destination is not allowed from this cluster (egress.extraDomains, egress.allowedPorts, egress.allowRanges)`;
+  if (error) return `the egress proxy could not connect to the source (HTTP ${status}, ${String(error)})`;
+  return `the proxy answered the CONNECT with HTTP ${status}`;
+}
+
 function describeError(err: unknown): string {
   const e = err as { name?: string; message?: string; code?: string; cause?: { code?: string; message?: string }; $metadata?: { httpStatusCode?: number } };
   if (e?.$metadata?.httpStatusCode) return `${e.name ?? 'S3Error'} (HTTP ${e.$metadata.httpStatusCode}): ${e.message}`;
+  // undici keeps only the status of a refused CONNECT
+  const tunnel = /^Proxy response \((\d+)\) !== 200 when HTTP Tunneling/.exec(e?.message ?? '');
+  if (tunnel) return `the egress proxy refused the connection (HTTP ${tunnel[1]}): the destination is not allowed from this cluster (egress.extraDomains, egress.allowedPorts, egress.allowRanges)`;
   const cause = e?.cause?.code ?? e?.cause?.message;
   return `${e?.message ?? String(err)}${cause && !String(e?.message).includes(cause) ? ` (${cause})` : ''}`;
 }

@@ -48,8 +48,9 @@ export const s3SourceSchema = z
   .object({
     endpoint: z
       .string()
+      .regex(/^https:\/\/[^/?#@\s]+\/?$/, { message: 'endpoint must be an https:// URL of a host (and port), with no path, query or user info' })
       .optional()
-      .describe('S3 endpoint URL (https://...); empty means the AWS endpoint for the region.'),
+      .describe('S3 endpoint URL (https://host[:port]); empty means the AWS endpoint for the region. Fetched through the egress proxy, like every artifact.'),
     region: z.string().default('us-east-1').describe('Region of the bucket.'),
     bucket: z.string().min(1).describe('Bucket holding the artifact.'),
     key: z.string().min(1).describe('Object key of the artifact.'),

@@ -25,8 +25,13 @@ export function runtimeConfig(labels: Record<string, string>): ImageConfig {
   };
 }
 
+// what reaches the registry passes through (a proxy, a CA that a TLS-inspecting proxy needs, npm's
+// own settings): npm run by the pinned Node looks for its global npmrc beside that Node, not the machine's
+const PASS_THROUGH = /^(npm_config_|NODE_EXTRA_CA_CERTS$|HTTPS?_PROXY$|NO_PROXY$)/i;
+
 function run(cmd: string, args: string[], cwd: string, env: Record<string, string> = {}): void {
-  execFileSync(cmd, args, { cwd, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...env } });
+  const passed = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => PASS_THROUGH.test(k) && v !== undefined)) as Record<string, string>;
+  execFileSync(cmd, args, { cwd, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...passed, ...env } });
 }
 
 export type RuntimeTree = { base: string; app: string; packages: DebianPackage[]; nodeVersion: string };

@@ -2,7 +2,7 @@
 // as its own ServiceAccount, fills a local directory standing in for the PVC
 // from a real HTTPS server and a real S3-compatible server (versitygw) on
 // loopback, and the reconciler runs the evaluations once their artifacts are in.
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -42,7 +42,9 @@ const fillerArgs = () => [
   `--chunk-bytes=${1024 * 1024}`,
   `--ranged-threshold-bytes=${2 * 1024 * 1024}`,
 ];
-const startFiller = () => startController(env, 'cache-filler', fillerArgs(), { NODE_EXTRA_CA_CERTS: server.caFile });
+// the filler trusts both test servers' CAs (the HTTPS artifact server's and the S3 server's)
+const startFiller = () => startController(env, 'cache-filler', fillerArgs(), { NODE_EXTRA_CA_CERTS: caBundle });
+let caBundle = '';
 const https = (name: string, b: { data: Buffer; sha256: string }, path: string) => ({
   name,
   sha256: b.sha256,
@@ -54,7 +56,9 @@ beforeAll(async () => {
   env = await setupEnv();
   cacheDir = join(env.dir, 'cache');
   server = await startArtifactServer();
-  s3 = await startS3Server();
+  s3 = await startS3Server({ tls: { hosts: ['localhost'] } });
+  caBundle = join(env.dir, 'ca-bundle.pem');
+  writeFileSync(caBundle, `${readFileSync(server.caFile, 'utf8').trim()}\n${s3.ca!.trim()}\n`);
   reconciler = await startController(env, 'reconciler');
   filler = await startFiller();
   await waitFor('the cache status', async () => (await getCache(env))?.status?.phase === 'Ready');

@@ -1,6 +1,8 @@
-// A real S3-compatible server on loopback: versitygw (POSIX backend) built
-// from its Go module by test/controller/build-s3-server.sh.
+// A real S3-compatible server on loopback (or a harness address): versitygw
+// (POSIX backend) built from its Go module by test/controller/build-s3-server.sh,
+// over HTTPS with a CA of its own when `tls` names its hosts.
 import { execFileSync, spawn } from 'node:child_process';
+import { Agent } from 'node:https';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -9,6 +11,8 @@ import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { CreateBucketCommand, ListBucketsCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { ensureTls } from '../../controlplane/tls.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -20,9 +24,9 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-export type S3Server = { endpoint: string; accessKeyId: string; secretAccessKey: string; client: S3Client; put: (bucket: string, key: string, body: Buffer) => Promise<void>; close: () => Promise<void> };
+export type S3Server = { endpoint: string; caFile?: string; ca?: string; accessKeyId: string; secretAccessKey: string; client: S3Client; put: (bucket: string, key: string, body: Buffer) => Promise<void>; close: () => Promise<void> };
 
-export async function startS3Server(): Promise<S3Server> {
+export async function startS3Server(opts: { host?: string; port?: number; tls?: { hosts: string[] } } = {}): Promise<S3Server> {
   let bin: string;
   try {
     bin = execFileSync('bash', [join(here, 'build-s3-server.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop()!;
@@ -30,14 +34,21 @@ export async function startS3Server(): Promise<S3Server> {
     throw new Error(`cannot build the S3 test server (versitygw) with test/controller/build-s3-server.sh: ${(err as Error).message}; it needs Go and the Go module proxy`);
   }
   const root = mkdtempSync(join(tmpdir(), 'rlmesh-s3-'));
-  const port = await freePort();
+  const host = opts.host ?? '127.0.0.1';
+  const port = opts.port ?? (await freePort());
+  const tls = opts.tls ? await ensureTls(join(root, '.tls'), opts.tls.hosts) : undefined;
   const accessKeyId = `AK${randomBytes(8).toString('hex').toUpperCase()}`;
   const secretAccessKey = randomBytes(20).toString('hex');
-  const child = spawn(bin, ['--port', `127.0.0.1:${port}`, '--access', accessKeyId, '--secret', secretAccessKey, 'posix', '--nometa', root], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const tlsArgs = tls ? ['--cert', tls.certFile, '--key', tls.keyFile] : [];
+  const child = spawn(bin, ['--port', `${host}:${port}`, ...tlsArgs, '--access', accessKeyId, '--secret', secretAccessKey, 'posix', '--nometa', root], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const endpoint = `http://127.0.0.1:${port}`;
-  const client = new S3Client({ region: 'us-east-1', endpoint, forcePathStyle: true, credentials: { accessKeyId, secretAccessKey } });
+  const endpoint = tls ? `https://${opts.tls!.hosts[0]}:${port}` : `http://${host}:${port}`;
+  // the test's own client reaches the server by its address, trusting its CA
+  const client = new S3Client({
+    region: 'us-east-1', endpoint: `${tls ? 'https' : 'http'}://${host}:${port}`, forcePathStyle: true, credentials: { accessKeyId, secretAccessKey },
+    ...(tls ? { requestHandler: new NodeHttpHandler({ httpsAgent: new Agent({ ca: tls.ca, servername: opts.tls!.hosts[0] }) }) } : {}),
+  });
   const deadline = Date.now() + 20_000;
   for (;;) {
     try {
@@ -54,6 +65,7 @@ export async function startS3Server(): Promise<S3Server> {
   const buckets = new Set<string>();
   return {
     endpoint,
+    ...(tls ? { caFile: tls.caFile, ca: tls.ca } : {}),
     accessKeyId,
     secretAccessKey,
     client,

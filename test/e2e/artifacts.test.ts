@@ -1,0 +1,99 @@
+// Artifacts come through the egress proxy, on real pods on the real node: an
+// S3 server in the customer's network (versitygw over HTTPS on the harness's
+// private address 10.213.0.1, named s3.private.test for pods) is refused by the
+// proxy's address rules even though its name is allow-listed, and the
+// evaluation's status carries the refusal; once egress.allowRanges names its
+// address (the in-cluster route the chart documents), the same artifact comes
+// through the proxy into the cache and the evaluation reads it from there.
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setClusterHosts } from '../cluster/addons.ts';
+import { NET } from '../cluster/real-node.ts';
+import { startS3Server, type S3Server } from '../controller/s3-server.ts';
+import { helm, kubectl } from '../support/cluster.ts';
+import { api, until, type ControlPlane } from '../support/runtime.ts';
+import {
+  NS, RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, localFlags, releasedChart, runInstallCommand, smallEvaluation, submit, waitConnected,
+  waitFinished, type Chart,
+} from './harness.ts';
+
+const S3_HOST = 's3.private.test';
+const S3_PORT = 9443;
+
+let chart: Chart;
+let cp: ControlPlane;
+let s3: S3Server;
+let image = '';
+let clusterId = '';
+const rt = new Runtime();
+const object = randomBytes(256 * 1024);
+const sha256 = createHash('sha256').update(object).digest('hex');
+
+function artifactEvaluation(): Record<string, unknown> {
+  return {
+    ...smallEvaluation(image, { TEST_ARTIFACT: '/artifacts/weights.bin', TEST_DURATION: '1s' }),
+    artifacts: [{
+      name: 'weights.bin', sha256, sizeBytes: String(object.length),
+      source: { s3: { endpoint: `https://${S3_HOST}:${S3_PORT}`, region: 'us-east-1', bucket: 'inputs', key: 'weights.bin', accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } },
+    }],
+  };
+}
+
+function upgrade(flags: string[]): void {
+  helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', ...flags, ...localFlags(cp).filter((f) => f === '--plain-http')]);
+}
+
+beforeAll(async () => {
+  cleanSlate();
+  chart = releasedChart();
+  cp = await controlPlane(chart);
+  image = await evaluationImage();
+  s3 = await startS3Server({ host: NET.hostAddress, port: S3_PORT, tls: { hosts: [S3_HOST] } });
+  await s3.put('inputs', 'weights.bin', object);
+  setClusterHosts({ [S3_HOST]: NET.hostAddress });
+  const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'artifacts' });
+  clusterId = created.body.clusterId;
+  runInstallCommand(cp, created.body.installCommand);
+  await waitConnected(cp, clusterId);
+  // the S3 server's name is allow-listed and its port allowed, and its CA trusted: only its address stands in the way
+  const bundle = join(mkdtempSync(join(tmpdir(), 'ca-')), 'bundle.pem');
+  writeFileSync(bundle, `${readFileSync(cp.caFile, 'utf8').trim()}\n${s3.ca!.trim()}\n`);
+  upgrade(['--set', `egress.extraDomains={${S3_HOST}}`, '--set', `egress.allowedPorts={443,${S3_PORT}}`, '--set-file', `controlPlane.caBundle=${bundle}`, '--wait', '--timeout', '5m']);
+  await waitConnected(cp, clusterId);
+}, 600_000);
+
+afterAll(async () => {
+  await cp?.stop();
+  await s3?.close();
+  setClusterHosts();
+  cleanSlate();
+});
+
+describe('artifacts through the egress proxy', () => {
+  it('an S3 endpoint at a private address is refused by the proxy, and the evaluation says why', async () => {
+    const id = await submit(cp, clusterId, artifactEvaluation());
+    const e = await waitFinished(cp, id, 240);
+    expect(e.phase).toBe('Failed');
+    const inCluster = JSON.parse(kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', id, '-o', 'json']).stdout) as { status: { message?: string } };
+    expect(inCluster.status.message).toMatch(new RegExp(`s3://inputs/weights\\.bin at https://${S3_HOST.replace(/\./g, '\\.')}:${S3_PORT}`));
+    expect(inCluster.status.message).toMatch(/egress proxy refused/i);
+    const decision = await until('the proxy\'s refusal line', () => rt.log('egress').split('\n').find((l) => l.includes(S3_HOST) && /refused/.test(l)), 30);
+    expect(decision).toMatch(/private|non-public|special/i);
+  });
+
+  it('with egress.allowRanges naming its address, the same artifact comes through the proxy into the cache', async () => {
+    upgrade(['--set', `egress.allowRanges={${NET.hostAddress}/32}`, '--wait', '--timeout', '5m']);
+    await rt.ready('egress');
+    const id = await submit(cp, clusterId, artifactEvaluation());
+    const e = await waitFinished(cp, id, 240);
+    expect(e.phase).toBe('Succeeded');
+    const pod = kubectl(['-n', RUNS, 'get', 'pods', '-l', 'rlmesh.dev/evaluation', '-o', 'name']).stdout.split('\n').find((p) => p.includes(id))!;
+    const out = kubectl(['-n', RUNS, 'logs', pod]).stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(out.find((l) => l.step === 'artifact')).toMatchObject({ sha256, size: object.length });
+    const decision = await until('the proxy\'s allow line', () => rt.log('egress').split('\n').find((l) => l.includes(S3_HOST) && !/refused/.test(l) && /allow|tunnel|connect/i.test(l)), 30);
+    expect(decision).toBeTruthy();
+  });
+});
