@@ -1,7 +1,8 @@
 // GPU feature discovery (gpuFeatureDiscovery.enabled): the DaemonSet's program
 // reads a node's PCI devices from sysfs and labels the node. Here it runs as a
-// local process authenticated as the chart's ServiceAccount, against a sysfs
-// tree written like the kernel's, labelling the local cluster's kwok nodes.
+// local process authenticated as the chart's ServiceAccount (with the token of
+// a pod of it on the node, as the DaemonSet's pods have), against a sysfs tree
+// written like the kernel's, labelling the local cluster's kwok nodes.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +12,7 @@ import { gpuLabels, LABELS } from '../../gpu-discovery/node-labels.ts';
 import { findGpus } from '../../gpu-discovery/pci-devices.ts';
 import { helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { CHART, root, TOKEN } from './chart.ts';
+import { KWOK_TOLERATION } from '../support/kwok-outcome.ts';
 
 type Dev = { vendor: string; device: string; class: string; vram?: string };
 function sysfs(devices: Record<string, Dev>): string {
@@ -60,28 +62,47 @@ describe('finding GPUs in sysfs', () => {
 });
 
 describe('labelling nodes as the chart ServiceAccount', () => {
-  let kubeconfig = '';
   const labelsOf = (node: string): Record<string, string> =>
     (JSON.parse(kubectl(['get', 'node', node, '-o', 'json']).stdout) as { metadata: { labels: Record<string, string> } }).metadata.labels;
-  const run = (node: string, sysfsRoot: string) =>
+  // the program runs with the token of a GPU discovery pod on that node, as the DaemonSet's pod has it: the
+  // chart's admission policy lets that token label its own node only
+  const kubeconfigs = new Map<string, string>();
+  async function kubeconfigOn(node: string): Promise<string> {
+    if (!kubeconfigs.has(node)) {
+      const name = `gpu-discovery-${node}`;
+      const image = kubectl(['-n', 'rlmesh-system', 'get', 'daemonset', 'rlmesh-gpu-feature-discovery', '-o', 'jsonpath={.spec.template.spec.containers[0].image}']).stdout;
+      kubectl(['apply', '-f', '-'], { input: JSON.stringify({
+        apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'rlmesh-system', labels: { 'rlmesh.dev/test': 'gpu-discovery' } },
+        spec: {
+          serviceAccountName: 'rlmesh-gpu-feature-discovery', nodeName: node, tolerations: [KWOK_TOLERATION],
+          securityContext: { runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: 'RuntimeDefault' } },
+          containers: [{ name: 'gpu-discovery', image, securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } }],
+        },
+      }) });
+      const uid = kubectl(['-n', 'rlmesh-system', 'get', 'pod', name, '-o', 'jsonpath={.metadata.uid}']).stdout;
+      kubeconfigs.set(node, await serviceAccountKubeconfig('rlmesh-system', 'rlmesh-gpu-feature-discovery', 600, { name, uid }));
+    }
+    return kubeconfigs.get(node)!;
+  }
+  const run = async (node: string, sysfsRoot: string) =>
     execFileSync(join(root, 'node_modules/.bin/node'), [join(root, 'gpu-discovery/main.ts'), '--once', '--sysfs-root', sysfsRoot], {
       encoding: 'utf8',
-      env: { ...process.env, KUBECONFIG: kubeconfig, NODE_NAME: node },
+      env: { ...process.env, KUBECONFIG: await kubeconfigOn(node), NODE_NAME: node },
     });
   const unlabel = (node: string) => kubectl(['label', 'node', node, ...Object.values(LABELS).map((l) => `${l}-`)], { allowFail: true });
 
   beforeAll(async () => {
     helm(['upgrade', '--install', 'rlmesh', CHART, '-n', 'rlmesh-system', '--create-namespace', '--set', `joinToken=${TOKEN}`]);
-    kubeconfig = await serviceAccountKubeconfig('rlmesh-system', 'rlmesh-gpu-feature-discovery');
   });
   afterAll(() => {
+    kubectl(['-n', 'rlmesh-system', 'delete', 'pods', '-l', 'rlmesh.dev/test=gpu-discovery', '--wait=false'], { allowFail: true });
     unlabel('kwok-gpu-0');
     unlabel('kwok-cpu-0');
   });
 
-  it('labels the GPU node with vendor, model, memory and count', () => {
+  it('labels the GPU node with vendor, model, memory and count', async () => {
     unlabel('kwok-gpu-0');
-    const out = run('kwok-gpu-0', eightH100);
+    const out = await run('kwok-gpu-0', eightH100);
     expect(out).toContain('node GPU labels updated');
     expect(labelsOf('kwok-gpu-0')).toMatchObject({
       'rlmesh.dev/gpu.vendor': 'nvidia',
@@ -90,12 +111,12 @@ describe('labelling nodes as the chart ServiceAccount', () => {
       'rlmesh.dev/gpu.count': '8',
     });
     // a second pass changes nothing and does not patch
-    expect(run('kwok-gpu-0', eightH100)).toContain('node GPU labels unchanged');
+    expect(await run('kwok-gpu-0', eightH100)).toContain('node GPU labels unchanged');
   });
 
-  it('removes stale GPU labels from a CPU node', () => {
+  it('removes stale GPU labels from a CPU node', async () => {
     kubectl(['label', 'node', 'kwok-cpu-0', '--overwrite', 'rlmesh.dev/gpu.vendor=nvidia', 'rlmesh.dev/gpu.count=1']);
-    run('kwok-cpu-0', sysfs({ '0000:00:1f.0': { vendor: '0x8086', device: '0xa1c1', class: '0x060100' } }));
+    await run('kwok-cpu-0', sysfs({ '0000:00:1f.0': { vendor: '0x8086', device: '0xa1c1', class: '0x060100' } }));
     const labels = labelsOf('kwok-cpu-0');
     expect(labels['rlmesh.dev/gpu.vendor']).toBeUndefined();
     expect(labels['rlmesh.dev/gpu.count']).toBeUndefined();

@@ -2,6 +2,7 @@
 // TokenRequest and every row of the README's table (RBAC_TABLE) is asked with
 // `kubectl auth can-i`, once as the ServiceAccount itself and once with --as.
 import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { canIArgs, RBAC_TABLE } from '../../scripts/generators/values-rbac-table.ts';
@@ -65,5 +66,69 @@ describe('what each ServiceAccount may do', () => {
     expect(other.ok).toBe(false);
     expect(other.out).toMatch(/forbidden/i);
     kubectl(['-n', SYS, 'delete', 'secret', 'rlmesh-cluster-control', 'rbac-test-other', '--ignore-not-found']);
+  });
+});
+
+/** kubectl with a kubeconfig of its own; ok and what it printed (stderr on failure). */
+function as(kubeconfig: string, args: string[]): { ok: boolean; out: string } {
+  try {
+    return { ok: true, out: execFileSync(join(clusterInfo().bin, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) };
+  } catch (err) {
+    return { ok: false, out: String((err as { stderr?: string }).stderr) };
+  }
+}
+
+/** Waits until the apiserver enforces the chart's admission policies (they take effect a moment after creation). */
+async function enforced(kubeconfig: string, args: string[]): Promise<{ ok: boolean; out: string }> {
+  const end = Date.now() + 30_000;
+  for (;;) {
+    const r = as(kubeconfig, args);
+    if (!r.ok || Date.now() > end) return r;
+    await new Promise((done) => setTimeout(done, 500));
+  }
+}
+
+describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPolicies)', () => {
+  it('the agent creates only its own Secrets: no ServiceAccount token, no other name', async () => {
+    const kc = kubeconfigs.get('rlmesh-cluster-agent')!;
+    const foreign = await enforced(kc, ['-n', SYS, 'create', 'secret', 'generic', 'someone-elses', '--from-literal=k=v', '--dry-run=server']);
+    expect(foreign.ok).toBe(false);
+    expect(foreign.out).toMatch(/may write only its own Secrets .*rlmesh-system\/someone-elses/);
+    // a token Secret under one of its own names, for a ServiceAccount that may do more than it
+    const file = join(clusterInfo().dir, 'sa', 'agent-token-secret.json');
+    writeFileSync(file, JSON.stringify({
+      apiVersion: 'v1', kind: 'Secret', type: 'kubernetes.io/service-account-token',
+      metadata: { name: 'rlmesh-cluster-control', namespace: SYS, annotations: { 'kubernetes.io/service-account.name': 'rlmesh-cluster-controller' } },
+    }));
+    const sat = as(kc, ['create', '-f', file, '--dry-run=server']);
+    expect(sat.ok).toBe(false);
+    expect(sat.out).toMatch(/only Opaque and dockerconfigjson Secrets, not kubernetes\.io\/service-account-token/);
+    // its own names pass (the server's dry run goes through admission and stores nothing)
+    expect(as(kc, ['-n', SYS, 'create', 'secret', 'generic', 'rlmesh-cluster-relay-secret', '--from-literal=relay-secret=x', '--dry-run=server']).ok).toBe(true);
+    expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-s3', '--from-literal=accessKeyId=a', '--dry-run=server']).ok).toBe(true);
+    expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-other', '--from-literal=a=b', '--dry-run=server']).ok).toBe(false);
+  });
+
+  it('GPU discovery labels only its own node, and only with rlmesh.dev/gpu.* labels', async () => {
+    const pods = JSON.parse(kubectl(['-n', SYS, 'get', 'pods', '-l', 'app.kubernetes.io/name=rlmesh-gpu-feature-discovery', '-o', 'json']).stdout) as { items: { metadata: { name: string; uid: string }; spec: { nodeName?: string } }[] };
+    const pod = pods.items.find((p) => p.spec.nodeName);
+    expect(pod, 'a scheduled GPU discovery pod').toBeDefined();
+    const own = pod!.spec.nodeName!;
+    const other = (JSON.parse(kubectl(['get', 'nodes', '-o', 'json']).stdout) as { items: { metadata: { name: string } }[] }).items.map((n) => n.metadata.name).find((n) => n !== own)!;
+    const kc = await serviceAccountKubeconfig(SYS, 'rlmesh-gpu-feature-discovery', 600, pod!.metadata);
+    const another = await enforced(kc, ['label', 'node', other, 'rlmesh.dev/gpu.test=yes', '--dry-run=server']);
+    expect(another.ok).toBe(false);
+    expect(another.out).toContain(`may label only the node its pod runs on (${own}), not ${other}`);
+    expect(as(kc, ['label', 'node', own, 'rlmesh.dev/gpu.test=yes', '--dry-run=server']).ok).toBe(true);
+    const label = as(kc, ['label', 'node', own, 'team=someone', '--dry-run=server']);
+    expect(label.ok).toBe(false);
+    expect(label.out).toContain('may change only rlmesh.dev/gpu.* labels');
+    const taint = as(kc, ['taint', 'node', own, 'rlmesh.dev/evil=yes:NoSchedule', '--dry-run=server']);
+    expect(taint.ok).toBe(false);
+    expect(taint.out).toContain("may not change a node's spec");
+    // a token bound to no pod names no node, so it may label none
+    const unbound = as(kubeconfigs.get('rlmesh-gpu-feature-discovery')!, ['label', 'node', own, 'rlmesh.dev/gpu.test=yes', '--dry-run=server']);
+    expect(unbound.ok).toBe(false);
+    expect(unbound.out).toContain('its token names no node');
   });
 });

@@ -106,7 +106,7 @@ describe('install-rights', () => {
     kc.loadFromFile(await serviceAccountKubeconfig(NS, 'rlmesh-pf-nobody'));
     const r = await checkInstallRights(context({}, 'cli', kc));
     expect(r.verdict).toBe('fail');
-    expect(r.found).toMatch(/^this kube context may not: create customresourcedefinitions\.apiextensions\.k8s\.io, create clusterroles\.rbac\.authorization\.k8s\.io, create clusterrolebindings\.rbac\.authorization\.k8s\.io, create namespaces, create roles\.rbac\.authorization\.k8s\.io in rlmesh-pf-system/);
+    expect(r.found).toMatch(/^this kube context may not: create customresourcedefinitions\.apiextensions\.k8s\.io, create clusterroles\.rbac\.authorization\.k8s\.io, create clusterrolebindings\.rbac\.authorization\.k8s\.io, create validatingadmissionpolicies\.admissionregistration\.k8s\.io, create validatingadmissionpolicybindings\.admissionregistration\.k8s\.io, create namespaces, create roles\.rbac\.authorization\.k8s\.io in rlmesh-pf-system/);
     expect(r.fix).toBe('Install with a cluster-admin kube context (kubectl config use-context <admin context>), or ask a cluster admin to run the helm install.');
   });
 });

@@ -64,19 +64,21 @@ export function adminKubeConfig(): k8s.KubeConfig {
  * Mints a token for namespace/serviceAccount with the TokenRequest API and writes
  * a kubeconfig that authenticates as that ServiceAccount. Returns its path.
  */
-export async function serviceAccountKubeconfig(namespace: string, serviceAccount: string, expirationSeconds = 3600): Promise<string> {
+export async function serviceAccountKubeconfig(namespace: string, serviceAccount: string, expirationSeconds = 3600, boundPod?: { name: string; uid: string }): Promise<string> {
   const info = clusterInfo();
   const core = adminKubeConfig().makeApiClient(k8s.CoreV1Api);
+  // a token bound to a pod carries the pod's node name, as the pod's own mounted token does
+  const boundObjectRef = boundPod ? { apiVersion: 'v1', kind: 'Pod', ...boundPod } : undefined;
   const tr = await core.createNamespacedServiceAccountToken({
     name: serviceAccount,
     namespace,
-    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: [], expirationSeconds } },
+    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: [], expirationSeconds, ...(boundObjectRef ? { boundObjectRef } : {}) } },
   });
   const token = tr.status?.token;
   if (!token) throw new Error(`TokenRequest for ${namespace}/${serviceAccount} returned no token`);
   const dir = join(info.dir, 'sa');
   mkdirSync(dir, { recursive: true });
-  const path = join(dir, `${namespace}-${serviceAccount}.kubeconfig`);
+  const path = join(dir, `${namespace}-${serviceAccount}${boundPod ? `-${boundPod.name}` : ''}.kubeconfig`);
   const kubeconfig = {
     apiVersion: 'v1',
     kind: 'Config',

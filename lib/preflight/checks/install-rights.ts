@@ -1,5 +1,6 @@
 // Whether the installing user may create what the chart creates outside one
-// namespace: CRDs, cluster roles and bindings, roles and namespaces. Asked of
+// namespace: CRDs, cluster roles and bindings, admission policies and their
+// bindings, roles and namespaces. Asked of
 // the API server with SelfSubjectAccessReview, so it answers for the kube
 // context the user will run helm with. CLI only.
 import * as k8s from '@kubernetes/client-node';
@@ -13,6 +14,8 @@ export const INSTALL_RIGHTS = (namespace: string, runsNamespace: string): Right[
   { group: 'apiextensions.k8s.io', resource: 'customresourcedefinitions' },
   { group: 'rbac.authorization.k8s.io', resource: 'clusterroles' },
   { group: 'rbac.authorization.k8s.io', resource: 'clusterrolebindings' },
+  { group: 'admissionregistration.k8s.io', resource: 'validatingadmissionpolicies' },
+  { group: 'admissionregistration.k8s.io', resource: 'validatingadmissionpolicybindings' },
   { group: '', resource: 'namespaces' },
   { group: 'rbac.authorization.k8s.io', resource: 'roles', namespace },
   { group: 'rbac.authorization.k8s.io', resource: 'rolebindings', namespace },
