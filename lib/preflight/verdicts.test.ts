@@ -142,9 +142,9 @@ describe('single-installation', () => {
 describe('install-rights', () => {
   it('lists every right denied', () => {
     const rights = INSTALL_RIGHTS('rlmesh-system', 'rlmesh-runs');
-    const r = rightsVerdict(rights.map((right, i) => ({ right, allowed: i !== 0 && i !== 3 })));
+    const r = rightsVerdict(rights.map((right, i) => ({ right, allowed: i !== 0 && i !== 3 && i !== 5 })));
     expect(r.verdict).toBe('fail');
-    expect(r.found).toBe('this kube context may not: create customresourcedefinitions.apiextensions.k8s.io, create namespaces');
+    expect(r.found).toBe('this kube context may not: create customresourcedefinitions.apiextensions.k8s.io, create validatingadmissionpolicies.admissionregistration.k8s.io, create namespaces');
     expect(rightsVerdict(rights.map((right) => ({ right, allowed: true }))).verdict).toBe('pass');
   });
 });
