@@ -116,13 +116,8 @@ export const networkPolicyPeerSchema = z
     namespaceSelector: labelSelector.optional(),
     podSelector: labelSelector.optional(),
   })
-  .strict()
-  .refine((p) => p.ipBlock !== undefined || p.namespaceSelector !== undefined || p.podSelector !== undefined, {
-    message: 'a NetworkPolicy peer needs ipBlock, namespaceSelector or podSelector',
-  })
-  .refine((p) => p.ipBlock === undefined || (p.namespaceSelector === undefined && p.podSelector === undefined), {
-    message: 'a NetworkPolicy peer has either ipBlock or selectors, not both',
-  });
+  .strict();
+// which fields a peer needs is a cross-field rule (crossFieldErrors): JSON Schema, and so helm, would not see it
 
 const monitor = (kind: string) =>
   z
@@ -389,6 +384,12 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
       path: 'storage.className',
       message: 'artifactCache.storage.sharedPvc.accessModes has ReadWriteMany but storage.className is empty: set storage.className to a StorageClass that provides ReadWriteMany (e.g. NFS, CephFS, Filestore)',
     });
+  v.network.dnsPeers.forEach((p, i) => {
+    if (p.ipBlock === undefined && p.namespaceSelector === undefined && p.podSelector === undefined)
+      errors.push({ path: `network.dnsPeers.${i}`, message: 'this NetworkPolicy peer is empty: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your DNS resolver' });
+    else if (p.ipBlock !== undefined && (p.namespaceSelector !== undefined || p.podSelector !== undefined))
+      errors.push({ path: `network.dnsPeers.${i}`, message: 'this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers' });
+  });
   if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled)
     errors.push({ path: 'metrics.podMonitor.enabled', message: 'metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one' });
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));

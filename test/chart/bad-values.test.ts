@@ -28,6 +28,8 @@ const cases: Case[] = [
   { name: 'ReadWriteMany without storage.className', values: { ...T, artifactCache: { storage: { sharedPvc: { accessModes: ['ReadWriteMany'] } } } }, path: 'storage.className', says: /ReadWriteMany/ },
   { name: 'cache size that is not a quantity', values: { ...T, artifactCache: { storage: { sharedPvc: { size: '100 GB' } } } }, path: 'artifactCache.storage.sharedPvc.size' },
   { name: 'dnsPeers entry that is not a NetworkPolicy peer', values: { ...T, network: { dnsPeers: [{ host: 'kube-dns' }] } }, path: 'network.dnsPeers.0' },
+  { name: 'dnsPeers entry that is empty', values: { ...T, network: { dnsPeers: [{}] } }, path: 'network.dnsPeers.0', says: /peer is empty/ },
+  { name: 'dnsPeers entry with both an ipBlock and a selector', values: { ...T, network: { dnsPeers: [{ ipBlock: { cidr: '10.0.0.10/32' }, podSelector: {} }] } }, path: 'network.dnsPeers.0', says: /one or the other/ },
   { name: 'dnsPeers ipBlock with a bad CIDR', values: { ...T, network: { dnsPeers: [{ ipBlock: { cidr: '169.254.20.10' } }] } }, path: 'network.dnsPeers.0' },
   { name: 'dnsPeers selector with an unknown operator', values: { ...T, network: { dnsPeers: [{ podSelector: { matchExpressions: [{ key: 'a', operator: 'Like' }] } }] } }, path: 'network.dnsPeers.0' },
   { name: 'dnsPorts out of range', values: { ...T, network: { dnsPorts: [70000] } }, path: 'network.dnsPorts.0' },

@@ -29,6 +29,13 @@ Each message names the value path and what is allowed; lib/values-schema.ts
 {{- if and (has "ReadWriteMany" $modes) (eq $v.storage.className "") }}
 {{- $errors = append $errors "storage.className: artifactCache.storage.sharedPvc.accessModes has ReadWriteMany but storage.className is empty: set storage.className to a StorageClass that provides ReadWriteMany (e.g. NFS, CephFS, Filestore)" }}
 {{- end }}
+{{- range $i, $p := $v.network.dnsPeers }}
+{{- if not (or (hasKey $p "ipBlock") (hasKey $p "namespaceSelector") (hasKey $p "podSelector")) }}
+{{- $errors = append $errors (printf "network.dnsPeers.%d: this NetworkPolicy peer is empty: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your DNS resolver" $i) }}
+{{- else if and (hasKey $p "ipBlock") (or (hasKey $p "namespaceSelector") (hasKey $p "podSelector")) }}
+{{- $errors = append $errors (printf "network.dnsPeers.%d: this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers" $i) }}
+{{- end }}
+{{- end }}
 {{- if and $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled }}
 {{- $errors = append $errors "metrics.podMonitor.enabled: metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one" }}
 {{- end }}
