@@ -2,13 +2,15 @@
 // namespace, created idempotently (the control plane resends an assignment
 // until an update for it arrives). S3 credentials an assignment carries go
 // into a Secret owned by the evaluation, never into the evaluation itself.
-// Cancellations set spec.cancelled; the controller stops the pod.
+// Cancellations set spec.cancelled; the controller stops the pod. An image from
+// a registry this cluster does not run is refused before anything is created.
 import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { API_VERSION, EVALUATION, GROUP, VERSION, type EvaluationSpec, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import type { Assignment, Cancellation } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { apiMessage, isConflict, isNotFound, isRbacDenial, statusCode } from '../lib/kube-errors.ts';
+import { imageRefusal } from './evaluation-image.ts';
 
 export const EVALUATION_ID_ANNOTATION = 'rlmesh.dev/evaluation-id';
 
@@ -85,6 +87,8 @@ export function evaluationFromAssignment(a: Assignment, namespace: string): { ev
 export type AssignmentsOptions = {
   kc: k8s.KubeConfig;
   namespace: string;
+  /** the registries evaluation images may come from */
+  imageRegistries: readonly string[];
   log: Logger;
   /** an outcome with no object behind it (refused at admission, cancelled before creation): report it */
   onOutcome: (evaluationId: string, phase: 'Failed' | 'Cancelled', reason: string, message: string) => void;
@@ -103,6 +107,12 @@ export class Assignments {
 
   async assign(a: Assignment): Promise<void> {
     const { namespace, log } = this.o;
+    const refusal = imageRefusal(a.image, this.o.imageRegistries);
+    if (refusal) {
+      log.warn({ evaluationId: a.evaluationId, image: a.image }, `assignment refused: ${refusal}`);
+      this.o.onOutcome(a.evaluationId, 'Failed', 'ImageNotAllowed', refusal);
+      return;
+    }
     const { evaluation, s3 } = evaluationFromAssignment(a, namespace);
     const name = evaluation.metadata.name;
     let created: RLMeshEvaluation;

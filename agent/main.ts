@@ -120,6 +120,7 @@ credWatch.start();
 const assignments = new Assignments({
   kc,
   namespace: cfg.runtime.runsNamespace,
+  imageRegistries: cfg.runtime.agent.imageRegistries,
   log,
   onOutcome: (evaluationId, phase, reason, message) => evaluations.observe(evaluationId, { phase, reason, message, pod: '', node: '' }),
 });

@@ -89,6 +89,9 @@ describe('buildEvaluationPod', () => {
     ]);
     expect(buildEvaluationPod(ev(), settings()).spec!.initContainers).toBeUndefined();
   });
+  it('always pulls the evaluation image: the registry and the pull Secret decide, not what a node already holds', () => {
+    expect(buildEvaluationPod(ev(), settings()).spec!.containers[0]!.imagePullPolicy).toBe('Always');
+  });
   it('requests amd.com/gpu for AMD', () => {
     const pod = buildEvaluationPod(ev({ resources: { gpu: { count: 1, vendor: 'amd' } } }), settings());
     expect(pod.spec!.containers[0]!.resources!.limits).toEqual({ 'amd.com/gpu': '1' });

@@ -125,6 +125,8 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
         {
           name: CONTAINER_NAME,
           image: spec.image,
+          // the registry decides, with the pull Secret, every time: an image already on the node is not enough
+          imagePullPolicy: 'Always',
           ...(spec.command?.length ? { command: spec.command } : {}),
           ...(spec.args?.length ? { args: spec.args } : {}),
           env,

@@ -85,9 +85,11 @@ export const runtimeConfigSchema = z
         nodeSelector: z.string().default(''),
         // the spool refuses new records past this size (with a log line and a metric), never drops
         spoolMaxBytes: z.number().int().min(4096).default(1024 * 1024 * 1024),
+        // registries evaluation images may come from (controlPlane.registryHost and evaluations.extraRegistries)
+        imageRegistries: z.array(z.string()).min(1).default(['registry.rlmesh.dev']),
       })
       .strict()
-      .default({ nodeSelector: '', spoolMaxBytes: 1024 * 1024 * 1024 }),
+      .default({ nodeSelector: '', spoolMaxBytes: 1024 * 1024 * 1024, imageRegistries: ['registry.rlmesh.dev'] }),
     // network.dnsPeers/dnsPorts, storage.className and the preflight switches, for
     // the preflight checks (lib/preflight/settings.ts). Optional with no default, so
     // configs rendered before these fields existed parse to themselves; absent

@@ -11,6 +11,8 @@ import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
 const HOST_LABELS = '[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*';
 export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
+/** A registry host as an image reference names it: host or host:port. */
+const REGISTRY_HOST = new RegExp(`^${HOST_LABELS}(:[0-9]{1,5})?$`);
 export const domainPattern = new RegExp(`^(\\*\\.)?${HOST_LABELS}$`);
 const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
@@ -218,6 +220,18 @@ export const valuesObjectSchema = z
       .strict()
       .prefault({})
       .describe('NetworkPolicy inputs.'),
+    evaluations: z
+      .object({
+        extraRegistries: z
+          .array(z.string().max(253).regex(REGISTRY_HOST, { message: 'must be a registry host, optionally with a port (registry.example.com or registry.example.com:5000), without a scheme or path' }))
+          .default([])
+          .describe(
+            'Registries whose images evaluations may run besides controlPlane.registryHost (host or host:port, no scheme or path). The agent refuses an assignment whose image comes from anywhere else, and evaluation pods always pull (imagePullPolicy Always), so an image already on a node is not run without the registry\'s say.',
+          ),
+      })
+      .strict()
+      .prefault({})
+      .describe('What evaluations may run.'),
     storage: z
       .object({
         className: z
@@ -481,7 +495,11 @@ export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', 
       allowRanges: values.egress.allowRanges,
     },
     artifactCache: { pvcName: 'rlmesh-artifact-cache', cacheName: 'default', accessModes: values.artifactCache.storage.sharedPvc.accessModes },
-    agent: { nodeSelector: values.agent.reportNodeSelector, spoolMaxBytes: spoolMaxBytes(values.agent.spool.size) },
+    agent: {
+      nodeSelector: values.agent.reportNodeSelector,
+      spoolMaxBytes: spoolMaxBytes(values.agent.spool.size),
+      imageRegistries: [...new Set([cp.registryHost, ...values.evaluations.extraRegistries])],
+    },
     network: { dnsPeers: values.network.dnsPeers, dnsPorts: values.network.dnsPorts },
     storage: { className: values.storage.className },
     preflight: {

@@ -78,7 +78,7 @@ describe('agent evaluations', () => {
     expect(new Set(seqs).size).toBe(3);
 
     // a cancellation: spec.cancelled is set for the controller to stop the pod
-    const second = await api<{ id: string }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, { image: 'busybox', deadlineSeconds: 60 });
+    const second = await api<{ id: string }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, { image: 'registry.rlmesh.dev/evals/math:1', deadlineSeconds: 60 });
     await until('second created', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id], { allowFail: true }).status === 0 ? true : undefined), 20);
     expect((await api(suite.cp, 'POST', `/v1/evaluations/${second.body.id}/cancel`, { reason: 'user asked' })).status).toBe(200);
     await until('spec.cancelled set', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id, '-o', 'jsonpath={.spec.cancelled}']).stdout === 'true' ? true : undefined), 20);
@@ -86,6 +86,16 @@ describe('agent evaluations', () => {
     // once the control plane holds the finished evaluation, the agent marks it reported (the controller then
     // garbage-collects it); needs `patch` on rlmeshevaluations/status in the chart's agent Role
     await until('status.reportedAt set', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', id, '-o', 'jsonpath={.status.reportedAt}']).stdout ? true : undefined), 20);
+
+    // an image from a registry this cluster does not run: refused before any object exists, and reported with the fix
+    const foreign = await api<{ id: string }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, { image: 'busybox', deadlineSeconds: 60 });
+    const refused = await until('the refusal reported', async () => {
+      const e = (await api<Ev & { message?: string; reason?: string }>(suite.cp, 'GET', `/v1/evaluations/${foreign.body.id}`)).body;
+      return e.phase === 'Failed' ? e : undefined;
+    }, 20);
+    expect(JSON.stringify(refused)).toContain('ImageNotAllowed');
+    expect(JSON.stringify(refused)).toContain('image busybox comes from docker.io, and this cluster runs evaluation images only from registry.rlmesh.dev');
+    expect(kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', foreign.body.id], { allowFail: true }).status).not.toBe(0);
     await agent.stop();
   });
 });

@@ -185,7 +185,7 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
     "allowedPorts" $v.egress.allowedPorts
     "allowRanges" $v.egress.allowRanges)
   "artifactCache" (dict "pvcName" "rlmesh-artifact-cache" "cacheName" "default" "accessModes" $v.artifactCache.storage.sharedPvc.accessModes)
-  "agent" (dict "nodeSelector" $v.agent.reportNodeSelector "spoolMaxBytes" (include "rlmesh.spoolMaxBytes" . | int64))
+  "agent" (dict "nodeSelector" $v.agent.reportNodeSelector "spoolMaxBytes" (include "rlmesh.spoolMaxBytes" . | int64) "imageRegistries" (concat (list $cp.registryHost) $v.evaluations.extraRegistries | uniq))
   "network" (dict "dnsPeers" $v.network.dnsPeers "dnsPorts" $v.network.dnsPorts)
   "storage" (dict "className" $v.storage.className)
   "preflight" (dict "networkPolicyProbe" (dict "enabled" $v.preflight.networkPolicyProbe.enabled "image" (include "rlmesh.image" (dict "image" $v.controller.image "defaultTag" .Chart.AppVersion))))
