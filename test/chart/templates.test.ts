@@ -200,7 +200,7 @@ describe('objects', () => {
     expect(obsRole.rules.flatMap((r) => r.resourceNames ?? [])).toContain('rlmesh-cluster-relay-secret');
   });
 
-  it('NetworkPolicies: default-deny in both namespaces, runs → proxy + DNS only, proxy → DNS + public only, agent/controller → DNS + API, GPU discovery/hook → DNS + Kubernetes API', () => {
+  it('NetworkPolicies: default-deny in both namespaces, runs → proxy only (no DNS), filler → DNS + API, proxy → DNS + public only, agent/controller → DNS + API, GPU discovery/hook → DNS + Kubernetes API', () => {
     const deny = get(objs, 'NetworkPolicy', RUNS, 'rlmesh-runs-default-deny');
     expect(deny.spec).toEqual({ podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
     expect(get(objs, 'NetworkPolicy', SYS, 'rlmesh-default-deny').spec).toEqual({ podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
