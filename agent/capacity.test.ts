@@ -96,3 +96,23 @@ describe('capacity math', () => {
     expect(JSON.stringify(p).length).toBeLessThan(200);
   });
 });
+
+describe('GPU models from what the chart\'s GPU discovery writes', () => {
+  const node = (labels: Record<string, string>, gpus: Record<string, string>) =>
+    trimNode({ metadata: { name: 'n', labels }, spec: {}, status: { allocatable: { cpu: '8', memory: '64Gi', ...gpus }, conditions: [{ type: 'Ready', status: 'True' }] } });
+  const none = { cpuMillis: 0, memoryBytes: 0, nvidia: 0, amd: 0 };
+
+  it('reads rlmesh.dev/gpu.* when the vendor labels are absent (nodes without NVIDIA GFD or AMD\'s labeller)', () => {
+    const nv = nodeCapacity(node({ 'rlmesh.dev/gpu.vendor': 'nvidia', 'rlmesh.dev/gpu.product': 'NVIDIA-H100-SXM5-80GB', 'rlmesh.dev/gpu.memory': '81920', 'rlmesh.dev/gpu.count': '8' }, { 'nvidia.com/gpu': '8' }), none);
+    expect(nv.gpus).toEqual([expect.objectContaining({ vendor: 'nvidia', model: 'NVIDIA-H100-SXM5-80GB', memoryMib: 81920n, count: 8 })]);
+    const amd = nodeCapacity(node({ 'rlmesh.dev/gpu.vendor': 'amd', 'rlmesh.dev/gpu.product': 'AMD-Instinct-MI300X', 'rlmesh.dev/gpu.memory': '196592' }, { 'amd.com/gpu': '8' }), none);
+    expect(amd.gpus).toEqual([expect.objectContaining({ vendor: 'amd', model: 'AMD-Instinct-MI300X', memoryMib: 196592n, count: 8 })]);
+  });
+
+  it('prefers the vendor\'s own labels, and never takes another vendor\'s', () => {
+    const both = nodeCapacity(node({ 'nvidia.com/gpu.product': 'H100-from-GFD', 'rlmesh.dev/gpu.vendor': 'nvidia', 'rlmesh.dev/gpu.product': 'ours' }, { 'nvidia.com/gpu': '1' }), none);
+    expect(both.gpus[0]!.model).toBe('H100-from-GFD');
+    const mismatch = nodeCapacity(node({ 'rlmesh.dev/gpu.vendor': 'amd', 'rlmesh.dev/gpu.product': 'AMD-Instinct-MI300X' }, { 'nvidia.com/gpu': '1' }), none);
+    expect(mismatch.gpus[0]!.model).toBe('');
+  });
+});

@@ -46,9 +46,13 @@ export type NodeLite = {
 
 export type Usage = { cpuMillis: number; memoryBytes: number } & Record<Vendor, number>;
 
-// the node labels GPU discovery (NVIDIA GFD, AMD's node labeller) writes, plus arch
+// the node labels GPU discovery writes (NVIDIA GFD, AMD's node labeller, and the chart's own
+// rlmesh-gpu-feature-discovery), plus arch
 const KEPT_LABELS = [
   'kubernetes.io/arch',
+  'rlmesh.dev/gpu.vendor',
+  'rlmesh.dev/gpu.product',
+  'rlmesh.dev/gpu.memory',
   'nvidia.com/gpu.product',
   'nvidia.com/gpu.memory',
   'amd.com/gpu.product-name',
@@ -156,16 +160,25 @@ function gpuMemoryMiB(v: string | undefined): number {
 
 export function gpuModels(node: NodeLite): GpuModel[] {
   const l = node.metadata.labels;
+  // the vendor's own labeller first; else what the chart's GPU discovery wrote for that vendor
+  const ours = (vendor: Vendor, key: 'product' | 'memory') => (l['rlmesh.dev/gpu.vendor'] === vendor ? l[`rlmesh.dev/gpu.${key}`] : undefined);
   const out: GpuModel[] = [];
   const nv = Math.round(parseQuantity(node.status.allocatable[GPU_RESOURCES.nvidia]));
-  if (nv > 0) out.push(create(GpuModelSchema, { vendor: 'nvidia', model: l['nvidia.com/gpu.product'] ?? '', memoryMib: BigInt(gpuMemoryMiB(l['nvidia.com/gpu.memory'])), count: nv }));
+  if (nv > 0) {
+    out.push(create(GpuModelSchema, {
+      vendor: 'nvidia',
+      model: l['nvidia.com/gpu.product'] ?? ours('nvidia', 'product') ?? '',
+      memoryMib: BigInt(gpuMemoryMiB(l['nvidia.com/gpu.memory'] ?? ours('nvidia', 'memory'))),
+      count: nv,
+    }));
+  }
   const amd = Math.round(parseQuantity(node.status.allocatable[GPU_RESOURCES.amd]));
   if (amd > 0) {
     out.push(
       create(GpuModelSchema, {
         vendor: 'amd',
-        model: l['amd.com/gpu.product-name'] ?? l['beta.amd.com/gpu.product-name'] ?? '',
-        memoryMib: BigInt(gpuMemoryMiB(l['amd.com/gpu.vram'] ?? l['beta.amd.com/gpu.vram'])),
+        model: l['amd.com/gpu.product-name'] ?? l['beta.amd.com/gpu.product-name'] ?? ours('amd', 'product') ?? '',
+        memoryMib: BigInt(gpuMemoryMiB(l['amd.com/gpu.vram'] ?? l['beta.amd.com/gpu.vram'] ?? ours('amd', 'memory'))),
         count: amd,
       }),
     );

@@ -100,6 +100,10 @@ describe('gpu-resources', () => {
   it('passes with advertised GPUs and discovery on, listing them', () => {
     expect(gpuVerdict([gpuNode], { names: [] }, true)).toMatchObject({ verdict: 'pass', found: expect.stringContaining('g: nvidia.com/gpu 8 (H100)') });
   });
+  it('takes the model from rlmesh.dev/gpu.* when the vendor labels are absent', () => {
+    const ours = node('o', { gpus: { 'nvidia.com/gpu': '8' }, labels: { 'rlmesh.dev/gpu.vendor': 'nvidia', 'rlmesh.dev/gpu.product': 'NVIDIA-H100-SXM5-80GB' } });
+    expect(gpuVerdict([ours], { names: [] }, true)).toMatchObject({ verdict: 'pass', found: expect.stringContaining('o: nvidia.com/gpu 8 (NVIDIA-H100-SXM5-80GB)') });
+  });
   it('warns on a CPU-only cluster with discovery on: disable it', () => {
     expect(gpuVerdict([node('a')], { names: [] }, true)).toMatchObject({ verdict: 'warn', fix: 'Set gpuFeatureDiscovery.enabled=false, as no node has a GPU to label.' });
     expect(gpuVerdict([node('a')], { names: [] }, false).verdict).toBe('pass');

@@ -11,6 +11,7 @@ const ID = 'gpu-resources';
 const VENDORS = [
   {
     resource: 'nvidia.com/gpu',
+    vendor: 'nvidia',
     name: 'NVIDIA',
     hardware: ['feature.node.kubernetes.io/pci-10de.present', 'nvidia.com/gpu.present'],
     model: ['nvidia.com/gpu.product'],
@@ -18,6 +19,7 @@ const VENDORS = [
   },
   {
     resource: 'amd.com/gpu',
+    vendor: 'amd',
     name: 'AMD',
     hardware: ['feature.node.kubernetes.io/pci-1002.present', 'amd.com/gpu.present'],
     model: ['amd.com/gpu.family', 'beta.amd.com/gpu.family', 'amd.com/gpu.product-name'],
@@ -44,7 +46,9 @@ export function gpuVerdict(nodes: k8s.V1Node[], dra: DeviceClasses, discovery: b
       const count = gpuCount(n, v.resource);
       const hasHardware = v.hardware.some((l) => labels[l] === 'true');
       if (count > 0) {
-        const model = v.model.map((l) => labels[l]).find(Boolean);
+        // the vendor's labeller, else the chart's own GPU discovery (rlmesh.dev/gpu.*) for this vendor
+        const ours = labels['rlmesh.dev/gpu.vendor'] === v.vendor ? labels['rlmesh.dev/gpu.product'] : undefined;
+        const model = v.model.map((l) => labels[l]).find(Boolean) ?? ours;
         advertised.push(`${nodeName(n)}: ${v.resource} ${count}${model ? ` (${model})` : ''}`);
         if (!model) withoutModel.push(nodeName(n));
       } else if (hasHardware) {
