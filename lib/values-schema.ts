@@ -11,6 +11,11 @@ import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
 const HOST_LABELS = '[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*';
 export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
+/** A ResourceQuota resource name: pods, count/..., requests.* or limits.* (extended resources included). */
+const QUOTA_RESOURCE = /^(pods|services|secrets|configmaps|persistentvolumeclaims|cpu|memory|ephemeral-storage|(count\/[a-z0-9.-]+)|((requests|limits)\.[a-z0-9.\/-]+))$/;
+/** cpu, memory and ephemeral-storage of a container: requests or limits. */
+const containerResources = (what: string) =>
+  z.object({ cpu: quantity(`cpu ${what}`), memory: quantity(`memory ${what}`), 'ephemeral-storage': quantity(`ephemeral-storage ${what}`) }).strict();
 /** A registry host as an image reference names it: host or host:port. */
 const REGISTRY_HOST = new RegExp(`^${HOST_LABELS}(:[0-9]{1,5})?$`);
 export const domainPattern = new RegExp(`^(\\*\\.)?${HOST_LABELS}$`);
@@ -228,6 +233,26 @@ export const valuesObjectSchema = z
           .describe(
             'Registries whose images evaluations may run besides controlPlane.registryHost (host or host:port, no scheme or path). The agent refuses an assignment whose image comes from anywhere else, and evaluation pods always pull (imagePullPolicy Always), so an image already on a node is not run without the registry\'s say.',
           ),
+        limitRange: z
+          .object({
+            defaultRequest: containerResources('request').default({ cpu: '500m', memory: '1Gi', 'ephemeral-storage': '1Gi' })
+              .describe('Requests a container in rlmesh-runs gets when its evaluation names none, so none runs BestEffort.'),
+            default: containerResources('limit').default({ cpu: '4', memory: '8Gi', 'ephemeral-storage': '20Gi' })
+              .describe('Limits a container in rlmesh-runs gets when its evaluation names none, so none uses a node without bound.'),
+          })
+          .strict()
+          .prefault({})
+          .describe('LimitRange rlmesh-runs-defaults.'),
+        resourceQuota: z
+          .object({
+            hard: z
+              .record(z.string().regex(QUOTA_RESOURCE, { message: 'must be a ResourceQuota resource name such as pods, requests.cpu, limits.memory or requests.nvidia.com/gpu' }), quantity('quota'))
+              .default({ pods: '1000' })
+              .describe('ResourceQuota rlmesh-runs: the most all evaluations together may hold (pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, ...); {} installs none. An evaluation that would exceed it waits as QuotaExceeded, with the apiserver\'s words in its status.'),
+          })
+          .strict()
+          .prefault({})
+          .describe('ResourceQuota rlmesh-runs.'),
       })
       .strict()
       .prefault({})

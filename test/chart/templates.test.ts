@@ -83,6 +83,18 @@ describe('objects', () => {
     for (const o of workloads(own)) expect(podTemplate(o).spec.imagePullSecrets, o.metadata.name).toContainEqual({ name: 'my-pull' });
   });
 
+  it('rlmesh-runs gets default requests and limits (LimitRange) and a ResourceQuota from evaluations.*', () => {
+    const lr = get(objs, 'LimitRange', RUNS, 'rlmesh-runs-defaults') as K8sObject & { spec: { limits: object[] } };
+    expect(lr.spec.limits).toEqual([
+      { type: 'Container', defaultRequest: { cpu: '500m', memory: '1Gi', 'ephemeral-storage': '1Gi' }, default: { cpu: '4', memory: '8Gi', 'ephemeral-storage': '20Gi' } },
+    ]);
+    expect((get(objs, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { pods: '1000' } });
+    const custom = render([...token, '--set-json', 'evaluations.resourceQuota.hard={"requests.nvidia.com/gpu":"16","limits.memory":"2Ti"}']);
+    expect((get(custom, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { 'requests.nvidia.com/gpu': '16', 'limits.memory': '2Ti' } });
+    const none = render([...token, '--set-json', 'evaluations.resourceQuota.hard={}']);
+    expect([...none.values()].some((o) => o.kind === 'ResourceQuota')).toBe(false);
+  });
+
   it('the join-token Secret exists only with joinToken; GitOps has none and no token env', () => {
     const s = get(objs, 'Secret', SYS, 'rlmesh-join-token') as K8sObject & { data: { token: string } };
     expect(Buffer.from(s.data.token, 'base64').toString()).toBe(TOKEN);
