@@ -245,10 +245,11 @@ export const valuesObjectSchema = z
           .describe('LimitRange rlmesh-runs-defaults.'),
         resourceQuota: z
           .object({
+            enabled: z.boolean().default(true).describe('Install ResourceQuota rlmesh-runs.'),
             hard: z
               .record(z.string().regex(QUOTA_RESOURCE, { message: 'must be a ResourceQuota resource name such as pods, requests.cpu, limits.memory or requests.nvidia.com/gpu' }), quantity('quota'))
               .default({ pods: '1000' })
-              .describe('ResourceQuota rlmesh-runs: the most all evaluations together may hold (pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, ...); {} installs none. An evaluation that would exceed it waits as QuotaExceeded, with the apiserver\'s words in its status.'),
+              .describe('The most all evaluations together may hold (pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, ...); entries you set are added to the default pods entry. An evaluation that would exceed it waits as QuotaExceeded, with the apiserver\'s words in its status.'),
           })
           .strict()
           .prefault({})

@@ -90,8 +90,9 @@ describe('objects', () => {
     ]);
     expect((get(objs, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { pods: '1000' } });
     const custom = render([...token, '--set-json', 'evaluations.resourceQuota.hard={"requests.nvidia.com/gpu":"16","limits.memory":"2Ti"}']);
-    expect((get(custom, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { 'requests.nvidia.com/gpu': '16', 'limits.memory': '2Ti' } });
-    const none = render([...token, '--set-json', 'evaluations.resourceQuota.hard={}']);
+    // entries are added to the default pods entry (helm merges maps)
+    expect((get(custom, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { pods: '1000', 'requests.nvidia.com/gpu': '16', 'limits.memory': '2Ti' } });
+    const none = render([...token, '--set', 'evaluations.resourceQuota.enabled=false']);
     expect([...none.values()].some((o) => o.kind === 'ResourceQuota')).toBe(false);
   });
 
