@@ -247,7 +247,7 @@ export const valuesObjectSchema = z
           .object({
             enabled: z.boolean().default(true).describe('Install ResourceQuota rlmesh-runs.'),
             hard: z
-              .record(z.string().regex(QUOTA_RESOURCE, { message: 'must be a ResourceQuota resource name such as pods, requests.cpu, limits.memory or requests.nvidia.com/gpu' }), quantity('quota'))
+              .record(z.string(), quantity('quota'))
               .default({ pods: '1000' })
               .describe('The most all evaluations together may hold (pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, ...); entries you set are added to the default pods entry. An evaluation that would exceed it waits as QuotaExceeded, with the apiserver\'s words in its status.'),
           })
@@ -424,6 +424,10 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
       path: 'storage.className',
       message: 'artifactCache.storage.sharedPvc.accessModes has ReadWriteMany but storage.className is empty: set storage.className to a StorageClass that provides ReadWriteMany (e.g. NFS, CephFS, Filestore)',
     });
+  // the key names here, not as JSON Schema propertyNames: helm reports those at the wrong path
+  for (const k of Object.keys(v.evaluations.resourceQuota.hard))
+    if (!QUOTA_RESOURCE.test(k))
+      errors.push({ path: `evaluations.resourceQuota.hard.${k}`, message: `${k} is not a ResourceQuota resource name: use pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, count/<resource> and the like` });
   v.network.dnsPeers.forEach((p, i) => {
     if (p.ipBlock === undefined && p.namespaceSelector === undefined && p.podSelector === undefined)
       errors.push({ path: `network.dnsPeers.${i}`, message: 'this NetworkPolicy peer is empty: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your DNS resolver' });

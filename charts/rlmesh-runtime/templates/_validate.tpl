@@ -29,6 +29,11 @@ Each message names the value path and what is allowed; lib/values-schema.ts
 {{- if and (has "ReadWriteMany" $modes) (eq $v.storage.className "") }}
 {{- $errors = append $errors "storage.className: artifactCache.storage.sharedPvc.accessModes has ReadWriteMany but storage.className is empty: set storage.className to a StorageClass that provides ReadWriteMany (e.g. NFS, CephFS, Filestore)" }}
 {{- end }}
+{{- range $k, $_ := $v.evaluations.resourceQuota.hard }}
+{{- if not (regexMatch `^(pods|services|secrets|configmaps|persistentvolumeclaims|cpu|memory|ephemeral-storage|(count/[a-z0-9.-]+)|((requests|limits)\.[a-z0-9./-]+))$` $k) }}
+{{- $errors = append $errors (printf "evaluations.resourceQuota.hard.%s: %s is not a ResourceQuota resource name: use pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, count/<resource> and the like" $k $k) }}
+{{- end }}
+{{- end }}
 {{- range $i, $p := $v.network.dnsPeers }}
 {{- if not (or (hasKey $p "ipBlock") (hasKey $p "namespaceSelector") (hasKey $p "podSelector")) }}
 {{- $errors = append $errors (printf "network.dnsPeers.%d: this NetworkPolicy peer is empty: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your DNS resolver" $i) }}
