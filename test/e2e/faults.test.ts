@@ -33,6 +33,8 @@ async function burst(n: number): Promise<string[]> {
 async function accountFor(ids: string[], fault: string, seconds = 240): Promise<void> {
   let lost = 0;
   let duplicated = 0;
+  // the updates the control plane holds for each evaluation that lost or doubled one: what the failure shows
+  const accounts: string[] = [];
   for (const id of ids) {
     const e = await waitFinished(cp, id, seconds);
     const inCluster = JSON.parse(kubectl(['-n', 'rlmesh-runs', 'get', 'rlmeshevaluation', id, '-o', 'json']).stdout) as { status: { phase: string; message?: string; startTime?: string } };
@@ -42,9 +44,10 @@ async function accountFor(ids: string[], fault: string, seconds = 240): Promise<
     const r = lostAndDuplicated(e, inCluster.status.phase, ran);
     lost += r.lost;
     duplicated += r.duplicated;
+    if (r.lost || r.duplicated) accounts.push(`${id} (in the cluster ${inCluster.status.phase}): ${JSON.stringify(e.updates)}`);
   }
   figures.push(`${fault}: ${ids.length} evaluations, updates lost ${lost}, duplicated ${duplicated}`);
-  expect({ lost, duplicated }).toEqual({ lost: 0, duplicated: 0 });
+  expect({ lost, duplicated }, accounts.join('\n')).toEqual({ lost: 0, duplicated: 0 });
 }
 
 beforeAll(async () => {
