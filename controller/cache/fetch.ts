@@ -378,11 +378,14 @@ function makeSource(s: ResolvedSource, dispatcher: Dispatcher): Source {
   };
 }
 
+const proxyRefused = (what: string) =>
+  `the egress proxy refused the connection (${what}): the destination is not allowed from this cluster (egress.extraDomains, egress.allowedPorts, egress.allowRanges)`;
+
 /** What the egress proxy answered to a CONNECT it did not open (its refusal rule, or why it could not connect). */
 export function proxyAnswer(status: number, headers: Record<string, string | string[] | undefined>): string {
   const refused = headers[REFUSED_HEADER.toLowerCase()];
   const error = headers[ERROR_HEADER.toLowerCase()];
-  if (refused) return `the egress proxy refused the connection (HTTP ${status}, rule ${String(refused)}): the destination is not allowed from this cluster (egress.extraDomains, egress.allowedPorts, egress.allowRanges)`;
+  if (refused) return proxyRefused(`HTTP ${status}, rule ${String(refused)}`);
   if (error) return `the egress proxy could not connect to the source (HTTP ${status}, ${String(error)})`;
   return `the proxy answered the CONNECT with HTTP ${status}`;
 }
@@ -392,7 +395,7 @@ function describeError(err: unknown): string {
   if (e?.$metadata?.httpStatusCode) return `${e.name ?? 'S3Error'} (HTTP ${e.$metadata.httpStatusCode}): ${e.message}`;
   // undici keeps only the status of a refused CONNECT
   const tunnel = /^Proxy response \((\d+)\) !== 200 when HTTP Tunneling/.exec(e?.message ?? '');
-  if (tunnel) return `the egress proxy refused the connection (HTTP ${tunnel[1]}): the destination is not allowed from this cluster (egress.extraDomains, egress.allowedPorts, egress.allowRanges)`;
+  if (tunnel) return proxyRefused(`HTTP ${tunnel[1]}`);
   const cause = e?.cause?.code ?? e?.cause?.message;
   return `${e?.message ?? String(err)}${cause && !String(e?.message).includes(cause) ? ` (${cause})` : ''}`;
 }

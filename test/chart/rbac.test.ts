@@ -53,13 +53,7 @@ describe('what each ServiceAccount may do', () => {
     const kc = kubeconfigs.get('rlmesh-cluster-agent')!;
     kubectl(['-n', SYS, 'delete', 'secret', 'rlmesh-cluster-control', 'rbac-test-other', '--ignore-not-found']);
     kubectl(['-n', SYS, 'create', 'secret', 'generic', 'rbac-test-other', '--from-literal=k=v']);
-    const k = (args: string[]) => {
-      try {
-        return { ok: true, out: execFileSync(join(clusterInfo().bin, 'kubectl'), ['--kubeconfig', kc, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) };
-      } catch (err) {
-        return { ok: false, out: String((err as { stderr?: string }).stderr) };
-      }
-    };
+    const k = (args: string[]) => as(kc, args);
     expect(k(['-n', SYS, 'create', 'secret', 'generic', 'rlmesh-cluster-control', '--from-literal=control=x', '--from-literal=cluster-id=c']).ok).toBe(true);
     expect(k(['-n', SYS, 'get', 'secret', 'rlmesh-cluster-control']).ok).toBe(true);
     const other = k(['-n', SYS, 'get', 'secret', 'rbac-test-other']);

@@ -13,10 +13,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setClusterHosts } from '../cluster/addons.ts';
 import { NET } from '../cluster/real-node.ts';
 import { startS3Server, type S3Server } from '../controller/s3-server.ts';
-import { helm, kubectl } from '../support/cluster.ts';
+import { kubectl } from '../support/cluster.ts';
 import { api, until, type ControlPlane } from '../support/runtime.ts';
 import {
-  NS, RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, localFlags, releasedChart, runInstallCommand, smallEvaluation, submit, waitConnected,
+  RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected,
   waitFinished, type Chart,
 } from './harness.ts';
 
@@ -42,10 +42,6 @@ function artifactEvaluation(): Record<string, unknown> {
   };
 }
 
-function upgrade(flags: string[]): void {
-  helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', ...flags, ...localFlags(cp).filter((f) => f === '--plain-http')]);
-}
-
 beforeAll(async () => {
   cleanSlate();
   chart = releasedChart();
@@ -61,7 +57,7 @@ beforeAll(async () => {
   // the S3 server's name is allow-listed and its port allowed, and its CA trusted: only its address stands in the way
   const bundle = join(mkdtempSync(join(tmpdir(), 'ca-')), 'bundle.pem');
   writeFileSync(bundle, `${readFileSync(cp.caFile, 'utf8').trim()}\n${s3.ca!.trim()}\n`);
-  upgrade(['--set', `egress.extraDomains={${S3_HOST}}`, '--set', `egress.allowedPorts={443,${S3_PORT}}`, '--set-file', `controlPlane.caBundle=${bundle}`, '--wait', '--timeout', '5m']);
+  upgradeReusing(chart, ['--set', `egress.extraDomains={${S3_HOST}}`, '--set', `egress.allowedPorts={443,${S3_PORT}}`, '--set-file', `controlPlane.caBundle=${bundle}`, '--wait', '--timeout', '5m']);
   await waitConnected(cp, clusterId);
 }, 600_000);
 
@@ -85,7 +81,7 @@ describe('artifacts through the egress proxy', () => {
   });
 
   it('with egress.allowRanges naming its address, the same artifact comes through the proxy into the cache', async () => {
-    upgrade(['--set', `egress.allowRanges={${NET.hostAddress}/32}`, '--wait', '--timeout', '5m']);
+    upgradeReusing(chart, ['--set', `egress.allowRanges={${NET.hostAddress}/32}`, '--wait', '--timeout', '5m']);
     await rt.ready('egress');
     const id = await submit(cp, clusterId, artifactEvaluation());
     const e = await waitFinished(cp, id, 240);

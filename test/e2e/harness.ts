@@ -33,6 +33,11 @@ export function localFlags(cp: ControlPlane): string[] {
   return ['--plain-http', '--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${cp.caFile}`, '--wait', '--timeout', '6m'];
 }
 
+/** `helm upgrade --reuse-values` of the released chart with `flags` (plain-http OCI, no --wait unless `flags` ask for it). */
+export function upgradeReusing(chart: Chart, flags: string[]): void {
+  helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', '--plain-http', ...flags]);
+}
+
 /** Runs a command line the control plane printed (install command), with helm from the local build. */
 export function runInstallCommand(cp: ControlPlane, command: string, stdin?: string): void {
   const r = run('bash', ['-c', `${command} ${localFlags(cp).map((a) => `'${a}'`).join(' ')}`], stdin === undefined ? {} : { input: stdin });

@@ -18,10 +18,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NET, realNodes } from '../cluster/real-node.ts';
 import { intended, key, simulate, writePolicies, type Pod, type Probe, type Scenario } from '../egress/network-model.ts';
-import { helm, kubectl } from '../support/cluster.ts';
+import { kubectl } from '../support/cluster.ts';
 import { api, until, type ControlPlane } from '../support/runtime.ts';
 import {
-  NS, RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, localFlags, releasedChart, runInstallCommand, smallEvaluation, submit, waitConnected,
+  NS, RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected,
   type Chart, type Workload,
 } from './harness.ts';
 import { startPublicServer, type PublicServer } from './public-server.ts';
@@ -300,8 +300,7 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
 
   it('network.dnsPeers as an ipBlock: the other resolver is the peer, CoreDNS no longer', async () => {
     const ip = models.find((p) => p.ns === OTHER_DNS_NS)!.ip;
-    helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', ...localFlags(cp).filter((f) => f === '--plain-http'),
-      '--set-json', `network.dnsPeers=[{"ipBlock":{"cidr":"${ip}/32"}}]`]);
+    upgradeReusing(chart, ['--set-json', `network.dnsPeers=[{"ipBlock":{"cidr":"${ip}/32"}}]`]);
     for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
     survey(evalSource, evalTarget);
     await applied('the ipBlock DNS peer to be enforced', 'rlmesh-runs/filler', 'other resolver dns/udp 53', true);
@@ -310,7 +309,7 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
   });
 
   it('network.dnsPeers as namespace + pod selector with dnsPorts [53, 5353]', async () => {
-    helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', ...localFlags(cp).filter((f) => f === '--plain-http'),
+    upgradeReusing(chart, [
       '--set-json', `network.dnsPeers=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"${OTHER_DNS_NS}"}},"podSelector":{"matchLabels":${JSON.stringify(OTHER_DNS_LABELS)}}}]`,
       '--set-json', 'network.dnsPorts=[53,5353]']);
     for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
