@@ -1,12 +1,12 @@
 // rlmesh reference control plane: a real (if small) platform side for local
 // runs, tests and self-hosting. Prints one JSON line {url, caFile, adminToken,
 // …} on stdout when it is ready; logs go to stderr. See controlplane/README.md.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { REDACT_PATHS } from '../lib/logger.ts';
-import { mint, PREFIX } from './secrets.ts';
+import { mint, PREFIX, sha256Hex } from './secrets.ts';
 import { startControlPlane } from './server.ts';
 import type { Clock } from './store.ts';
 import { ensureTls, readTls } from './tls.ts';
@@ -26,6 +26,7 @@ Usage: rlmesh-runtime controlplane --data-dir <dir> [options]
   --advertise-host <host>     gRPC host /v1/info announces (default: the listen host)
   --advertise-port <port>     gRPC port /v1/info announces (default: the listen port)
   --registry-host <host>      registry the pull credential is for (default registry.rlmesh.dev)
+  --registry-stores-dir <dir> announce this store to the registry's token service there (controlplane/registry-auth)
   --output-host <host>        output host /v1/info announces (repeatable)
   --chart-ref <oci ref>       chart in install commands (default oci://registry.rlmesh.dev/rlmesh/charts/rlmesh-runtime)
   --chart-version <v>         chart version in install commands (default: this package's version)
@@ -72,6 +73,7 @@ async function main(): Promise<void> {
         'advertise-host': { type: 'string' },
         'advertise-port': { type: 'string' },
         'registry-host': { type: 'string' },
+        'registry-stores-dir': { type: 'string' },
         'output-host': { type: 'string', multiple: true, default: [] },
         'chart-ref': { type: 'string' },
         'chart-version': { type: 'string' },
@@ -133,6 +135,7 @@ async function main(): Promise<void> {
   }).catch((err: Error) => fail(`cannot start: ${err.message}`));
 
   const info = await fetchInfo(cp.url, tls.caFile);
+  if (args['registry-stores-dir']) announceStore(resolve(args['registry-stores-dir']), join(resolve(dataDir), 'controlplane.db'));
   process.stdout.write(`${JSON.stringify({ url: cp.url, caFile: tls.caFile, adminToken, grpc: info.grpc, registryHost: info.registryHost, dbFile: join(resolve(dataDir), 'controlplane.db') })}\n`);
 
   const stop = (signal: string): void => {
@@ -150,6 +153,14 @@ function persistedAdminToken(dataDir: string): string {
   const token = mint(PREFIX.admin);
   writeFileSync(file, `${token}\n`, { mode: 0o600 });
   return token;
+}
+
+/** The registry's token service judges pull credentials and join tokens by this store (read-only); the file names it. */
+function announceStore(dir: string, dbFile: string): void {
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `${sha256Hex(dbFile).slice(0, 16)}.json`);
+  writeFileSync(`${file}.tmp`, JSON.stringify({ db: dbFile }));
+  renameSync(`${file}.tmp`, file);
 }
 
 /** Reads /v1/info from the running server: proves it answers before the ready line goes out. */

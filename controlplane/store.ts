@@ -160,6 +160,54 @@ export type StoreOptions = {
   sealKeyFile?: string;
 };
 
+const CREDENTIAL_BY_HASH = 'SELECT c.*, k.archived_at FROM credentials c JOIN clusters k ON k.id = c.cluster_id WHERE c.hash = ? AND c.purpose = ?';
+const JOIN_TOKEN_BY_HASH = 'SELECT * FROM join_tokens WHERE hash = ?';
+
+/** Whether a credential row still authenticates at `now`. */
+function judgeCredential(row: Row | undefined, now: Date): AuthResult {
+  if (!row) return { ok: false, cause: 'unknown' };
+  const clusterId = str(row.cluster_id);
+  if (row.archived_at !== null) return { ok: false, cause: 'archived', clusterId, at: str(row.archived_at) };
+  if (row.revoked_at !== null) return { ok: false, cause: 'revoked', clusterId, at: str(row.revoked_at), reason: row.revoke_reason === 'rejoined' ? 'rejoined' : 'archived' };
+  if (row.valid_until !== null && now.getTime() >= Date.parse(str(row.valid_until))) {
+    return { ok: false, cause: 'expired', clusterId, supersededAt: str(row.superseded_at), validUntil: str(row.valid_until) };
+  }
+  return { ok: true, clusterId, credentialId: Number(row.id) };
+}
+
+/** Whether a join token row can still be redeemed at `now`. */
+function judgeJoinToken(row: Row | undefined, now: Date): { ok: true; clusterId: string } | { ok: false; problem: JoinTokenProblem; clusterId?: string; at?: string } {
+  if (!row) return { ok: false, problem: 'token_invalid' };
+  const clusterId = str(row.cluster_id);
+  if (row.revoked_at !== null) return { ok: false, problem: 'token_revoked', clusterId, at: str(row.revoked_at) };
+  if (row.used_at !== null) return { ok: false, problem: 'token_used', clusterId, at: str(row.used_at) };
+  if (now.getTime() >= Date.parse(str(row.expires_at))) return { ok: false, problem: 'token_expired', clusterId, at: str(row.expires_at) };
+  return { ok: true, clusterId };
+}
+
+/**
+ * A read-only view of a control plane's store for the platform registry's token
+ * service (controlplane/registry-auth), which runs as its own process beside
+ * the API: it judges pull credentials and join tokens by the same rules as the
+ * API, and writes nothing.
+ */
+export class StoreReader {
+  private readonly db: DatabaseSync;
+  constructor(path: string) {
+    this.db = new DatabaseSync(path, { readOnly: true });
+    this.db.exec('PRAGMA busy_timeout = 5000;');
+  }
+  credential(purpose: CredentialPurpose, value: string, now = new Date()): AuthResult {
+    return judgeCredential(this.db.prepare(CREDENTIAL_BY_HASH).get(sha256Hex(value), purpose) as Row | undefined, now);
+  }
+  joinToken(token: string, now = new Date()): ReturnType<typeof judgeJoinToken> {
+    return judgeJoinToken(this.db.prepare(JOIN_TOKEN_BY_HASH).get(sha256Hex(token)) as Row | undefined, now);
+  }
+  close(): void {
+    if (this.db.isOpen) this.db.close();
+  }
+}
+
 export class Store {
   private readonly db: DatabaseSync;
   private readonly clock: Clock;
@@ -320,16 +368,12 @@ export class Store {
    */
   redeemJoinToken(token: string, facts: Record<string, unknown>, withRelay: boolean): RedeemResult {
     return this.tx(() => {
-      const row = this.db.prepare('SELECT * FROM join_tokens WHERE hash = ?').get(sha256Hex(token)) as Row | undefined;
-      if (!row) return { ok: false, problem: 'token_invalid' } as const;
-      const clusterId = str(row.cluster_id);
-      if (row.revoked_at !== null) return { ok: false, problem: 'token_revoked', clusterId, at: str(row.revoked_at) } as const;
-      if (row.used_at !== null) return { ok: false, problem: 'token_used', clusterId, at: str(row.used_at) } as const;
+      const row = this.db.prepare(JOIN_TOKEN_BY_HASH).get(sha256Hex(token)) as Row | undefined;
       const now = this.clock.now();
-      if (now.getTime() >= Date.parse(str(row.expires_at))) {
-        return { ok: false, problem: 'token_expired', clusterId, at: str(row.expires_at) } as const;
-      }
-      this.db.prepare('UPDATE join_tokens SET used_at = ? WHERE hash = ?').run(now.toISOString(), str(row.hash));
+      const judged = judgeJoinToken(row, now);
+      if (!judged.ok) return judged;
+      const clusterId = judged.clusterId;
+      this.db.prepare('UPDATE join_tokens SET used_at = ? WHERE hash = ?').run(now.toISOString(), str(row!.hash));
       this.db
         .prepare("UPDATE clusters SET joined_at = ?, facts = ?, status = CASE WHEN status = 'Pending' THEN 'Disconnected' ELSE status END WHERE id = ?")
         .run(now.toISOString(), JSON.stringify(facts), clusterId);
@@ -381,18 +425,10 @@ export class Store {
   }
 
   authenticate(purpose: CredentialPurpose, value: string): AuthResult {
-    const row = this.db
-      .prepare(
-        'SELECT c.*, k.archived_at FROM credentials c JOIN clusters k ON k.id = c.cluster_id WHERE c.hash = ? AND c.purpose = ?',
-      )
-      .get(sha256Hex(value), purpose) as Row | undefined;
-    if (!row) return { ok: false, cause: 'unknown' };
-    const clusterId = str(row.cluster_id);
-    if (row.archived_at !== null) return { ok: false, cause: 'archived', clusterId, at: str(row.archived_at) };
-    if (row.revoked_at !== null) return { ok: false, cause: 'revoked', clusterId, at: str(row.revoked_at), reason: row.revoke_reason === 'rejoined' ? 'rejoined' : 'archived' };
-    if (row.valid_until !== null && this.clock.now().getTime() >= Date.parse(str(row.valid_until))) {
-      return { ok: false, cause: 'expired', clusterId, supersededAt: str(row.superseded_at), validUntil: str(row.valid_until) };
-    }
+    const row = this.db.prepare(CREDENTIAL_BY_HASH).get(sha256Hex(value), purpose) as Row | undefined;
+    const judged = judgeCredential(row, this.clock.now());
+    if (!judged.ok || !row) return judged;
+    const clusterId = judged.clusterId;
     // Authenticating with the newest control credential proves it was delivered.
     if (row.superseded_at === null && row.undelivered_value !== null) this.confirmRotation(clusterId, purpose);
     // ... and that the agent holds the credentials of the latest join: those from before it are revoked

@@ -3,7 +3,10 @@
 // charts as OCI artifacts, builds the CLI (npm package + single executable),
 // and prints and writes (release.json) what it published.
 //
-//   npm run release -- --registry HOST[:PORT] [--plain-http] [--out DIR]
+//   npm run release -- --registry HOST[:PORT] [--plain-http] [--authfile FILE] [--out DIR]
+//
+// --authfile is a docker config file (auths) with the registry's push credential,
+// read by skopeo (--authfile) and helm (--registry-config).
 //
 // Images go to HOST/rlmesh/<name>:<tag>, charts to oci://HOST/rlmesh/charts.
 // The charts keep naming registry.rlmesh.dev/rlmesh/<name>: the registry the
@@ -44,8 +47,10 @@ function tool(cmd: string, args: string[]): string {
   }
 }
 
-export async function release(opts: { registry: string; plainHttp: boolean; out: string }): Promise<Published> {
+export async function release(opts: { registry: string; plainHttp: boolean; out: string; authFile?: string }): Promise<Published> {
   const { registry, plainHttp, out } = opts;
+  const skopeoAuth = opts.authFile ? ['--authfile', opts.authFile] : [];
+  const helmAuth = opts.authFile ? ['--registry-config', opts.authFile] : [];
   const versions = Object.keys(CHARTS).map((c) => chartField(c, 'version'));
   if (new Set(versions).size !== 1) throw new Error(`release: the charts have versions ${versions.join(', ')}; both charts are released under one version, so make their Chart.yaml versions equal`);
   const version = versions[0]!;
@@ -58,9 +63,9 @@ export async function release(opts: { registry: string; plainHttp: boolean; out:
     const t0 = Date.now();
     const image = await buildImage(name, recipe, join(out, 'images'));
     const target = `${registry}/${recipe.repository}`;
-    tool('skopeo', ['copy', '--quiet', '--preserve-digests', ...tls, `oci:${image.layout}:${image.tag}`, `docker://${target}:${image.tag}`]);
+    tool('skopeo', ['copy', '--quiet', '--preserve-digests', ...skopeoAuth, ...tls, `oci:${image.layout}:${image.tag}`, `docker://${target}:${image.tag}`]);
     // what the registry now serves by digest is exactly the manifest built here
-    const served = tool('skopeo', ['inspect', '--raw', ...(plainHttp ? ['--tls-verify=false'] : []), `docker://${target}@${image.digest}`]);
+    const served = tool('skopeo', ['inspect', '--raw', ...skopeoAuth, ...(plainHttp ? ['--tls-verify=false'] : []), `docker://${target}@${image.digest}`]);
     const builtManifest = readFileSync(join(image.layout, 'blobs/sha256', image.digest.slice(7)), 'utf8');
     if (served !== builtManifest) throw new Error(`release: ${target}@${image.digest} does not serve the manifest that was built; the registry rewrote it`);
     images[name] = { repository: recipe.repository, tag: image.tag, digest: image.digest, ref: `${target}@${image.digest}` };
@@ -76,7 +81,7 @@ export async function release(opts: { registry: string; plainHttp: boolean; out:
     stampDigests(src, released);
     tool('helm', ['package', src, '-d', join(out, 'charts')]);
     const tgz = join(out, 'charts', `${chart}-${version}.tgz`);
-    tool('helm', ['push', tgz, `oci://${registry}/rlmesh/charts`, ...(plainHttp ? ['--plain-http'] : [])]);
+    tool('helm', ['push', tgz, `oci://${registry}/rlmesh/charts`, ...helmAuth, ...(plainHttp ? ['--plain-http'] : [])]);
     charts[chart] = { ref: `oci://${registry}/rlmesh/charts/${chart}`, version };
     console.error(`[release] ${charts[chart].ref} --version ${version}`);
   }
@@ -88,13 +93,13 @@ export async function release(opts: { registry: string; plainHttp: boolean; out:
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({ options: { registry: { type: 'string' }, 'plain-http': { type: 'boolean', default: false }, out: { type: 'string' } } });
+  const { values } = parseArgs({ options: { registry: { type: 'string' }, 'plain-http': { type: 'boolean', default: false }, authfile: { type: 'string' }, out: { type: 'string' } } });
   if (!values.registry) {
-    console.error('usage: npm run release -- --registry HOST[:PORT] [--plain-http] [--out DIR]\n  pushes every image and both charts to that registry and builds the CLI into DIR (default dist/release)');
+    console.error('usage: npm run release -- --registry HOST[:PORT] [--plain-http] [--authfile FILE] [--out DIR]\n  pushes every image and both charts to that registry and builds the CLI into DIR (default dist/release)');
     process.exit(2);
   }
   const t0 = Date.now();
-  const published = await release({ registry: values.registry, plainHttp: values['plain-http'], out: resolve(values.out ?? join(ROOT, 'dist/release')) });
+  const published = await release({ registry: values.registry, plainHttp: values['plain-http'], ...(values.authfile ? { authFile: resolve(values.authfile) } : {}), out: resolve(values.out ?? join(ROOT, 'dist/release')) });
   console.log(`published rlmesh ${published.version} to ${published.registry} in ${((Date.now() - t0) / 1000).toFixed(0)} s:`);
   for (const [name, i] of Object.entries(published.images)) console.log(`  image  ${name.padEnd(22)} ${i.ref}  (tag ${i.tag})`);
   for (const [name, c] of Object.entries(published.charts)) console.log(`  chart  ${name.padEnd(22)} ${c.ref} --version ${c.version}`);

@@ -9,8 +9,8 @@ import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { request } from 'undici';
 import { clusterInfo, helm, kubectl } from '../support/cluster.ts';
+import { publisher, registryGet } from '../support/registry.ts';
 import { releaseInfo } from '../support/release.ts';
 import { ROOT } from '../support/runtime.ts';
 
@@ -38,11 +38,12 @@ function imagesIn(docs: unknown[]): string[] {
 }
 
 async function servedDigest(repository: string, digest: string): Promise<string> {
-  const res = await request(`http://${clusterInfo().registry}/v2/${repository}/manifests/${digest}`, {
-    headers: { accept: 'application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json' },
+  const res = await registryGet(repository, `manifests/${digest}`, {
+    accept: 'application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json',
+    creds: publisher(),
   });
-  const body = Buffer.from(await res.body.arrayBuffer());
-  expect(res.statusCode, `${repository}@${digest}`).toBe(200);
+  const body = Buffer.from(await res.arrayBuffer());
+  expect(res.status, `${repository}@${digest}`).toBe(200);
   return `sha256:${createHash('sha256').update(body).digest('hex')}`;
 }
 

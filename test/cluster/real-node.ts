@@ -6,8 +6,8 @@
 // Contained: no namespace has a default route or NAT. The only addresses are
 // the harness's own: the node link 10.213.0.0/24 (host 10.213.0.1, node i at
 // 10.213.0.(10+i)), pod subnets 10.214.i.0/24, and the Service range. The
-// apiserver and the registry listen on 127.0.0.1, which a namespace cannot
-// reach, so forward.ts serves them on 10.213.0.1 too (the apiserver's serving
+// apiserver, the registry and its token service listen on 127.0.0.1, which a
+// namespace cannot reach, so forward.ts serves them on 10.213.0.1 too (the apiserver's serving
 // certificate names that address: test/cluster/up).
 //
 // Each kubelet authenticates as system:node:<name> (client certificate from the
@@ -20,6 +20,7 @@
 // routes and its cgroups.
 //
 //   node test/cluster/real-node.ts start NAME...        (test/cluster/up, RLMESH_REAL_NODES)
+//   node test/cluster/real-node.ts host-network         (the bridge and the forwarder alone: test/cluster/up, first)
 //   node test/cluster/real-node.ts stop NAME... | --all (test/cluster/down does --all)
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync, unlinkSync, writeFileSync, closeSync } from 'node:fs';
@@ -71,7 +72,7 @@ export type RealNode = {
   timings?: Record<string, number>;
 };
 
-type Info = { dir: string; kubeconfig: string; caFile: string; registry: string; bin: string; ports: { apiserver: number; registry: number } };
+type Info = { dir: string; kubeconfig: string; caFile: string; registry: string; bin: string; ports: { apiserver: number; registry: number; registryToken: number } };
 
 const clusterDir = (): string => process.env.RLMESH_CLUSTER_DIR ?? join(homedir(), '.cache/rlmesh-cluster');
 
@@ -184,7 +185,7 @@ function ensureHostNetwork(i: Info): void {
   const node = join(ROOT, 'node_modules/.bin/node');
   const log = join(i.dir, 'logs/hostnet-forward.log');
   const pairs = [
-    ...[i.ports.apiserver, i.ports.registry].map((p) => `${NET.hostAddress}:${p}=127.0.0.1:${p}`),
+    ...[i.ports.apiserver, i.ports.registry, i.ports.registryToken].map((p) => `${NET.hostAddress}:${p}=127.0.0.1:${p}`),
     `${NET.hostAddress}:${NET.apiserverPort}=127.0.0.1:${i.ports.apiserver}`,
   ];
   launch(pidFile, log, [existsSync(node) ? node : process.execPath, join(HERE, 'forward.ts'), ...pairs]);
@@ -202,7 +203,7 @@ async function waitHostNetwork(i: Info): Promise<void> {
       });
       s.on('error', () => resolve(false));
     });
-  await waitFor(`the forwarder on ${NET.hostAddress}`, 20, async () => (await open(i.ports.apiserver)) && (await open(i.ports.registry)), [join(i.dir, 'logs/hostnet-forward.log')]);
+  await waitFor(`the forwarder on ${NET.hostAddress}`, 20, async () => (await open(i.ports.apiserver)) && (await open(i.ports.registry)) && (await open(i.ports.registryToken)), [join(i.dir, 'logs/hostnet-forward.log')]);
 }
 
 function stopHostNetwork(dir: string): void {
@@ -487,8 +488,9 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
   writeFileSync(join(dir, 'node.json'), JSON.stringify(node, null, 2));
   try {
     ensureHostNetwork(i);
-    const pause = await publishPauseImage(i.registry, join(i.dir, 'test-images/pause'));
+    // the registry's token service is reached through the forwarder, also from this host
     await waitHostNetwork(i);
+    const pause = await publishPauseImage(i.registry, join(i.dir, 'test-images/pause'));
     mark('host network and pause image');
 
     // the node's namespace: one veth to the host's bridge, no default route, no IPv6
@@ -824,12 +826,16 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       const n = await startRealNode({ name });
       console.error(`[cluster] real node ${n.name} Ready at ${n.address} (pods ${n.podSubnet}) in ${n.timings?.Ready}s`);
     }
+  } else if (cmd === 'host-network') {
+    const i = info();
+    ensureHostNetwork(i);
+    await waitHostNetwork(i);
   } else if (cmd === 'stop' && args[0] === '--all') {
     await stopAllRealNodes();
   } else if (cmd === 'stop' && args.length) {
     for (const name of args) await stopRealNode(name);
   } else {
-    console.error('usage: node test/cluster/real-node.ts start NAME... | stop NAME... | stop --all');
+    console.error('usage: node test/cluster/real-node.ts start NAME... | host-network | stop NAME... | stop --all');
     process.exit(2);
   }
 }

@@ -5,7 +5,7 @@ import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
+import { clusterInfo, helm, kubectl, registryAuthFile, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { KWOK_TOLERATION, outcomeEnv } from '../support/kwok-outcome.ts';
 
 const ns = `smoke-${process.pid}`;
@@ -131,7 +131,7 @@ describe('the local cluster is real Kubernetes', () => {
     writeFileSync(join(chart, 'Chart.yaml'), 'apiVersion: v2\nname: smoke\nversion: 0.0.1\n');
     writeFileSync(join(chart, 'templates/cm.yaml'), 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-oci\ndata:\n  release: {{ .Release.Name | quote }}\n');
     helm(['package', chart, '-d', dir]);
-    const push = helm(['push', join(dir, 'smoke-0.0.1.tgz'), `oci://${clusterInfo().registry}/smoke`, '--plain-http']);
+    const push = helm(['push', join(dir, 'smoke-0.0.1.tgz'), `oci://${clusterInfo().registry}/smoke`, '--plain-http', '--registry-config', registryAuthFile()]);
     expect(push.stdout + push.stderr).toContain('Digest: sha256:');
     helm(['install', 'oci-smoke', `oci://${clusterInfo().registry}/smoke/smoke`, '--version', '0.0.1', '--plain-http', '-n', ns, '--wait']);
     expect(jsonpath(['-n', ns, 'get', 'configmap', 'from-oci'], '{.data.release}')).toBe('oci-smoke');

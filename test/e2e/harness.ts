@@ -9,7 +9,7 @@ import { HARNESS_HOSTS } from '../cluster/addons.ts';
 import { NET, realNodes } from '../cluster/real-node.ts';
 import { publishEvaluationImage } from '../images/evaluation/publish.ts';
 import { REPOSITORY as EVALUATION_REPOSITORY } from '../images/evaluation/build.ts';
-import { helm, kubectl, run } from '../support/cluster.ts';
+import { clusterInfo, helm, kubectl, run } from '../support/cluster.ts';
 import { api, releasedChart, ROOT, startControlPlane, until, type ControlPlane } from '../support/runtime.ts';
 
 export const NS = 'rlmesh-system';
@@ -24,7 +24,9 @@ export async function controlPlane(chart: Chart, dataDir?: string): Promise<Cont
     ...(dataDir ? { dataDir } : {}),
     listen: `${NET.hostAddress}:443`,
     args: ['--tls-host', CONTROL_PLANE_HOST, '--tls-host', NET.hostAddress, '--advertise-host', CONTROL_PLANE_HOST,
-      '--ping-interval', '2', '--silence-timeout', '20', '--chart-ref', chart.ref, '--chart-version', chart.version],
+      '--ping-interval', '2', '--silence-timeout', '20', '--chart-ref', chart.ref, '--chart-version', chart.version,
+      // the registry's token service judges this control plane's join tokens and pull credentials
+      '--registry-stores-dir', clusterInfo().registryStores],
   });
 }
 

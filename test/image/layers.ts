@@ -10,14 +10,15 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { extract } from 'tar-stream';
 import { readImage, walk } from '../../scripts/image/oci-layout.ts';
+import { registryAuthFile } from '../support/cluster.ts';
 
 export type TreeEntry = { type: 'file' | 'directory' | 'symlink'; mode: number; uid: number; gid: number; sha256?: string; linkname?: string };
 export type Tree = Map<string, TreeEntry>;
 
-/** Pulls `ref` (host:port/repo@sha256:…) from a plain-HTTP registry into a fresh OCI layout; returns its folder. */
+/** Pulls `ref` (host:port/repo@sha256:…) from the local plain-HTTP registry, as its publisher, into a fresh OCI layout; returns its folder. */
 export function pullLayout(ref: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'rlmesh-pulled-'));
-  execFileSync('skopeo', ['copy', '--quiet', '--src-tls-verify=false', '--preserve-digests', `docker://${ref}`, `oci:${dir}:img`], { stdio: ['ignore', 'ignore', 'pipe'] });
+  execFileSync('skopeo', ['copy', '--quiet', '--src-tls-verify=false', '--src-authfile', registryAuthFile(), '--preserve-digests', `docker://${ref}`, `oci:${dir}:img`], { stdio: ['ignore', 'ignore', 'pipe'] });
   return dir;
 }
 

@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clusterInfo } from '../support/cluster.ts';
+import { clusterInfo, registryAuthFile } from '../support/cluster.ts';
 import { releaseInfo, type PublishedImage } from '../support/release.ts';
 import { createNetns, type Netns } from '../egress/netns.ts';
 
@@ -138,7 +138,7 @@ beforeAll(() => {
   const oci = join(work, 'oci');
   // by digest, from the local registry only
   expect(published.ref).toBe(`${clusterInfo().registry}/${published.repository}@${published.digest}`);
-  must('skopeo', ['copy', '--quiet', '--src-tls-verify=false', `docker://${published.ref}`, `oci:${oci}:img`]);
+  must('skopeo', ['copy', '--quiet', '--src-tls-verify=false', '--src-authfile', registryAuthFile(), `docker://${published.ref}`, `oci:${oci}:img`]);
   const index = JSON.parse(readFileSync(join(oci, 'index.json'), 'utf8')) as { manifests: { digest: string }[] };
   pulledDigest = index.manifests[0]!.digest;
   const blob = (digest: string) => readFileSync(join(oci, 'blobs', ...digest.split(':')), 'utf8');

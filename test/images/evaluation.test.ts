@@ -23,6 +23,7 @@ import { ensureTls } from '../../controlplane/tls.ts';
 import { MEDIA, readImage, type BuiltImage } from '../../scripts/image/oci-layout.ts';
 import { sourceFacts } from '../../scripts/image/source.ts';
 import { clusterInfo } from '../support/cluster.ts';
+import { registryGet } from '../support/registry.ts';
 import { buildEvaluationImage } from './evaluation/build.ts';
 import { publishEvaluationImage } from './evaluation/publish.ts';
 
@@ -91,7 +92,8 @@ describe('test evaluation image', () => {
     const { ref, digest } = await publishEvaluationImage();
     const { registry } = clusterInfo();
     expect(ref).toBe(`${registry}/rlmesh-test/evaluation@${digest}`);
-    const res = await fetch(`http://${registry}/v2/rlmesh-test/evaluation/manifests/${digest}`, { headers: { accept: MEDIA.manifest } });
+    // a public image: an anonymous token pulls it
+    const res = await registryGet('rlmesh-test/evaluation', `manifests/${digest}`, { accept: MEDIA.manifest });
     expect(res.status).toBe(200);
     const body = Buffer.from(await res.arrayBuffer());
     expect(`sha256:${createHash('sha256').update(body).digest('hex')}`).toBe(digest);

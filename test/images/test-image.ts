@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { readImage, writeImage, type BuiltImage } from '../../scripts/image/oci-layout.ts';
 import { ociLabels, ROOT, sourceFacts, type SourceFacts } from '../../scripts/image/source.ts';
 import { assembleStaticImage } from '../../scripts/image/static-binary.ts';
+import { registryAuthFile } from '../support/cluster.ts';
 
 export type TestImage = {
   /** OCI layout folder name, e.g. rlmesh-test-pause */
@@ -64,10 +65,10 @@ export async function cachedTestImage(image: TestImage, cacheDir: string, inputs
   return { layout, tag: source.version, digest: readImage(layout).digest };
 }
 
-/** Pushes a layout to `target` (host:port/repository, plain HTTP) with its digest preserved. */
+/** Pushes a layout to `target` (host:port/repository, plain HTTP) with its digest preserved, as the registry's publisher. */
 export function pushTestImage(layout: { layout: string; tag: string }, target: string): void {
   try {
-    execFileSync('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', '--preserve-digests', `oci:${layout.layout}:${layout.tag}`, `docker://${target}:${layout.tag}`], {
+    execFileSync('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', '--dest-authfile', registryAuthFile(), '--preserve-digests', `oci:${layout.layout}:${layout.tag}`, `docker://${target}:${layout.tag}`], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
   } catch (err) {

@@ -13,11 +13,15 @@ export type ClusterInfo = {
   apiserverUrl: string;
   caFile: string;
   registry: string; // host:port of the local OCI registry
+  /** where control planes announce their stores to the registry's token service */
+  registryStores: string;
   bin: string; // folder with kubectl, helm, kwok, ...
   kubernetesVersion: string;
 };
 
 export const clusterDir = (): string => process.env.RLMESH_CLUSTER_DIR ?? join(homedir(), '.cache/rlmesh-cluster');
+/** A docker config file with the local registry's publisher account (test/cluster/up): what pushes, and what test tooling reads protected images with. */
+export const registryAuthFile = (): string => join(clusterDir(), 'registry-auth.json');
 
 export function clusterInfo(): ClusterInfo {
   const file = join(clusterDir(), 'cluster.json');

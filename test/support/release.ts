@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sourceFacts } from '../../scripts/image/source.ts';
-import { clusterDir, clusterInfo } from './cluster.ts';
+import { clusterDir, clusterInfo, registryAuthFile } from './cluster.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -38,7 +38,7 @@ export function releasedChart(): { ref: string; version: string } {
 /** Runs the release against the local cluster's registry (the test command's release step; the demo's first run). */
 export function releaseToLocalRegistry(): Release {
   const env = { ...process.env, PATH: `${join(ROOT, 'node_modules/.bin')}:${clusterInfo().bin}:${process.env.PATH}` };
-  execFileSync(join(ROOT, 'node_modules/.bin/node'), [join(ROOT, 'scripts/release/release.ts'), '--registry', clusterInfo().registry, '--plain-http', '--out', dirname(releaseFile())], {
+  execFileSync(join(ROOT, 'node_modules/.bin/node'), [join(ROOT, 'scripts/release/release.ts'), '--registry', clusterInfo().registry, '--plain-http', '--authfile', registryAuthFile(), '--out', dirname(releaseFile())], {
     stdio: ['ignore', 'inherit', 'inherit'],
     env,
   });

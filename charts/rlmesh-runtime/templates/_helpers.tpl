@@ -89,10 +89,11 @@ affinity:
 {{- with .c.priorityClassName }}
 priorityClassName: {{ . }}
 {{- end }}
-{{- /* values' pull Secrets, the caller's, then the cluster's own pull Secret (written at join, or credentials.pullSecret) */}}
+{{- /* values' pull Secrets, the caller's, the cluster's own pull Secret (written at join, or credentials.pullSecret), then the join token's until the join has written that */}}
 {{- $names := list }}
 {{- range concat .root.Values.imagePullSecrets (.extraPullSecrets | default list) }}{{ $names = append $names .name }}{{ end }}
 {{- $names = append $names (include "rlmesh.pullSecret" .root) | uniq }}
+{{- if .root.Values.joinToken }}{{ $names = append $names (include "rlmesh.joinPullSecret" .root) }}{{ end }}
 imagePullSecrets:
   {{- range $names }}
   - name: {{ . }}
@@ -154,6 +155,7 @@ spec:
 
 {{- define "rlmesh.controlSecret" -}}{{ .Values.credentials.controlSecret | default "rlmesh-cluster-control" }}{{- end }}
 {{- define "rlmesh.pullSecret" -}}{{ .Values.credentials.pullSecret | default "rlmesh-registry-pull" }}{{- end }}
+{{- define "rlmesh.joinPullSecret" -}}rlmesh-registry-join{{- end }}
 
 {{/*
 The runtime config (ConfigMap rlmesh-runtime-config, key config.json). Must equal
