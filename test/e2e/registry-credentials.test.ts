@@ -1,0 +1,146 @@
+// The registry protects the runtime images the way the platform's does
+// (test/cluster/up runs it with token auth, controlplane/registry-auth judges
+// credentials by the control plane's store). At install the join token is all
+// the cluster has, so it pulls the agent's image; from the join on, the pull
+// Secret the agent wrote is what lets the kubelet pull the runtime images, in
+// rlmesh-system and in rlmesh-runs; a wrong one is the spec's ImagePullBackOff.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clusterDir, kubectl, run } from '../support/cluster.ts';
+import { registryGet, registryToken } from '../support/registry.ts';
+import { releaseInfo } from '../support/release.ts';
+import { api, until, type ControlPlane } from '../support/runtime.ts';
+import { realNodes } from '../cluster/real-node.ts';
+import { NS, RUNS, Runtime, cleanSlate, controlPlane, releasedChart, runInstallCommand, waitConnected, type Workload } from './harness.ts';
+
+let cp: ControlPlane;
+let clusterId = '';
+let joinToken = '';
+let installCommand = '';
+const rt = new Runtime();
+const runtimeImage = () => releaseInfo().images['rlmesh-runtime']!;
+const MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
+const tokenLog = () => join(clusterDir(), 'logs/registry-token.log');
+
+type Grant = { identity: string; clusterId?: string; granted: string[]; msg: string; time: string };
+/** What the token service granted and refused since `since` (its log: one line per answer, no secret in it). */
+function grantsSince(since: number): Grant[] {
+  return readFileSync(tokenLog(), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Grant)
+    .filter((g) => Date.parse(g.time) >= since);
+}
+
+/** Forgets the runtime image on the real node, so the next pod must pull it from the registry. */
+function forgetRuntimeImage(): void {
+  for (const node of realNodes()) {
+    const ctr = (...args: string[]) => run('/usr/bin/ctr', ['--address', node.containerdSocket, '-n', 'k8s.io', ...args]);
+    const refs = ctr('images', 'ls', '-q').stdout.split('\n').filter((r) => r.includes('rlmesh/rlmesh-runtime') || r === runtimeConfigRef(ctr));
+    if (refs.length) expect(ctr('images', 'rm', ...refs).status).toBe(0);
+  }
+}
+/** The image-id reference containerd keeps beside the name (sha256:<config>), found from the manifest digest. */
+function runtimeConfigRef(ctr: (...a: string[]) => { stdout: string }): string {
+  const line = ctr('images', 'ls').stdout.split('\n').find((l) => l.includes(runtimeImage().digest) && l.startsWith('sha256:'));
+  return line?.split(/\s+/)[0] ?? '';
+}
+
+/** Deletes the workload's pod and waits for its replacement to be ready; returns that pod's events. */
+async function replacePod(w: Workload): Promise<{ reason: string; message: string }[]> {
+  const old = rt.pod(w);
+  const ns = w === 'filler' ? RUNS : NS;
+  kubectl(['-n', ns, 'delete', 'pod', old.metadata.name, '--wait=false']);
+  await until(`a new ${w} pod`, () => (rt.pods(w).some((p) => p.metadata.uid !== old.metadata.uid) ? true : undefined), 60);
+  await rt.ready(w);
+  return podEvents(ns, rt.pod(w).metadata.name);
+}
+
+function podEvents(ns: string, pod: string): { reason: string; message: string }[] {
+  return (JSON.parse(kubectl(['-n', ns, 'get', 'events', '--field-selector', `involvedObject.name=${pod}`, '-o', 'json']).stdout) as { items: { reason: string; message: string }[] }).items;
+}
+
+beforeAll(async () => {
+  cleanSlate();
+  cp = await controlPlane(releasedChart());
+  const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'registry-credentials' });
+  clusterId = created.body.clusterId;
+  installCommand = created.body.installCommand;
+  joinToken = /joinToken=(rlm_jt_[0-9A-Za-z]+)/.exec(installCommand)![1]!;
+}, 120_000);
+
+afterAll(async () => {
+  await cp?.stop();
+  cleanSlate();
+});
+
+describe('registry credentials', () => {
+  it('the runtime images need a credential; the charts and public images do not', async () => {
+    const anonymous = await registryToken(`repository:${runtimeImage().repository}:pull`);
+    expect(anonymous.access).toEqual([]);
+    expect((await registryGet(runtimeImage().repository, `manifests/${runtimeImage().digest}`, { accept: MANIFEST })).status).toBe(401);
+    expect((await registryToken('repository:rlmesh/charts/rlmesh-runtime:pull')).access).toEqual([{ type: 'repository', name: 'rlmesh/charts/rlmesh-runtime', actions: ['pull'] }]);
+    // an unredeemed join token pulls the agent's image, and nothing else of the platform's
+    const join = { username: 'rlmesh-join', password: joinToken };
+    expect((await registryGet(runtimeImage().repository, `manifests/${runtimeImage().digest}`, { accept: MANIFEST, creds: join })).status).toBe(200);
+    expect((await registryToken('repository:rlmesh/kubectl:pull', join)).access).toEqual([]);
+    expect((await registryToken('repository:rlmesh/rlmesh-runtime:push', join)).access).toEqual([]);
+  });
+
+  it('the join token pulls the agent image at install; after the join, the pull Secret the agent wrote pulls the runtime images into both namespaces', async () => {
+    forgetRuntimeImage();
+    const installedAt = Date.now();
+    runInstallCommand(cp, installCommand);
+    await waitConnected(cp, clusterId);
+    const atInstall = grantsSince(installedAt).filter((g) => g.granted.includes(`${runtimeImage().repository}:pull`));
+    expect(atInstall.map((g) => g.identity), 'the kubelet pulled the runtime image with the join token').toContain('join');
+    expect(atInstall.filter((g) => g.identity === 'join').every((g) => g.clusterId === clusterId)).toBe(true);
+
+    // redeemed: the join token pulls nothing any more, and says where the credential is now
+    const spent = await registryToken(`repository:${runtimeImage().repository}:pull`, { username: 'rlmesh-join', password: joinToken });
+    expect(spent.status).toBe(401);
+    expect(spent.message).toMatch(/this join token was redeemed at .*; from the join on, the cluster pulls with its own pull credential: check the pull Secret/);
+
+    for (const w of ['agent', 'filler'] as const) {
+      forgetRuntimeImage();
+      const since = Date.now();
+      const events = await replacePod(w);
+      expect(events.map((e) => e.reason), `${w}: ${JSON.stringify(events)}`).toContain('Pulled');
+      expect(events.find((e) => e.reason === 'Pulled')!.message).toMatch(/Successfully pulled image/);
+      const pulls = grantsSince(since).filter((g) => g.granted.includes(`${runtimeImage().repository}:pull`));
+      expect(pulls.map((g) => `${g.identity}:${g.clusterId}`), `${w}'s pull`).toContain(`cluster:${clusterId}`);
+    }
+  }, 600_000);
+
+  it('a wrong pull Secret: the pod waits in ImagePullBackOff and the kubelet says the registry refused; the right one lets it start', async () => {
+    const good = JSON.parse(kubectl(['-n', RUNS, 'get', 'secret', 'rlmesh-registry-pull', '-o', 'json']).stdout) as { data: Record<string, string> };
+    const config = JSON.parse(Buffer.from(good.data['.dockerconfigjson']!, 'base64').toString('utf8')) as { auths: Record<string, { username: string; password: string }> };
+    const [host, entry] = Object.entries(config.auths)[0]!;
+    const wrongPassword = `rlm_rp_${'x'.repeat(40)}`;
+    const wrong = { auths: { [host]: { username: entry.username, password: wrongPassword, auth: Buffer.from(`${entry.username}:${wrongPassword}`).toString('base64') } } };
+    const patch = (c: unknown) => kubectl(['-n', RUNS, 'patch', 'secret', 'rlmesh-registry-pull', '--type', 'merge', '-p', JSON.stringify({ data: { '.dockerconfigjson': Buffer.from(JSON.stringify(c)).toString('base64') } })]);
+    const since = Date.now();
+    patch(wrong);
+    try {
+      forgetRuntimeImage();
+      const old = rt.pod('filler');
+      kubectl(['-n', RUNS, 'delete', 'pod', old.metadata.name, '--wait=false']);
+      const waiting = await until('the filler to wait for its image', () => {
+        const p = rt.pods('filler').find((x) => x.metadata.uid !== old.metadata.uid);
+        const st = p && (JSON.parse(kubectl(['-n', RUNS, 'get', 'pod', p.metadata.name, '-o', 'json']).stdout) as { status: { containerStatuses?: { state: { waiting?: { reason: string; message?: string } } }[] } }).status;
+        const w = st?.containerStatuses?.[0]?.state.waiting;
+        return w && /ImagePullBackOff|ErrImagePull/.test(w.reason) ? { pod: p!.metadata.name, ...w } : undefined;
+      }, 120);
+      const failed = podEvents(RUNS, waiting.pod).filter((e) => e.reason === 'Failed').map((e) => e.message).join('\n');
+      expect(failed).toMatch(/401 Unauthorized/);
+      // the token service's side: the wrong credential refused for what it is, and not written down
+      const refusals = grantsSince(since).filter((g) => g.msg.startsWith('refused'));
+      expect(refusals.map((g) => g.msg)).toContainEqual(expect.stringContaining('the platform never issued this pull credential'));
+      expect(readFileSync(tokenLog(), 'utf8')).not.toContain(wrongPassword);
+    } finally {
+      patch(config);
+    }
+    await rt.ready('filler', 360);
+  }, 600_000);
+});
