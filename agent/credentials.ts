@@ -4,6 +4,12 @@
 // runs namespaces, the CRD-upgrade hook's pull Secret and, with observability,
 // the relay Secret. Reading them validates every key a component relies on and
 // names the Secret and key that is wrong.
+//
+// The Secrets the agent writes, except the hook's, are owned by the agent's
+// ClusterRole, which only the release holds: `helm uninstall` deletes it, and
+// the garbage collector then deletes them, so no live credential outlives the
+// runtime. The hook pull Secret has no owner (the spec keeps it), and Secrets
+// delivered out of band are never written here, so they stay too.
 import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
@@ -12,6 +18,8 @@ import { isConflict, isNotFound } from '../lib/kube-errors.ts';
 export const TOKEN_HASH_ANNOTATION = 'rlmesh.dev/join-token-sha256';
 export const RELAY_KEY = 'relay-secret';
 const LABELS = { 'app.kubernetes.io/part-of': 'rlmesh', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' };
+/** The chart's ClusterRole of the agent: the owner of the Secrets the agent writes. */
+export const OWNER_CLUSTER_ROLE = 'rlmesh-cluster-agent';
 
 export type ControlCredentials = {
   control: string;
@@ -60,11 +68,28 @@ export function parsePullSecret(secret: k8s.V1Secret | undefined, ns: string, na
 
 export class CredentialStore {
   private readonly core: k8s.CoreV1Api;
+  private readonly rbac: k8s.RbacAuthorizationV1Api;
   private readonly cfg: RuntimeConfig;
+  private ownerRef: k8s.V1OwnerReference | undefined;
 
   constructor(kc: k8s.KubeConfig, cfg: RuntimeConfig) {
     this.core = kc.makeApiClient(k8s.CoreV1Api);
+    this.rbac = kc.makeApiClient(k8s.RbacAuthorizationV1Api);
     this.cfg = cfg;
+  }
+
+  /** The agent's ClusterRole as an owner reference (read once: its uid changes only with a new release). */
+  private async owner(): Promise<k8s.V1OwnerReference> {
+    if (this.ownerRef) return this.ownerRef;
+    let role: k8s.V1ClusterRole;
+    try {
+      role = await this.rbac.readClusterRole({ name: OWNER_CLUSTER_ROLE });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      throw new Error(`the ClusterRole ${OWNER_CLUSTER_ROLE} does not exist, so the agent cannot give its Secrets an owner that helm uninstall removes; install the agent with the rlmesh-runtime chart`, { cause: err });
+    }
+    this.ownerRef = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name: OWNER_CLUSTER_ROLE, uid: role.metadata!.uid! };
+    return this.ownerRef;
   }
 
   private async get(namespace: string, name: string): Promise<k8s.V1Secret | undefined> {
@@ -92,11 +117,19 @@ export class CredentialStore {
     return { ok: true, value: true };
   }
 
-  /** Creates or replaces a Secret we own. */
-  private async put(namespace: string, name: string, type: string, stringData: Record<string, string>, annotations: Record<string, string> = {}): Promise<void> {
+  /**
+   * Creates or replaces a Secret. `owner`: 'agent' for what the join wrote (owned by the agent's
+   * ClusterRole), 'none' for the hook's (uninstall keeps it), 'unchanged' for a rotation, which
+   * keeps whoever owns the Secret (a Secret delivered out of band stays the user's).
+   */
+  private async put(namespace: string, name: string, type: string, stringData: Record<string, string>, annotations: Record<string, string>, owner: 'agent' | 'none' | 'unchanged'): Promise<void> {
     const data = Object.fromEntries(Object.entries(stringData).map(([k, v]) => [k, Buffer.from(v).toString('base64')]));
-    const body: k8s.V1Secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace, labels: LABELS, annotations }, type, data };
     const existing = await this.get(namespace, name);
+    const ownership =
+      owner === 'unchanged' && existing
+        ? { labels: existing.metadata?.labels ?? {}, ownerReferences: existing.metadata?.ownerReferences ?? [] }
+        : { labels: LABELS, ownerReferences: owner === 'none' ? [] : [await this.owner()] };
+    const body: k8s.V1Secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace, annotations, ...ownership }, type, data };
     if (existing && (existing.type ?? 'Opaque') !== type) {
       // a Secret's type is immutable, and the agent may not delete Secrets
       throw new Error(
@@ -119,16 +152,16 @@ export class CredentialStore {
   async writeJoined(r: JoinResult, joinTokenHash: string): Promise<void> {
     const { namespace, credentials, observability } = this.cfg;
     await this.writePull(r.pull);
-    if (observability.enabled && r.relay) await this.put(namespace, credentials.relaySecret, 'Opaque', { [RELAY_KEY]: r.relay });
-    await this.put(namespace, credentials.controlSecret, 'Opaque', { control: r.control, 'cluster-id': r.clusterId }, { [TOKEN_HASH_ANNOTATION]: joinTokenHash });
+    if (observability.enabled && r.relay) await this.put(namespace, credentials.relaySecret, 'Opaque', { [RELAY_KEY]: r.relay }, {}, 'agent');
+    await this.put(namespace, credentials.controlSecret, 'Opaque', { control: r.control, 'cluster-id': r.clusterId }, { [TOKEN_HASH_ANNOTATION]: joinTokenHash }, 'agent');
   }
 
-  async writePull(dockerconfigjson: string): Promise<void> {
+  async writePull(dockerconfigjson: string, owner: 'agent' | 'unchanged' = 'agent'): Promise<void> {
     const { namespace, runsNamespace, credentials } = this.cfg;
     const data = { '.dockerconfigjson': dockerconfigjson };
-    await this.put(namespace, credentials.pullSecret, 'kubernetes.io/dockerconfigjson', data);
-    await this.put(runsNamespace, credentials.pullSecret, 'kubernetes.io/dockerconfigjson', data);
-    await this.put(namespace, credentials.crdHookPullSecret, 'kubernetes.io/dockerconfigjson', data);
+    await this.put(namespace, credentials.pullSecret, 'kubernetes.io/dockerconfigjson', data, {}, owner);
+    await this.put(runsNamespace, credentials.pullSecret, 'kubernetes.io/dockerconfigjson', data, {}, owner);
+    await this.put(namespace, credentials.crdHookPullSecret, 'kubernetes.io/dockerconfigjson', data, {}, 'none');
   }
 
   /** A rotation the control plane sent over the session. */
@@ -138,11 +171,11 @@ export class CredentialStore {
       const current = await this.get(namespace, credentials.controlSecret);
       const cur = parseControlSecret(current, namespace, credentials.controlSecret);
       if (!cur.ok) throw new Error(`cannot store the rotated control credential: ${cur.problem}`);
-      await this.put(namespace, credentials.controlSecret, 'Opaque', { control: value, 'cluster-id': cur.value.clusterId });
+      await this.put(namespace, credentials.controlSecret, 'Opaque', { control: value, 'cluster-id': cur.value.clusterId }, {}, 'unchanged');
     } else if (purpose === 'pull') {
-      await this.writePull(value);
+      await this.writePull(value, 'unchanged');
     } else if (purpose === 'relay') {
-      await this.put(namespace, credentials.relaySecret, 'Opaque', { [RELAY_KEY]: value });
+      await this.put(namespace, credentials.relaySecret, 'Opaque', { [RELAY_KEY]: value }, {}, 'unchanged');
     } else {
       throw new Error(`unknown credential purpose "${purpose}" in a rotation; this agent knows control, pull and relay — upgrade the chart`);
     }

@@ -65,6 +65,8 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-preflight', namespace: SYS, allowed: true, why: 'publishes its preflight report' },
   { sa: A, verb: 'get', resource: 'configmaps', name: 'rlmesh-network-policy-probe', namespace: SYS, allowed: true, why: "reads the controller's NetworkPolicy probe result" },
   { sa: A, verb: 'list', resource: 'storageclasses', allowed: true, why: 'preflight: the StorageClass and access modes exist' },
+  { sa: A, verb: 'get', resource: 'clusterroles', name: 'rlmesh-cluster-agent', allowed: true, why: 'its own ClusterRole: the owner of the Secrets it writes, so helm uninstall removes them' },
+  { sa: A, verb: 'get', resource: 'clusterroles', name: 'cluster-admin', allowed: false, why: 'no other ClusterRole' },
   { sa: A, verb: 'list', resource: 'namespaces', allowed: true, why: 'preflight: network.dnsPeers select a real resolver' },
   { sa: A, verb: 'get', resource: 'services', name: 'kube-dns', namespace: 'kube-system', allowed: true, why: 'preflight: the cluster DNS address' },
   { sa: A, verb: 'get', resource: 'services', name: 'kubernetes', namespace: 'default', allowed: false, why: 'only the DNS Service' },

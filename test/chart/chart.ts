@@ -6,10 +6,17 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments, parse } from 'yaml';
 import { helm, type RunResult } from '../support/cluster.ts';
+import { KWOK_TOLERATION } from '../support/kwok-outcome.ts';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 export const CHART = join(root, 'charts/rlmesh-runtime');
 export const TOKEN = 'rlm_jt_test0123456789abcdefghijk';
+/**
+ * Values that put the CRD hook Job on a kwok node, which completes it: its kubectl image needs the pull
+ * credential a join writes, and the chart suites' releases never join (their tokens are made up), so on
+ * the real node it would wait for its image. test/e2e/spec.test.ts runs the hook for real.
+ */
+export const HOOK_ON_KWOK = ['--set-json', `crdUpgradeHook.tolerations=${JSON.stringify([KWOK_TOLERATION])}`, '--set', 'crdUpgradeHook.nodeSelector.type=kwok'];
 export const KUBE_VERSION = '1.35.4';
 
 export const scenarios = (): string[] =>

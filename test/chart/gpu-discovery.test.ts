@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gpuLabels, LABELS } from '../../gpu-discovery/node-labels.ts';
 import { findGpus } from '../../gpu-discovery/pci-devices.ts';
 import { helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { CHART, root, TOKEN } from './chart.ts';
+import { CHART, HOOK_ON_KWOK, root, TOKEN } from './chart.ts';
 import { KWOK_TOLERATION } from '../support/kwok-outcome.ts';
 
 type Dev = { vendor: string; device: string; class: string; vram?: string };
@@ -92,7 +92,7 @@ describe('labelling nodes as the chart ServiceAccount', () => {
   const unlabel = (node: string) => kubectl(['label', 'node', node, ...Object.values(LABELS).map((l) => `${l}-`)], { allowFail: true });
 
   beforeAll(async () => {
-    helm(['upgrade', '--install', 'rlmesh', CHART, '-n', 'rlmesh-system', '--create-namespace', '--set', `joinToken=${TOKEN}`]);
+    helm(['upgrade', '--install', 'rlmesh', CHART, '-n', 'rlmesh-system', '--create-namespace', '--set', `joinToken=${TOKEN}`, ...HOOK_ON_KWOK]);
   });
   afterAll(() => {
     kubectl(['-n', 'rlmesh-system', 'delete', 'pods', '-l', 'rlmesh.dev/test=gpu-discovery', '--wait=false'], { allowFail: true });

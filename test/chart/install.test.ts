@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { releasedChart } from '../support/release.ts';
-import { CHART, get, podTemplate, render, scenarios, template, type K8sObject } from './chart.ts';
+import { CHART, HOOK_ON_KWOK, get, podTemplate, render, scenarios, template, type K8sObject } from './chart.ts';
 import { parseAllDocuments } from 'yaml';
 
 const SYS = 'rlmesh-system';
@@ -53,7 +53,7 @@ beforeAll(async () => {
 
 describe('the chart on the local cluster', () => {
   it('installs from oci:// with a join token: every object, CRDs, restricted runs namespace', () => {
-    const r = helm(['install', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--create-namespace', '--set', `joinToken=${T1}`, ...plain]);
+    const r = helm(['install', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--create-namespace', '--set', `joinToken=${T1}`, ...HOOK_ON_KWOK, ...plain]);
     expect(r.stdout).toContain('STATUS: deployed');
     // NOTES.txt: the spec's four Verify commands for this release
     for (const line of [
@@ -184,7 +184,7 @@ describe('the chart on the local cluster', () => {
 
   it('upgrade --install with a new token replaces it and rolls the agent', () => {
     const before = agentAnnotations();
-    helm(['upgrade', '--install', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--create-namespace', '--set', `joinToken=${T2}`, ...plain]);
+    helm(['upgrade', '--install', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--create-namespace', '--set', `joinToken=${T2}`, ...HOOK_ON_KWOK, ...plain]);
     expect(secretToken()).toBe(T2);
     expect(agentAnnotations()['checksum/join-token']).not.toBe(before['checksum/join-token']);
   });
@@ -212,7 +212,7 @@ describe('the chart on the local cluster', () => {
     expect(exists(['-n', SYS, 'deployment', 'rlmesh-cluster-agent'])).toBe(false);
 
     // install again: the kept namespace and PVC are adopted, no manual step
-    helm(['install', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--set', `joinToken=${T3}`, ...plain]);
+    helm(['install', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--set', `joinToken=${T3}`, ...HOOK_ON_KWOK, ...plain]);
     const pvc = json<{ metadata: { uid: string; annotations: Record<string, string> } }>(['-n', RUNS, 'get', 'pvc', 'rlmesh-artifact-cache']);
     expect(pvc.metadata.uid).toBe(cacheUid);
     expect(pvc.metadata.annotations['meta.helm.sh/release-name']).toBe('rlmesh');

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { canIArgs, RBAC_TABLE } from '../../scripts/generators/values-rbac-table.ts';
 import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { CHART, TOKEN } from './chart.ts';
+import { CHART, HOOK_ON_KWOK, TOKEN } from './chart.ts';
 
 const SYS = 'rlmesh-system';
 const kubeconfigs = new Map<string, string>();
@@ -27,7 +27,7 @@ function canI(args: string[], kubeconfig?: string): 'yes' | 'no' {
 }
 
 beforeAll(async () => {
-  helm(['upgrade', '--install', 'rlmesh', CHART, '-n', SYS, '--create-namespace', '--set', `joinToken=${TOKEN}`, '--set', 'observability.enabled=true']);
+  helm(['upgrade', '--install', 'rlmesh', CHART, '-n', SYS, '--create-namespace', '--set', `joinToken=${TOKEN}`, '--set', 'observability.enabled=true', ...HOOK_ON_KWOK]);
   for (const r of RBAC_TABLE) if (!kubeconfigs.has(r.sa)) kubeconfigs.set(r.sa, await serviceAccountKubeconfig(r.saNamespace, r.sa));
 });
 

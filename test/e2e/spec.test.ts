@@ -184,6 +184,19 @@ describe('Bring your own Secrets', () => {
     clusterId = created.body.clusterId;
     await waitConnected(cp, clusterId);
   });
+
+  it('helm uninstall leaves the Secrets delivered out of band; installing again with them connects', async () => {
+    helm(['uninstall', 'rlmesh', '-n', NS, '--wait']);
+    // the garbage collector would remove a Secret the agent owned once its ClusterRole is gone (see Uninstall)
+    await until('the release to be gone', () => (exists(['clusterrole', 'rlmesh-cluster-agent']) ? undefined : true), 60);
+    await new Promise((r) => setTimeout(r, 10_000));
+    for (const [ns, name] of [[NS, 'rlmesh-secrets'], [NS, 'rlmesh-registry-pull'], [RUNS, 'rlmesh-registry-pull']] as const) {
+      expect(exists(['-n', ns, 'secret', name]), `${ns}/${name}`).toBe(true);
+    }
+    helm(['install', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS,
+      '--set', 'credentials.controlSecret=rlmesh-secrets', '--set', 'credentials.pullSecret=rlmesh-registry-pull', ...localFlags(cp)]);
+    await waitConnected(cp, clusterId);
+  });
 });
 
 describe('Verify', () => {
@@ -328,10 +341,14 @@ describe('Uninstall', () => {
     expect(line).toMatch(/Connect your cluster|new install command/);
   });
 
-  it('helm uninstall removes the agent and its spool PVC and keeps the rest', async () => {
+  it('helm uninstall removes the agent, its spool PVC and the credentials it wrote, and keeps the rest', async () => {
+    const written = [[NS, 'rlmesh-cluster-control'], [NS, 'rlmesh-registry-pull'], [RUNS, 'rlmesh-registry-pull']] as const;
+    for (const [ns, name] of written) expect(exists(['-n', ns, 'secret', name]), `${ns}/${name} before`).toBe(true);
     helm(['uninstall', 'rlmesh', '-n', NS, '--wait']);
     expect(exists(['-n', NS, 'deployment', 'rlmesh-cluster-agent'])).toBe(false);
     await until('the spool PVC to go', () => !exists(['-n', NS, 'pvc', 'rlmesh-agent-spool']) || undefined, 60);
+    // owned by the agent's ClusterRole, which the uninstall deleted: the garbage collector removes them
+    await until('the credentials the agent wrote to go', () => (written.some(([ns, name]) => exists(['-n', ns, 'secret', name])) ? undefined : true), 60);
     expect(exists(['namespace', RUNS])).toBe(true);
     expect(exists(['-n', RUNS, 'pvc', 'rlmesh-artifact-cache'])).toBe(true);
     expect(exists(['crd', 'rlmeshevaluations.rlmesh.dev'])).toBe(true);

@@ -159,7 +159,7 @@ afterAll(() => {
 
 describe(`the released ${IMAGE} image`, () => {
   it('is pulled by the digest the release published, from the local registry', () => {
-    expect(published.ref).toMatch(/^127\.0\.0\.1:\d+\/rlmesh\/rlmesh-runtime@sha256:[0-9a-f]{64}$/);
+    expect(published.ref).toMatch(new RegExp(`^${clusterInfo().registry.replace(/\./g, '\\.')}/rlmesh/rlmesh-runtime@sha256:[0-9a-f]{64}$`));
     expect(pulledDigest).toBe(published.digest);
   });
 
