@@ -214,7 +214,8 @@ async function startReconciler(): Promise<void> {
       namespace: config.namespace,
       runsNamespace: runs,
       image: probe.image,
-      pullSecret: config.credentials.pullSecret,
+      // the probe may run before the join wrote the pull Secret: the join token's pulls the runtime image until then
+      pullSecrets: [config.credentials.pullSecret, config.credentials.joinPullSecret].filter(Boolean),
       targets: defaultProbeTargets(proxyUrl, metricsPort),
       log,
       active: () => elector.leading,

@@ -6,13 +6,13 @@ describe('NetworkPolicy probe pod', () => {
     expect(defaultProbeTargets('http://10.96.0.20:3128', 9090, '10.244.1.7')).toEqual({ forbidden: '10.244.1.7:9090', allowed: '10.96.0.20:3128' });
   });
   it('is a restricted pod without a ServiceAccount token running the small probe command', () => {
-    const pod = probePod({ runsNamespace: 'rlmesh-runs', image: 'img', pullSecret: 'pull', targets: { forbidden: 'a:1', allowed: 'b:2' } });
+    const pod = probePod({ runsNamespace: 'rlmesh-runs', image: 'img', pullSecrets: ['pull', 'join'], targets: { forbidden: 'a:1', allowed: 'b:2' } });
     expect(pod.spec).toMatchObject({
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
       activeDeadlineSeconds: 60,
       securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
-      imagePullSecrets: [{ name: 'pull' }],
+      imagePullSecrets: [{ name: 'pull' }, { name: 'join' }],
     });
     expect(pod.spec?.containers[0]).toMatchObject({
       command: ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js', 'a:1', 'b:2', '15'],

@@ -51,7 +51,8 @@ export type ProbeOptions = {
   namespace: string;
   runsNamespace: string;
   image: string;
-  pullSecret: string;
+  /** the cluster's pull Secret, then the join token's while the join has not written that */
+  pullSecrets: string[];
   targets: ProbeTargets;
   log: Logger;
   /** how long to wait for the pod to finish (default 90 s; the pod's own deadline is 60 s) */
@@ -89,7 +90,7 @@ export function netprobeContainer(name: string, image: string, targets: ProbeTar
   };
 }
 
-export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecret' | 'targets'>): k8s.V1Pod {
+export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecrets' | 'targets'>): k8s.V1Pod {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -99,7 +100,7 @@ export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pull
       activeDeadlineSeconds: 60,
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      imagePullSecrets: [{ name: o.pullSecret }],
+      imagePullSecrets: o.pullSecrets.map((name) => ({ name })),
       nodeSelector: { 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' },
       securityContext: { runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: { type: 'RuntimeDefault' } },
       containers: [netprobeContainer('probe', o.image, o.targets, ENFORCEMENT_GRACE_SECONDS)],

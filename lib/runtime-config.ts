@@ -57,6 +57,8 @@ export const runtimeConfigSchema = z
         pullSecret: z.string().default('rlmesh-registry-pull'),
         relaySecret: z.string().default('rlmesh-cluster-relay-secret'),
         crdHookPullSecret: z.string().default('rlmesh-registry-join-crd-upgrade'),
+        // the join token as a pull Secret (chart-rendered with joinToken, else ''): pods created before the join wrote pullSecret pull with it
+        joinPullSecret: z.string().default(''),
         // true when the chart was given a joinToken (env RLMESH_JOIN_TOKEN carries it)
         joinTokenProvided: z.boolean().default(false),
       })

@@ -83,6 +83,25 @@ describe('objects', () => {
     for (const o of workloads(own)) expect(podTemplate(o).spec.imagePullSecrets, o.metadata.name).toContainEqual({ name: 'my-pull' });
   });
 
+  it('with joinToken, the token is a pull Secret in both namespaces, listed last by every pod that may start before the join, and by no other', () => {
+    for (const ns of [SYS, RUNS]) {
+      const s = get(objs, 'Secret', ns, 'rlmesh-registry-join') as K8sObject & { type: string; data: Record<string, string> };
+      expect(s.type).toBe('kubernetes.io/dockerconfigjson');
+      const auths = (JSON.parse(Buffer.from(s.data['.dockerconfigjson']!, 'base64').toString()) as { auths: Record<string, { username: string; password: string }> }).auths;
+      expect(Object.keys(auths)).toEqual(['registry.rlmesh.dev']);
+      expect(auths['registry.rlmesh.dev']!.password).toBe(TOKEN);
+    }
+    for (const o of workloads(objs)) {
+      const last = podTemplate(o).spec.imagePullSecrets?.at(-1);
+      // the upgrade hook runs after the join: the token is spent by then
+      if (o.kind === 'Job') expect(last, o.metadata.name).toEqual({ name: 'rlmesh-registry-pull' });
+      else expect(last, o.metadata.name).toEqual({ name: 'rlmesh-registry-join' });
+    }
+    const gitops = render(['-f', join(CHART, 'ci/gitops-secrets-values.yaml')]);
+    expect([...gitops.values()].filter((o) => o.kind === 'Secret' && o.metadata.name === 'rlmesh-registry-join')).toEqual([]);
+    for (const o of workloads(gitops)) expect(podTemplate(o).spec.imagePullSecrets, o.metadata.name).not.toContainEqual({ name: 'rlmesh-registry-join' });
+  });
+
   it('rlmesh-runs gets default requests and limits (LimitRange) and a ResourceQuota from evaluations.*', () => {
     const lr = get(objs, 'LimitRange', RUNS, 'rlmesh-runs-defaults') as K8sObject & { spec: { limits: object[] } };
     expect(lr.spec.limits).toEqual([
@@ -361,7 +380,7 @@ describe('objects', () => {
       nodeSelector: { 'node-role.kubernetes.io/infra': '' },
       tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'infra', effect: 'NoSchedule' }],
       priorityClassName: 'system-cluster-critical',
-      imagePullSecrets: [{ name: 'corp-mirror' }, { name: 'rlmesh-registry-pull' }],
+      imagePullSecrets: [{ name: 'corp-mirror' }, { name: 'rlmesh-registry-pull' }, { name: 'rlmesh-registry-join' }],
     });
     expect(agent.metadata.annotations?.['example.com/team']).toBe('platform');
     expect(JSON.stringify(podTemplate(get(o, 'Deployment', SYS, 'rlmesh-cluster-controller')).spec)).toContain('requiredDuringSchedulingIgnoredDuringExecution');

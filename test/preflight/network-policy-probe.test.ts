@@ -35,7 +35,7 @@ beforeAll(async () => {
     namespace: NS,
     runsNamespace: RUNS,
     image: 'registry.rlmesh.dev/rlmesh/runtime:preflight-test',
-    pullSecret: 'rlmesh-registry-pull',
+    pullSecrets: ['rlmesh-registry-pull'],
     targets,
     log: pino({ level: 'silent' }),
     pollMs: 200,

@@ -89,11 +89,11 @@ affinity:
 {{- with .c.priorityClassName }}
 priorityClassName: {{ . }}
 {{- end }}
-{{- /* values' pull Secrets, the caller's, the cluster's own pull Secret (written at join, or credentials.pullSecret), then the join token's until the join has written that */}}
+{{- /* values' pull Secrets, the caller's, the cluster's own pull Secret (written at join, or credentials.pullSecret), then the join token's until the join has written that (not for .afterJoin pods: the upgrade hook runs once the token is spent) */}}
 {{- $names := list }}
 {{- range concat .root.Values.imagePullSecrets (.extraPullSecrets | default list) }}{{ $names = append $names .name }}{{ end }}
 {{- $names = append $names (include "rlmesh.pullSecret" .root) | uniq }}
-{{- if .root.Values.joinToken }}{{ $names = append $names (include "rlmesh.joinPullSecret" .root) }}{{ end }}
+{{- if and .root.Values.joinToken (not .afterJoin) }}{{ $names = append $names (include "rlmesh.joinPullSecret" .root) }}{{ end }}
 imagePullSecrets:
   {{- range $names }}
   - name: {{ . }}
@@ -178,6 +178,7 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
     "pullSecret" (include "rlmesh.pullSecret" .)
     "relaySecret" "rlmesh-cluster-relay-secret"
     "crdHookPullSecret" "rlmesh-registry-join-crd-upgrade"
+    "joinPullSecret" (ternary (include "rlmesh.joinPullSecret" .) "" (ne $v.joinToken ""))
     "joinTokenProvided" (ne $v.joinToken ""))
   "observability" (dict "enabled" $v.observability.enabled)
   "gpuFeatureDiscovery" (dict "enabled" $v.gpuFeatureDiscovery.enabled)
