@@ -15,7 +15,7 @@ import { CapacityReporter } from './capacity.ts';
 import { loadAgentConfig, type AgentConfig } from './config.ts';
 import { kubeMessage, obtainCredentials } from './credential-bootstrap.ts';
 import { CredentialWatch } from './credential-watch.ts';
-import { CredentialStore } from './credentials.ts';
+import { CredentialStore, tokenHash } from './credentials.ts';
 import { EvaluationStatus, toUpdate } from './evaluation-status.ts';
 import { Health } from './health.ts';
 import { controlPlaneClient, fetchInfo, JoinError, type ControlPlaneClient, type ControlPlaneInfo } from './join.ts';
@@ -62,6 +62,8 @@ let credentialProblem: string | undefined = 'credentials not loaded yet';
 let session: Session | undefined;
 // eslint-disable-next-line prefer-const
 let credWatch: CredentialWatch | undefined;
+/** rotations being written (purpose and value hash): a resent one is not written twice at once */
+const rotationsInFlight = new Set<string>();
 const metrics = createMetrics({
   spoolBytes: () => spool.bytes,
   spoolRecords: () => spool.records,
@@ -227,12 +229,19 @@ function handle(m: ControlMessage): void {
     }
     case 'credentialRotation': {
       const r = m.msg.value;
+      // the control plane sends an unconfirmed rotation again while the session lives: one writer per value
+      const key = `${r.purpose}:${tokenHash(r.value)}`;
+      if (rotationsInFlight.has(key)) return;
+      rotationsInFlight.add(key);
       void (async () => {
-        await retrying(`storing the rotated ${r.purpose} credential`, () => store.writeRotation(r.purpose, r.value));
+        // until stored: a rotation given up on leaves the agent with a credential that expires after the overlap
+        await retrying(`storing the rotated ${r.purpose} credential`, () => store.writeRotation(r.purpose, r.value), { forever: true });
         if (r.purpose === 'control') credWatch!.use({ ...credWatch!.credentials, control: r.value });
         session!.send({ case: 'credentialRotated', value: create(CredentialRotatedSchema, { purpose: r.purpose }) });
         log.info({ purpose: r.purpose }, 'rotated credential written to its Secret');
-      })().catch(() => undefined);
+      })()
+        .catch(() => undefined)
+        .finally(() => rotationsInFlight.delete(key));
       return;
     }
     default:
@@ -241,13 +250,13 @@ function handle(m: ControlMessage): void {
 }
 
 /** Kubernetes writes that must not be lost to a transient API error: retried with backoff for a few minutes. */
-async function retrying(what: string, fn: () => Promise<void>): Promise<void> {
+async function retrying(what: string, fn: () => Promise<void>, opts: { forever?: boolean } = {}): Promise<void> {
   const backoff = createBackoff(cfg.timing.backoffBaseMs, cfg.timing.backoffMaxMs);
   for (let attempt = 1; ; attempt++) {
     try {
       return await fn();
     } catch (err) {
-      if (attempt >= 10 || abort.signal.aborted) {
+      if ((attempt >= 10 && !opts.forever) || abort.signal.aborted) {
         log.error({ err: kubeMessage(err) }, `${what} failed ${attempt} times; giving up until the control plane sends it again (next session)`);
         throw err;
       }

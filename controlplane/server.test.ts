@@ -266,6 +266,24 @@ describe('ClusterSession', () => {
     expect(nc.body).toMatchObject({ phase: 'Cancelled', result: { reason: 'CancelledBeforeDelivery' } });
   });
 
+  it('rotation: sent again on the live session until the agent confirms it, then no more', async () => {
+    const cp = await start({ rotationResendMs: 300 });
+    const c = await joinedCluster(cp);
+    const s = session(cp, c.control);
+    await s.waitFor('welcome');
+    const rotated = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/credentials/control/rotate`);
+    const first = await s.waitFor('credentialRotation');
+    // not confirmed (the agent could not store it): the same value comes again on the same session
+    const again = await s.waitFor('credentialRotation', (m) => m !== first);
+    expect(again.value).toBe(rotated.body.value);
+    s.send({ case: 'credentialRotated', value: { purpose: 'control' } });
+    await new Promise((r) => setTimeout(r, 1500));
+    const rotations = () => s.received.filter((m) => m.msg.case === 'credentialRotation').length;
+    const after = rotations();
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(rotations()).toBe(after);
+  });
+
   it('rotation: pushed over the live session; the old credential works for 24 hours and is refused after', async () => {
     const cp = await start();
     const c = await joinedCluster(cp);

@@ -29,6 +29,8 @@ export type SessionOptions = {
   pingIntervalMs: number;
   /** Silence from the agent for this long ends the session (the agent reconnects). */
   silenceTimeoutMs: number;
+  /** A rotation the agent has not confirmed is sent again on the live session this often (default 60 s). */
+  rotationResendMs?: number;
 };
 
 const NEW_INSTALL_COMMAND = 'open Clusters → New install command and run it as helm upgrade --install (or write the new value into the control Secret)';
@@ -135,12 +137,20 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
 
   let lastHeard = Date.now();
   let lastTouch = 0;
+  // an unconfirmed rotation is sent again while the session lives: an agent that could not store it
+  // (its API server away) must not be left with a credential that expires under a session that stays up
+  let lastRotationSend = Date.now();
+  const resendMs = opts.rotationResendMs ?? 60_000;
   const ping = setInterval(() => {
     try {
       // A credential that expired or was revoked during the session ends it.
       const auth = store.authenticate('control', credential);
       if (!auth.ok) return out.fail(new ConnectError(authFailureMessage(auth), Code.Unauthenticated, { 'rlmesh-auth-cause': auth.cause }));
       out.push(create(ControlMessageSchema, { msg: { case: 'ping', value: { nonce: randomBase62(12), sentAt: timestampFromDate(new Date()) } } }));
+      if (Date.now() - lastRotationSend >= resendMs) {
+        lastRotationSend = Date.now();
+        for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
+      }
     } catch (err) {
       slog.error({ err }, 'ping failed');
       out.fail(new ConnectError('the control plane could not check the session; the agent should reconnect', Code.Unavailable));

@@ -78,12 +78,18 @@ describe('agent informers when the API server goes away', () => {
     },
   });
 
-  it('recovers from an API server outage and from silent watches; changes made meanwhile reach the control plane', async () => {
-    const { clusterId, joinToken } = await newCluster(suite.cp, 'apiserver-loss');
+  /** The agent's ServiceAccount kubeconfig, pointed at the relay. */
+  const relayKubeconfig = async (): Promise<string> => {
     const kubeconfig = JSON.parse(readFileSync(await serviceAccountKubeconfig(SYSTEM, SA), 'utf8')) as { clusters: { cluster: { server: string } }[] };
     kubeconfig.clusters[0]!.cluster.server = `https://127.0.0.1:${relay.port}`;
     const kcFile = `${clusterInfo().dir}/sa/agent-it-relay.kubeconfig`;
     writeFileSync(kcFile, JSON.stringify(kubeconfig), { mode: 0o600 });
+    return kcFile;
+  };
+
+  it('recovers from an API server outage and from silent watches; changes made meanwhile reach the control plane', async () => {
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'apiserver-loss');
+    const kcFile = await relayKubeconfig();
     const agent = await suite.start({
       configFile: runtimeConfig(suite.cp, { nodeSelector: 'nvidia.com/gpu.present=true' }),
       token: joinToken,
@@ -151,4 +157,35 @@ describe('agent informers when the API server goes away', () => {
     await core.deleteNamespacedPod({ namespace: TENANT, name: 'after-restart', gracePeriodSeconds: 0 });
     await agent.stop();
   });
+  // last in this file: it advances the control plane's clock by a day
+  it('a rotation during a three-minute API server outage is stored once the API is back, and the agent still connects after the 24-hour overlap', async () => {
+    resetAgentState();
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'rotation-outage');
+    const agent = await suite.start({ configFile: runtimeConfig(suite.cp), token: joinToken, env: { KUBECONFIG: await relayKubeconfig() } });
+    await agent.waitFor('connected', /session connected/);
+    const port = relay.port;
+    await relay.down();
+    let back = false;
+    try {
+      const rotated = await api<{ value: string; deliveredToSession: boolean }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/credentials/control/rotate`);
+      expect(rotated.body.deliveredToSession).toBe(true);
+      await agent.waitFor('the write to fail', /storing the rotated control credential failed; retrying/, 60);
+      await new Promise((r) => setTimeout(r, 180_000));
+      await relay.up(port);
+      back = true;
+      await agent.waitFor('the rotated credential stored', /rotated credential written to its Secret/, 120);
+      const stored = JSON.parse(kubectl(['-n', SYSTEM, 'get', 'secret', 'rlmesh-cluster-control', '-o', 'jsonpath={.data}']).stdout) as { control: string };
+      expect(Buffer.from(stored.control, 'base64').toString()).toBe(rotated.body.value);
+    } finally {
+      if (!back) await relay.up(port);
+    }
+    // past the overlap the old credential is refused; the agent, on the new one, is still seen
+    expect((await api(suite.cp, 'POST', '/v1/test/clock/advance', { ms: 25 * 3600 * 1000 })).status).toBe(200);
+    const seenAt = async () => (await api<{ lastSeenAt: string }>(suite.cp, 'GET', `/v1/clusters/${clusterId}`)).body.lastSeenAt;
+    const seen = await seenAt();
+    await until('lastSeenAt to advance on the rotated credential', async () => ((await seenAt()) > seen ? true : undefined), 30);
+    expect(agent.log()).not.toMatch(/refused the control credential|giving up/);
+    expect(agent.proc.exitCode).toBeNull();
+    await agent.stop();
+  }, 420_000);
 });
