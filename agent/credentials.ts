@@ -18,8 +18,6 @@ import { isConflict, isNotFound } from '../lib/kube-errors.ts';
 export const TOKEN_HASH_ANNOTATION = 'rlmesh.dev/join-token-sha256';
 export const RELAY_KEY = 'relay-secret';
 const LABELS = { 'app.kubernetes.io/part-of': 'rlmesh', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' };
-/** The chart's ClusterRole of the agent: the owner of the Secrets the agent writes. */
-export const OWNER_CLUSTER_ROLE = 'rlmesh-cluster-agent';
 
 export type ControlCredentials = {
   control: string;
@@ -83,12 +81,12 @@ export class CredentialStore {
     if (this.ownerRef) return this.ownerRef;
     let role: k8s.V1ClusterRole;
     try {
-      role = await this.rbac.readClusterRole({ name: OWNER_CLUSTER_ROLE });
+      role = await this.rbac.readClusterRole({ name: this.cfg.credentials.ownerClusterRole });
     } catch (err) {
       if (!isNotFound(err)) throw err;
-      throw new Error(`the ClusterRole ${OWNER_CLUSTER_ROLE} does not exist, so the agent cannot give its Secrets an owner that helm uninstall removes; install the agent with the rlmesh-runtime chart`, { cause: err });
+      throw new Error(`the ClusterRole ${this.cfg.credentials.ownerClusterRole} does not exist, so the agent cannot give its Secrets an owner that helm uninstall removes; install the agent with the rlmesh-runtime chart`, { cause: err });
     }
-    this.ownerRef = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name: OWNER_CLUSTER_ROLE, uid: role.metadata!.uid! };
+    this.ownerRef = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name: this.cfg.credentials.ownerClusterRole, uid: role.metadata!.uid! };
     return this.ownerRef;
   }
 

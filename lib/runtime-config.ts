@@ -57,6 +57,8 @@ export const runtimeConfigSchema = z
         pullSecret: z.string().default('rlmesh-registry-pull'),
         relaySecret: z.string().default('rlmesh-cluster-relay-secret'),
         crdHookPullSecret: z.string().default('rlmesh-registry-join-crd-upgrade'),
+        // the agent's ClusterRole: the owner of the Secrets the agent writes, so helm uninstall removes them
+        ownerClusterRole: z.string().default('rlmesh-cluster-agent'),
         // the join token as a pull Secret (chart-rendered with joinToken, else ''): pods created before the join wrote pullSecret pull with it
         joinPullSecret: z.string().default(''),
         // true when the chart was given a joinToken (env RLMESH_JOIN_TOKEN carries it)

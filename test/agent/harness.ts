@@ -58,6 +58,10 @@ export function installAgentRbac(mode: RbacMode = { joinToken: true, observabili
   for (const d of docs) {
     if (d.metadata?.namespace === 'rlmesh-runs') d.metadata.namespace = RUNS;
     if (d.kind === 'ClusterRole' || d.kind === 'ClusterRoleBinding') d.metadata!.name += clusterScopedSuffix;
+    // the agent reads its own ClusterRole (the owner of its Secrets) by name
+    for (const rule of (d as { rules?: { resourceNames?: string[] }[] }).rules ?? []) {
+      if (d.kind === 'ClusterRole' && rule.resourceNames) rule.resourceNames = rule.resourceNames.map((n) => (n === 'rlmesh-cluster-agent' ? n + clusterScopedSuffix : n));
+    }
     if (d.kind === 'ClusterRoleBinding' && d.roleRef) d.roleRef.name += clusterScopedSuffix;
   }
   const ns = [SYSTEM, RUNS].map((n) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: n } }));
@@ -113,6 +117,7 @@ export function runtimeConfig(cp: ControlPlane, over: { controlSecret?: string; 
     runsNamespace: RUNS,
     controlPlane: { apiHost: url.hostname, apiPort: Number(url.port), registryHost: 'registry.rlmesh.dev', caBundlePath: cp.caFile },
     credentials: {
+      ownerClusterRole: `rlmesh-cluster-agent${clusterScopedSuffix}`,
       ...(over.controlSecret ? { controlSecret: over.controlSecret } : {}),
       ...(over.pullSecret ? { pullSecret: over.pullSecret } : {}),
     },

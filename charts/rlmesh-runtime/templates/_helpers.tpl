@@ -178,6 +178,7 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
     "pullSecret" (include "rlmesh.pullSecret" .)
     "relaySecret" "rlmesh-cluster-relay-secret"
     "crdHookPullSecret" "rlmesh-registry-join-crd-upgrade"
+    "ownerClusterRole" "rlmesh-cluster-agent"
     "joinPullSecret" (ternary (include "rlmesh.joinPullSecret" .) "" (ne $v.joinToken ""))
     "joinTokenProvided" (ne $v.joinToken ""))
   "observability" (dict "enabled" $v.observability.enabled)
