@@ -25,7 +25,25 @@ class Relay {
   constructor(target: { host: string; port: number }) {
     this.target = target;
   }
-  async up(port = 0): Promise<void> {
+  /**
+   * Listens on `port`, or on a free port below the kernel's ephemeral range: while the relay is down the
+   * agent keeps dialling it, and a dial to a closed port inside that range can be given the same port as
+   * its source and connect to itself, which then holds the port (TCP self-connect).
+   */
+  async up(port?: number): Promise<void> {
+    if (port !== undefined) return this.listen(port);
+    const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    for (let attempt = 0; ; attempt++) {
+      const candidate = 20_000 + Math.floor(Math.random() * (low! - 20_000));
+      try {
+        return await this.listen(candidate);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || attempt > 50) throw err;
+      }
+    }
+  }
+
+  private async listen(port: number): Promise<void> {
     this.server = createServer((client) => {
       const upstream = connect(this.target.port, this.target.host);
       const pair: [Socket, Socket] = [client, upstream];
@@ -40,7 +58,10 @@ class Relay {
       client.on('error', close).on('close', close);
       upstream.on('error', close).on('close', close);
     });
-    await new Promise<void>((ok) => this.server!.listen(port, '127.0.0.1', ok));
+    await new Promise<void>((ok, fail) => {
+      this.server!.once('error', fail);
+      this.server!.listen(port, '127.0.0.1', () => ok());
+    });
     this.port = (this.server.address() as { port: number }).port;
   }
   async down(): Promise<void> {
