@@ -150,7 +150,7 @@ export const valuesObjectSchema = z
       .regex(JOIN_TOKEN_PATTERN, { message: 'must be a join token shaped rlm_jt_… as shown by Clusters → Connect your cluster' })
       .default('')
       .describe(
-        'Single-use join token (rlm_jt_…, valid one hour) from Clusters → Connect your cluster. The agent trades it for the cluster credentials and records only its hash. Leave empty when credentials.controlSecret names Secrets you deliver yourself.',
+        'Single-use join token (rlm_jt_…, valid one hour) from Clusters → Connect your cluster. The agent trades it for the cluster credentials and records only its hash. Until then it is also the pull credential for the runtime image (Secret rlmesh-registry-join, in both namespaces), so the agent pod can start. Leave empty when credentials.controlSecret names Secrets you deliver yourself.',
       ),
     credentials: z
       .object({
