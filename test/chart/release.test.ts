@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { clusterInfo, helm, kubectl } from '../support/cluster.ts';
+import { helm, kubectl } from '../support/cluster.ts';
 import { publisher, registryGet } from '../support/registry.ts';
 import { releaseInfo } from '../support/release.ts';
 import { ROOT } from '../support/runtime.ts';
