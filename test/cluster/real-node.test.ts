@@ -3,14 +3,16 @@
 // system:node:<name> under the Node authorizer and NodeRestriction, runs the
 // released runtime image and the test evaluation image as real containers,
 // pulled by digest from the local registry through containerd's
-// registry.rlmesh.dev mirror, and neither the node's nor a pod's network
+// registry.rlmesh.dev mirror (the runtime image with a join token, as the
+// agent's pod at install), and neither the node's nor a pod's network
 // namespace has a route anywhere but the harness's own subnets. Nothing here
 // sends a packet; the routing tables are read.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishEvaluationImage } from '../images/evaluation/publish.ts';
 import { REPOSITORY as EVALUATION_REPOSITORY } from '../images/evaluation/build.ts';
-import { kubectl } from '../support/cluster.ts';
+import { clusterInfo, kubectl } from '../support/cluster.ts';
+import { api, startControlPlane } from '../support/runtime.ts';
 import { releaseInfo } from '../support/release.ts';
 import { inside, NET, podNetnsPath, realNodes, routesIn, routesOutsideHarness, SANDBOX_REGISTRY, startRealNode, stopRealNode, type RealNode, type Route } from './real-node.ts';
 
@@ -28,7 +30,7 @@ type PodStatus = {
   };
 };
 
-function pod(name: string, image: string, opts: { args?: string[]; env?: Record<string, string> } = {}): string {
+function pod(name: string, image: string, opts: { args?: string[]; env?: Record<string, string>; pullSecret?: string } = {}): string {
   return JSON.stringify({
     apiVersion: 'v1',
     kind: 'Pod',
@@ -38,6 +40,7 @@ function pod(name: string, image: string, opts: { args?: string[]; env?: Record<
       nodeSelector: { 'kubernetes.io/hostname': NAME },
       tolerations: [{ ...TAINT, operator: 'Equal' }],
       securityContext: { runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: { type: 'RuntimeDefault' } },
+      ...(opts.pullSecret ? { imagePullSecrets: [{ name: opts.pullSecret }] } : {}),
       containers: [
         {
           name: 'main',
@@ -110,7 +113,16 @@ describe('a real node of the local cluster (kubelet, containerd, runc, CNI in a 
   it('runs the released runtime image, pulled by digest through the registry.rlmesh.dev mirror, as a real container (egress --help exits 0)', async () => {
     const runtime = releaseInfo().images['rlmesh-runtime']!;
     const image = `${SANDBOX_REGISTRY}/${runtime.repository}@${runtime.digest}`;
-    kubectl(['apply', '-f', '-'], { input: pod('runtime-egress-help', image, { args: ['egress', '--help'] }) });
+    // the runtime image is not public: pull it as the agent's pod does at install, with an unredeemed join
+    // token (the registry's token service judges it by the control plane's store, which outlives the process)
+    const cp = await startControlPlane({ args: ['--registry-stores-dir', clusterInfo().registryStores] });
+    const created = await api<{ installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'real-node-test' });
+    await cp.stop();
+    const token = /joinToken=(rlm_jt_[0-9A-Za-z]+)/.exec(created.body.installCommand)![1]!;
+    const config = { auths: { [SANDBOX_REGISTRY]: { username: 'rlmesh-join', password: token, auth: Buffer.from(`rlmesh-join:${token}`).toString('base64') } } };
+    const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'join-pull', namespace: NS }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': Buffer.from(JSON.stringify(config)).toString('base64') } };
+    kubectl(['apply', '-f', '-'], { input: JSON.stringify(secret) });
+    kubectl(['apply', '-f', '-'], { input: pod('runtime-egress-help', image, { args: ['egress', '--help'], pullSecret: 'join-pull' }) });
     const p = await waitPod('runtime-egress-help', 150, (x) => x.status.phase === 'Succeeded' || x.status.phase === 'Failed');
     expect(p.status.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(0);
     expect(p.status.phase).toBe('Succeeded');
