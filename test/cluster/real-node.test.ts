@@ -13,6 +13,7 @@ import { publishEvaluationImage } from '../images/evaluation/publish.ts';
 import { REPOSITORY as EVALUATION_REPOSITORY } from '../images/evaluation/build.ts';
 import { clusterInfo, kubectl } from '../support/cluster.ts';
 import { api, startControlPlane } from '../support/runtime.ts';
+import { dockerConfigJson } from '../../controlplane/pull-secret.ts';
 import { releaseInfo } from '../support/release.ts';
 import { inside, NET, podNetnsPath, realNodes, routesIn, routesOutsideHarness, SANDBOX_REGISTRY, startRealNode, stopRealNode, type RealNode, type Route } from './real-node.ts';
 
@@ -116,11 +117,10 @@ describe('a real node of the local cluster (kubelet, containerd, runc, CNI in a 
     // the runtime image is not public: pull it as the agent's pod does at install, with an unredeemed join
     // token (the registry's token service judges it by the control plane's store, which outlives the process)
     const cp = await startControlPlane({ args: ['--registry-stores-dir', clusterInfo().registryStores] });
-    const created = await api<{ installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'real-node-test' });
+    const created = await api<{ joinToken: string }>(cp, 'POST', '/v1/clusters', { name: 'real-node-test' });
     await cp.stop();
-    const token = /joinToken=(rlm_jt_[0-9A-Za-z]+)/.exec(created.body.installCommand)![1]!;
-    const config = { auths: { [SANDBOX_REGISTRY]: { username: 'rlmesh-join', password: token, auth: Buffer.from(`rlmesh-join:${token}`).toString('base64') } } };
-    const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'join-pull', namespace: NS }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': Buffer.from(JSON.stringify(config)).toString('base64') } };
+    const config = dockerConfigJson(SANDBOX_REGISTRY, 'rlmesh-join', created.body.joinToken);
+    const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'join-pull', namespace: NS }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': Buffer.from(config).toString('base64') } };
     kubectl(['apply', '-f', '-'], { input: JSON.stringify(secret) });
     kubectl(['apply', '-f', '-'], { input: pod('runtime-egress-help', image, { args: ['egress', '--help'], pullSecret: 'join-pull' }) });
     const p = await waitPod('runtime-egress-help', 150, (x) => x.status.phase === 'Succeeded' || x.status.phase === 'Failed');

@@ -12,6 +12,7 @@ import { registryGet, registryToken } from '../support/registry.ts';
 import { releaseInfo } from '../support/release.ts';
 import { api, until, type ControlPlane } from '../support/runtime.ts';
 import { realNodes } from '../cluster/real-node.ts';
+import { dockerConfigJson } from '../../controlplane/pull-secret.ts';
 import { NS, RUNS, Runtime, cleanSlate, controlPlane, releasedChart, runInstallCommand, waitConnected, type Workload } from './harness.ts';
 
 let cp: ControlPlane;
@@ -64,10 +65,8 @@ function podEvents(ns: string, pod: string): { reason: string; message: string }
 beforeAll(async () => {
   cleanSlate();
   cp = await controlPlane(releasedChart());
-  const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'registry-credentials' });
-  clusterId = created.body.clusterId;
-  installCommand = created.body.installCommand;
-  joinToken = /joinToken=(rlm_jt_[0-9A-Za-z]+)/.exec(installCommand)![1]!;
+  const created = await api<{ clusterId: string; joinToken: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'registry-credentials' });
+  ({ clusterId, joinToken, installCommand } = created.body);
 }, 120_000);
 
 afterAll(async () => {
@@ -118,7 +117,7 @@ describe('registry credentials', () => {
     const config = JSON.parse(Buffer.from(good.data['.dockerconfigjson']!, 'base64').toString('utf8')) as { auths: Record<string, { username: string; password: string }> };
     const [host, entry] = Object.entries(config.auths)[0]!;
     const wrongPassword = `rlm_rp_${'x'.repeat(40)}`;
-    const wrong = { auths: { [host]: { username: entry.username, password: wrongPassword, auth: Buffer.from(`${entry.username}:${wrongPassword}`).toString('base64') } } };
+    const wrong = JSON.parse(dockerConfigJson(host, entry.username, wrongPassword)) as unknown;
     const patch = (c: unknown) => kubectl(['-n', RUNS, 'patch', 'secret', 'rlmesh-registry-pull', '--type', 'merge', '-p', JSON.stringify({ data: { '.dockerconfigjson': Buffer.from(JSON.stringify(c)).toString('base64') } })]);
     const since = Date.now();
     patch(wrong);
