@@ -32,7 +32,7 @@ describe('assignment → RLMeshEvaluation', () => {
         { name: 'b.bin', sha256: 'c'.repeat(64), sizeBytes: 6n, source: { source: { case: 'httpsUrl', value: 'https://x/y' } } },
       ],
     });
-    const { evaluation, s3 } = evaluationFromAssignment(a, 'rlmesh-runs');
+    const { evaluation, sources } = evaluationFromAssignment(a, 'rlmesh-runs');
     expect(evaluation.metadata).toMatchObject({ name: 'ev-1', namespace: 'rlmesh-runs' });
     expect(evaluationSpecSchema.parse(evaluation.spec)).toMatchObject({
       evaluationId: 'ev-1',
@@ -41,10 +41,12 @@ describe('assignment → RLMeshEvaluation', () => {
       placement: { nodeSelector: { pool: 'gpu' } },
       env: [{ name: 'A', value: '1' }],
     });
-    expect(evaluation.spec.artifacts?.[0]?.source.s3?.credentialsSecretRef).toEqual({ name: 'ev-1-s3' });
-    expect(evaluation.spec.artifacts?.[1]?.source.httpsUrl).toBe('https://x/y');
+    expect(evaluation.spec.artifacts?.[0]?.source.s3?.credentialsSecretRef).toEqual({ name: 'ev-1-sources' });
+    expect(evaluation.spec.artifacts?.[1]?.source.httpsUrlSecretRef).toEqual({ name: 'ev-1-sources', key: 'url.b.bin' });
+    // a presigned URL is a credential: neither it nor the S3 secret key is in the evaluation
     expect(JSON.stringify(evaluation)).not.toContain('SK');
-    expect(s3).toEqual([{ accessKeyId: 'AK', secretAccessKey: 'SK' }]);
+    expect(JSON.stringify(evaluation)).not.toContain('https://x/y');
+    expect(sources).toEqual({ accessKeyId: 'AK', secretAccessKey: 'SK', 'url.b.bin': 'https://x/y' });
   });
 
   it('gives a deadline to an assignment without one', () => {

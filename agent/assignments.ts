@@ -1,7 +1,8 @@
 // Assignments from the session become RLMeshEvaluation objects in the runs
 // namespace, created idempotently (the control plane resends an assignment
-// until an update for it arrives). S3 credentials an assignment carries go
-// into a Secret owned by the evaluation, never into the evaluation itself.
+// until an update for it arrives). What an assignment carries to reach its
+// artifacts (S3 credentials, presigned URLs) goes into one Secret owned by the
+// evaluation, never into the evaluation itself.
 // Cancellations set spec.cancelled; the controller stops the pod. An image from
 // a registry this cluster does not run is refused before anything is created.
 import { createHash } from 'node:crypto';
@@ -21,11 +22,15 @@ export function evaluationName(id: string): string {
   return `${slug ? `${slug}-` : 'ev-'}${createHash('sha256').update(id).digest('hex').slice(0, 12)}`;
 }
 
-const s3SecretName = (evalName: string) => `${evalName.slice(0, 230)}-s3`;
+/** The per-evaluation Secret holding its artifact sources' credentials. */
+export const sourcesSecretName = (evalName: string) => `${evalName.slice(0, 230)}-sources`;
+/** The key of an artifact's presigned URL in that Secret. */
+export const urlKey = (artifactName: string) => `url.${artifactName}`;
 
-export function evaluationFromAssignment(a: Assignment, namespace: string): { evaluation: RLMeshEvaluation; s3: Record<string, string>[] } {
+export function evaluationFromAssignment(a: Assignment, namespace: string): { evaluation: RLMeshEvaluation; sources: Record<string, string> } {
   const name = evaluationName(a.evaluationId);
-  const s3: Record<string, string>[] = [];
+  // the S3 credentials are the assignment's (one set for all its objects), the URLs one per artifact
+  const sources: Record<string, string> = {};
   const spec: EvaluationSpec = {
     evaluationId: a.evaluationId,
     image: a.image,
@@ -43,7 +48,9 @@ export function evaluationFromAssignment(a: Assignment, namespace: string): { ev
             const src = art.source?.source;
             if (src?.case === 's3') {
               const o = src.value;
-              if (o.accessKeyId) s3.push({ accessKeyId: o.accessKeyId, secretAccessKey: o.secretAccessKey, ...(o.sessionToken ? { sessionToken: o.sessionToken } : {}) });
+              if (o.accessKeyId && !sources.accessKeyId) {
+                Object.assign(sources, { accessKeyId: o.accessKeyId, secretAccessKey: o.secretAccessKey, ...(o.sessionToken ? { sessionToken: o.sessionToken } : {}) });
+              }
               return {
                 name: art.name,
                 sha256: art.sha256,
@@ -54,12 +61,13 @@ export function evaluationFromAssignment(a: Assignment, namespace: string): { ev
                     region: o.region || 'us-east-1',
                     bucket: o.bucket,
                     key: o.key,
-                    ...(o.accessKeyId ? { credentialsSecretRef: { name: s3SecretName(name) } } : {}),
+                    ...(o.accessKeyId ? { credentialsSecretRef: { name: sourcesSecretName(name) } } : {}),
                   },
                 },
               };
             }
-            return { name: art.name, sha256: art.sha256, sizeBytes: Number(art.sizeBytes), source: { httpsUrl: src?.case === 'httpsUrl' ? src.value : '' } };
+            sources[urlKey(art.name)] = src?.case === 'httpsUrl' ? src.value : '';
+            return { name: art.name, sha256: art.sha256, sizeBytes: Number(art.sizeBytes), source: { httpsUrlSecretRef: { name: sourcesSecretName(name), key: urlKey(art.name) } } };
           }),
         }
       : {}),
@@ -80,7 +88,7 @@ export function evaluationFromAssignment(a: Assignment, namespace: string): { ev
       },
       spec,
     },
-    s3,
+    sources,
   };
 }
 
@@ -113,46 +121,50 @@ export class Assignments {
       this.o.onOutcome(a.evaluationId, 'Failed', 'ImageNotAllowed', refusal);
       return;
     }
-    const { evaluation, s3 } = evaluationFromAssignment(a, namespace);
+    const { evaluation, sources } = evaluationFromAssignment(a, namespace);
     const name = evaluation.metadata.name;
     let created: RLMeshEvaluation;
     try {
       created = (await this.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, body: evaluation })) as RLMeshEvaluation;
       log.info({ evaluationId: a.evaluationId, name }, 'assignment accepted: RLMeshEvaluation created');
     } catch (err) {
-      if (isConflict(err)) {
-        log.debug({ evaluationId: a.evaluationId, name }, 'assignment already accepted (redelivery)');
-        return;
-      }
-      const status = statusCode(err);
-      // an RBAC denial is about the agent's own rights, not the evaluation: it falls through to the retry
-      if (status === 422 || status === 400 || (status === 403 && !isRbacDenial(err))) {
-        const msg = apiMessage(err);
-        log.error({ evaluationId: a.evaluationId, status }, `the cluster refused the evaluation: ${msg}`);
-        this.o.onOutcome(a.evaluationId, 'Failed', status === 403 ? 'Forbidden' : 'Invalid', `the cluster refused the RLMeshEvaluation: ${msg}`);
-        return;
-      }
-      throw err;
+      if (!isConflict(err)) return this.#refused(a, err);
+      log.debug({ evaluationId: a.evaluationId, name }, 'assignment already accepted (redelivery)');
+      if (Object.keys(sources).length === 0) return;
+      // the agent may have stopped between the evaluation and its Secret: the redelivery writes it
+      created = (await this.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, name })) as RLMeshEvaluation;
     }
-    for (const creds of s3.slice(0, 1)) {
+    if (Object.keys(sources).length > 0) {
       try {
         await this.core.createNamespacedSecret({
           namespace,
           body: {
             metadata: {
-              name: s3SecretName(name),
+              name: sourcesSecretName(name),
               namespace,
               labels: { 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' },
               ownerReferences: [{ apiVersion: API_VERSION, kind: EVALUATION.kind, name, uid: created.metadata.uid!, controller: true, blockOwnerDeletion: false }],
             },
             type: 'Opaque',
-            stringData: creds,
+            stringData: sources,
           },
         });
       } catch (err) {
         if (!isConflict(err)) throw err;
       }
     }
+  }
+
+  /** Reports an evaluation the cluster refused; anything else (an RBAC denial of the agent's own rights included) is retried. */
+  #refused(a: Assignment, err: unknown): void {
+    const status = statusCode(err);
+    if (status === 422 || status === 400 || (status === 403 && !isRbacDenial(err))) {
+      const msg = apiMessage(err);
+      this.o.log.error({ evaluationId: a.evaluationId, status }, `the cluster refused the evaluation: ${msg}`);
+      this.o.onOutcome(a.evaluationId, 'Failed', status === 403 ? 'Forbidden' : 'Invalid', `the cluster refused the RLMeshEvaluation: ${msg}`);
+      return;
+    }
+    throw err;
   }
 
   async cancel(c: Cancellation): Promise<void> {

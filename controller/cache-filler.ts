@@ -184,7 +184,19 @@ export class CacheFiller {
   };
 
   async #resolve(ev: RLMeshEvaluation, a: Artifact): Promise<ResolvedSource> {
-    if (a.source.httpsUrl) return { kind: 'https', url: a.source.httpsUrl };
+    const urlRef = a.source.httpsUrlSecretRef;
+    if (urlRef) {
+      const data = await this.#sourceSecret(ev, a, urlRef.name);
+      const url = data?.get(urlRef.key);
+      if (!url?.startsWith('https://')) {
+        const what = !data ? 'does not exist' : url === undefined ? `has no key ${urlRef.key}` : `holds in ${urlRef.key} a URL that is not https://`;
+        throw new FetchError(
+          'CredentialsMissing',
+          `Secret ${this.#namespace(ev)}/${urlRef.name} named by artifact ${a.name} ${what}; the agent writes the presigned URL there from the assignment, so the assignment must be delivered again`,
+        );
+      }
+      return { kind: 'https', url };
+    }
     const s3 = a.source.s3!;
     const base = { kind: 's3' as const, region: s3.region ?? 'us-east-1', bucket: s3.bucket, key: s3.key, ...(s3.endpoint ? { endpoint: s3.endpoint } : {}) };
     const ref = s3.credentialsSecretRef?.name;
@@ -194,29 +206,41 @@ export class CacheFiller {
         `artifact ${a.name} is an S3 object without source.s3.credentialsSecretRef; the assignment's temporary credentials must reach the controller through a Secret the agent writes, never from values or the controller's own environment`,
       );
     }
-    const namespace = ev.metadata.namespace ?? this.#d.settings.namespace;
-    let data: Record<string, string> | undefined;
-    try {
-      data = (await this.#d.core.readNamespacedSecret({ name: ref, namespace })).data;
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
-    const get = (k: string): string | undefined => (data?.[k] ? Buffer.from(data[k], 'base64').toString('utf8') : undefined);
-    const accessKeyId = get('accessKeyId');
-    const secretAccessKey = get('secretAccessKey');
-    const ageMs = Date.now() - new Date(ev.metadata.creationTimestamp ?? Date.now()).getTime();
-    if (!data && ageMs < this.#d.settings.secretGraceMs) {
-      // the agent writes the Secret right after the evaluation (it must own it): retried with backoff
-      throw new Error(`Secret ${namespace}/${ref} for artifact ${a.name} does not exist yet; waiting for the agent to write it`);
-    }
+    const data = await this.#sourceSecret(ev, a, ref);
+    const accessKeyId = data?.get('accessKeyId');
+    const secretAccessKey = data?.get('secretAccessKey');
     if (!accessKeyId || !secretAccessKey) {
       throw new FetchError(
         'CredentialsMissing',
-        `Secret ${namespace}/${ref} named by artifact ${a.name} ${data ? 'lacks the keys accessKeyId and secretAccessKey' : 'does not exist'}; the agent writes it from the assignment before it creates the evaluation, so the assignment must be delivered again`,
+        `Secret ${this.#namespace(ev)}/${ref} named by artifact ${a.name} ${data ? 'lacks the keys accessKeyId and secretAccessKey' : 'does not exist'}; the agent writes it from the assignment before it creates the evaluation, so the assignment must be delivered again`,
       );
     }
-    const sessionToken = get('sessionToken');
+    const sessionToken = data?.get('sessionToken');
     return { ...base, credentials: { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) } };
+  }
+
+  #namespace(ev: RLMeshEvaluation): string {
+    return ev.metadata.namespace ?? this.#d.settings.namespace;
+  }
+
+  /**
+   * The decoded keys of the Secret an artifact's source names, or undefined
+   * when it does not exist. The agent writes it right after the evaluation (it
+   * must own it), so while the evaluation is young its absence is retried.
+   */
+  async #sourceSecret(ev: RLMeshEvaluation, a: Artifact, name: string): Promise<Map<string, string> | undefined> {
+    const namespace = this.#namespace(ev);
+    let data: Record<string, string> | undefined;
+    try {
+      data = (await this.#d.core.readNamespacedSecret({ name, namespace })).data ?? {};
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    const ageMs = Date.now() - new Date(ev.metadata.creationTimestamp ?? Date.now()).getTime();
+    if (!data && ageMs < this.#d.settings.secretGraceMs) {
+      throw new Error(`Secret ${namespace}/${name} for artifact ${a.name} does not exist yet; waiting for the agent to write it`);
+    }
+    return data && new Map(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
   }
 
   async #writeState(ev: RLMeshEvaluation, next: Omit<ArtifactsState, 'updatedAt'>): Promise<WorkResult> {

@@ -17,7 +17,7 @@ const ev = (over: Partial<RLMeshEvaluation['spec']> = {}, annotations: Record<st
       { name: 'HTTPS_PROXY', value: 'http://evil:1' },
     ],
     resources: { cpu: '2', memory: '4Gi', gpu: { count: 2, vendor: 'nvidia' } },
-    artifacts: [{ name: 'policy.pt', sha256: digest, sizeBytes: 10, source: { httpsUrl: 'https://x/y' } }],
+    artifacts: [{ name: 'policy.pt', sha256: digest, sizeBytes: 10, source: { httpsUrlSecretRef: { name: 'ev-sources', key: 'url.policy.pt' } } }],
     deadlineSeconds: 600,
     cancelled: false,
     ...over,

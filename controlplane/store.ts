@@ -122,8 +122,8 @@ CREATE INDEX IF NOT EXISTS evaluation_updates_evaluation ON evaluation_updates (
 CREATE INDEX IF NOT EXISTS evaluation_updates_cluster ON evaluation_updates (cluster_id);
 `;
 
-/** Keys of an assignment (protobuf JSON, either spelling) whose values are secrets. */
-export const SECRET_SPEC_KEYS = new Set(['secretAccessKey', 'sessionToken', 'secret_access_key', 'session_token']);
+/** Keys of an assignment (protobuf JSON, either spelling) whose values are secrets (a presigned URL is one). */
+export const SECRET_SPEC_KEYS = new Set(['secretAccessKey', 'sessionToken', 'secret_access_key', 'session_token', 'httpsUrl', 'https_url']);
 export const REDACTED = '[redacted]';
 type SecretAt = { path: (string | number)[]; value: string };
 

@@ -44,6 +44,17 @@ export const secretRefSchema = z
   .strict()
   .describe('Reference to the Secret holding the temporary S3 credentials the assignment carried; credentials are never stored in the evaluation itself.');
 
+export const urlSecretRefSchema = z
+  .object({
+    name: z.string().min(1).describe('Name of a Secret in the evaluation\'s namespace, written by the agent and owned by the evaluation.'),
+    key: z
+      .string()
+      .regex(/^[-._a-zA-Z0-9]+$/, { message: 'key must be a Secret key: letters, digits, ".", "_" or "-"' })
+      .describe('Key of that Secret whose value is the presigned https:// URL.'),
+  })
+  .strict()
+  .describe('Reference to the Secret key holding the presigned HTTPS URL the assignment carried. A presigned URL is a credential, so it is never stored in the evaluation itself.');
+
 export const s3SourceSchema = z
   .object({
     endpoint: z
@@ -61,18 +72,14 @@ export const s3SourceSchema = z
 
 export const artifactSourceSchema = z
   .object({
-    httpsUrl: z
-      .string()
-      .regex(/^https:\/\//, { message: 'httpsUrl must start with https://' })
-      .optional()
-      .describe('A presigned HTTPS URL the controller downloads the artifact from.'),
+    httpsUrlSecretRef: urlSecretRefSchema.optional(),
     s3: s3SourceSchema.optional(),
   })
   .strict()
-  .refine((s) => (s.httpsUrl === undefined) !== (s.s3 === undefined), { message: 'set exactly one of httpsUrl and s3' })
+  .refine((s) => (s.httpsUrlSecretRef === undefined) !== (s.s3 === undefined), { message: 'set exactly one of httpsUrlSecretRef and s3' })
   .meta({
-    description: 'Where the controller fetches the artifact from: exactly one of httpsUrl and s3.',
-    'x-kubernetes-validations': [{ rule: 'has(self.httpsUrl) != has(self.s3)', message: 'set exactly one of httpsUrl and s3' }],
+    description: 'Where the controller fetches the artifact from: exactly one of httpsUrlSecretRef and s3.',
+    'x-kubernetes-validations': [{ rule: 'has(self.httpsUrlSecretRef) != has(self.s3)', message: 'set exactly one of httpsUrlSecretRef and s3' }],
   });
 
 export const artifactSchema = z

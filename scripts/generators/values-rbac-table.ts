@@ -93,7 +93,7 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: C, verb: 'get', resource: 'configmaps', name: 'rlmesh-preflight', namespace: SYS, allowed: false, why: "not the agent's report" },
   { sa: C, verb: 'get', resource: 'services', name: 'rlmesh-egress-proxy', namespace: SYS, allowed: true, why: "the proxy's ClusterIP, the proxy address of evaluation pods (they have no DNS)" },
   { sa: C, verb: 'list', resource: 'services', namespace: SYS, allowed: false, why: 'that one Service by name only' },
-  { sa: F, verb: 'get', resource: 'secrets', name: 'rlmesh-s3-example', namespace: RUNS, allowed: true, why: 'the temporary S3 credentials the agent writes per evaluation (names vary, so no resourceNames)' },
+  { sa: F, verb: 'get', resource: 'secrets', name: 'ev-1-sources', namespace: RUNS, allowed: true, why: 'the temporary S3 credentials and presigned URLs the agent writes per evaluation (names vary, so no resourceNames)' },
   { sa: F, verb: 'list', resource: 'secrets', namespace: RUNS, allowed: false, why: 'cannot enumerate Secrets' },
   { sa: F, verb: 'get', resource: 'secrets', name: 'rlmesh-cluster-control', namespace: SYS, allowed: false, why: 'nothing in rlmesh-system' },
   { sa: F, verb: 'watch', resource: 'rlmeshevaluations', namespace: RUNS, allowed: true, why: 'which artifacts evaluations need' },

@@ -28,7 +28,10 @@ describe('agent evaluations', () => {
       gpuCount: 1,
       gpuVendor: 'nvidia',
       deadlineSeconds: 600,
-      artifacts: [{ name: 'weights.bin', sha256: 'a'.repeat(64), sizeBytes: 1024, source: { s3: { bucket: 'models', key: 'w.bin', region: 'eu-west-1', accessKeyId: 'AKIATEST', secretAccessKey: 'sekrit-value', sessionToken: 'sekrit-session-token' } } }],
+      artifacts: [
+        { name: 'weights.bin', sha256: 'a'.repeat(64), sizeBytes: 1024, source: { s3: { bucket: 'models', key: 'w.bin', region: 'eu-west-1', accessKeyId: 'AKIATEST', secretAccessKey: 'sekrit-value', sessionToken: 'sekrit-session-token' } } },
+        { name: 'tokenizer.json', sha256: 'b'.repeat(64), sizeBytes: 64, source: { httpsUrl: 'https://inputs.example/tok.json?X-Amz-Signature=sekrit-url-signature' } },
+      ],
     });
     expect(submitted.status).toBe(201);
     const id = submitted.body.id;
@@ -45,12 +48,17 @@ describe('agent evaluations', () => {
       resources: { cpu: '2', memory: '4Gi', gpu: { count: 1, vendor: 'nvidia' } },
       deadlineSeconds: 600,
       cancelled: false,
-      artifacts: [{ name: 'weights.bin', source: { s3: { bucket: 'models', key: 'w.bin', credentialsSecretRef: { name: `${id}-s3` } } } }],
+      artifacts: [
+        { name: 'weights.bin', source: { s3: { bucket: 'models', key: 'w.bin', credentialsSecretRef: { name: `${id}-sources` } } } },
+        { name: 'tokenizer.json', source: { httpsUrlSecretRef: { name: `${id}-sources`, key: 'url.tokenizer.json' } } },
+      ],
     });
-    expect(JSON.stringify(obj)).not.toContain('sekrit-value');
-    const s3 = secret(RUNS, `${id}-s3`)!;
+    // the credentials (S3 keys, the presigned URL) are in a Secret the evaluation owns, not in the evaluation
+    expect(JSON.stringify(obj)).not.toContain('sekrit');
+    const s3 = secret(RUNS, `${id}-sources`)!;
     expect(decode(s3, 'secretAccessKey')).toBe('sekrit-value');
     expect(decode(s3, 'sessionToken')).toBe('sekrit-session-token');
+    expect(decode(s3, 'url.tokenizer.json')).toBe('https://inputs.example/tok.json?X-Amz-Signature=sekrit-url-signature');
     // ... while the control plane's database files never held either (sealed apart, key in its own file)
     const dbFiles = readdirSync(suite.cp.dataDir).filter((f) => f.startsWith('controlplane.db'));
     expect(dbFiles).toContain('controlplane.db');
@@ -58,6 +66,7 @@ describe('agent evaluations', () => {
       const bytes = readFileSync(join(suite.cp.dataDir, f)).toString('latin1');
       expect(bytes, f).not.toContain('sekrit-value');
       expect(bytes, f).not.toContain('sekrit-session-token');
+      expect(bytes, f).not.toContain('sekrit-url-signature');
     }
     expect(s3.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'RLMeshEvaluation', name: id, uid: obj.metadata.uid });
 

@@ -99,7 +99,7 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     expect(sat.out).toMatch(/only Opaque and dockerconfigjson Secrets, not kubernetes\.io\/service-account-token/);
     // its own names pass (the server's dry run goes through admission and stores nothing)
     expect(as(kc, ['-n', SYS, 'create', 'secret', 'generic', 'rlmesh-cluster-relay-secret', '--from-literal=relay-secret=x', '--dry-run=server']).ok).toBe(true);
-    expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-s3', '--from-literal=accessKeyId=a', '--dry-run=server']).ok).toBe(true);
+    expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-sources', '--from-literal=accessKeyId=a', '--dry-run=server']).ok).toBe(true);
     expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-other', '--from-literal=a=b', '--dry-run=server']).ok).toBe(false);
   });
 

@@ -247,7 +247,7 @@ describe('bad input', () => {
     expect(await refuse('no-digest', { artifacts: [{ name: 'a', sizeBytes: 1, source: { httpsUrl: 'https://x/y' } }] })).toContain('spec.artifacts[0].sha256: Required value');
     expect(await refuse('bad-digest', { artifacts: [{ name: 'a', sha256: 'XYZ', sizeBytes: 1, source: { httpsUrl: 'https://x/y' } }] })).toContain('spec.artifacts[0].sha256');
     expect(await refuse('two-sources', { artifacts: [{ name: 'a', sha256: 'a'.repeat(64), sizeBytes: 1, source: { httpsUrl: 'https://x/y', s3: { bucket: 'b', key: 'k' } } }] })).toContain(
-      'set exactly one of httpsUrl and s3',
+      'set exactly one of httpsUrlSecretRef and s3',
     );
   });
 

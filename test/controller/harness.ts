@@ -19,7 +19,8 @@ import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { adminKubeConfig, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { KWOK_TOLERATION, outcomeEnv, type Outcome } from '../support/kwok-outcome.ts';
-import { GROUP, VERSION, type EvaluationSpec, type RLMeshCache, type RLMeshEvaluation } from '../../lib/crds/types.ts';
+import { GROUP, VERSION, type Artifact, type EvaluationSpec, type RLMeshCache, type RLMeshEvaluation } from '../../lib/crds/types.ts';
+import { sourcesSecretName, urlKey } from '../../agent/assignments.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 export const NODE = join(root, 'node_modules/.bin/node');
@@ -192,24 +193,54 @@ export async function startController(
   };
 }
 
+/** An artifact as a test writes it: a presigned URL in place of the Secret reference the agent makes. */
+type TestArtifact = Omit<Artifact, 'source'> & { source: Artifact['source'] | { httpsUrl: string; s3?: unknown } };
+type TestSpec = Omit<Partial<EvaluationSpec>, 'artifacts'> & { artifacts?: TestArtifact[] };
+
+// the presigned URLs of the bodies evaluation() made, for createEvaluation() to put into their Secret
+const urlsOf = new WeakMap<object, Record<string, string>>();
+
 /**
  * An RLMeshEvaluation for a kwok node (it tolerates their taint); `outcome`
  * becomes environment of its container (test/support/kwok-outcome.ts), from
- * which kwok plays how its pod ends.
+ * which kwok plays how its pod ends. An artifact given by `httpsUrl` gets what
+ * the agent makes of one: a reference into the evaluation's sources Secret.
  */
-export function evaluation(name: string, spec: Partial<EvaluationSpec>, outcome: Outcome = {}): object {
+export function evaluation(name: string, spec: TestSpec, outcome: Outcome = {}): object {
   const env = [...(spec.env ?? []), ...outcomeEnv(outcome)];
   const placement = { ...spec.placement, tolerations: [...(spec.placement?.tolerations ?? []), KWOK_TOLERATION] };
-  return {
+  const urls: Record<string, string> = {};
+  const artifacts = spec.artifacts?.map((a) => {
+    if (!('httpsUrl' in a.source)) return a;
+    const { httpsUrl, ...rest } = a.source;
+    urls[urlKey(a.name)] = httpsUrl;
+    return { ...a, source: { ...rest, httpsUrlSecretRef: { name: sourcesSecretName(name), key: urlKey(a.name) } } };
+  });
+  const body = {
     apiVersion: `${GROUP}/${VERSION}`,
     kind: 'RLMeshEvaluation',
     metadata: { name },
-    spec: { evaluationId: `ev_${name}`, image: 'registry.rlmesh.dev/envs/test:1', deadlineSeconds: 600, ...spec, placement, ...(env.length ? { env } : {}) },
+    spec: { evaluationId: `ev_${name}`, image: 'registry.rlmesh.dev/envs/test:1', deadlineSeconds: 600, ...spec, ...(artifacts ? { artifacts } : {}), placement, ...(env.length ? { env } : {}) },
   };
+  if (Object.keys(urls).length) urlsOf.set(body, urls);
+  return body;
 }
 
+/** Creates an evaluation and then, as the agent does, the Secret it owns with its presigned URLs. */
 export async function createEvaluation(env: Env, body: object): Promise<RLMeshEvaluation> {
-  return (await env.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations', body })) as RLMeshEvaluation;
+  const created = (await env.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations', body })) as RLMeshEvaluation;
+  const urls = urlsOf.get(body);
+  if (urls) {
+    const { name, uid } = created.metadata;
+    await env.core.createNamespacedSecret({
+      namespace: env.runs,
+      body: {
+        metadata: { name: sourcesSecretName(name), ownerReferences: [{ apiVersion: `${GROUP}/${VERSION}`, kind: 'RLMeshEvaluation', name, uid: uid! }] },
+        stringData: urls,
+      },
+    });
+  }
+  return created;
 }
 
 export async function getEvaluation(env: Env, name: string): Promise<RLMeshEvaluation | undefined> {
