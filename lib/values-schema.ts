@@ -221,6 +221,12 @@ export const valuesObjectSchema = z
           .describe('NetworkPolicy peers of the cluster DNS resolver (default CoreDNS); GKE NodeLocal DNSCache: an ipBlock of its IP.'),
         dnsPorts: z.array(port).min(1).default([53]).describe('Resolver ports allowed to dnsPeers, over UDP and TCP (post-DNAT, e.g. 5353 on OpenShift).'),
         apiServerPorts: z.array(port).min(1).default([443, 6443]).describe('Ports the agent and controller may reach the Kubernetes API on.'),
+        apiServerAddresses: z
+          .array(cidr)
+          .default([])
+          .describe(
+            'Addresses (CIDRs) at which pods reach the Kubernetes API (kubectl get endpointslice -n default kubernetes; add the Service default/kubernetes ClusterIP for enforcers that match before its DNAT). Set, they are the only destinations the chart\'s pods may reach on network.apiServerPorts, so the cache filler, which fetches URLs the platform names, cannot use those ports to bypass the egress proxy. Empty: those ports to any address, because a NetworkPolicy cannot name the API server and managed control planes (EKS, GKE) change its addresses; set it where they are stable, and update it when they change.',
+          ),
       })
       .strict()
       .prefault({})

@@ -268,32 +268,32 @@ describe('objects', () => {
     expect(NON_PUBLIC_RANGES.ipv6Cidr).toBe('2000::/3'); // fc00::/7, fe80::/10, ::1, ff00::/8, 64:ff9b::/96 lie outside it
     for (const r of ['2001:db8::/32', '2002::/16', '2001::/23']) expect(NON_PUBLIC_RANGES.ipv6).toContain(r);
     expect(publicRule.ports).toEqual([{ protocol: 'TCP', port: 443 }]);
-    for (const c of ['rlmesh-cluster-agent', 'rlmesh-cluster-controller']) {
-      const np = get(objs, 'NetworkPolicy', SYS, c) as K8sObject & NP;
-      expect(np.spec.egress[1]!.ports).toEqual([
-        { protocol: 'TCP', port: 443 },
-        { protocol: 'TCP', port: 6443 },
-      ]);
-    }
-    // GPU discovery and the CRD hook: nothing in; DNS and the Kubernetes API (network.apiServerPorts) only out
+    // the Kubernetes API: its ports (to any address by default: a NetworkPolicy cannot name the API server);
+    // the agent alone adds TCP 443 anywhere for the control plane, the filler none
+    const apiRule = (ports: readonly number[], to?: string[]) => ({ ...(to ? { to: to.map((cidr) => ({ ipBlock: { cidr } })) } : {}), ports: ports.map((port) => ({ protocol: 'TCP', port })) });
+    const controlPlaneRule = { ports: [{ protocol: 'TCP', port: 443 }] };
     const apiOnly = render([...token, '--set', 'network.apiServerPorts={6443}']);
-    for (const c of ['rlmesh-gpu-feature-discovery', 'rlmesh-crd-upgrade']) {
-      for (const [o, ports] of [
-        [objs, [443, 6443]],
-        [apiOnly, [6443]],
-      ] as const) {
+    // network.apiServerAddresses pins those ports to the API's addresses, so they lead nowhere else
+    const pinned = render([...token, '--set', 'network.apiServerAddresses={172.18.0.2/32,fd00::1/128}']);
+    for (const [o, ports, to] of [
+      [objs, [443, 6443], undefined],
+      [apiOnly, [6443], undefined],
+      [pinned, [443, 6443], ['172.18.0.2/32', 'fd00::1/128']],
+    ] as const) {
+      const api = apiRule(ports, to && [...to]);
+      expect((get(o, 'NetworkPolicy', SYS, 'rlmesh-cluster-agent') as K8sObject & NP).spec.egress).toEqual([dnsRule, api, controlPlaneRule]);
+      expect((get(o, 'NetworkPolicy', SYS, 'rlmesh-cluster-controller') as K8sObject & NP).spec.egress).toEqual([dnsRule, api]);
+      // the filler fetches what the platform names: through the proxy (rlmesh-runs-egress), besides DNS and the API
+      expect((get(o, 'NetworkPolicy', RUNS, 'rlmesh-artifact-cache-filler') as K8sObject & NP).spec.egress).toEqual([dnsRule, api]);
+      // GPU discovery and the CRD hook: nothing in; DNS and the Kubernetes API only out
+      for (const c of ['rlmesh-gpu-feature-discovery', 'rlmesh-crd-upgrade']) {
         const np = get(o, 'NetworkPolicy', SYS, c) as K8sObject & NP & { spec: { podSelector: unknown; policyTypes: string[]; ingress?: unknown } };
         expect(np.spec.podSelector).toEqual({ matchLabels: { 'app.kubernetes.io/name': c, 'app.kubernetes.io/instance': 'rlmesh' } });
         expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
         expect(np.spec.ingress).toBeUndefined();
-        expect(np.spec.egress).toEqual([dnsRule, { ports: ports.map((port) => ({ protocol: 'TCP', port })) }]);
+        expect(np.spec.egress).toEqual([dnsRule, api]);
       }
     }
-    // the agent and controller keep TCP 443 for the control plane
-    expect((get(apiOnly, 'NetworkPolicy', SYS, 'rlmesh-cluster-agent') as K8sObject & NP).spec.egress[1]!.ports).toEqual([
-      { protocol: 'TCP', port: 443 },
-      { protocol: 'TCP', port: 6443 },
-    ]);
     // GKE NodeLocal DNS and OpenShift peers/ports reach every DNS rule
     const gke = get(render(['-f', join(CHART, 'ci/gke-nodelocal-dns-values.yaml')]), 'NetworkPolicy', RUNS, 'rlmesh-artifact-cache-filler') as K8sObject & NP;
     expect(gke.spec.egress[0]!.to).toEqual([{ ipBlock: { cidr: '169.254.20.10/32' } }]);

@@ -214,6 +214,8 @@ async function applied(what: string, from: string, target: string, want: boolean
 
 const isCoreDns = (p: Pod) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns';
 const proxyReaches = (p: Pod) => p.ip === NET.publicAddress;
+// by default the API's ports lead to any address (a NetworkPolicy cannot name the API server)
+const isApiServer = () => true;
 
 function dnsServerObjects(corednsImage: string): object[] {
   const corefile = '.:53 {\n  whoami\n}\n.:5353 {\n  whoami\n}\n';
@@ -294,7 +296,7 @@ afterAll(async () => {
 
 describe('NetworkPolicies enforced on the real node, attempt by attempt', () => {
   it('the chart as installed (DNS peers: CoreDNS): observed = intended = cyclonus', async () => {
-    const scenario: Scenario = { name: 'default', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches };
+    const scenario: Scenario = { name: 'default', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer };
     expect(await table('default (CoreDNS)', scenario)).toEqual([]);
   });
 
@@ -304,7 +306,7 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
     for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
     survey(evalSource, evalTarget);
     await applied('the ipBlock DNS peer to be enforced', 'rlmesh-runs/filler', 'other resolver dns/udp 53', true);
-    const scenario: Scenario = { name: 'ipBlock', values: [], isDnsPeer: (p) => p.ip === ip, dnsPorts: [53], proxyReaches };
+    const scenario: Scenario = { name: 'ipBlock', values: [], isDnsPeer: (p) => p.ip === ip, dnsPorts: [53], proxyReaches, isApiServer };
     expect(await table(`network.dnsPeers ipBlock ${ip}/32`, scenario)).toEqual([]);
   });
 
@@ -316,9 +318,22 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
     survey(evalSource, evalTarget);
     await applied('port 5353 to the selected resolver to be enforced', 'rlmesh-runs/filler', 'other resolver dns/udp 5353', true);
     const scenario: Scenario = {
-      name: 'selector', values: [], isDnsPeer: (p) => p.ns === OTHER_DNS_NS && p.labels['dns.operator.openshift.io/daemonset-dns'] === 'default', dnsPorts: [53, 5353], proxyReaches,
+      name: 'selector', values: [], isDnsPeer: (p) => p.ns === OTHER_DNS_NS && p.labels['dns.operator.openshift.io/daemonset-dns'] === 'default', dnsPorts: [53, 5353], proxyReaches, isApiServer,
     };
     expect(await table('network.dnsPeers namespace + pod selector, dnsPorts [53, 5353]', scenario)).toEqual([]);
+  });
+
+  it('network.apiServerAddresses pins the API ports: the filler can no longer reach the public server directly on 443', async () => {
+    // the kubernetes EndpointSlice's address (test/cluster/addons.ts), where the Service's DNAT leads
+    upgradeReusing(chart, ['--set', `network.apiServerAddresses={${NET.hostAddress}/32}`]);
+    for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
+    survey(evalSource, evalTarget);
+    await applied('the pinned API addresses to be enforced', 'rlmesh-runs/filler', 'public server directly tcp/443', false);
+    const scenario: Scenario = {
+      name: 'pinned', values: [], isDnsPeer: (p) => p.ns === OTHER_DNS_NS && p.labels['dns.operator.openshift.io/daemonset-dns'] === 'default', dnsPorts: [53, 5353], proxyReaches,
+      isApiServer: (p) => p.ip === NET.hostAddress,
+    };
+    expect(await table(`network.apiServerAddresses {${NET.hostAddress}/32}`, scenario)).toEqual([]);
   });
 
   it('with no NetworkPolicy at all every attempt gets through: each refusal above was a policy', async () => {

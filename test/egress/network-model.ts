@@ -25,6 +25,8 @@ export interface Scenario {
   dnsPorts: number[];
   /** destinations outside the cluster the proxy's policy lets it reach (public addresses, egress.allowRanges) */
   proxyReaches: (p: Pod) => boolean;
+  /** the Kubernetes API's addresses (network.apiServerAddresses, or what an install reads from the cluster) */
+  isApiServer: (p: Pod) => boolean;
 }
 
 const PROXY_PORT = 3128;
@@ -40,16 +42,17 @@ export function intended(s: Scenario, from: Pod, to: Pod, probe: Probe): boolean
   const dns = s.isDnsPeer(to) && s.dnsPorts.includes(probe.port);
   const tcp = probe.protocol === 'TCP';
   const toProxy = is(to, 'rlmesh-system/proxy') && tcp && probe.port === PROXY_PORT;
-  const api = tcp && API_PORTS.includes(probe.port);
+  // the Kubernetes API: its ports (network.apiServerPorts) at its addresses only
+  const api = tcp && API_PORTS.includes(probe.port) && s.isApiServer(to);
   let egress = true;
   // evaluation pods: the proxy, not even DNS (rlmesh-runs-egress covers every pod of the runs namespace)
   if (is(from, 'rlmesh-runs/eval')) egress = toProxy;
-  // the filler: that, DNS, and the Kubernetes API and control plane ports
+  // the filler: that, DNS and the Kubernetes API; no port of anywhere else, so artifacts cannot bypass the proxy
   else if (is(from, 'rlmesh-runs/filler')) egress = toProxy || dns || api;
   else if (is(from, 'rlmesh-system/proxy')) egress = dns || (s.proxyReaches(to) && tcp && PROXY_ALLOWED_PORTS.includes(probe.port));
-  else if (is(from, 'rlmesh-system/agent') || is(from, 'rlmesh-system/controller')) egress = dns || api;
-  // the Kubernetes API only (network.apiServerPorts, by default the same ports)
-  else if (is(from, 'rlmesh-system/gpu-discovery') || is(from, 'rlmesh-system/crd-upgrade')) egress = dns || api;
+  // the agent also dials the control plane, whose addresses are not known in advance: TCP 443 anywhere
+  else if (is(from, 'rlmesh-system/agent')) egress = dns || api || (tcp && probe.port === 443);
+  else if (is(from, 'rlmesh-system/controller') || is(from, 'rlmesh-system/gpu-discovery') || is(from, 'rlmesh-system/crd-upgrade')) egress = dns || api;
   // the release namespace's default-deny: a pod no policy of the chart allows reaches nothing
   else if (from.ns === 'rlmesh-system') egress = false;
   let ingress = true;

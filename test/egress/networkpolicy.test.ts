@@ -44,16 +44,23 @@ const PROBES: Probe[] = [
 
 const PUBLIC = new Set(['93.184.216.34', '2606:2800:220:1::1']);
 const proxyReaches = (p: Pod) => PUBLIC.has(p.ip);
+// by default the API's ports lead anywhere (a NetworkPolicy cannot name the API server); pinned, only to its address
+const anyAddress = () => true;
+const APISERVER = '172.18.0.2';
 
 const SCENARIOS: Scenario[] = [
-  { name: 'default (CoreDNS)', values: [], isDnsPeer: (p) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns', dnsPorts: [53], proxyReaches },
+  { name: 'default (CoreDNS)', values: [], isDnsPeer: (p) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns', dnsPorts: [53], proxyReaches, isApiServer: anyAddress },
   {
     name: 'GKE NodeLocal DNSCache (ipBlock)', values: ['-f', join(CHART, 'ci/gke-nodelocal-dns-values.yaml')],
-    isDnsPeer: (p) => p.ip === '169.254.20.10', dnsPorts: [53], proxyReaches,
+    isDnsPeer: (p) => p.ip === '169.254.20.10', dnsPorts: [53], proxyReaches, isApiServer: anyAddress,
   },
   {
     name: 'OpenShift DNS (namespace + pod selector, port 5353)', values: ['-f', join(CHART, 'ci/openshift-dns-values.yaml')],
-    isDnsPeer: (p) => p.ns === 'openshift-dns' && p.labels['dns.operator.openshift.io/daemonset-dns'] === 'default', dnsPorts: [53, 5353], proxyReaches,
+    isDnsPeer: (p) => p.ns === 'openshift-dns' && p.labels['dns.operator.openshift.io/daemonset-dns'] === 'default', dnsPorts: [53, 5353], proxyReaches, isApiServer: anyAddress,
+  },
+  {
+    name: 'API addresses pinned (network.apiServerAddresses)', values: ['--set', `network.apiServerAddresses={${APISERVER}/32}`],
+    isDnsPeer: (p) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns', dnsPorts: [53], proxyReaches, isApiServer: (p) => p.ip === APISERVER,
   },
 ];
 

@@ -301,18 +301,29 @@ readinessProbe:
     {{- end }}
 {{- end }}
 {{- /*
-The Kubernetes API (network.apiServerPorts) and, with .controlPlane, the control plane
-(TCP 443): their addresses are not known in advance. .root is the chart's root context.
+The Kubernetes API: network.apiServerPorts, to network.apiServerAddresses when set. A
+NetworkPolicy cannot name the API server, and its addresses change on managed control
+planes, so by default only the ports are known. With .controlPlane also the control
+plane (TCP 443 anywhere: its addresses are not known in advance). .root is the root context.
 */}}
 {{- define "rlmesh.apiEgressRule" -}}
-- ports:
-    {{- $ports := list }}
-    {{- if .controlPlane }}{{ $ports = append $ports 443 }}{{ end }}
-    {{- range .root.Values.network.apiServerPorts }}{{ $ports = append $ports (int .) }}{{ end }}
-    {{- range ($ports | uniq) }}
-    - protocol: TCP
-      port: {{ . }}
+- {{- with .root.Values.network.apiServerAddresses }}
+  to:
+    {{- range . }}
+    - ipBlock:
+        cidr: {{ . }}
     {{- end }}
+  {{- end }}
+  ports:
+    {{- range (.root.Values.network.apiServerPorts | uniq) }}
+    - protocol: TCP
+      port: {{ int . }}
+    {{- end }}
+{{- if .controlPlane }}
+- ports:
+    - protocol: TCP
+      port: 443
+{{- end }}
 {{- end }}
 {{- define "rlmesh.metricsIngressRule" -}}
 - ports:
