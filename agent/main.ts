@@ -12,6 +12,7 @@ import { createLogger } from '../lib/logger.ts';
 import { Assignments } from './assignments.ts';
 import { createBackoff, sleep } from '../lib/backoff.ts';
 import { CapacityReporter } from './capacity.ts';
+import { startClusterRanges } from './cluster-ranges.ts';
 import { loadAgentConfig, type AgentConfig } from './config.ts';
 import { kubeMessage, obtainCredentials } from './credential-bootstrap.ts';
 import { CredentialWatch } from './credential-watch.ts';
@@ -184,6 +185,9 @@ const capacitySynced = startWithRetry('node and pod informers', async () => {
   if (session!.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();
 });
 
+// the cluster's own ranges, for the egress proxy to refuse (ConfigMap rlmesh-cluster-ranges)
+const stopClusterRanges = startClusterRanges({ kc, namespace: cfg.runtime.namespace, log });
+
 // preflight once the informers have synced (or after 30 s) and every hour: ConfigMap
 // rlmesh-preflight, and the latest report upstream (again on every connect)
 const stopPreflight = startAgentPreflight({
@@ -295,6 +299,7 @@ async function shutdown(signal: string) {
   log.info({ signal }, 'agent stopping');
   abort.abort();
   stopPreflight();
+  stopClusterRanges();
   await Promise.allSettled([session?.stop(), capacity.stop(), evaluations.stop(), credWatch?.stop()]);
   await spool.close().catch(() => undefined);
   await health.close();

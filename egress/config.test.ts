@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from './config.ts';
+import { CLUSTER_RANGES_FILE, parseConfig } from './config.ts';
 
 describe('egress config', () => {
   it('runs from flags alone', () => {
@@ -81,5 +81,13 @@ describe('egress config', () => {
       .toEqual(['10.244.0.0/16', '10.96.0.1/32']);
     expect(parseConfig(['--allow', 'x.example'], { KUBERNETES_SERVICE_HOST: 'fd00:10:96::1' }).clusterRanges).toEqual(['fd00:10:96::1/128']);
     expect(parseConfig(['--allow', 'x.example'], { KUBERNETES_SERVICE_HOST: 'kubernetes.default.svc' }).clusterRanges).toEqual([]);
+  });
+
+  it("in the cluster takes egress.clusterRanges from the runtime config and follows the agent's ranges file where the chart mounts it", () => {
+    const inCluster = parseConfig([], { RLMESH_CONFIG: runtimeConfig({ clusterRanges: ['2600:1f14:e22:b400::/56'] }) });
+    expect(inCluster.clusterRanges).toEqual(['2600:1f14:e22:b400::/56']);
+    expect(inCluster.clusterRangesFile).toBe(CLUSTER_RANGES_FILE);
+    expect(parseConfig(['--allow', 'x.example'], {}).clusterRangesFile).toBeUndefined();
+    expect(parseConfig(['--allow', 'x.example', '--cluster-ranges-file', '/tmp/r'], {}).clusterRangesFile).toBe('/tmp/r');
   });
 });

@@ -24,6 +24,8 @@ export interface EgressConfig {
   allowRanges: string[];
   /** the cluster's own pod, Service and node ranges (CIDR): refused whatever else the address is */
   clusterRanges: string[];
+  /** more of them, one CIDR per line, re-read while the proxy runs (the agent's ConfigMap rlmesh-cluster-ranges) */
+  clusterRangesFile?: string;
   /** resolver servers (`ip` or `ip:port`); empty = the system's resolv.conf servers */
   dns: string[];
   dnsTimeoutMs: number;
@@ -40,8 +42,10 @@ export interface EgressConfig {
   drainTimeoutMs: number;
 }
 
+export const CLUSTER_RANGES_FILE = '/etc/rlmesh/cluster-ranges/ranges';
+
 export const USAGE = `usage: rlmesh-runtime egress [--help] [--config FILE] [--listen HOST:PORT] [--allow NAME]... [--ports 443,80]
-  [--allow-range CIDR]... [--cluster-range CIDR]... [--dns IP[:PORT]]... [--health-listen HOST:PORT] [--metrics-listen HOST:PORT]
+  [--allow-range CIDR]... [--cluster-range CIDR]... [--cluster-ranges-file FILE] [--dns IP[:PORT]]... [--health-listen HOST:PORT] [--metrics-listen HOST:PORT]
   [--connect-timeout MS] [--idle-timeout MS] [--header-timeout MS] [--max-header-bytes N]
   [--max-tunnels N] [--max-tunnels-per-client N] [--max-connections N] [--max-connections-per-client N]
   [--drain-timeout MS] [--dns-timeout MS]`;
@@ -78,6 +82,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       ports: { type: 'string' },
       'allow-range': { type: 'string', multiple: true, default: [] },
       'cluster-range': { type: 'string', multiple: true, default: [] },
+      'cluster-ranges-file': { type: 'string' },
       dns: { type: 'string', multiple: true, default: [] },
       'dns-timeout': { type: 'string' },
       'connect-timeout': { type: 'string' },
@@ -110,6 +115,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   // connection limit below the tunnel limit would hide the tunnel limit's answer
   const maxConnections = atLeast('max-connections', v['max-connections'], 'max-tunnels', maxTunnels);
   const maxConnectionsPerClient = atLeast('max-connections-per-client', v['max-connections-per-client'], 'max-tunnels-per-client', maxTunnelsPerClient);
+  // in the cluster, ConfigMap rlmesh-cluster-ranges as the chart mounts it (templates/egress-proxy.yaml)
+  const clusterRangesFile = v['cluster-ranges-file'] ?? (runtime ? CLUSTER_RANGES_FILE : undefined);
   return {
     listen: hostPort('listen', v.listen ?? `0.0.0.0:${proxyPort}`),
     healthListen: hostPort('health-listen', v['health-listen'] ?? `0.0.0.0:${runtime?.ports.health ?? 8081}`),
@@ -117,8 +124,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     allow: [...(runtime?.egress.allowedDomains ?? []), ...v.allow],
     ports,
     allowRanges: [...(runtime?.egress.allowRanges ?? []), ...v['allow-range']],
-    // the runtime config has no cluster ranges yet (lib/runtime-config.ts, egress.clusterRanges, is where they go)
-    clusterRanges: [...v['cluster-range'], ...kubernetesServiceRange(env)],
+    clusterRanges: [...(runtime?.egress.clusterRanges ?? []), ...v['cluster-range'], ...kubernetesServiceRange(env)],
+    ...(clusterRangesFile ? { clusterRangesFile } : {}),
     dns: v.dns,
     dnsTimeoutMs: positive('dns-timeout', v['dns-timeout'], 5_000),
     connectTimeoutMs: positive('connect-timeout', v['connect-timeout'], 10_000),

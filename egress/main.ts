@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import { createLogger } from '../lib/logger.ts';
 import { AllowList } from './allow-list.ts';
 import { parseAllowRange, parseClusterRange } from './classify-address.ts';
+import { followRangesFile } from './cluster-ranges-file.ts';
 import { parseConfig, USAGE, wantsHelp, type HostPort } from './config.ts';
 import { createMetrics } from './metrics.ts';
 import { createHealthServer, createMetricsServer } from './ops-server.ts';
@@ -40,6 +41,10 @@ async function main(): Promise<void> {
   const resolver = new DestinationResolver({
     servers: config.dns, timeoutMs: config.dnsTimeoutMs, allowRanges, clusterRanges, self: localAddresses(),
   });
+  // the ranges the agent reads from the API come on top of the configured ones, and follow the cluster
+  const stopFollowing = config.clusterRangesFile
+    ? await followRangesFile({ path: config.clusterRangesFile, log: logger, onChange: (more) => resolver.setClusterRanges([...clusterRanges, ...more]) })
+    : () => undefined;
   const proxy = createProxy({ config, allowList, resolver, metrics, logger });
   let ready = false;
   const health = createHealthServer(() => ready && !proxy.isDraining());
@@ -51,7 +56,7 @@ async function main(): Promise<void> {
   ready = true;
   logger.info({
     listen: config.listen, health: config.healthListen, metrics: config.metricsListen,
-    allow: config.allow, ports: config.ports, allowRanges: allowRanges.map((r) => r.cidr), clusterRanges: clusterRanges.map((r) => r.cidr),
+    allow: config.allow, ports: config.ports, allowRanges: allowRanges.map((r) => r.cidr), clusterRanges: clusterRanges.map((r) => r.cidr), clusterRangesFile: config.clusterRangesFile,
     maxConnections: config.maxConnections, maxConnectionsPerClient: config.maxConnectionsPerClient, dns: config.dns.length ? config.dns : 'system',
   }, 'egress proxy ready');
 
@@ -60,6 +65,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal, activeTunnels: proxy.activeTunnels(), drainTimeoutMs: config.drainTimeoutMs }, 'egress proxy draining');
+    stopFollowing();
     await proxy.drain(config.drainTimeoutMs);
     health.close();
     metricsServer.close();

@@ -48,11 +48,11 @@ const MAX_CACHE_ENTRIES = 10_000;
 
 export class DestinationResolver {
   private readonly resolver: Resolver;
-  private readonly options: ResolverOptions;
+  private options: ResolverOptions;
   // Answers are kept for their TTL (at most 30 s) and classified again on
   // every request; a TTL of 0 is never cached.
   private readonly cache = new Map<string, { answers: string[]; expires: number }>();
-  // classification is a pure function of the address (the ranges are fixed)
+  // classification is a pure function of the address and the ranges (cleared when those change)
   private readonly verdicts = new Map<string, Classification>();
 
   constructor(options: ResolverOptions) {
@@ -83,6 +83,12 @@ export class DestinationResolver {
       return { outcome: 'dns-failure', rule: `dns-${code.toLowerCase()}`, reason: `'${dest.host}' did not resolve: ${why}` };
     }
     return this.decide(dest, answers);
+  }
+
+  /** Replaces the cluster's own ranges (the agent's ConfigMap changed); every address is classified again. */
+  setClusterRanges(clusterRanges: readonly ClusterRange[]): void {
+    this.options = { ...this.options, clusterRanges };
+    this.verdicts.clear();
   }
 
   private classify(address: string): Classification {

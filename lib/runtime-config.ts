@@ -74,6 +74,8 @@ export const runtimeConfigSchema = z
         allowedDomains: z.array(z.string()).default([]),
         allowedPorts: z.array(z.number().int().min(1).max(65535)).default([443]),
         allowRanges: z.array(z.string()).default([]),
+        // egress.clusterRanges; the agent adds what the API exposes (ConfigMap rlmesh-cluster-ranges)
+        clusterRanges: z.array(z.string()).default([]),
       })
       .strict(),
     artifactCache: z

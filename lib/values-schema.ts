@@ -199,6 +199,12 @@ export const valuesObjectSchema = z
           .describe(
             "Private or special-purpose address ranges the egress proxy may dial anyway (an artifact store inside your network, e.g. 10.20.0.0/24): its allow-list still applies, and its NetworkPolicy opens these ranges on allowedPorts. Loopback and link-local addresses stay refused.",
           ),
+        clusterRanges: z
+          .array(cidr)
+          .default([])
+          .describe(
+            "The cluster's own address ranges the egress proxy refuses even where they are public (an IPv6 pod or node range, a VPC range the CNI hands pods from). Added to what the agent reads from the API at start and every 5 minutes (ServiceCIDRs, each node's podCIDRs and addresses) into ConfigMap rlmesh-cluster-ranges.",
+          ),
         replicas: z.number().int().min(1).max(10).default(2).describe('Egress proxy replicas (a PodDisruptionBudget keeps one up from 2).'),
         port: port.default(3128).describe('Port of the egress proxy Service.'),
         topologySpread: topologySpread('the egress proxy'),
@@ -531,6 +537,7 @@ export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', 
       allowedDomains,
       allowedPorts: values.egress.allowedPorts,
       allowRanges: values.egress.allowRanges,
+      clusterRanges: values.egress.clusterRanges,
     },
     artifactCache: { pvcName: 'rlmesh-artifact-cache', cacheName: 'default', accessModes: values.artifactCache.storage.sharedPvc.accessModes },
     agent: {

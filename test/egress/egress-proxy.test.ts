@@ -11,7 +11,7 @@
 // network-policies.test.ts and spec.test.ts go through them.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,6 +36,7 @@ let exited: Promise<number | null>;
 const logLines: Record<string, unknown>[] = [];
 let ca: string;
 let certDir: string;
+const rangesFile = () => join(certDir, 'cluster-ranges');
 
 async function startProxy(extra: string[] = []): Promise<void> {
   proxy = spawn(process.execPath, [
@@ -47,13 +48,15 @@ async function startProxy(extra: string[] = []): Promise<void> {
     '--allow', 'priv.egress.test', '--allow', 'mixed.egress.test', '--allow', 'rebind.egress.test',
     '--allow', 'mapped.egress.test', '--allow', 'nat64.egress.test', '--allow', 'nx.egress.test',
     '--allow', 'servfail.egress.test', '--allow', 'dark.egress.test', '--allow', 'self.egress.test',
-    '--allow', 'bücher.egress.test', '--allow', 'localhost', '--allow', 'incluster.egress.test',
+    '--allow', 'bücher.egress.test', '--allow', 'localhost', '--allow', 'incluster.egress.test', '--allow', 'followed.egress.test',
     '--ports', '443,80,7001,7002,7003,9',
     '--allow-range', '198.18.0.0/15', '--allow-range', '2001:2::/48',
     // inside the allow-ranges, the cluster's own ranges stay refused: half of the
     // namespace's dark /24 (routed into it and dropped there) and part of its
     // on-link /64 where nothing answers, so nothing would leave this machine
     '--cluster-range', '198.18.110.128/25', '--cluster-range', '2001:2:0:a:c::/80',
+    // more of them as the agent writes them (ConfigMap rlmesh-cluster-ranges), absent at start
+    '--cluster-ranges-file', rangesFile(),
     '--dns', dns.address,
     '--connect-timeout', '1500',
     '--idle-timeout', '3000',
@@ -178,6 +181,7 @@ beforeAll(async () => {
     'localhost': { A: ['127.0.0.1'], AAAA: ['::1'] },
     'notlisted.egress.test': { A: [ns.nsAddress] },
     'incluster.egress.test': { A: ['198.18.110.200'], AAAA: ['2001:2:0:a:c::7'] },
+    'followed.egress.test': { A: [ns.nsAddress] },
   });
   await startProxy();
 });
@@ -361,6 +365,28 @@ describe('hostile DNS answers', () => {
       "2001:2:0:a:c::7 is in 2001:2:0:a:c::/80, one of the cluster's own ranges (its pods, Services or nodes; --cluster-range), which the proxy never connects to, public or not; " +
       'in-cluster services need an in-cluster route, not the egress proxy\n');
     expect(await waitForLog((l) => l.host === 'incluster.egress.test')).toMatchObject({ decision: 'refused', rule: 'cluster-range', status: 403 });
+  });
+
+  it('follows the cluster ranges file the agent keeps: a range written there is refused without a restart, and reachable again once removed', async () => {
+    const attempt = async () => {
+      const r = await rawConnect('followed.egress.test:443');
+      r.socket.destroy();
+      return r;
+    };
+    const until = async (what: string, ok: (r: RawAnswer) => boolean) => {
+      const deadline = Date.now() + 20_000;
+      for (let r = await attempt(); !ok(r); r = await attempt()) {
+        if (Date.now() > deadline) throw new Error(`${what}: still ${r.status} ${r.body}`);
+        await new Promise((res) => setTimeout(res, 250));
+      }
+    };
+    expect((await attempt()).status).toBe(200);
+    writeFileSync(rangesFile(), `${ns.nsAddress}/32\nnot-a-range\n`);
+    await until('the range from the file to be refused', (r) => r.status === 403 && r.headers['x-rlmesh-egress-refused'] === 'cluster-range');
+    expect((await attempt()).body).toContain(`${ns.nsAddress} is in ${ns.nsAddress}/32, one of the cluster's own ranges`);
+    expect(await waitForLog((l) => l.msg === 'skipped lines of the cluster ranges file that are not ranges')).toMatchObject({ path: rangesFile() });
+    writeFileSync(rangesFile(), '');
+    await until('the address to be reachable again', (r) => r.status === 200);
   });
 
   it('refuses connections to itself, whatever the allow-ranges say', async () => {

@@ -187,7 +187,8 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
     "proxyUrl" (printf "http://rlmesh-egress-proxy.%s.svc:%d" .Release.Namespace (int $v.egress.port))
     "allowedDomains" (uniq $domains)
     "allowedPorts" $v.egress.allowedPorts
-    "allowRanges" $v.egress.allowRanges)
+    "allowRanges" $v.egress.allowRanges
+    "clusterRanges" $v.egress.clusterRanges)
   "artifactCache" (dict "pvcName" "rlmesh-artifact-cache" "cacheName" "default" "accessModes" $v.artifactCache.storage.sharedPvc.accessModes)
   "agent" (dict "nodeSelector" $v.agent.reportNodeSelector "spoolMaxBytes" (include "rlmesh.spoolMaxBytes" . | int64) "imageRegistries" (concat (list $cp.registryHost) $v.evaluations.extraRegistries | uniq))
   "network" (dict "dnsPeers" $v.network.dnsPeers "dnsPorts" $v.network.dnsPorts)
