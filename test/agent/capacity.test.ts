@@ -1,11 +1,13 @@
 // Node reports on the real cluster: the GPU model from discovery labels, free
 // capacity net of another tenant's pod (GPUs from limits) within a second of the
-// change, only the nodes the selector names.
+// change, only the nodes the selector names; and the cluster's own address
+// ranges, for the egress proxy, from every node and the ServiceCIDRs.
 import * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { api, until } from '../support/runtime.ts';
-import { newCluster, runtimeConfig } from './harness.ts';
+import { nodeRanges } from '../../agent/cluster-ranges.ts';
+import { newCluster, runtimeConfig, SYSTEM } from './harness.ts';
 import { agentSuite } from './suite.ts';
 
 const TENANT = 'rlmesh-agent-it-tenant';
@@ -64,4 +66,20 @@ describe('agent node reports', () => {
     expect(await agent.metrics()).toMatch(/rlmesh_agent_node_report_latency_seconds_count [1-9]/);
     await agent.stop();
   });
+  it("writes the cluster's own ranges to ConfigMap rlmesh-cluster-ranges: every node's pod ranges and addresses (those the report selector leaves out too) and the ServiceCIDRs", async () => {
+    // the chart creates it empty; the agent fills it
+    kubectl(['-n', SYSTEM, 'delete', 'configmap', 'rlmesh-cluster-ranges', '--ignore-not-found']);
+    kubectl(['-n', SYSTEM, 'create', 'configmap', 'rlmesh-cluster-ranges']);
+    const { joinToken } = await newCluster(suite.cp, 'ranges');
+    const agent = await suite.start({ configFile: runtimeConfig(suite.cp, { nodeSelector: 'nvidia.com/gpu.present=true' }), token: joinToken });
+    await agent.waitFor('ranges written', /wrote the cluster's own address ranges/);
+    const nodes = (JSON.parse(kubectl(['get', 'nodes', '-o', 'json']).stdout) as { items: k8s.V1Node[] }).items;
+    const serviceCidrs = (JSON.parse(kubectl(['get', 'servicecidrs', '-o', 'json']).stdout) as { items: k8s.V1ServiceCIDR[] }).items.flatMap((c) => c.spec?.cidrs ?? []);
+    expect(serviceCidrs.length, 'the local apiserver publishes its Service range as a ServiceCIDR').toBeGreaterThan(0);
+    const expected = [...new Set([...nodes.flatMap(nodeRanges), ...serviceCidrs])].sort();
+    expect(nodes.filter((n) => nodeRanges(n).length > 0).length, 'nodes with addresses to refuse').toBeGreaterThan(0);
+    const written = kubectl(['-n', SYSTEM, 'get', 'configmap', 'rlmesh-cluster-ranges', '-o', 'jsonpath={.data.ranges}']).stdout.split('\n');
+    expect(written).toEqual(expected);
+  });
 });
+

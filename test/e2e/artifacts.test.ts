@@ -5,14 +5,21 @@
 // evaluation's status carries the refusal; once egress.allowRanges names its
 // address (the in-cluster route the chart documents), the same artifact comes
 // through the proxy into the cache and the evaluation reads it from there.
+// Then the same objects from an S3 server inside the cluster (a versitygw pod
+// behind a Service, as a customer's MinIO): its Service address is one of the
+// cluster's own ranges the agent publishes for the proxy, refused as such,
+// until egress.allowRanges names its Service address and its pod's address,
+// which the proxy (it dials the Service) and the proxy's NetworkPolicy (it sees
+// the pod after the Service's DNAT) honour together.
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setClusterHosts } from '../cluster/addons.ts';
-import { NET } from '../cluster/real-node.ts';
+import { NET, SANDBOX_REGISTRY } from '../cluster/real-node.ts';
 import { startS3Server, type S3Server } from '../controller/s3-server.ts';
+import { publishS3Image } from '../images/s3/build.ts';
 import { kubectl } from '../support/cluster.ts';
 import { api, until, type ControlPlane } from '../support/runtime.ts';
 import {
@@ -22,6 +29,8 @@ import {
 
 const S3_HOST = 's3.private.test';
 const S3_PORT = 9443;
+const IN_CLUSTER_NS = 'rlmesh-test-s3';
+const IN_CLUSTER_HOST = `s3.${IN_CLUSTER_NS}.svc.cluster.local`;
 
 let chart: Chart;
 let cp: ControlPlane;
@@ -32,12 +41,12 @@ const rt = new Runtime();
 const object = randomBytes(256 * 1024);
 const sha256 = createHash('sha256').update(object).digest('hex');
 
-function artifactEvaluation(): Record<string, unknown> {
+function artifactEvaluation(host = S3_HOST): Record<string, unknown> {
   return {
     ...smallEvaluation(image, { TEST_ARTIFACT: '/artifacts/weights.bin', TEST_DURATION: '1s' }),
     artifacts: [{
       name: 'weights.bin', sha256, sizeBytes: String(object.length),
-      source: { s3: { endpoint: `https://${S3_HOST}:${S3_PORT}`, region: 'us-east-1', bucket: 'inputs', key: 'weights.bin', accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } },
+      source: { s3: { endpoint: `https://${host}:${S3_PORT}`, region: 'us-east-1', bucket: 'inputs', key: 'weights.bin', accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } },
     }],
   };
 }
@@ -47,7 +56,8 @@ beforeAll(async () => {
   chart = releasedChart();
   cp = await controlPlane(chart);
   image = await evaluationImage();
-  s3 = await startS3Server({ host: NET.hostAddress, port: S3_PORT, tls: { hosts: [S3_HOST] } });
+  // one certificate for both servers (the CA trusted once)
+  s3 = await startS3Server({ host: NET.hostAddress, port: S3_PORT, tls: { hosts: [S3_HOST, IN_CLUSTER_HOST] } });
   await s3.put('inputs', 'weights.bin', object);
   setClusterHosts({ [S3_HOST]: NET.hostAddress });
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'artifacts' });
@@ -57,7 +67,7 @@ beforeAll(async () => {
   // the S3 server's name is allow-listed and its port allowed, and its CA trusted: only its address stands in the way
   const bundle = join(mkdtempSync(join(tmpdir(), 'ca-')), 'bundle.pem');
   writeFileSync(bundle, `${readFileSync(cp.caFile, 'utf8').trim()}\n${s3.ca!.trim()}\n`);
-  upgradeReusing(chart, ['--set', `egress.extraDomains={${S3_HOST}}`, '--set', `egress.allowedPorts={443,${S3_PORT}}`, '--set-file', `controlPlane.caBundle=${bundle}`, '--wait', '--timeout', '5m']);
+  upgradeReusing(chart, ['--set', `egress.extraDomains={${S3_HOST},${IN_CLUSTER_HOST}}`, '--set', `egress.allowedPorts={443,${S3_PORT}}`, '--set-file', `controlPlane.caBundle=${bundle}`, '--wait', '--timeout', '5m']);
   await waitConnected(cp, clusterId);
 }, 600_000);
 
@@ -65,8 +75,39 @@ afterAll(async () => {
   await cp?.stop();
   await s3?.close();
   setClusterHosts();
+  kubectl(['delete', 'namespace', IN_CLUSTER_NS, '--ignore-not-found', '--wait=false'], { allowFail: true });
   cleanSlate();
 });
+
+/** versitygw as a pod behind Service s3, serving the host server's folder (so the same objects) with the same certificate. */
+function inClusterS3(repository: string, digest: string): object[] {
+  const labels = { app: 's3' };
+  return [
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: IN_CLUSTER_NS } },
+    {
+      apiVersion: 'v1', kind: 'Secret', metadata: { name: 'tls', namespace: IN_CLUSTER_NS }, type: 'kubernetes.io/tls',
+      stringData: { 'tls.crt': readFileSync(s3.certFile!, 'utf8'), 'tls.key': readFileSync(s3.keyFile!, 'utf8') },
+    },
+    {
+      apiVersion: 'v1', kind: 'Pod', metadata: { name: 's3', namespace: IN_CLUSTER_NS, labels },
+      spec: {
+        containers: [{
+          name: 'versitygw', image: `${SANDBOX_REGISTRY}/${repository}@${digest}`,
+          args: ['--port', `:${S3_PORT}`, '--cert', '/tls/tls.crt', '--key', '/tls/tls.key', '--access', s3.accessKeyId, '--secret', s3.secretAccessKey, 'posix', '--nometa', '/data'],
+          ports: [{ containerPort: S3_PORT }],
+          readinessProbe: { tcpSocket: { port: S3_PORT }, periodSeconds: 1 },
+          volumeMounts: [{ name: 'tls', mountPath: '/tls', readOnly: true }, { name: 'data', mountPath: '/data' }],
+        }],
+        // the real node shares the host's filesystem: the host server's folder
+        volumes: [{ name: 'tls', secret: { secretName: 'tls' } }, { name: 'data', hostPath: { path: s3.root, type: 'Directory' } }],
+      },
+    },
+    {
+      apiVersion: 'v1', kind: 'Service', metadata: { name: 's3', namespace: IN_CLUSTER_NS },
+      spec: { selector: labels, ports: [{ port: S3_PORT, targetPort: S3_PORT, protocol: 'TCP' }] },
+    },
+  ];
+}
 
 describe('artifacts through the egress proxy', () => {
   it('an S3 endpoint at a private address is refused by the proxy, and the evaluation says why', async () => {
@@ -92,4 +133,29 @@ describe('artifacts through the egress proxy', () => {
     const decision = await until('the proxy\'s allow line', () => rt.log('egress').split('\n').find((l) => l.includes(S3_HOST) && !/refused/.test(l) && /allow|tunnel|connect/i.test(l)), 30);
     expect(decision).toBeTruthy();
   });
+  it('an S3 server inside the cluster: its Service address is refused as one of the cluster\'s own ranges, until egress.allowRanges names its Service and pod addresses', async () => {
+    const { repository, digest } = await publishS3Image();
+    kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: inClusterS3(repository, digest) }) });
+    kubectl(['-n', IN_CLUSTER_NS, 'wait', 'pod/s3', '--for=condition=Ready', '--timeout=180s']);
+    const serviceIp = kubectl(['-n', IN_CLUSTER_NS, 'get', 'service', 's3', '-o', 'jsonpath={.spec.clusterIP}']).stdout;
+    const podIp = kubectl(['-n', IN_CLUSTER_NS, 'get', 'pod', 's3', '-o', 'jsonpath={.status.podIP}']).stdout;
+    // the Service range reached the proxy through the agent's ConfigMap (a private address alone would be refused as private-use)
+    const ranges = kubectl(['-n', 'rlmesh-system', 'get', 'configmap', 'rlmesh-cluster-ranges', '-o', 'jsonpath={.data.ranges}']).stdout.split('\n');
+    expect(ranges).toContain(NET.serviceRange);
+
+    const refused = await submit(cp, clusterId, artifactEvaluation(IN_CLUSTER_HOST));
+    expect((await waitFinished(cp, refused, 240)).phase).toBe('Failed');
+    const status = JSON.parse(kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', refused, '-o', 'json']).stdout) as { status: { message?: string } };
+    expect(status.status.message).toMatch(/egress proxy refused/i);
+    const decision = await until('the proxy\'s refusal line', () => rt.log('egress').split('\n').find((l) => l.includes(IN_CLUSTER_HOST) && /refused/.test(l)), 30);
+    expect(decision).toContain('cluster-range');
+
+    upgradeReusing(chart, ['--set', `egress.allowRanges={${NET.hostAddress}/32,${serviceIp}/32,${podIp}/32}`, '--wait', '--timeout', '5m']);
+    await rt.ready('egress');
+    const id = await submit(cp, clusterId, artifactEvaluation(IN_CLUSTER_HOST));
+    expect((await waitFinished(cp, id, 240)).phase).toBe('Succeeded');
+    const allowed = await until('the proxy\'s allow line', () => rt.log('egress').split('\n').find((l) => l.includes(IN_CLUSTER_HOST) && !/refused/.test(l) && /allow|tunnel|connect/i.test(l)), 30);
+    expect(allowed).toContain(serviceIp);
+  });
 });
+
