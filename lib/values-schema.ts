@@ -116,6 +116,12 @@ const labelSelector = z
   })
   .strict();
 const cidr = z.union([z.cidrv4(), z.cidrv6()]);
+// an allow-range may only re-open a private or special-purpose block (egress/special-purpose-registry.ts), the widest
+// being 10.0.0.0/8 and fc00::/7: a shorter prefix would open everything, and is refused before anything is installed
+const allowRange = z.union([
+  z.cidrv4().regex(/\/([89]|[12]\d|3[0-2])$/, { message: 'must be at most as wide as 10.0.0.0/8: a shorter prefix would open every private address' }),
+  z.cidrv6().regex(/\/([7-9]|[1-9]\d|1[01]\d|12[0-8])$/, { message: 'must be at most as wide as fc00::/7: a shorter prefix would open every private address' }),
+]);
 /** A NetworkPolicy peer: an ipBlock, or namespace and/or pod selectors. */
 export const networkPolicyPeerSchema = z
   .object({
@@ -194,7 +200,7 @@ export const valuesObjectSchema = z
           .describe('Hosts evaluations may reach besides the built-in platform hosts: bare hostnames (my-inputs.s3.eu-west-1.amazonaws.com) or *.suffix wildcards; no scheme, path or port.'),
         allowedPorts: z.array(port).min(1).default([443]).describe('Destination ports the egress proxy allows.'),
         allowRanges: z
-          .array(cidr)
+          .array(allowRange)
           .default([])
           .describe(
             "Private or special-purpose address ranges the egress proxy may dial anyway (an artifact store inside your network, e.g. 10.20.0.0/24): its allow-list still applies, and its NetworkPolicy opens these ranges on allowedPorts. Loopback and link-local addresses stay refused.",

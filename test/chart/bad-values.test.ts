@@ -35,6 +35,8 @@ const cases: Case[] = [
   { name: 'LimitRange default that is not a quantity', values: { ...T, evaluations: { limitRange: { default: { cpu: 'four', memory: '8Gi', 'ephemeral-storage': '20Gi' } } } }, path: 'evaluations.limitRange.default.cpu' },
   { name: 'ResourceQuota entry that is not a quota resource', values: { ...T, evaluations: { resourceQuota: { hard: { gpus: '8' } } } }, path: 'evaluations.resourceQuota.hard.gpus' },
   { name: 'evaluation registry with a scheme', values: { ...T, evaluations: { extraRegistries: ['https://ghcr.io'] } }, path: 'evaluations.extraRegistries.0' },
+  { name: 'allowRanges that would open every IPv4 address', values: { ...T, egress: { allowRanges: ['0.0.0.0/0'] } }, path: 'egress.allowRanges.0' },
+  { name: 'allowRanges wider than any private block (IPv6)', values: { ...T, egress: { allowRanges: ['fc00::/6'] } }, path: 'egress.allowRanges.0' },
   { name: 'apiServerAddresses entry that is an address, not a CIDR', values: { ...T, network: { apiServerAddresses: ['10.0.0.1'] } }, path: 'network.apiServerAddresses.0' },
   { name: 'dnsPorts out of range', values: { ...T, network: { dnsPorts: [70000] } }, path: 'network.dnsPorts.0' },
   { name: 'dnsPorts zero', values: { ...T, network: { dnsPorts: [0] } }, path: 'network.dnsPorts.0' },
