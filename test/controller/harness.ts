@@ -197,8 +197,9 @@ export async function startController(
 type TestArtifact = Omit<Artifact, 'source'> & { source: Artifact['source'] | { httpsUrl: string; s3?: unknown } };
 type TestSpec = Omit<Partial<EvaluationSpec>, 'artifacts'> & { artifacts?: TestArtifact[] };
 
-// the presigned URLs of the bodies evaluation() made, for createEvaluation() to put into their Secret
-const urlsOf = new WeakMap<object, Record<string, string>>();
+// the presigned URLs of a body evaluation() made, for createEvaluation() to put into its Secret: a symbol key
+// survives a spread of the body ({ ...body, metadata }) and never reaches the apiserver (JSON leaves it out)
+const URLS = Symbol('presigned URLs');
 
 /**
  * An RLMeshEvaluation for a kwok node (it tolerates their taint); `outcome`
@@ -216,20 +217,19 @@ export function evaluation(name: string, spec: TestSpec, outcome: Outcome = {}):
     urls[urlKey(a.name)] = httpsUrl;
     return { ...a, source: { ...rest, httpsUrlSecretRef: { name: sourcesSecretName(name), key: urlKey(a.name) } } };
   });
-  const body = {
+  return {
     apiVersion: `${GROUP}/${VERSION}`,
     kind: 'RLMeshEvaluation',
     metadata: { name },
     spec: { evaluationId: `ev_${name}`, image: 'registry.rlmesh.dev/envs/test:1', deadlineSeconds: 600, ...spec, ...(artifacts ? { artifacts } : {}), placement, ...(env.length ? { env } : {}) },
+    ...(Object.keys(urls).length ? { [URLS]: urls } : {}),
   };
-  if (Object.keys(urls).length) urlsOf.set(body, urls);
-  return body;
 }
 
 /** Creates an evaluation and then, as the agent does, the Secret it owns with its presigned URLs. */
 export async function createEvaluation(env: Env, body: object): Promise<RLMeshEvaluation> {
   const created = (await env.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations', body })) as RLMeshEvaluation;
-  const urls = urlsOf.get(body);
+  const urls = (body as { [URLS]?: Record<string, string> })[URLS];
   if (urls) {
     const { name, uid } = created.metadata;
     await env.core.createNamespacedSecret({
