@@ -12,7 +12,7 @@
 // which the proxy (it dials the Service) and the proxy's NetworkPolicy (it sees
 // the pod after the Service's DNAT) honour together.
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -40,13 +40,15 @@ let clusterId = '';
 const rt = new Runtime();
 const object = randomBytes(256 * 1024);
 const sha256 = createHash('sha256').update(object).digest('hex');
+// another object for the in-cluster server: the first one is in the cache by then
+const other = randomBytes(128 * 1024);
 
-function artifactEvaluation(host = S3_HOST): Record<string, unknown> {
+function artifactEvaluation(host = S3_HOST, bytes = object, key = 'weights.bin'): Record<string, unknown> {
   return {
-    ...smallEvaluation(image, { TEST_ARTIFACT: '/artifacts/weights.bin', TEST_DURATION: '1s' }),
+    ...smallEvaluation(image, { TEST_ARTIFACT: `/artifacts/${key}`, TEST_DURATION: '1s' }),
     artifacts: [{
-      name: 'weights.bin', sha256, sizeBytes: String(object.length),
-      source: { s3: { endpoint: `https://${host}:${S3_PORT}`, region: 'us-east-1', bucket: 'inputs', key: 'weights.bin', accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } },
+      name: key, sha256: createHash('sha256').update(bytes).digest('hex'), sizeBytes: String(bytes.length),
+      source: { s3: { endpoint: `https://${host}:${S3_PORT}`, region: 'us-east-1', bucket: 'inputs', key, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } },
     }],
   };
 }
@@ -59,6 +61,7 @@ beforeAll(async () => {
   // one certificate for both servers (the CA trusted once)
   s3 = await startS3Server({ host: NET.hostAddress, port: S3_PORT, tls: { hosts: [S3_HOST, IN_CLUSTER_HOST] } });
   await s3.put('inputs', 'weights.bin', object);
+  await s3.put('inputs', 'other.bin', other);
   setClusterHosts({ [S3_HOST]: NET.hostAddress });
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'artifacts' });
   clusterId = created.body.clusterId;
@@ -135,6 +138,8 @@ describe('artifacts through the egress proxy', () => {
   });
   it('an S3 server inside the cluster: its Service address is refused as one of the cluster\'s own ranges, until egress.allowRanges names its Service and pod addresses', async () => {
     const { repository, digest } = await publishS3Image();
+    // the pod runs as the image's non-root user: it may read the host server's bucket (not its TLS folder)
+    for (const [path, mode] of [[s3.root, 0o755], [join(s3.root, 'inputs'), 0o755], [join(s3.root, 'inputs/other.bin'), 0o644]] as const) chmodSync(path, mode);
     kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: inClusterS3(repository, digest) }) });
     kubectl(['-n', IN_CLUSTER_NS, 'wait', 'pod/s3', '--for=condition=Ready', '--timeout=180s']);
     const serviceIp = kubectl(['-n', IN_CLUSTER_NS, 'get', 'service', 's3', '-o', 'jsonpath={.spec.clusterIP}']).stdout;
@@ -143,7 +148,7 @@ describe('artifacts through the egress proxy', () => {
     const ranges = kubectl(['-n', 'rlmesh-system', 'get', 'configmap', 'rlmesh-cluster-ranges', '-o', 'jsonpath={.data.ranges}']).stdout.split('\n');
     expect(ranges).toContain(NET.serviceRange);
 
-    const refused = await submit(cp, clusterId, artifactEvaluation(IN_CLUSTER_HOST));
+    const refused = await submit(cp, clusterId, artifactEvaluation(IN_CLUSTER_HOST, other, 'other.bin'));
     expect((await waitFinished(cp, refused, 240)).phase).toBe('Failed');
     const status = JSON.parse(kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', refused, '-o', 'json']).stdout) as { status: { message?: string } };
     expect(status.status.message).toMatch(/egress proxy refused/i);
@@ -152,7 +157,7 @@ describe('artifacts through the egress proxy', () => {
 
     upgradeReusing(chart, ['--set', `egress.allowRanges={${NET.hostAddress}/32,${serviceIp}/32,${podIp}/32}`, '--wait', '--timeout', '5m']);
     await rt.ready('egress');
-    const id = await submit(cp, clusterId, artifactEvaluation(IN_CLUSTER_HOST));
+    const id = await submit(cp, clusterId, artifactEvaluation(IN_CLUSTER_HOST, other, 'other.bin'));
     expect((await waitFinished(cp, id, 240)).phase).toBe('Succeeded');
     const allowed = await until('the proxy\'s allow line', () => rt.log('egress').split('\n').find((l) => l.includes(IN_CLUSTER_HOST) && !/refused/.test(l) && /allow|tunnel|connect/i.test(l)), 30);
     expect(allowed).toContain(serviceIp);
