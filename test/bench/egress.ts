@@ -1,6 +1,8 @@
 // Benchmark: the egress proxy vs a direct connection vs Squid (Debian's
-// squid, with the equivalent allow-list: one name, the same ports), measured
-// side by side in one run. Upstreams live in a network namespace on a veth
+// squid, with the equivalent allow-list: one name, the same ports) vs Stripe's
+// smokescreen (built from its Go module by test/bench/build-smokescreen.sh,
+// with an ACL allowing the one name; it has no port list), measured side by
+// side in one run. Upstreams live in a network namespace on a veth
 // pair (198.18.20.0/24); the proxies listen on 127.0.0.1.
 //
 //   node test/bench/egress.ts [--seconds 3] [--rounds 7] [--connects 400] [--idle 2000]
@@ -32,12 +34,19 @@ const IDLE = Number(values.idle);
 
 const ROOT = join(import.meta.dirname, '../..');
 const NAME = 'bench.egress.test';
+// resolves like NAME but is on no allow-list: every relay must refuse it, or its configuration is not the equivalent
+const UNLISTED = 'unlisted.egress.test';
 const PROXY_PORT = 24128;
 const SQUID_PORT = 24129;
+const SMOKESCREEN_PORT = 24132;
 const work = mkdtempSync(join(tmpdir(), 'egress-bench-'));
 chmodSync(work, 0o777);
 
-type Mode = 'direct' | 'proxy' | 'squid';
+type Mode = 'direct' | 'proxy' | 'squid' | 'smokescreen';
+type Relay = Exclude<Mode, 'direct'>;
+const MODES: Mode[] = ['direct', 'proxy', 'squid', 'smokescreen'];
+const RELAY_PORT: Record<Relay, number> = { proxy: PROXY_PORT, squid: SQUID_PORT, smokescreen: SMOKESCREEN_PORT };
+const perMode = <T>(make: () => T): Record<Mode, T> => Object.fromEntries(MODES.map((m) => [m, make()])) as Record<Mode, T>;
 const children: ChildProcess[] = [];
 const ns = createNetns('egb', 20);
 
@@ -64,15 +73,15 @@ async function waitForPort(port: number, what: string): Promise<void> {
 }
 
 /** Opens a TCP stream to the upstream port, directly or through a proxy's CONNECT. */
-async function open(mode: Mode, port: number): Promise<net.Socket> {
+async function open(mode: Mode, port: number, host = NAME): Promise<net.Socket> {
   if (mode === 'direct') {
     const s = net.connect({ host: ns.nsAddress, port, noDelay: true });
     await once(s, 'connect');
     return s;
   }
-  const s = net.connect({ host: '127.0.0.1', port: mode === 'proxy' ? PROXY_PORT : SQUID_PORT, noDelay: true });
+  const s = net.connect({ host: '127.0.0.1', port: RELAY_PORT[mode], noDelay: true });
   await once(s, 'connect');
-  s.write(`CONNECT ${NAME}:${port} HTTP/1.1\r\nHost: ${NAME}:${port}\r\n\r\n`);
+  s.write(`CONNECT ${host}:${port} HTTP/1.1\r\nHost: ${host}:${port}\r\n\r\n`);
   let buf = '';
   for (;;) {
     const [chunk] = (await once(s, 'data')) as [Buffer];
@@ -103,7 +112,7 @@ let upstreamPid = 0;
 // and of the machine, so the report shows what each relayed GiB costs and whether the CPUs were the limit
 interface Spent { bytes: number; client: number; upstream: number; relay: number; softirq: number; idle: number; machine: number }
 const nothingSpent = (): Spent => ({ bytes: 0, client: 0, upstream: 0, relay: 0, softirq: 0, idle: 0, machine: 0 });
-const spent: Record<Mode, Spent> = { direct: nothingSpent(), proxy: nothingSpent(), squid: nothingSpent() };
+const spent = perMode(nothingSpent);
 
 async function throughput(mode: Mode): Promise<number> {
   const s = await open(mode, 7000);
@@ -135,7 +144,7 @@ async function throughput(mode: Mode): Promise<number> {
 
 /** Interleaves the modes connection by connection, so load on the machine affects each alike. */
 async function setupLatencies(modes: Mode[]): Promise<Record<Mode, number[]>> {
-  const out: Record<Mode, number[]> = { direct: [], proxy: [], squid: [] };
+  const out = perMode<number[]>(() => []);
   for (let i = 0; i < CONNECTS; i++) {
     for (const mode of modes) {
       const started = performance.now();
@@ -161,7 +170,7 @@ function rssMiB(pid: number): number {
   return Number(m?.[1] ?? NaN) / 1024;
 }
 
-async function idleTunnels(mode: 'proxy' | 'squid', pid: number): Promise<{ before: number; after: number }> {
+async function idleTunnels(mode: Relay, pid: number): Promise<{ before: number; after: number }> {
   const before = rssMiB(pid);
   const sockets: net.Socket[] = [];
   for (let i = 0; i < IDLE; i += 100) {
@@ -182,7 +191,7 @@ async function main(): Promise<void> {
   const upstream = await ns.spawnNode(join(ROOT, 'test/egress/upstream-server.ts'), [ns.nsAddress, ns.nsAddress6, join(work, 'cert.pem'), join(work, 'key.pem')]);
   children.push(upstream.child);
   upstreamPid = upstream.child.pid!; // `ip netns exec` execs node in place
-  const dns = await startDnsServer({ [NAME]: { A: [ns.nsAddress], ttl: 30 } });
+  const dns = await startDnsServer({ [NAME]: { A: [ns.nsAddress], ttl: 30 }, [UNLISTED]: { A: [ns.nsAddress], ttl: 30 } });
 
   const proxy = spawn(process.execPath, [join(ROOT, 'egress/main.ts'),
     '--listen', `127.0.0.1:${PROXY_PORT}`, '--health-listen', '127.0.0.1:24130', '--metrics-listen', '127.0.0.1:24131',
@@ -214,43 +223,62 @@ async function main(): Promise<void> {
   ].join('\n'));
   const squid = spawn('squid', ['-N', '-f', join(work, 'squid.conf')], { stdio: ['ignore', 'ignore', 'inherit'] });
   children.push(squid);
+  // smokescreen: the same name allowed (its default ACL, since bench clients present no role), the benchmarking range
+  // re-opened as for the proxy, the bench's own resolver; statsd to a discard port on loopback
+  writeFileSync(join(work, 'smokescreen-acl.yaml'), `---\nversion: v1\nservices: []\ndefault:\n  project: bench\n  action: enforce\n  allowed_domains:\n    - ${NAME}\n`);
+  writeFileSync(join(work, 'smokescreen.yaml'), [
+    'allow_missing_role: true', `acl_file: ${join(work, 'smokescreen-acl.yaml')}`, 'allow_ranges: ["198.18.0.0/15"]',
+    `resolver_addresses: ["${dns.address}"]`, 'statsd_address: 127.0.0.1:9', 'idle_timeout: 600s', '',
+  ].join('\n'));
+  const smokescreenBin = execFileSync('bash', [join(ROOT, 'test/bench/build-smokescreen.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop()!;
+  const smokescreen = spawn(smokescreenBin, ['--config-file', join(work, 'smokescreen.yaml'), '--listen-ip', '127.0.0.1', '--listen-port', String(SMOKESCREEN_PORT)], { stdio: ['ignore', 'ignore', 'ignore'] });
+  children.push(smokescreen);
   relayPid.proxy = proxy.pid!;
   relayPid.squid = squid.pid!;
+  relayPid.smokescreen = smokescreen.pid!;
   await waitForPort(PROXY_PORT, 'the egress proxy');
   await waitForPort(SQUID_PORT, 'squid');
+  await waitForPort(SMOKESCREEN_PORT, 'smokescreen');
 
-  const modes: Mode[] = ['direct', 'proxy', 'squid'];
-  const tput: Record<Mode, number[]> = { direct: [], proxy: [], squid: [] };
+  const modes = MODES;
+  for (const relay of ['proxy', 'squid', 'smokescreen'] as const) {
+    const refused = await open(relay, 7000, UNLISTED).then((sock) => (sock.destroy(), false), () => true);
+    if (!refused) throw new Error(`${relay} let ${UNLISTED} through: its allow-list is not the one the others enforce`);
+  }
+  const tput = perMode<number[]>(() => []);
   for (let r = 0; r < ROUNDS; r++) for (const m of modes) tput[m].push(await throughput(m));
   await setupLatencies(modes); // warm-up
   const lat = await setupLatencies(modes);
   const idleProxy = await idleTunnels('proxy', proxy.pid!);
   const idleSquid = await idleTunnels('squid', squid.pid!);
+  const idleSmokescreen = await idleTunnels('smokescreen', smokescreen.pid!);
 
-  const t = { direct: median(tput.direct), proxy: median(tput.proxy), squid: median(tput.squid) };
+  const t = perMode(() => 0);
+  for (const m of modes) t[m] = median(tput[m]);
   const p = (m: Mode, q: number) => pct(lat[m], q);
   const f = (x: number, d = 2) => x.toFixed(d);
   console.log(`\negress proxy benchmark (${new Date().toISOString()}, node ${process.version}, squid ${squidVersion()}, ${ROUNDS}×${SECONDS}s bulk, ${CONNECTS} setups, ${IDLE} idle tunnels)`);
   console.log(`machine: ${cpus().length} CPUs, load average at start ${loadAtStart}, at end ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   console.log('\nbulk CONNECT throughput, median MiB/s');
-  console.log(`  direct ${f(t.direct, 0)}  proxy ${f(t.proxy, 0)}  squid ${f(t.squid, 0)}`);
+  console.log(`  direct ${f(t.direct, 0)}  proxy ${f(t.proxy, 0)}  squid ${f(t.squid, 0)}  smokescreen ${f(t.smokescreen, 0)}`);
   for (const m of modes) console.log(`    ${m} rounds: ${tput[m].map((x) => f(x, 0)).join(' ')}`);
-  console.log(`  proxy/direct ${f(t.proxy / t.direct)}×   proxy/squid ${f(t.proxy / t.squid)}×   (goal ≥ 0.9×, ≥ 1.2×)`);
+  console.log(`  proxy/direct ${f(t.proxy / t.direct)}×   proxy/squid ${f(t.proxy / t.squid)}×   proxy/smokescreen ${f(t.proxy / t.smokescreen)}×   (goal ≥ 0.9×, ≥ 1.2× squid)`);
   const perGiB = (m: Mode, k: keyof Spent) => spent[m][k] / (spent[m].bytes / 2 ** 30);
-  console.log(`  relay CPU per GiB: proxy ${f(perGiB('proxy', 'relay'), 3)} s, squid ${f(perGiB('squid', 'relay'), 3)} s (proxy/squid ${f(perGiB('proxy', 'relay') / perGiB('squid', 'relay'))}×; less is better, independent of machine load)`);
+  console.log(`  relay CPU per GiB: proxy ${f(perGiB('proxy', 'relay'), 3)} s, squid ${f(perGiB('squid', 'relay'), 3)} s, smokescreen ${f(perGiB('smokescreen', 'relay'), 3)} s (proxy/squid ${f(perGiB('proxy', 'relay') / perGiB('squid', 'relay'))}×, proxy/smokescreen ${f(perGiB('proxy', 'relay') / perGiB('smokescreen', 'relay'))}× (goal ≤ 1×); less is better, independent of machine load)`);
   console.log('  CPU seconds per GiB delivered (client = this bench; softirq = kernel packet work not charged to a process), and the machine\'s idle CPUs:');
   for (const m of modes) {
     const x = spent[m];
     const parts = (['client', 'upstream', 'relay', 'softirq'] as const).map((k) => `${k} ${f(perGiB(m, k), 3)}`).join(', ');
     const total = perGiB(m, 'client') + perGiB(m, 'upstream') + perGiB(m, 'relay') + perGiB(m, 'softirq');
-    console.log(`    ${m.padEnd(6)} ${parts}; sum ${f(total, 3)} s/GiB; idle ${f((x.idle / x.machine) * cpus().length)} of ${cpus().length} CPUs`);
+    console.log(`    ${m.padEnd(11)} ${parts}; sum ${f(total, 3)} s/GiB; idle ${f((x.idle / x.machine) * cpus().length)} of ${cpus().length} CPUs`);
   }
   console.log('\nconnection setup to first echoed byte, ms (p50 / p99)');
-  for (const m of modes) console.log(`  ${m.padEnd(6)} ${f(p(m, 50), 3)} / ${f(p(m, 99), 3)}`);
+  for (const m of modes) console.log(`  ${m.padEnd(11)} ${f(p(m, 50), 3)} / ${f(p(m, 99), 3)}`);
   console.log(`  added by proxy: p50 ${f(p('proxy', 50) - p('direct', 50), 3)} ms, p99 ${f(p('proxy', 99) - p('direct', 99), 3)} ms (goal p50 ≤ 0.5 ms)`);
   console.log(`  added by squid: p50 ${f(p('squid', 50) - p('direct', 50), 3)} ms, p99 ${f(p('squid', 99) - p('direct', 99), 3)} ms`);
+  console.log(`  added by smokescreen: p50 ${f(p('smokescreen', 50) - p('direct', 50), 3)} ms, p99 ${f(p('smokescreen', 99) - p('direct', 99), 3)} ms`);
   console.log(`\nRSS with ${IDLE} idle tunnels, MiB (before → with tunnels)`);
-  console.log(`  proxy ${f(idleProxy.before, 0)} → ${f(idleProxy.after, 0)}   squid ${f(idleSquid.before, 0)} → ${f(idleSquid.after, 0)}   (goal ≤ 300 MiB)`);
+  console.log(`  proxy ${f(idleProxy.before, 0)} → ${f(idleProxy.after, 0)}   squid ${f(idleSquid.before, 0)} → ${f(idleSquid.after, 0)}   smokescreen ${f(idleSmokescreen.before, 0)} → ${f(idleSmokescreen.after, 0)}   (goal ≤ 300 MiB)`);
   await dns.close();
   cleanup();
   process.exit(0);
