@@ -26,13 +26,17 @@ async function freePort(): Promise<number> {
 
 export type S3Server = { endpoint: string; caFile?: string; ca?: string; certFile?: string; keyFile?: string; root: string; accessKeyId: string; secretAccessKey: string; client: S3Client; put: (bucket: string, key: string, body: Buffer) => Promise<void>; close: () => Promise<void> };
 
-export async function startS3Server(opts: { host?: string; port?: number; tls?: { hosts: string[] } } = {}): Promise<S3Server> {
-  let bin: string;
+/** The versitygw binary, built once per machine by build-s3-server.sh. */
+export function versitygwBinary(): string {
   try {
-    bin = execFileSync('bash', [join(here, 'build-s3-server.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop()!;
+    return execFileSync('bash', [join(here, 'build-s3-server.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop()!;
   } catch (err) {
     throw new Error(`cannot build the S3 test server (versitygw) with test/controller/build-s3-server.sh: ${(err as Error).message}; it needs Go and the Go module proxy`);
   }
+}
+
+export async function startS3Server(opts: { host?: string; port?: number; tls?: { hosts: string[] } } = {}): Promise<S3Server> {
+  const bin = versitygwBinary();
   const root = mkdtempSync(join(tmpdir(), 'rlmesh-s3-'));
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port ?? (await freePort());

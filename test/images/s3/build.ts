@@ -2,10 +2,9 @@
 // versitygw (built from its Go module by test/controller/build-s3-server.sh) on
 // the engine-free base of the other test images, pushed to the local registry
 // by digest. Tests only.
-import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { clusterDir, clusterInfo } from '../../support/cluster.ts';
-import { ROOT } from '../../../scripts/image/source.ts';
+import { versitygwBinary } from '../../controller/s3-server.ts';
 import { cachedTestImage, pushTestImage, type TestImage } from '../test-image.ts';
 
 export const REPOSITORY = 'rlmesh-test/versitygw';
@@ -15,11 +14,11 @@ const S3_IMAGE: TestImage = {
   imageName: 'rlmesh-test-versitygw',
   binaryName: 'versitygw',
   description: 'rlmesh-runtime tests only: versitygw, an S3 server inside the local cluster',
-  compile: () => execFileSync('bash', [join(ROOT, 'test/controller/build-s3-server.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop()!,
+  compile: versitygwBinary,
   toolLabel: () => ['dev.rlmesh.image.versitygw-version', VERSION],
 };
 
-const INPUTS = ['test/images/s3/build.ts', 'test/controller/build-s3-server.sh', 'test/images/test-image.ts', 'scripts/image/static-binary.ts', 'scripts/image/debian-base.ts', 'scripts/image/oci-layout.ts'];
+const INPUTS = ['test/images/s3/build.ts', 'test/controller/build-s3-server.sh', 'test/support/go-tool.sh', 'test/images/test-image.ts', 'scripts/image/static-binary.ts', 'scripts/image/debian-base.ts', 'scripts/image/oci-layout.ts'];
 
 /** Builds (once per source) and pushes the image; returns its repository and digest. */
 export async function publishS3Image(): Promise<{ repository: string; digest: string }> {
