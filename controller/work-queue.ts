@@ -2,6 +2,7 @@
 // time (a change that arrives meanwhile re-runs it afterwards), keys queued twice
 // run once, and a failing key is retried with per-key exponential backoff.
 import type { Logger } from 'pino';
+import { backoffDelayMs } from '../lib/backoff.ts';
 
 export type WorkResult = void | { requeueAfterMs?: number };
 export type Worker = (key: string) => Promise<WorkResult>;
@@ -82,10 +83,9 @@ export class WorkQueue {
     this.#timers.set(key, { at, timer });
   }
 
-  /** Backoff for the next retry of a key: base * 2^(failures-1), capped, with up to 10% jitter. */
+  /** Backoff for the next retry of a key: base * 2^(failures-1), capped, less up to 10% jitter. */
   backoffMs(failures: number): number {
-    const d = Math.min(this.#maxDelayMs, this.#baseDelayMs * 2 ** Math.max(0, failures - 1));
-    return Math.round(d * (1 + Math.random() * 0.1));
+    return backoffDelayMs(failures, { baseMs: this.#baseDelayMs, maxMs: this.#maxDelayMs, jitter: 0.1 });
   }
 
   failures(key: string): number {

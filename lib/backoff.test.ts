@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createBackoff, sleep } from './backoff.ts';
+import { backoffDelayMs, createBackoff, sleep } from './backoff.ts';
 
 describe('backoff', () => {
   it('grows exponentially from the base and never exceeds the cap', () => {
@@ -38,5 +38,19 @@ describe('backoff', () => {
     setTimeout(() => ac.abort(), 20);
     await sleep(10_000, ac.signal);
     expect(Date.now() - t0).toBeLessThan(2000);
+  });
+});
+
+describe('backoffDelayMs', () => {
+  it('is exactly the capped ceiling without jitter', () => {
+    const p = { baseMs: 500, maxMs: 10_000, jitter: 0 };
+    expect([1, 2, 3, 4, 5, 6, 100].map((n) => backoffDelayMs(n, p))).toEqual([500, 1000, 2000, 4000, 8000, 10_000, 10_000]);
+  });
+
+  it('keeps a jittered delay within the top share of the ceiling', () => {
+    const p = { baseMs: 100, maxMs: 1000, jitter: 0.1 };
+    expect(backoffDelayMs(1, p, () => 0)).toBe(90);
+    expect(backoffDelayMs(1, p, () => 1)).toBe(100);
+    expect(backoffDelayMs(20, p, () => 1)).toBe(1000);
   });
 });

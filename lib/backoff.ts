@@ -1,6 +1,25 @@
-// Jittered exponential backoff ("full jitter" over an exponentially growing
-// ceiling) so that many agents reconnecting after a control-plane restart do
-// not arrive in lockstep.
+// Exponential backoff, one formula for every retry in the runtime: the
+// ceiling grows from baseMs by factor per attempt up to maxMs, and jitter
+// spreads the delay over the top part of the ceiling so that many clients
+// failing together (agents after a control-plane restart, keys after an
+// apiserver blip) do not retry in lockstep.
+export type BackoffPolicy = {
+  baseMs: number;
+  maxMs: number;
+  /** growth per attempt; 2 unless given */
+  factor?: number;
+  /** the share of the ceiling that is random: 0 = exactly the ceiling, 0.5 = between half the ceiling and the ceiling (the default) */
+  jitter?: number;
+};
+
+/** The delay before retry number `attempt` (1 = the first retry). */
+export function backoffDelayMs(attempt: number, p: BackoffPolicy, random: () => number = Math.random): number {
+  const ceiling = Math.min(p.maxMs, p.baseMs * (p.factor ?? 2) ** Math.min(Math.max(0, attempt - 1), 60));
+  const jitter = p.jitter ?? 0.5;
+  // never below (1 - jitter) of the ceiling, so a retry storm still spreads out but never spins
+  return Math.round(ceiling * (1 - jitter) + random() * ceiling * jitter);
+}
+
 export type Backoff = {
   /** the delay before the next attempt; grows with each call until reset */
   next(): number;
@@ -12,10 +31,8 @@ export function createBackoff(baseMs: number, maxMs: number, random: () => numbe
   let attempts = 0;
   return {
     next() {
-      const ceiling = Math.min(maxMs, baseMs * factor ** Math.min(attempts, 60));
       attempts++;
-      // at least half the ceiling, so a retry storm still spreads out but never spins
-      return Math.round(ceiling / 2 + random() * (ceiling / 2));
+      return backoffDelayMs(attempts, { baseMs, maxMs, factor }, random);
     },
     reset() {
       attempts = 0;

@@ -16,6 +16,7 @@ import { HttpsProxyAgent } from 'https-proxy-agent';
 import { getProxyForUrl } from 'proxy-from-env';
 import type { Logger } from 'pino';
 import { EnvHttpProxyAgent, request, type Dispatcher } from 'undici';
+import { backoffDelayMs } from '../../lib/backoff.ts';
 import { ERROR_HEADER, REFUSED_HEADER } from '../../lib/egress-headers.ts';
 import type { Metrics } from '../metrics.ts';
 import { createHasher, InOrderHash, type OffThread } from './hasher.ts';
@@ -154,7 +155,7 @@ export class ArtifactFetcher {
         if (err instanceof FetchError || err instanceof RangesUnsupported || err instanceof WriteFailed || signal?.aborted) throw err;
         last = err;
         if (attempt === this.#o.attempts) break;
-        const delay = Math.min(this.#o.maxDelayMs, this.#o.baseDelayMs * 2 ** (attempt - 1));
+        const delay = backoffDelayMs(attempt, { baseMs: this.#o.baseDelayMs, maxMs: this.#o.maxDelayMs, jitter: 0 });
         this.#log.warn({ artifact: a.name, source: src.describe, attempt, retryInMs: delay, err: describeError(err) }, 'artifact source failed; retrying');
         await sleep(delay, undefined, { signal });
       }
