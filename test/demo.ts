@@ -8,7 +8,8 @@ import { execFileSync } from 'node:child_process';
 import { CONTROL_PLANE_HOST, controlPlane, evaluationImage, notReady, Runtime, smallEvaluation } from './e2e/harness.ts';
 import { clusterInfo, helm, kubectl } from './support/cluster.ts';
 import { releaseIsCurrent, releaseToLocalRegistry } from './support/release.ts';
-import { api, releasedChart, ROOT, until } from './support/runtime.ts';
+import { api, releasedChart, ROOT } from './support/runtime.ts';
+import { until } from './support/until.ts';
 
 const NS = 'rlmesh-system';
 let step = 0;
@@ -65,13 +66,13 @@ async function main(): Promise<void> {
   const secret = await until('the control Secret', () => {
     const r = kubectl(['-n', NS, 'get', 'secret', 'rlmesh-cluster-control', '-o', 'json'], { allowFail: true });
     return r.status === 0 ? (JSON.parse(r.stdout) as { data: Record<string, string>; metadata: { annotations?: Record<string, string> } }) : undefined;
-  }, 60);
+  }, { timeoutMs: 60_000 });
   detail(`joined as ${Buffer.from(secret.data['cluster-id']!, 'base64').toString()}; Secrets written:`);
   detail(kubectl(['get', 'secrets', '-A', '--field-selector', 'type!=helm.sh/release.v1', '-o', 'custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,TYPE:.type', '--no-headers']).stdout.trim().split('\n').filter((l) => /^rlmesh-(system|runs)\s/.test(l)).join('\n    '));
   const connected = await until('Connected', async () => {
     const r = await api<{ clusters: { id: string; status: string; lastSeenAt: string }[] }>(cp, 'GET', '/v1/clusters');
     return r.body.clusters.find((c) => c.id === clusterId && c.status === 'Connected');
-  }, 60);
+  }, { timeoutMs: 60_000 });
   detail(`control plane shows ${connected.status}, lastSeenAt ${connected.lastSeenAt}`);
 
   say('Submitting a small evaluation to this cluster (the test evaluation image: runs 2 s, exits 0)');
@@ -89,7 +90,7 @@ async function main(): Promise<void> {
       detail(`phase ${u.phase}${u.pod ? ` (pod ${u.pod}${u.node ? ` on ${u.node}` : ''})` : ''}${u.message ? `: ${u.message}` : ''}`);
     }
     return ['Succeeded', 'Failed', 'Cancelled'].includes(r.body.phase) ? r.body : undefined;
-  }, 120, 500);
+  }, { timeoutMs: 120_000, intervalMs: 500 });
   detail(`result reached the control plane: ${final.phase}`);
 
   say('Look at it yourself');

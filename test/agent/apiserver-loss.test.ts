@@ -9,7 +9,8 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { adminKubeConfig, clusterInfo, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { api, ROOT, until } from '../support/runtime.ts';
+import { api, ROOT } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { newCluster, resetAgentState, runtimeConfig, RUNS, SA, SYSTEM } from './harness.ts';
 import { agentSuite } from './suite.ts';
 import { API_VERSION, EVALUATION, GROUP, VERSION } from '../../lib/crds/types.ts';
@@ -123,7 +124,7 @@ describe('agent informers when the API server goes away', () => {
     const report = async () =>
       (await api<{ nodeReport: { report: { nodes: { name: string; gpusFree?: number }[] } } | null }>(suite.cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport?.report.nodes.find((n) => n.name === 'kwok-gpu-0');
     const gpusFree = async () => (await report())?.gpusFree ?? 0;
-    const base = await until('first report', async () => (await report()) ?? undefined, 20).then((n) => n.gpusFree ?? 0);
+    const base = await until('first report', async () => (await report()) ?? undefined, { timeoutMs: 20_000 }).then((n) => n.gpusFree ?? 0);
     const pod = (name: string, gpus: number): k8s.V1Pod => ({
       metadata: { name },
       spec: { nodeName: 'kwok-gpu-0', tolerations: [{ operator: 'Exists' }], containers: [{ name: 'c', image: 'busybox', resources: { limits: { 'nvidia.com/gpu': String(gpus) } } }] },
@@ -133,20 +134,20 @@ describe('agent informers when the API server goes away', () => {
     const port = relay.port;
     await relay.down();
     await core.createNamespacedPod({ namespace: TENANT, body: pod('during-outage', 2) });
-    await agent.waitFor('watch failure noticed', /watch failed; restarting the informer/, 30);
+    await agent.waitFor('watch failure noticed', /watch failed; restarting the informer/, { timeoutMs: 30_000 });
     expect(agent.proc.exitCode).toBeNull();
     await new Promise((r) => setTimeout(r, 3000));
     await relay.up(port);
-    await until('the change made during the outage is reported', async () => ((await gpusFree()) === base - 2 ? true : undefined), 60, 200);
+    await until('the change made during the outage is reported', async () => ((await gpusFree()) === base - 2 ? true : undefined), { timeoutMs: 60_000, intervalMs: 200 });
     // and changes after it flow as before
     await core.createNamespacedPod({ namespace: TENANT, body: pod('after-outage', 1) });
-    await until('a change after the outage is reported', async () => ((await gpusFree()) === base - 3 ? true : undefined), 30, 200);
+    await until('a change after the outage is reported', async () => ((await gpusFree()) === base - 3 ? true : undefined), { timeoutMs: 30_000, intervalMs: 200 });
 
     // 2. silent watches: connections stay open but carry nothing; the watchdog re-opens them
     relay.silence();
     await core.deleteNamespacedPod({ namespace: TENANT, name: 'during-outage', gracePeriodSeconds: 0 });
-    await agent.waitFor('watchdog', /watch silent for too long; re-opening it/, 30);
-    await until('the change made while the watch was silent is reported', async () => ((await gpusFree()) === base - 1 ? true : undefined), 60, 200);
+    await agent.waitFor('watchdog', /watch silent for too long; re-opening it/, { timeoutMs: 30_000 });
+    await until('the change made while the watch was silent is reported', async () => ((await gpusFree()) === base - 1 ? true : undefined), { timeoutMs: 60_000, intervalMs: 200 });
     expect(agent.proc.exitCode).toBeNull();
     await agent.stop();
   });
@@ -159,7 +160,7 @@ describe('agent informers when the API server goes away', () => {
     await agent.waitFor('informers synced', /node and pod informers synced/);
     const report = async () =>
       (await api<{ nodeReport: { report: { nodes: { name: string; gpusFree?: number }[] } } | null }>(suite.cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport?.report.nodes.find((n) => n.name === 'kwok-gpu-0');
-    const base = await until('first report', async () => (await report()) ?? undefined, 20).then((n) => n.gpusFree ?? 0);
+    const base = await until('first report', async () => (await report()) ?? undefined, { timeoutMs: 20_000 }).then((n) => n.gpusFree ?? 0);
 
     execFileSync(join(ROOT, 'test/cluster/restart'), ['kube-apiserver'], { stdio: 'pipe', timeout: 120_000 });
     const core = adminKubeConfig().makeApiClient(k8s.CoreV1Api);
@@ -167,13 +168,13 @@ describe('agent informers when the API server goes away', () => {
       namespace: TENANT,
       body: { metadata: { name: 'after-restart' }, spec: { nodeName: 'kwok-gpu-0', tolerations: [{ operator: 'Exists' }], containers: [{ name: 'c', image: 'busybox', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } },
     });
-    await until('pod change after the restart reported', async () => ((await report())?.gpusFree === base - 1 ? true : undefined), 60, 200);
+    await until('pod change after the restart reported', async () => ((await report())?.gpusFree === base - 1 ? true : undefined), { timeoutMs: 60_000, intervalMs: 200 });
     const custom = adminKubeConfig().makeApiClient(k8s.CustomObjectsApi);
     await custom.createNamespacedCustomObject({
       group: GROUP, version: VERSION, namespace: RUNS, plural: EVALUATION.plural,
       body: { apiVersion: API_VERSION, kind: EVALUATION.kind, metadata: { name: 'after-apiserver-restart' }, spec: { evaluationId: 'after-apiserver-restart', image: 'busybox', deadlineSeconds: 60 } },
     });
-    await until('evaluation created after the restart reported', async () => ((await api<{ phase: string }>(suite.cp, 'GET', '/v1/evaluations/after-apiserver-restart')).body.phase === 'Pending' ? true : undefined), 60, 250);
+    await until('evaluation created after the restart reported', async () => ((await api<{ phase: string }>(suite.cp, 'GET', '/v1/evaluations/after-apiserver-restart')).body.phase === 'Pending' ? true : undefined), { timeoutMs: 60_000, intervalMs: 250 });
     expect(agent.proc.exitCode).toBeNull();
     await core.deleteNamespacedPod({ namespace: TENANT, name: 'after-restart', gracePeriodSeconds: 0 });
     await agent.stop();
@@ -190,11 +191,11 @@ describe('agent informers when the API server goes away', () => {
     try {
       const rotated = await api<{ value: string; deliveredToSession: boolean }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/credentials/control/rotate`);
       expect(rotated.body.deliveredToSession).toBe(true);
-      await agent.waitFor('the write to fail', /storing the rotated control credential failed; retrying/, 60);
+      await agent.waitFor('the write to fail', /storing the rotated control credential failed; retrying/, { timeoutMs: 60_000 });
       await new Promise((r) => setTimeout(r, 180_000));
       await relay.up(port);
       back = true;
-      await agent.waitFor('the rotated credential stored', /rotated credential written to its Secret/, 120);
+      await agent.waitFor('the rotated credential stored', /rotated credential written to its Secret/, { timeoutMs: 120_000 });
       const stored = JSON.parse(kubectl(['-n', SYSTEM, 'get', 'secret', 'rlmesh-cluster-control', '-o', 'jsonpath={.data}']).stdout) as { control: string };
       expect(Buffer.from(stored.control, 'base64').toString()).toBe(rotated.body.value);
     } finally {
@@ -204,7 +205,7 @@ describe('agent informers when the API server goes away', () => {
     expect((await api(suite.cp, 'POST', '/v1/test/clock/advance', { ms: 25 * 3600 * 1000 })).status).toBe(200);
     const seenAt = async () => (await api<{ lastSeenAt: string }>(suite.cp, 'GET', `/v1/clusters/${clusterId}`)).body.lastSeenAt;
     const seen = await seenAt();
-    await until('lastSeenAt to advance on the rotated credential', async () => ((await seenAt()) > seen ? true : undefined), 30);
+    await until('lastSeenAt to advance on the rotated credential', async () => ((await seenAt()) > seen ? true : undefined), { timeoutMs: 30_000 });
     expect(agent.log()).not.toMatch(/refused the control credential|giving up/);
     expect(agent.proc.exitCode).toBeNull();
     await agent.stop();

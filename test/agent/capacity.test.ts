@@ -5,7 +5,8 @@
 import * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
-import { api, until } from '../support/runtime.ts';
+import { api } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { nodeRanges } from '../../agent/cluster-ranges.ts';
 import { newCluster, runtimeConfig, SYSTEM } from './harness.ts';
 import { agentSuite } from './suite.ts';
@@ -30,7 +31,7 @@ describe('agent node reports', () => {
     const agent = await suite.start({ configFile: runtimeConfig(suite.cp, { nodeSelector: 'nvidia.com/gpu.present=true' }), token: joinToken });
     await agent.waitFor('connected', /session connected/);
     const report = async () => (await api<{ nodeReport: { report: Report; received: number } | null }>(suite.cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport;
-    const first = await until('a node report', async () => (await report()) ?? undefined, 20);
+    const first = await until('a node report', async () => (await report()) ?? undefined, { timeoutMs: 20_000 });
     // the selector keeps the CPU-only nodes out of what the control plane learns
     expect(first.report.nodes.map((n) => n.name)).toEqual(['kwok-gpu-0']);
     const gpu = first.report.nodes[0]!;
@@ -56,13 +57,13 @@ describe('agent node reports', () => {
     await until('report shows the pod', async () => {
       const n = (await report())?.report.nodes[0];
       return n && (n.gpusFree ?? 0) === freeBefore - 3 && Number(n.cpuMillisFree) === cpuBefore - 3000 ? n : undefined;
-    }, 10, 50);
+    }, { timeoutMs: 10_000, intervalMs: 50 });
     const latency = Date.now() - t0;
     // within a second of the change (plus this test's polling)
     expect(latency).toBeLessThan(1500);
 
     await core.deleteNamespacedPod({ namespace: TENANT, name: 'someone-elses-training', gracePeriodSeconds: 0 });
-    await until('freed again', async () => ((await report())?.report.nodes[0]?.gpusFree === freeBefore ? true : undefined), 15, 50);
+    await until('freed again', async () => ((await report())?.report.nodes[0]?.gpusFree === freeBefore ? true : undefined), { timeoutMs: 15_000, intervalMs: 50 });
     expect(await agent.metrics()).toMatch(/rlmesh_agent_node_report_latency_seconds_count [1-9]/);
     await agent.stop();
   });

@@ -5,7 +5,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { kubectl } from '../support/cluster.ts';
-import { api, until } from '../support/runtime.ts';
+import { api } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { decode, newCluster, runtimeConfig, RUNS, secret } from './harness.ts';
 import { agentSuite } from './suite.ts';
 
@@ -39,7 +40,7 @@ describe('agent evaluations', () => {
     const obj = await until('RLMeshEvaluation created', () => {
       const r = kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', id, '-o', 'json'], { allowFail: true });
       return r.status === 0 ? (JSON.parse(r.stdout) as { metadata: { uid: string }; spec: Record<string, unknown> }) : undefined;
-    }, 20);
+    }, { timeoutMs: 20_000 });
     expect(obj.spec).toMatchObject({
       evaluationId: id,
       image: 'registry.rlmesh.dev/evals/math:1',
@@ -72,14 +73,14 @@ describe('agent evaluations', () => {
 
     // the agent reports the accepted evaluation, then each phase the controller writes
     const ev = async () => (await api<Ev>(suite.cp, 'GET', `/v1/evaluations/${id}`)).body;
-    await until('Pending reported', async () => ((await ev()).phase === 'Pending' ? true : undefined), 15);
+    await until('Pending reported', async () => ((await ev()).phase === 'Pending' ? true : undefined), { timeoutMs: 15_000 });
     kubectl(['-n', RUNS, 'patch', 'rlmeshevaluation', id, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status: { phase: 'Running', podName: `${id}-pod`, nodeName: 'kwok-gpu-0' } })]);
-    await until('Running reported', async () => ((await ev()).phase === 'Running' ? true : undefined), 15);
+    await until('Running reported', async () => ((await ev()).phase === 'Running' ? true : undefined), { timeoutMs: 15_000 });
     kubectl(['-n', RUNS, 'patch', 'rlmeshevaluation', id, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status: { phase: 'Succeeded', exitCode: 0, reason: 'Completed' } })]);
     const done = await until('Succeeded reported', async () => {
       const e = await ev();
       return e.phase === 'Succeeded' ? e : undefined;
-    }, 15);
+    }, { timeoutMs: 15_000 });
     expect(done.result?.exitCode).toBe(0);
     expect(done.updates.map((u) => u.phase)).toEqual(['Pending', 'Running', 'Succeeded']);
     const seqs = done.updates.map((u) => Number(u.sequence));
@@ -88,20 +89,20 @@ describe('agent evaluations', () => {
 
     // a cancellation: spec.cancelled is set for the controller to stop the pod
     const second = await api<{ id: string }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, { image: 'registry.rlmesh.dev/evals/math:1', deadlineSeconds: 60 });
-    await until('second created', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id], { allowFail: true }).status === 0 ? true : undefined), 20);
+    await until('second created', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id], { allowFail: true }).status === 0 ? true : undefined), { timeoutMs: 20_000 });
     expect((await api(suite.cp, 'POST', `/v1/evaluations/${second.body.id}/cancel`, { reason: 'user asked' })).status).toBe(200);
-    await until('spec.cancelled set', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id, '-o', 'jsonpath={.spec.cancelled}']).stdout === 'true' ? true : undefined), 20);
+    await until('spec.cancelled set', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', second.body.id, '-o', 'jsonpath={.spec.cancelled}']).stdout === 'true' ? true : undefined), { timeoutMs: 20_000 });
 
     // once the control plane holds the finished evaluation, the agent marks it reported (the controller then
     // garbage-collects it); needs `patch` on rlmeshevaluations/status in the chart's agent Role
-    await until('status.reportedAt set', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', id, '-o', 'jsonpath={.status.reportedAt}']).stdout ? true : undefined), 20);
+    await until('status.reportedAt set', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', id, '-o', 'jsonpath={.status.reportedAt}']).stdout ? true : undefined), { timeoutMs: 20_000 });
 
     // an image from a registry this cluster does not run: refused before any object exists, and reported with the fix
     const foreign = await api<{ id: string }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, { image: 'busybox', deadlineSeconds: 60 });
     const refused = await until('the refusal reported', async () => {
       const e = (await api<Ev & { message?: string; reason?: string }>(suite.cp, 'GET', `/v1/evaluations/${foreign.body.id}`)).body;
       return e.phase === 'Failed' ? e : undefined;
-    }, 20);
+    }, { timeoutMs: 20_000 });
     expect(JSON.stringify(refused)).toContain('ImageNotAllowed');
     expect(JSON.stringify(refused)).toContain('image busybox comes from docker.io, and this cluster runs evaluation images only from registry.rlmesh.dev');
     expect(kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', foreign.body.id], { allowFail: true }).status).not.toBe(0);

@@ -7,7 +7,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { api, ROOT, startControlPlane, until } from '../support/runtime.ts';
+import { api, ROOT, startControlPlane } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { cluster, newCluster, resetAgentState, runtimeConfig, secret, SYSTEM } from './harness.ts';
 import { agentSuite } from './suite.ts';
 
@@ -27,7 +28,7 @@ describe('agent failures a user can meet', () => {
     expect(entry.msg).toMatch(/new install command/i);
     expect(entry.msg).not.toContain(token);
     // retried with backoff, never a crash loop, and not ready meanwhile
-    await until('a retry', () => agent.lines().filter((l) => l.code === code).length >= 2 || undefined, 20);
+    await until('a retry', () => agent.lines().filter((l) => l.code === code).length >= 2 || undefined, { timeoutMs: 20_000 });
     expect(agent.proc.exitCode).toBeNull();
     const ready = await agent.readyz();
     expect(ready.status).toBe(503);
@@ -73,7 +74,7 @@ describe('agent failures a user can meet', () => {
       const port = new URL(other.url).port;
       expect(entry.msg).toContain(`/v1/info named the session endpoint localhost:${port}, which the agent refuses (host localhost is not the configured API host 127.0.0.1)`);
       expect(entry.msg).toMatch(/check that controlPlane\.apiHost is the rlmesh API/);
-      await until('a retry', () => agent.lines().filter((l) => l.code === 'untrusted_session_endpoint').length >= 2 || undefined, 20);
+      await until('a retry', () => agent.lines().filter((l) => l.code === 'untrusted_session_endpoint').length >= 2 || undefined, { timeoutMs: 20_000 });
       expect(agent.proc.exitCode).toBeNull();
       const ready = await agent.readyz();
       expect(ready.status).toBe(503);

@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { kubectl } from '../support/cluster.ts';
-import { ROOT, until } from '../support/runtime.ts';
+import { ROOT } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { cluster, decode, newCluster, runtimeConfig, RUNS, secret, SYSTEM } from './harness.ts';
 import { agentSuite } from './suite.ts';
 
@@ -45,10 +46,10 @@ describe('agent with Secrets delivered out of band (GitOps)', () => {
     );
     expect(cli.status, cli.stderr).toBe(0);
     kubectl(['apply', '-f', out]);
-    await agent.waitFor('session connected', /session connected/, 60);
+    await agent.waitFor('session connected', /session connected/, { timeoutMs: 60_000 });
     expect(agent.proc.pid).toBe(pid);
     expect(agent.proc.exitCode).toBeNull();
-    await until('ready', async () => ((await agent.readyz()).status === 200 ? true : undefined), 15);
+    await until('ready', async () => ((await agent.readyz()).status === 200 ? true : undefined), { timeoutMs: 15_000 });
     expect((await cluster(suite.cp, clusterId)).status).toBe('Connected');
     // the agent did not crash-loop, and never printed a stack trace
     expect(agent.log()).not.toMatch(/\n\s+at /);
@@ -56,13 +57,13 @@ describe('agent with Secrets delivered out of band (GitOps)', () => {
     // a new value in the control Secret: the session re-authenticates with it, no restart
     const good = decode(secret(SYSTEM, 'rlmesh-secrets'), 'control')!;
     kubectl(['-n', SYSTEM, 'patch', 'secret', 'rlmesh-secrets', '-p', JSON.stringify({ stringData: { control: `rlm_cc_${'Z'.repeat(40)}` } })]);
-    const refused = JSON.parse(await agent.waitFor('refused credential line', /refused the control credential/, 30)) as { msg: string; cause: string };
+    const refused = JSON.parse(await agent.waitFor('refused credential line', /refused the control credential/, { timeoutMs: 30_000 })) as { msg: string; cause: string };
     expect(refused.cause).toBe('unknown');
     expect(refused.msg).toMatch(/control credential unknown/);
-    await until('not ready while refused', async () => ((await agent.readyz()).status === 503 ? true : undefined), 15);
+    await until('not ready while refused', async () => ((await agent.readyz()).status === 503 ? true : undefined), { timeoutMs: 15_000 });
     kubectl(['-n', SYSTEM, 'patch', 'secret', 'rlmesh-secrets', '-p', JSON.stringify({ stringData: { control: good } })]);
-    await until('reconnected with the restored value', () => (agent.lines().filter((l) => l.msg === 'session connected').length >= 2 ? true : undefined), 30);
-    await until('ready again', async () => ((await agent.readyz()).status === 200 ? true : undefined), 15);
+    await until('reconnected with the restored value', () => (agent.lines().filter((l) => l.msg === 'session connected').length >= 2 ? true : undefined), { timeoutMs: 30_000 });
+    await until('ready again', async () => ((await agent.readyz()).status === 200 ? true : undefined), { timeoutMs: 15_000 });
     expect(agent.proc.pid).toBe(pid);
     expect(agent.log()).not.toMatch(/rlm_cc_[0-9A-Za-z]{8}/);
   });

@@ -21,7 +21,8 @@ import * as k8s from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { AgentMessageSchema, ClusterSession } from '../../lib/gen/rlmesh/v1/session_pb.ts';
 import { adminKubeConfig, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { api, ROOT, startControlPlane, until, type ControlPlane } from '../support/runtime.ts';
+import { api, ROOT, startControlPlane, type ControlPlane } from '../support/runtime.ts';
+import { until, type UntilOptions } from '../support/until.ts';
 
 // reassigned by useNamespaces (live ESM bindings)
 export let SYSTEM = 'rlmesh-agent-it';
@@ -152,7 +153,8 @@ export type AgentProcess = {
   log(): string;
   /** parsed JSON log lines */
   lines(): { level: number; msg: string; [k: string]: unknown }[];
-  waitFor(what: string, re: RegExp, seconds?: number): Promise<string>;
+  /** Waits for a log line matching re (the agent exiting without it is the last error reported) */
+  waitFor(what: string, re: RegExp, options?: UntilOptions): Promise<string>;
   ports(): Promise<{ health: number }>;
   readyz(): Promise<{ status: number; body: string }>;
   metrics(): Promise<string>;
@@ -186,7 +188,7 @@ export async function startAgent(opts: { configFile: string; token?: string; spo
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as { level: number; msg: string; [k: string]: unknown });
   const ports = async () => {
-    const line = await until('agent health port', () => lines().find((l) => l.msg === 'agent starting'), 30);
+    const line = await until('agent health port', () => lines().find((l) => l.msg === 'agent starting'), { timeoutMs: 30_000 });
     return { health: line.healthPort as number };
   };
   const get = async (path: string) => {
@@ -201,11 +203,11 @@ export async function startAgent(opts: { configFile: string; token?: string; spo
     spoolDir,
     log,
     lines,
-    waitFor: (what, re, seconds = 60) =>
+    waitFor: (what, re, options) =>
       until(what, () => {
         if (proc.exitCode !== null && !re.test(log())) throw new Error(`the agent exited (${proc.exitCode}): ${log().slice(-2000)}`);
         return log().split('\n').find((l) => re.test(l));
-      }, seconds),
+      }, options),
     ports,
     readyz: () => get('/readyz'),
     metrics: async () => (await get('/metrics')).body,

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { until, type ControlPlane } from '../support/runtime.ts';
+import { type ControlPlane } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { cluster, decode, newCluster, newInstallCommand, resetAgentState, runtimeConfig, RUNS, secret, SYSTEM, tryConnect } from './harness.ts';
 import { agentSuite } from './suite.ts';
 
@@ -64,7 +65,7 @@ describe('agent join', () => {
     await until('lastSeenAt advances', async () => {
       const c = await cluster(suite.cp, clusterId);
       return c.lastSeenAt! > first.lastSeenAt! ? c : undefined;
-    }, 10);
+    }, { timeoutMs: 10_000 });
     expect((await agent.readyz()).status).toBe(200);
     expect(await agent.metrics()).toMatch(/rlmesh_agent_session_state\{state="connected"\} 1/);
     expect(await agent.metrics()).toMatch(/rlmesh_agent_join_outcomes_total\{outcome="joined"\} 1/);
@@ -121,7 +122,7 @@ describe('agent join', () => {
       suite.start({ configFile: config, token: joinToken, name: 'rlmesh-cluster-agent-a' }),
       suite.start({ configFile: config, token: joinToken, name: 'rlmesh-cluster-agent-b' }),
     ]);
-    await Promise.all([a.waitFor('a connected', /session connected/, 90), b.waitFor('b connected', /session connected/, 90)]);
+    await Promise.all([a.waitFor('a connected', /session connected/, { timeoutMs: 90_000 }), b.waitFor('b connected', /session connected/, { timeoutMs: 90_000 })]);
     const joined = [a, b].filter((x) => /joined: credentials written/.test(x.log()));
     expect(joined).toHaveLength(1);
     for (const x of [a, b]) expect(x.log()).not.toMatch(/token_used/);

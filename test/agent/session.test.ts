@@ -4,7 +4,8 @@
 // window, reconnects, and lastSeenAt advances again.
 import { Code, ConnectError } from '@connectrpc/connect';
 import { describe, expect, it } from 'vitest';
-import { api, until } from '../support/runtime.ts';
+import { api } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { cluster, controlPlane, decode, newCluster, resetAgentState, runtimeConfig, RUNS, secret, SYSTEM, tryConnect } from './harness.ts';
 import { agentSuite } from './suite.ts';
 
@@ -21,15 +22,15 @@ describe('agent session', () => {
     const r = await api<{ value: string; deliveredToSession: boolean }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/credentials/control/rotate`);
     expect(r.status).toBe(200);
     expect(r.body.deliveredToSession).toBe(true);
-    await until('control Secret holds the rotated value', () => (decode(secret(SYSTEM, 'rlmesh-cluster-control'), 'control') === r.body.value ? true : undefined), 20);
-    await until('session re-authenticated', () => (agent.lines().filter((l) => l.msg === 'session connected').length >= 2 ? true : undefined), 20);
+    await until('control Secret holds the rotated value', () => (decode(secret(SYSTEM, 'rlmesh-cluster-control'), 'control') === r.body.value ? true : undefined), { timeoutMs: 20_000 });
+    await until('session re-authenticated', () => (agent.lines().filter((l) => l.msg === 'session connected').length >= 2 ? true : undefined), { timeoutMs: 20_000 });
     expect(agent.proc.pid).toBe(pid);
     expect(agent.log()).not.toContain(r.body.value);
 
     const pull = await api<{ value: string }>(suite.cp, 'POST', `/v1/clusters/${clusterId}/credentials/pull/rotate`);
     expect(pull.status).toBe(200);
     for (const ns of [SYSTEM, RUNS]) {
-      await until(`pull Secret in ${ns} rotated`, () => (decode(secret(ns, 'rlmesh-registry-pull'), '.dockerconfigjson') === pull.body.value ? true : undefined), 20);
+      await until(`pull Secret in ${ns} rotated`, () => (decode(secret(ns, 'rlmesh-registry-pull'), '.dockerconfigjson') === pull.body.value ? true : undefined), { timeoutMs: 20_000 });
     }
 
     // within the overlap both work; after it only the new one
@@ -41,7 +42,7 @@ describe('agent session', () => {
     expect((refused as ConnectError).rawMessage).toMatch(/expired/);
     // the agent, on the new credential, stays connected and seen
     const seen = (await cluster(suite.cp, clusterId)).lastSeenAt!;
-    await until('lastSeenAt advances on the new credential', async () => ((await cluster(suite.cp, clusterId)).lastSeenAt! > seen ? true : undefined), 10);
+    await until('lastSeenAt advances on the new credential', async () => ((await cluster(suite.cp, clusterId)).lastSeenAt! > seen ? true : undefined), { timeoutMs: 10_000 });
     expect((await cluster(suite.cp, clusterId)).status).toBe('Connected');
     expect(agent.log()).not.toMatch(/refused the control credential/);
     await agent.stop();
@@ -52,27 +53,27 @@ describe('agent session', () => {
     const { clusterId, joinToken } = await newCluster(suite.cp, 'restart');
     const agent = await suite.start({ configFile: runtimeConfig(suite.cp), token: joinToken });
     await agent.waitFor('connected', /session connected/);
-    await until('ready', async () => ((await agent.readyz()).status === 200 ? true : undefined), 10);
+    await until('ready', async () => ((await agent.readyz()).status === 200 ? true : undefined), { timeoutMs: 10_000 });
 
     const port = new URL(suite.cp.url).port;
     const { dataDir } = suite.cp;
     await suite.cp.stop('SIGKILL');
     const killedAt = Date.now();
-    await until('unready after the control plane died', async () => ((await agent.readyz()).status === 503 ? true : undefined), 15);
+    await until('unready after the control plane died', async () => ((await agent.readyz()).status === 503 ? true : undefined), { timeoutMs: 15_000 });
     // RLMESH_AGENT_SILENCE_MS is 5 s in the tests (45 s in production)
     expect(Date.now() - killedAt).toBeLessThan(5000 + 3000);
 
     suite.cp = await controlPlane(dataDir, `127.0.0.1:${port}`);
     const restartedAt = Date.now();
-    await until('reconnected', () => (agent.lines().filter((l) => l.msg === 'session connected').length >= 2 ? true : undefined), 30);
+    await until('reconnected', () => (agent.lines().filter((l) => l.msg === 'session connected').length >= 2 ? true : undefined), { timeoutMs: 30_000 });
     const reconnectMs = Date.now() - restartedAt;
     expect(reconnectMs).toBeLessThan(5000);
     const first = await until('Connected again', async () => {
       const c = await cluster(suite.cp, clusterId);
       return c.status === 'Connected' ? c : undefined;
-    }, 10);
-    await until('lastSeenAt advances again', async () => ((await cluster(suite.cp, clusterId)).lastSeenAt! > first.lastSeenAt! ? true : undefined), 10);
-    await until('ready again', async () => ((await agent.readyz()).status === 200 ? true : undefined), 10);
+    }, { timeoutMs: 10_000 });
+    await until('lastSeenAt advances again', async () => ((await cluster(suite.cp, clusterId)).lastSeenAt! > first.lastSeenAt! ? true : undefined), { timeoutMs: 10_000 });
+    await until('ready again', async () => ((await agent.readyz()).status === 200 ? true : undefined), { timeoutMs: 10_000 });
     expect(await agent.metrics()).toMatch(/rlmesh_agent_session_reconnects_total [1-9]/);
     await agent.stop();
   });

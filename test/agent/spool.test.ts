@@ -5,7 +5,8 @@ import * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { API_VERSION, EVALUATION, GROUP, VERSION } from '../../lib/crds/types.ts';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
-import { api, until } from '../support/runtime.ts';
+import { api } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { cluster, newCluster, runtimeConfig, RUNS } from './harness.ts';
 import { agentSuite } from './suite.ts';
 
@@ -14,7 +15,7 @@ const TOTAL = 1000;
 describe('agent spool', () => {
   const suite = agentSuite({ joinToken: true }, {
     before: async () => {
-      await until('no evaluations left', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluations', '-o', 'name']).stdout.trim() === '' ? true : undefined), 120, 1000);
+      await until('no evaluations left', () => (kubectl(['-n', RUNS, 'get', 'rlmeshevaluations', '-o', 'name']).stdout.trim() === '' ? true : undefined), { timeoutMs: 120_000, intervalMs: 1000 });
     },
     after: async () => {
       kubectl(['-n', RUNS, 'delete', 'rlmeshevaluations', '--all', '--wait=false'], { allowFail: true });
@@ -50,14 +51,14 @@ describe('agent spool', () => {
     // once the control plane holds a share of the updates, freeze it so acks stop
     // (updates already on the wire stay in its socket buffer), let the spool fill
     // with unacked updates, then kill -9 the agent and let the control plane go on
-    await until('a share of the burst delivered', async () => ((await cluster(suite.cp, clusterId)).updates.distinct >= 150 ? true : undefined), 120, 100);
+    await until('a share of the burst delivered', async () => ((await cluster(suite.cp, clusterId)).updates.distinct >= 150 ? true : undefined), { timeoutMs: 120_000, intervalMs: 100 });
     suite.cp.proc.kill('SIGSTOP');
     let unacked = 0;
     try {
       await until('unacked updates in the spool', async () => {
         unacked = Number(/rlmesh_agent_spool_records (\d+)/.exec(await agent.metrics())?.[1] ?? 0);
         return unacked >= 50 ? true : undefined;
-      }, 60, 100);
+      }, { timeoutMs: 60_000, intervalMs: 100 });
       await agent.stop('SIGKILL');
     } finally {
       suite.cp.proc.kill('SIGCONT');
@@ -74,7 +75,7 @@ describe('agent spool', () => {
     const done = await until('all updates delivered', async () => {
       const c = await cluster(suite.cp, clusterId);
       return c.updates.distinct >= TOTAL ? c : undefined;
-    }, 180, 500);
+    }, { timeoutMs: 180_000, intervalMs: 500 });
     // settle, then check nothing arrives twice under a new id
     await new Promise((r) => setTimeout(r, 3000));
     const final = await cluster(suite.cp, clusterId);
@@ -85,7 +86,7 @@ describe('agent spool', () => {
     expect(new Set(evs.body.evaluations.map((e) => e.id)).size).toBe(TOTAL);
     for (const e of evs.body.evaluations) expect(e.phase).toBe('Pending');
     // the spool is drained once everything is acked
-    await until('spool drained', async () => (/rlmesh_agent_spool_records 0\b/.test(await restarted.metrics()) ? true : undefined), 30);
+    await until('spool drained', async () => (/rlmesh_agent_spool_records 0\b/.test(await restarted.metrics()) ? true : undefined), { timeoutMs: 30_000 });
     await restarted.stop();
   }, 300_000);
 });

@@ -17,7 +17,8 @@ import * as k8s from '@kubernetes/client-node';
 import { listPages } from '../../lib/list-pages.ts';
 import { get, podTemplate, render, TOKEN } from '../chart/chart.ts';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
-import { api, ROOT, until, type ControlPlane } from '../support/runtime.ts';
+import { api, ROOT, type ControlPlane } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces, type AgentProcess } from '../agent/harness.ts';
 
 const NODES = Number(process.env.RLMESH_BENCH_NODES ?? 500);
@@ -119,7 +120,7 @@ async function main() {
       const a = await startAgent({ main: AGENT_MAIN, configFile: config, token: joinToken, env: PRODUCTION, ...(spool ? { spoolDir: spool } : {}) });
       agents.push(a);
       spool = a.spoolDir;
-      await a.waitFor('connected', /session connected/, 60);
+      await a.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
       const ms = logTime(a, 'session connected')! - a.startedAt;
       loads.push(logTime(a, 'agent spool loaded')! - a.startedAt);
       if (r === 0) joinStart = ms;
@@ -143,7 +144,7 @@ async function main() {
       await cp.stop('SIGKILL');
       cp = await controlPlane(cp.dataDir, `127.0.0.1:${port}`);
       const up = Date.now();
-      await until('reconnected', () => (agent.lines().filter((l) => l.msg === 'session connected').length > before ? true : undefined), 60, 20);
+      await until('reconnected', () => (agent.lines().filter((l) => l.msg === 'session connected').length > before ? true : undefined), { timeoutMs: 60_000, intervalMs: 20 });
       const at = logTime(agent, 'session connected', before + 1)!;
       reconnects.push(Math.max(0, at - up));
       outages.push(at - killed);
@@ -159,7 +160,7 @@ async function main() {
     await until('the previous run\'s pod namespace is gone', () => {
       const r = kubectl(['get', 'namespace', BENCH_NS, '-o', 'jsonpath={.status.phase}'], { allowFail: true });
       return r.status !== 0 || r.stdout === 'Active' ? true : undefined;
-    }, 600, 2000);
+    }, { timeoutMs: 600_000, intervalMs: 2000 });
     kubectl(['create', 'namespace', BENCH_NS], { allowFail: true });
     // counted page by page: the apiserver gives no remainingItemCount for a list with a selector
     const haveNodes = (await listPages((p) => core.listNode({ ...p, labelSelector: 'rlmesh.dev/bench=agent' }), () => true)).items.length;
@@ -195,10 +196,10 @@ async function main() {
       const big = await startAgent({ main: AGENT_MAIN, configFile: config, token: joinToken, env: { ...PRODUCTION, NODE_OPTIONS: variant }, spoolDir: spool });
       agents.push(big);
       const t1 = Date.now();
-      await big.waitFor('informers synced', /node and pod informers synced/, 600);
+      await big.waitFor('informers synced', /node and pod informers synced/, { timeoutMs: 600_000 });
       const synced = big.lines().find((l) => l.msg === 'node and pod informers synced')!;
       row(`initial list of ${String(synced.nodes)} nodes + ${String(synced.pods)} pods${label}`, `${Date.parse(synced.time as string) - t1} ms`, '');
-      await until('a report with the bench nodes', async () => ((await reportOf())?.report.nodes.length ?? 0) >= NODES || undefined, 300, 200);
+      await until('a report with the bench nodes', async () => ((await reportOf())?.report.nodes.length ?? 0) >= NODES || undefined, { timeoutMs: 300_000, intervalMs: 200 });
       const latencies: number[] = [];
       for (let c = 0; c < CHANGES; c++, change++) {
         const node = `bench-agent-${String(Math.floor(Math.random() * NODES)).padStart(5, '0')}`;
@@ -214,7 +215,7 @@ async function main() {
           const n = r?.report.nodes.find((x) => x.name === node);
           return r && n && Number(n.cpuMillisFree) === free - 1000 ? r : undefined;
           // the figure is the control plane's receivedAt, not when this poll saw it: polling slower only spares the CPU
-        }, 30, 100);
+        }, { timeoutMs: 30_000, intervalMs: 100 });
         latencies.push(Date.parse(seen.receivedAt) - t0);
       }
       row(`change → report at the control plane, p50 (${CHANGES} changes)${label}`, `${pct(latencies, 50)} ms`, '');

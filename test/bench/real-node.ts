@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import { podCgroupDir, realNodes } from '../cluster/real-node.ts';
 import { cleanSlate, clusterRow, controlPlane, evaluationImage, NS, releasedChart, runInstallCommand, Runtime, RUNS, smallEvaluation, submit, waitConnected, waitFinished, type Workload } from '../e2e/harness.ts';
 import { clusterDir, kubectl, run } from '../support/cluster.ts';
-import { api, until } from '../support/runtime.ts';
+import { api } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 
 const pct = (xs: number[], p: number) => [...xs].sort((x, y) => x - y)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
@@ -40,7 +41,7 @@ try {
   // agent pod start -> Connected: the session drops when the pod goes, and the new pod's session shows as a newer lastSeenAt
   const agentStart = async (): Promise<number> => {
     await rt.scale('agent', 0);
-    await until('the control plane to see the agent gone', async () => ((await clusterRow(cp, id)).status !== 'Connected' ? true : undefined), 120);
+    await until('the control plane to see the agent gone', async () => ((await clusterRow(cp, id)).status !== 'Connected' ? true : undefined), { timeoutMs: 120_000 });
     const t = Date.now();
     kubectl(['-n', NS, 'scale', 'deployment/rlmesh-cluster-agent', '--replicas=1']);
     await waitConnected(cp, id, 180);
@@ -68,7 +69,7 @@ try {
       if (e && started && !running.has(e)) running.set(e, Date.parse(started));
     }
     return ids.every((e) => running.has(e)) ? true : undefined;
-  }, 300, 200);
+  }, { timeoutMs: 300_000, intervalMs: 200 });
   const done = new Map<string, number>();
   await Promise.all(ids.map(async (e) => {
     await waitFinished(cp, e, 300);

@@ -25,7 +25,8 @@ process.env.RLMESH_KWOK_POD_MS = '600000'; // evaluations stay in flight for the
 // kwok nodes untainted, so evaluations that select them land there; the chart's pods are pinned to the real node
 process.env.RLMESH_KWOK_TAINT = '0';
 
-const { ROOT, api, until, writeTemp } = await import('../support/runtime.ts');
+const { ROOT, api, writeTemp } = await import('../support/runtime.ts');
+const { until } = await import('../support/until.ts');
 const { kubectl } = await import('../support/cluster.ts');
 const h = await import('../e2e/harness.ts');
 const { podCgroupDir, realNodes } = await import('../cluster/real-node.ts');
@@ -89,7 +90,7 @@ try {
     const now = Date.now();
     for (const it of items) if (it.status?.phase === 'Running' && !runningAt.has(it.metadata.name)) runningAt.set(it.metadata.name, now);
     return ids.every((e) => runningAt.has(e)) ? true : undefined;
-  }, 600, 200);
+  }, { timeoutMs: 600_000, intervalMs: 200 });
   const toRunning = ids.map((e) => runningAt.get(e)! - submittedAt.get(e)!);
 
   // node report latency: a node change (cordon) until the control plane's report shows it
@@ -102,7 +103,7 @@ try {
       const c = await api<{ nodeReport: { report: { nodes?: { name: string; schedulable?: boolean }[] } } | null }>(cp, 'GET', `/v1/clusters/${id}`);
       const n = c.body.nodeReport?.report.nodes?.find((x) => x.name === node);
       return n && !n.schedulable ? true : undefined;
-    }, 60, 20);
+    }, { timeoutMs: 60_000, intervalMs: 20 });
     latencies.push(Date.now() - t);
     kubectl(['uncordon', node]);
   }

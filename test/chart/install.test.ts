@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { releasedChart } from '../support/release.ts';
+import { until } from '../support/until.ts';
 import { CHART, HOOK_ON_KWOK, get, podTemplate, render, scenarios, template, type K8sObject } from './chart.ts';
 import { parseAllDocuments } from 'yaml';
 
@@ -29,22 +30,13 @@ const secretToken = (): string =>
 const agentAnnotations = (): Record<string, string> =>
   json<{ spec: { template: { metadata: { annotations: Record<string, string> } } } }>(['-n', SYS, 'get', 'deployment', 'rlmesh-cluster-agent']).spec.template.metadata.annotations;
 
-async function until(what: string, check: () => boolean, ms = 90_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (check()) return;
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 beforeAll(async () => {
   // start from a cluster without the release or its kept objects
   helm(['uninstall', 'rlmesh', '-n', SYS, '--wait', '--ignore-not-found'], { allowFail: true });
   kubectl(['delete', 'namespace', RUNS, '--ignore-not-found', '--wait=true', '--timeout=120s']);
   kubectl(['delete', 'rlmeshcaches.rlmesh.dev', 'default', '--ignore-not-found'], { allowFail: true });
   kubectl(['-n', SYS, 'delete', 'secret', 'rlmesh-registry-join-crd-upgrade', '--ignore-not-found'], { allowFail: true });
-  await until('rlmesh-runs to be gone', () => !exists(['namespace', RUNS]));
+  await until('rlmesh-runs to be gone', () => !exists(['namespace', RUNS]), { timeoutMs: 90_000, intervalMs: 500 });
 
   // what the release step of the test command published to the local registry
   ref = releasedChart().ref;
@@ -204,7 +196,7 @@ describe('the chart on the local cluster', () => {
 
     const r = helm(['uninstall', 'rlmesh', '-n', SYS, '--wait']);
     expect(r.stdout + r.stderr).toMatch(/resource-policy|kept|uninstalled/);
-    await until('the spool PVC to go', () => !exists(['-n', SYS, 'pvc', 'rlmesh-agent-spool']));
+    await until('the spool PVC to go', () => !exists(['-n', SYS, 'pvc', 'rlmesh-agent-spool']), { timeoutMs: 90_000, intervalMs: 500 });
     expect(exists(['namespace', RUNS])).toBe(true);
     expect(json<{ metadata: { uid: string } }>(['-n', RUNS, 'get', 'pvc', 'rlmesh-artifact-cache']).metadata.uid).toBe(cacheUid);
     for (const c of CRDS) expect(exists(['crd', c])).toBe(true);

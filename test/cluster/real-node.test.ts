@@ -13,6 +13,7 @@ import { publishEvaluationImage } from '../images/evaluation/publish.ts';
 import { REPOSITORY as EVALUATION_REPOSITORY } from '../images/evaluation/build.ts';
 import { clusterInfo, kubectl } from '../support/cluster.ts';
 import { api, startControlPlane } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { dockerConfigJson } from '../../controlplane/pull-secret.ts';
 import { releaseInfo } from '../support/release.ts';
 import { inside, NET, podNetnsPath, realNodes, routesIn, routesOutsideHarness, SANDBOX_REGISTRY, startRealNode, stopRealNode, type RealNode, type Route } from './real-node.ts';
@@ -58,17 +59,15 @@ function pod(name: string, image: string, opts: { args?: string[]; env?: Record<
 
 const getPod = (name: string) => JSON.parse(kubectl(['-n', NS, 'get', 'pod', name, '-o', 'json']).stdout) as PodStatus;
 
-async function waitPod(name: string, secs: number, done: (p: PodStatus) => boolean): Promise<PodStatus> {
-  const deadline = Date.now() + secs * 1000;
-  for (;;) {
+function waitPod(name: string, timeoutMs: number, done: (p: PodStatus) => boolean): Promise<PodStatus> {
+  return until(`pod ${name} to get there`, () => {
     const p = getPod(name);
-    if (done(p)) return p;
-    if (Date.now() > deadline) {
-      const describe = kubectl(['-n', NS, 'describe', 'pod', name], { allowFail: true }).stdout;
-      throw new Error(`pod ${name} did not get there in ${secs}s:\n${describe}`);
-    }
-    await new Promise((r) => setTimeout(r, 500));
-  }
+    return done(p) ? p : undefined;
+  }, {
+    timeoutMs,
+    intervalMs: 500,
+    context: () => kubectl(['-n', NS, 'describe', 'pod', name], { allowFail: true }).stdout,
+  });
 }
 
 function checkRoutes(where: string, routes: { v4: Route[]; v6: Route[] }): void {
@@ -123,7 +122,7 @@ describe('a real node of the local cluster (kubelet, containerd, runc, CNI in a 
     const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'join-pull', namespace: NS }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': Buffer.from(config).toString('base64') } };
     kubectl(['apply', '-f', '-'], { input: JSON.stringify(secret) });
     kubectl(['apply', '-f', '-'], { input: pod('runtime-egress-help', image, { args: ['egress', '--help'], pullSecret: 'join-pull' }) });
-    const p = await waitPod('runtime-egress-help', 150, (x) => x.status.phase === 'Succeeded' || x.status.phase === 'Failed');
+    const p = await waitPod('runtime-egress-help', 150_000, (x) => x.status.phase === 'Succeeded' || x.status.phase === 'Failed');
     expect(p.status.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(0);
     expect(p.status.phase).toBe('Succeeded');
     expect(p.status.containerStatuses?.[0]?.imageID).toContain(runtime.digest);
@@ -135,7 +134,7 @@ describe('a real node of the local cluster (kubelet, containerd, runc, CNI in a 
     const evaluation = await publishEvaluationImage();
     const image = `${SANDBOX_REGISTRY}/${EVALUATION_REPOSITORY}@${evaluation.digest}`;
     kubectl(['apply', '-f', '-'], { input: pod('evaluation-exit-3', image, { env: { TEST_EXIT_CODE: '3', TEST_DURATION: '15s' } }) });
-    const running = await waitPod('evaluation-exit-3', 120, (x) => !!x.status.containerStatuses?.[0]?.state?.running || x.status.phase === 'Failed');
+    const running = await waitPod('evaluation-exit-3', 120_000, (x) => !!x.status.containerStatuses?.[0]?.state?.running || x.status.phase === 'Failed');
     expect(running.status.podIP && inside(running.status.podIP, node.podSubnet), `pod IP ${running.status.podIP} in ${node.podSubnet}`).toBe(true);
 
     checkRoutes(`node ${NAME}`, routesIn(node.netns));
@@ -143,7 +142,7 @@ describe('a real node of the local cluster (kubelet, containerd, runc, CNI in a 
     checkRoutes('pod evaluation-exit-3', routesIn(podNs));
     // the pod's network namespace is not the node's
     expect(statSync(podNs).ino).not.toBe(statSync(`/run/netns/${node.netns}`).ino);
-    const ended = await waitPod('evaluation-exit-3', 60, (x) => x.status.phase === 'Succeeded' || x.status.phase === 'Failed');
+    const ended = await waitPod('evaluation-exit-3', 60_000, (x) => x.status.phase === 'Succeeded' || x.status.phase === 'Failed');
     expect(ended.status.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(3);
     expect(ended.status.phase).toBe('Failed');
   }, 180_000);

@@ -28,6 +28,7 @@ import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { publishPauseImage } from '../images/pause/build.ts';
+import { until } from '../support/until.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '../..');
@@ -130,18 +131,12 @@ function launch(pidFile: string, log: string, argv: string[]): number {
   return child.pid;
 }
 
-async function waitFor(what: string, secs: number, check: () => boolean | Promise<boolean>, logs: string[] = []): Promise<void> {
-  const deadline = Date.now() + secs * 1000;
-  while (Date.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch {
-      // not yet
-    }
-    await sleep(250);
-  }
-  const tails = logs.filter(existsSync).map((l) => `--- ${l}:\n${readFileSync(l, 'utf8').split('\n').slice(-25).join('\n')}`);
-  throw new Error(`${what} did not happen within ${secs}s${tails.length ? `; last log lines:\n${tails.join('\n')}` : ''}`);
+/** The last lines of each log that exists, for a timeout error's context. */
+function logTails(logs: string[]): string {
+  return logs
+    .filter(existsSync)
+    .map((l) => `--- ${l}:\n${readFileSync(l, 'utf8').split('\n').slice(-25).join('\n')}`)
+    .join('\n');
 }
 
 // ---------------------------------------------------------------- preflight
@@ -203,7 +198,7 @@ async function waitHostNetwork(i: Info): Promise<void> {
       });
       s.on('error', () => resolve(false));
     });
-  await waitFor(`the forwarder on ${NET.hostAddress}`, 20, async () => (await open(i.ports.apiserver)) && (await open(i.ports.registry)) && (await open(i.ports.registryToken)), [join(i.dir, 'logs/hostnet-forward.log')]);
+  await until(`the forwarder on ${NET.hostAddress}`, async () => (await open(i.ports.apiserver)) && (await open(i.ports.registry)) && (await open(i.ports.registryToken)), { timeoutMs: 20_000, context: () => logTails([join(i.dir, 'logs/hostnet-forward.log')]) });
 }
 
 function stopHostNetwork(dir: string): void {
@@ -538,7 +533,7 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
     const containerdLog = join(i.dir, 'logs', `${name}.containerd.log`);
     const kubeletLog = join(i.dir, 'logs', `${name}.kubelet.log`);
     launch(join(dir, 'pids/containerd'), containerdLog, inNode('containerd', ['/usr/bin/containerd', '--config', join(dir, 'containerd/config.toml')]));
-    await waitFor(`containerd of ${name}`, 30, () => trySh('/usr/bin/ctr', ['--address', node.containerdSocket, 'version']), [containerdLog]);
+    await until(`containerd of ${name}`, () => trySh('/usr/bin/ctr', ['--address', node.containerdSocket, 'version']), { timeoutMs: 30_000, context: () => logTails([containerdLog]) });
     mark('containerd');
 
     // the kubelet, as system:node:<name>
@@ -561,13 +556,12 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
           .join(',')}`,
       ]),
     );
-    await waitFor(`node ${name} to register`, 90, () => kubectl(['get', 'node', name], true).status === 0, [kubeletLog]);
+    await until(`node ${name} to register`, () => kubectl(['get', 'node', name], true).status === 0, { timeoutMs: 90_000, context: () => logTails([kubeletLog]) });
     mark('registered');
-    await waitFor(
+    await until(
       `node ${name} to become Ready`,
-      120,
       () => kubectl(['get', 'node', name, '-o', 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'], true).stdout === 'True',
-      [kubeletLog, containerdLog],
+      { timeoutMs: 120_000, context: () => logTails([kubeletLog, containerdLog]) },
     );
     mark('Ready');
 
@@ -581,11 +575,10 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
     // kube-router rewrites the whole filter table (iptables-save, edit, iptables-restore without --noflush), so a
     // chain kube-proxy creates between its save and its restore is lost ("Chain 'KUBE-FORWARD' does not exist",
     // retried 30 s later). It starts once kube-proxy's chains are there; after that they are in every copy it saves.
-    await waitFor(
+    await until(
       `kube-proxy of ${name} to program Services`,
-      90,
       () => chain('nat', 'KUBE-SERVICES') && chain('filter', 'KUBE-FORWARD') && chain('filter', 'KUBE-SERVICES'),
-      [proxyLog],
+      { timeoutMs: 90_000, context: () => logTails([proxyLog]) },
     );
     const routerConfig = join(dir, 'kube-router.kubeconfig');
     writeKubeconfig(i, routerConfig, 'system:kube-router', ensureClientCert(i, dir, 'kube-router', '/CN=system:kube-router'));
@@ -608,7 +601,7 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
         '--v=1',
       ]),
     );
-    await waitFor(`kube-router of ${name} to install its NetworkPolicy chains`, 60, () => chain('filter', 'KUBE-ROUTER-FORWARD'), [routerLog]);
+    await until(`kube-router of ${name} to install its NetworkPolicy chains`, () => chain('filter', 'KUBE-ROUTER-FORWARD'), { timeoutMs: 60_000, context: () => logTails([routerLog]) });
     mark('kube-proxy and kube-router');
   } catch (err) {
     if (!process.env.RLMESH_KEEP_FAILED_NODE) await stopRealNode(name, { keepHostNetwork: true }).catch(() => {});
@@ -680,13 +673,13 @@ export async function stopRealNode(name: string, opts: { keepHostNetwork?: boole
   // 1. the pods, gracefully, while kubelet and containerd run (they tear down their networks and mounts)
   if (apiserver && kubeletPid && alive(kubeletPid) && containerdPid && alive(containerdPid)) {
     kubectl(['delete', 'pods', '--all-namespaces', `--field-selector=spec.nodeName=${name}`, '--grace-period=1', '--wait=false'], true);
-    await waitFor(`the pods of ${name} to stop`, 30, () => sh('/usr/bin/ctr', ['--address', node.containerdSocket, '-n', 'k8s.io', 'tasks', 'ls', '-q']).trim() === '').catch(() => {});
+    await until(`the pods of ${name} to stop`, () => sh('/usr/bin/ctr', ['--address', node.containerdSocket, '-n', 'k8s.io', 'tasks', 'ls', '-q']).trim() === '', { timeoutMs: 30_000 }).catch(() => {});
   }
   // 2. every process of the node, by pid: the kubelet first, then the containers, the shims and containerd
   const sockets = shimSockets(containerdPid);
   if (kubeletPid && alive(kubeletPid)) {
     process.kill(kubeletPid, 'SIGTERM');
-    await waitFor('the kubelet to exit', 10, () => !alive(kubeletPid)).catch(() => {});
+    await until('the kubelet to exit', () => !alive(kubeletPid), { timeoutMs: 10_000 }).catch(() => {});
   }
   const podNetns = netnsOf(cgroupPids(node.cgroup));
   for (let round = 0; round < 100; round++) {

@@ -7,23 +7,9 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { clusterInfo, helm, kubectl, registryAuthFile, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { KWOK_TOLERATION, outcomeEnv } from '../support/kwok-outcome.ts';
+import { until } from '../support/until.ts';
 
 const ns = `smoke-${process.pid}`;
-
-async function until<T>(what: string, probe: () => T | undefined, seconds = 60): Promise<T> {
-  const end = Date.now() + seconds * 1000;
-  let last: unknown;
-  while (Date.now() < end) {
-    try {
-      const v = probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`${what} did not happen within ${seconds}s${last ? `: ${String(last)}` : ''}`);
-}
 
 const jsonpath = (args: string[], path: string) => kubectl([...args, '-o', `jsonpath=${path}`]).stdout;
 

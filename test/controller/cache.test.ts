@@ -9,20 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, VERSION } from '../../lib/crds/types.ts';
 import { MERGE_PATCH } from '../../lib/kube-errors.ts';
 import { blob, startArtifactServer, type ArtifactServer } from './artifact-server.ts';
-import {
-  apply,
-  metric,
-  createEvaluation,
-  evaluation,
-  eventsFor,
-  getCache,
-  setupEnv,
-  startController,
-  waitFor,
-  waitForPhase,
-  type ControllerProcess,
-  type Env,
-} from './harness.ts';
+import { apply, metric, createEvaluation, evaluation, eventsFor, getCache, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
+import { until } from '../support/until.ts';
 import { startS3Server, type S3Server } from './s3-server.ts';
 
 let env: Env;
@@ -61,7 +49,7 @@ beforeAll(async () => {
   writeFileSync(caBundle, `${readFileSync(server.caFile, 'utf8').trim()}\n${s3.ca!.trim()}\n`);
   reconciler = await startController(env, 'reconciler');
   filler = await startFiller();
-  await waitFor('the cache status', async () => (await getCache(env))?.status?.phase === 'Ready');
+  await until('the cache status', async () => (await getCache(env))?.status?.phase === 'Ready');
 }, 300_000);
 
 afterAll(async () => {
@@ -82,7 +70,7 @@ describe('cache fill', () => {
     expect(server.requests.get('/shared.bin')).toBe(1);
     expect(await metric(filler, 'rlmesh_cache_fetches_total{source="https",result="ok"}')).toBe(1);
     expect(readFileSync(join(cacheDir, 'sha256', b.sha256)).equals(b.data)).toBe(true);
-    const cache = await waitFor('cache status to count the requests', async () => {
+    const cache = await until('cache status to count the requests', async () => {
       const c = await getCache(env);
       return (c?.status?.hits ?? 0) + (c?.status?.misses ?? 0) >= 50 ? c : false;
     });
@@ -161,7 +149,7 @@ describe('cache fill', () => {
     server.throttle('/big.bin', 50);
     await createEvaluation(env, evaluation('resume', { artifacts: [https('big.bin', b, '/big.bin')] }, { duration: '200ms' }));
     const journal = join(cacheDir, 'tmp', `${b.sha256}.chunks`);
-    await waitFor('some ranges to be written', async () => existsSync(journal) && readFileSync(journal, 'utf8').trim().split('\n').length >= 2, 60_000, 50);
+    await until('some ranges to be written', async () => existsSync(journal) && readFileSync(journal, 'utf8').trim().split('\n').length >= 2, { timeoutMs: 60_000, intervalMs: 50 });
     await filler.kill9();
     const written = readFileSync(journal, 'utf8').trim().split('\n').length;
     const before = server.requests.get('/big.bin') ?? 0;
@@ -203,10 +191,10 @@ describe('eviction', () => {
     await createEvaluation(env, evaluation('uses-d', { artifacts: [https('d', d, '/d')] }, { duration: '100ms' }));
     await waitForPhase(env, 'uses-d', ['Succeeded']);
 
-    await waitFor('eviction to settle', async () => !has(b) && !has(c));
+    await until('eviction to settle', async () => !has(b) && !has(c));
     expect(has(a)).toBe(true); // in use by the running evaluation throughout
     expect(has(d)).toBe(true);
-    const cache = await waitFor('the cache status to show the eviction', async () => {
+    const cache = await until('the cache status to show the eviction', async () => {
       const c0 = await getCache(env);
       return c0?.status?.lastEviction && c0.status.usedBytes === 700_000 ? c0 : false;
     });
@@ -223,7 +211,7 @@ describe('eviction', () => {
     server.put('/e', e.data);
     await createEvaluation(env, evaluation('uses-e', { artifacts: [https('e', e, '/e')] }, { duration: '100ms' }));
     await waitForPhase(env, 'uses-e', ['Succeeded']);
-    await waitFor('a to be evicted once no unfinished evaluation uses it', async () => !has(a));
+    await until('a to be evicted once no unfinished evaluation uses it', async () => !has(a));
     expect(has(e)).toBe(true);
   });
 });

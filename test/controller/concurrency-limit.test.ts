@@ -1,7 +1,7 @@
 // --max-concurrent: evaluations beyond the limit wait, saying so, and start as
 // soon as a running one finishes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { until } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { createEvaluation, evaluation, eventsFor, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
 
 let env: Env;
@@ -26,7 +26,7 @@ describe('concurrency limit', () => {
     expect(waiting.status!.reason).toBe('ConcurrencyLimit');
     expect(waiting.status!.message).toContain('2 evaluation pods are already running or pending');
     // the event is written beside the status, not before it: give it a moment to be listed
-    const warned = await until('the ConcurrencyLimit event', async () => ((await eventsFor(env, 'third')).some((e) => e.type === 'Warning' && e.reason === 'ConcurrencyLimit') ? true : undefined), 10).catch(() => false);
+    const warned = await until('the ConcurrencyLimit event', async () => ((await eventsFor(env, 'third')).some((e) => e.type === 'Warning' && e.reason === 'ConcurrencyLimit') ? true : undefined), { timeoutMs: 10_000 }).catch(() => false);
     expect(warned).toBe(true);
     const done = await waitForPhase(env, 'third', ['Succeeded'], 60_000);
     const first = await waitForPhase(env, 'first', ['Succeeded']);

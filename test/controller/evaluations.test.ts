@@ -9,21 +9,8 @@ import { GROUP, VERSION } from '../../lib/crds/types.ts';
 import { MERGE_PATCH } from '../../lib/kube-errors.ts';
 import { kubectl } from '../support/cluster.ts';
 import { blob, startArtifactServer, type ArtifactServer } from './artifact-server.ts';
-import {
-  apply,
-  createEvaluation,
-  evaluation,
-  eventsFor,
-  getCache,
-  getEvaluation,
-  getPod,
-  setupEnv,
-  startController,
-  waitFor,
-  waitForPhase,
-  type ControllerProcess,
-  type Env,
-} from './harness.ts';
+import { apply, createEvaluation, evaluation, eventsFor, getCache, getEvaluation, getPod, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
+import { until } from '../support/until.ts';
 
 let env: Env;
 let server: ArtifactServer;
@@ -43,7 +30,7 @@ beforeAll(async () => {
   server.put('/policy.pt', artifact.data);
   reconciler = await startController(env, 'reconciler', ['--gc-after-seconds=2']);
   filler = await startController(env, 'cache-filler', [`--cache-dir=${env.dir}/cache`, '--node-name=kwok-cpu-0'], { NODE_EXTRA_CA_CERTS: server.caFile });
-  await waitFor('the filler to publish the cache status with its node', async () => (await getCache(env))?.status?.nodeName === 'kwok-cpu-0');
+  await until('the filler to publish the cache status with its node', async () => (await getCache(env))?.status?.nodeName === 'kwok-cpu-0');
 });
 
 afterAll(async () => {
@@ -134,7 +121,7 @@ describe('evaluation -> pod', () => {
     const done = await waitForPhase(env, 'late', ['Failed', 'Succeeded'], 30_000);
     expect(done.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
     expect(done.status!.message).toContain('deadline of 2s');
-    await waitFor('the overdue pod to be stopped', async () => {
+    await until('the overdue pod to be stopped', async () => {
       const pod = await getPod(env, 'rle-late');
       return !pod || !!pod.metadata?.deletionTimestamp;
     });
@@ -147,7 +134,7 @@ describe('evaluation -> pod', () => {
     await patchEvaluation('cancel-me', { spec: { cancelled: true } });
     const done = await waitForPhase(env, 'cancel-me', ['Cancelled']);
     expect(done.status!.reason).toBe('Cancelled');
-    await waitFor('the cancelled pod to go', async () => {
+    await until('the cancelled pod to go', async () => {
       const pod = await getPod(env, 'rle-cancel-me');
       return !pod || !!pod.metadata?.deletionTimestamp;
     });
@@ -155,7 +142,7 @@ describe('evaluation -> pod', () => {
     await createEvaluation(env, evaluation('delete-me', {}, { duration: '120s' }));
     await waitForPhase(env, 'delete-me', ['Running']);
     kubectl(['-n', env.runs, 'delete', 'rlmeshevaluation', 'delete-me', '--wait=true', '--timeout=30s']);
-    await waitFor('the deleted evaluation\'s pod to go', async () => {
+    await until('the deleted evaluation\'s pod to go', async () => {
       const pod = await getPod(env, 'rle-delete-me');
       return !pod || !!pod.metadata?.deletionTimestamp;
     });
@@ -167,8 +154,8 @@ describe('evaluation -> pod', () => {
     await sleep(3000); // longer than --gc-after-seconds=2: not reported, so kept
     expect(await getEvaluation(env, 'collect')).toBeDefined();
     await patchEvaluation('collect', { status: { reportedAt: new Date().toISOString() } }, true);
-    await waitFor('the reported evaluation to be collected', async () => (await getEvaluation(env, 'collect')) === undefined, 20_000);
-    await waitFor('its pod to go with it', async () => {
+    await until('the reported evaluation to be collected', async () => (await getEvaluation(env, 'collect')) === undefined, { timeoutMs: 20_000 });
+    await until('its pod to go with it', async () => {
       const pod = await getPod(env, 'rle-collect');
       return !pod || !!pod.metadata?.deletionTimestamp;
     });

@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { adminKubeConfig, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { KWOK_TOLERATION, outcomeEnv, type Outcome } from '../support/kwok-outcome.ts';
+import { until } from '../support/until.ts';
 import { GROUP, VERSION, type Artifact, type EvaluationSpec, type RLMeshCache, type RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { sourcesSecretName, urlKey } from '../../agent/assignments.ts';
 
@@ -261,31 +262,14 @@ export async function getCache(env: Env): Promise<RLMeshCache | undefined> {
   }
 }
 
-/** Polls until fn returns a truthy value; fails with the last value seen. */
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 60_000, intervalMs = 250): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await fn();
-      if (v) return v;
-      last = v;
-    } catch (err) {
-      last = err;
-    }
-    await sleep(intervalMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
-}
-
 export async function waitForPhase(env: Env, name: string, phases: string[], timeoutMs = 60_000): Promise<RLMeshEvaluation> {
-  return waitFor(
+  return until(
     `evaluation ${name} in phase ${phases.join('|')}`,
     async () => {
       const ev = await getEvaluation(env, name);
       return ev?.status?.phase && phases.includes(ev.status.phase) ? ev : (false as const);
     },
-    timeoutMs,
+    { timeoutMs },
   );
 }
 

@@ -9,7 +9,8 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { startInformer, type Informer } from '../../lib/informer.ts';
 import { GROUP, VERSION, type RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { adminKubeConfig } from '../support/cluster.ts';
-import { createEvaluation, evaluation, setupEnv, waitFor, type Env } from './harness.ts';
+import { createEvaluation, evaluation, setupEnv, type Env } from './harness.ts';
+import { until } from '../support/until.ts';
 
 type Ev = RLMeshEvaluation & KubernetesObject;
 let env: Env;
@@ -44,12 +45,12 @@ describe('kept-alive informer', () => {
     await informer.synced;
     expect(informer.relists).toBe(1);
     const silent = () => warnings.filter((m) => m === 'watch silent for too long; re-opening it').length;
-    await waitFor('the watchdog to re-open the silent watch twice', async () => silent() >= 2, 15_000, 100);
+    await until('the watchdog to re-open the silent watch twice', async () => silent() >= 2, { timeoutMs: 15_000, intervalMs: 100 });
     // re-opening resumes from the last resourceVersion: no relist was needed
     expect(informer.relists).toBe(1);
 
     await createEvaluation(env, evaluation('seen-after-reopen', {}));
-    await waitFor('the informer to see a new object', async () => seen.has('seen-after-reopen'), 10_000, 100);
+    await until('the informer to see a new object', async () => seen.has('seen-after-reopen'), { timeoutMs: 10_000, intervalMs: 100 });
 
     // a resourceVersion older than the API server keeps answers 410 Gone: the informer
     // must relist (its watchdog is far off, so only the 410 can cause it)
@@ -59,10 +60,10 @@ describe('kept-alive informer', () => {
     await sleep(1000); // the watch request is open once the list has been delivered
     (quiet.cache as unknown as { resourceVersion: string }).resourceVersion = '1';
     (quiet.cache as unknown as { _stop: () => void })._stop();
-    await waitFor('a relist after 410 Gone', async () => quiet.relists === 2, 15_000, 50);
+    await until('a relist after 410 Gone', async () => quiet.relists === 2, { timeoutMs: 15_000, intervalMs: 50 });
     await createEvaluation(env, evaluation('seen-after-410', {}));
     // this informer's own cache (the first informer sees the object too, maybe sooner)
-    await waitFor('events after the 410 relist', async () => quiet.cache.get('seen-after-410', env.runs) !== undefined, 10_000, 100);
+    await until('events after the 410 relist', async () => quiet.cache.get('seen-after-410', env.runs) !== undefined, { timeoutMs: 10_000, intervalMs: 100 });
     expect(quiet.cache.list(env.runs).map((o) => o.metadata!.name).sort()).toEqual(['seen-after-410', 'seen-after-reopen']);
   });
 });

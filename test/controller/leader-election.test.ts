@@ -3,7 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubectl } from '../support/cluster.ts';
-import { createEvaluation, evaluation, getPod, setupEnv, startController, waitFor, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
+import { createEvaluation, evaluation, getPod, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
+import { until } from '../support/until.ts';
 
 let env: Env;
 const procs: ControllerProcess[] = [];
@@ -25,10 +26,10 @@ describe('leader election', () => {
   it('lets only the leader act, and fails over to the standby when the leader is killed', async () => {
     const r1 = await startController(env, 'reconciler', ['--identity=replica-1']);
     procs.push(r1);
-    await waitFor('replica-1 to hold the Lease', async () => holder() === 'replica-1');
+    await until('replica-1 to hold the Lease', async () => holder() === 'replica-1');
     const r2 = await startController(env, 'reconciler', ['--identity=replica-2']);
     procs.push(r2);
-    await waitFor('replica-2 to be campaigning', async () => logOf(r2).includes('waiting to become leader'));
+    await until('replica-2 to be campaigning', async () => logOf(r2).includes('waiting to become leader'));
 
     for (let i = 0; i < 5; i++) await createEvaluation(env, evaluation(`led-${i}`, {}, { duration: '200ms' }));
     for (let i = 0; i < 5; i++) await waitForPhase(env, `led-${i}`, ['Succeeded']);
@@ -41,7 +42,7 @@ describe('leader election', () => {
     const killedAt = Date.now();
     await r1.kill9();
     await createEvaluation(env, evaluation('after-failover', {}, { duration: '200ms' }));
-    await waitFor('replica-2 to take the Lease', async () => holder() === 'replica-2', 20_000, 100);
+    await until('replica-2 to take the Lease', async () => holder() === 'replica-2', { timeoutMs: 20_000, intervalMs: 100 });
     const failoverMs = Date.now() - killedAt;
     // lease duration 3 s plus one retry period
     expect(failoverMs).toBeLessThan(6_000);
@@ -53,13 +54,13 @@ describe('leader election', () => {
     // a leader that shuts down cleanly hands over at once
     const r3 = await startController(env, 'reconciler', ['--identity=replica-3']);
     procs.push(r3);
-    await waitFor('replica-3 to be campaigning', async () => logOf(r3).includes('waiting to become leader'));
+    await until('replica-3 to be campaigning', async () => logOf(r3).includes('waiting to become leader'));
     await r2.stop();
     // the release happened before replica-2 exited; from then on replica-3 needs one retry period (600 ms), where an
     // unreleased Lease would hold it off until replica-2's last renewal expired (3 s); timed from the exit, so the
     // stopping process's own shutdown under load does not count
     const exitedAt = Date.now();
-    await waitFor('replica-3 to take the released Lease', async () => holder() === 'replica-3', 10_000, 100);
+    await until('replica-3 to take the released Lease', async () => holder() === 'replica-3', { timeoutMs: 10_000, intervalMs: 100 });
     expect(Date.now() - exitedAt).toBeLessThan(2_500);
     expect(logOf(r2)).not.toContain('could not release the leader Lease');
     await createEvaluation(env, evaluation('after-handover', {}, { duration: '200ms' }));

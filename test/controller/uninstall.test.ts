@@ -3,7 +3,8 @@
 // running completes. The CRDs print what `kubectl get` and `kubectl explain` promise.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubectl } from '../support/cluster.ts';
-import { createEvaluation, evaluation, getCache, getEvaluation, getPod, setupEnv, startController, waitFor, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
+import { createEvaluation, evaluation, getCache, getEvaluation, getPod, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
+import { until } from '../support/until.ts';
 
 let env: Env;
 let reconciler: ControllerProcess;
@@ -12,7 +13,7 @@ beforeAll(async () => {
   env = await setupEnv();
   reconciler = await startController(env, 'reconciler');
   filler = await startController(env, 'cache-filler', [`--cache-dir=${env.dir}/cache`, '--node-name=kwok-cpu-0']);
-  await waitFor('the cache status', async () => (await getCache(env))?.status?.phase === 'Ready');
+  await until('the cache status', async () => (await getCache(env))?.status?.phase === 'Ready');
 });
 afterAll(async () => {
   await reconciler?.stop();

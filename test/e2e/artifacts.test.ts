@@ -21,7 +21,8 @@ import { NET, SANDBOX_REGISTRY } from '../cluster/real-node.ts';
 import { startS3Server, type S3Server } from '../controller/s3-server.ts';
 import { publishS3Image } from '../images/s3/build.ts';
 import { kubectl } from '../support/cluster.ts';
-import { api, until, type ControlPlane } from '../support/runtime.ts';
+import { api, type ControlPlane } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import {
   RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected,
   waitFinished, type Chart,
@@ -120,7 +121,7 @@ describe('artifacts through the egress proxy', () => {
     const inCluster = JSON.parse(kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', id, '-o', 'json']).stdout) as { status: { message?: string } };
     expect(inCluster.status.message).toMatch(new RegExp(`s3://inputs/weights\\.bin at https://${S3_HOST.replace(/\./g, '\\.')}:${S3_PORT}`));
     expect(inCluster.status.message).toMatch(/egress proxy refused/i);
-    const decision = await until('the proxy\'s refusal line', () => rt.log('egress').split('\n').find((l) => l.includes(S3_HOST) && /refused/.test(l)), 30);
+    const decision = await until('the proxy\'s refusal line', () => rt.log('egress').split('\n').find((l) => l.includes(S3_HOST) && /refused/.test(l)), { timeoutMs: 30_000 });
     expect(decision).toMatch(/private|non-public|special/i);
   });
 
@@ -133,7 +134,7 @@ describe('artifacts through the egress proxy', () => {
     const pod = kubectl(['-n', RUNS, 'get', 'pods', '-l', 'rlmesh.dev/evaluation', '-o', 'name']).stdout.split('\n').find((p) => p.includes(id))!;
     const out = kubectl(['-n', RUNS, 'logs', pod]).stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(out.find((l) => l.step === 'artifact')).toMatchObject({ sha256, size: object.length });
-    const decision = await until('the proxy\'s allow line', () => rt.log('egress').split('\n').find((l) => l.includes(S3_HOST) && !/refused/.test(l) && /allow|tunnel|connect/i.test(l)), 30);
+    const decision = await until('the proxy\'s allow line', () => rt.log('egress').split('\n').find((l) => l.includes(S3_HOST) && !/refused/.test(l) && /allow|tunnel|connect/i.test(l)), { timeoutMs: 30_000 });
     expect(decision).toBeTruthy();
   });
   it('an S3 server inside the cluster: its Service address is refused as one of the cluster\'s own ranges, until egress.allowRanges names its Service and pod addresses', async () => {
@@ -152,14 +153,14 @@ describe('artifacts through the egress proxy', () => {
     expect((await waitFinished(cp, refused, 240)).phase).toBe('Failed');
     const status = JSON.parse(kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', refused, '-o', 'json']).stdout) as { status: { message?: string } };
     expect(status.status.message).toMatch(/egress proxy refused/i);
-    const decision = await until('the proxy\'s refusal line', () => rt.log('egress').split('\n').find((l) => l.includes(IN_CLUSTER_HOST) && /refused/.test(l)), 30);
+    const decision = await until('the proxy\'s refusal line', () => rt.log('egress').split('\n').find((l) => l.includes(IN_CLUSTER_HOST) && /refused/.test(l)), { timeoutMs: 30_000 });
     expect(decision).toContain('cluster-range');
 
     upgradeReusing(chart, ['--set', `egress.allowRanges={${NET.hostAddress}/32,${serviceIp}/32,${podIp}/32}`, '--wait', '--timeout', '5m']);
     await rt.ready('egress');
     const id = await submit(cp, clusterId, artifactEvaluation(IN_CLUSTER_HOST, other, 'other.bin'));
     expect((await waitFinished(cp, id, 240)).phase).toBe('Succeeded');
-    const allowed = await until('the proxy\'s allow line', () => rt.log('egress').split('\n').find((l) => l.includes(IN_CLUSTER_HOST) && !/refused/.test(l) && /allow|tunnel|connect/i.test(l)), 30);
+    const allowed = await until('the proxy\'s allow line', () => rt.log('egress').split('\n').find((l) => l.includes(IN_CLUSTER_HOST) && !/refused/.test(l) && /allow|tunnel|connect/i.test(l)), { timeoutMs: 30_000 });
     expect(allowed).toContain(serviceIp);
   });
 });

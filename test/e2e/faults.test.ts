@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterDir, kubectl } from '../support/cluster.ts';
 import { realNodes } from '../cluster/real-node.ts';
-import { api, ROOT, until, type ControlPlane } from '../support/runtime.ts';
+import { api, ROOT, type ControlPlane } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import {
   NS, Runtime, cleanSlate, controlPlane, evaluation, evaluationImage, lostAndDuplicated, releasedChart, runInstallCommand, smallEvaluation, submit,
   waitConnected, waitFinished, FINISHED, type Chart,
@@ -84,10 +85,10 @@ describe('faults lose and duplicate nothing', () => {
     await until('the first updates to arrive', async () => {
       const held = await Promise.all(ids.map(async (id) => (await evaluation(cp, id)).updates.length));
       return held.filter((n) => n > 0).length >= 3 ? true : undefined;
-    }, 60, 50);
+    }, { timeoutMs: 60_000, intervalMs: 50 });
     const before = rt.pod('agent');
     rt.kill(before);
-    await until('the kubelet to restart the agent', () => (rt.pod('agent').status.containerStatuses?.[0]?.restartCount ?? 0) > (before.status.containerStatuses?.[0]?.restartCount ?? 0) || undefined, 60);
+    await until('the kubelet to restart the agent', () => (rt.pod('agent').status.containerStatuses?.[0]?.restartCount ?? 0) > (before.status.containerStatuses?.[0]?.restartCount ?? 0) || undefined, { timeoutMs: 60_000 });
     await rt.ready('agent');
     await waitConnected(cp, clusterId);
     await accountFor(ids, 'agent kill -9');
@@ -104,7 +105,7 @@ describe('faults lose and duplicate nothing', () => {
     const renewedBy = await until('a live controller to renew the lease', () => {
       const lease = JSON.parse(kubectl(['-n', NS, 'get', 'lease', 'rlmesh-cluster-controller', '-o', 'json']).stdout) as { spec: { holderIdentity: string; renewTime: string } };
       return Date.parse(lease.spec.renewTime) > killedAt + 1000 ? lease.spec.holderIdentity : undefined;
-    }, 90);
+    }, { timeoutMs: 90_000 });
     figures.push(`controller kill -9: lease renewed by ${renewedBy.includes(leader!.metadata.name) ? 'the restarted container of the killed leader' : 'the other replica'}`);
     await accountFor(ids, 'controller kill -9 (leader fail-over)');
   });
@@ -129,7 +130,7 @@ describe('faults lose and duplicate nothing', () => {
     await until('the assignments to reach the cluster', () => {
       const n = kubectl(['-n', 'rlmesh-runs', 'get', 'rlmeshevaluations', '-o', 'name']).stdout.split('\n').filter((l) => ids.some((id) => l.endsWith(id))).length;
       return n === ids.length ? true : undefined;
-    }, 60);
+    }, { timeoutMs: 60_000 });
     cp.proc.kill('SIGSTOP'); // the control plane goes silent: packets reach nothing that answers
     try {
       // evaluations run to completion in the cluster while the platform is away
@@ -138,7 +139,7 @@ describe('faults lose and duplicate nothing', () => {
           .filter((e: { metadata: { name: string } }) => ids.some((id) => e.metadata.name.endsWith(id)))
           .map((e: { status?: { phase?: string } }) => e.status?.phase);
         return phases.length === ids.length && phases.every((p: string) => FINISHED.includes(p)) ? true : undefined;
-      }, 120);
+      }, { timeoutMs: 120_000 });
       await new Promise((r) => setTimeout(r, 120_000));
     } finally {
       cp.proc.kill('SIGCONT');
@@ -150,7 +151,7 @@ describe('faults lose and duplicate nothing', () => {
   it('a revoked credential: refused with a clear message, the agent stays up and keeps what it owes', async () => {
     const rotated = await api<{ value: string }>(cp, 'POST', `/v1/clusters/${clusterId}/archive`);
     expect(rotated.status).toBe(200);
-    const line = await until('the agent to explain', () => rt.log('agent').split('\n').find((l) => /archived|revoked/.test(l)), 60);
+    const line = await until('the agent to explain', () => rt.log('agent').split('\n').find((l) => /archived|revoked/.test(l)), { timeoutMs: 60_000 });
     expect(line).not.toMatch(/"stack"/);
     const before = rt.pod('agent');
     await new Promise((r) => setTimeout(r, 3000));

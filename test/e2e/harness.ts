@@ -10,7 +10,8 @@ import { NET, realNodes } from '../cluster/real-node.ts';
 import { publishEvaluationImage } from '../images/evaluation/publish.ts';
 import { REPOSITORY as EVALUATION_REPOSITORY } from '../images/evaluation/build.ts';
 import { clusterInfo, helm, kubectl, run } from '../support/cluster.ts';
-import { api, releasedChart, ROOT, startControlPlane, until, type ControlPlane } from '../support/runtime.ts';
+import { api, releasedChart, ROOT, startControlPlane, type ControlPlane } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 
 export const NS = 'rlmesh-system';
 export const RUNS = 'rlmesh-runs';
@@ -120,8 +121,8 @@ export class Runtime {
     const [ns, name] = WORKLOADS[w];
     kubectl(['-n', ns, 'scale', `deployment/${name}`, `--replicas=${replicas}`]);
     if (replicas > 0 && until_ === 'ready') await this.ready(w);
-    else if (replicas > 0) await until(`${w} to run`, () => (this.pods(w).filter((p) => p.status.phase === 'Running').length === replicas ? true : undefined), 120);
-    else await until(`${w} to stop`, () => (kubectl(['-n', ns, 'get', 'pods', '-o', 'name']).stdout.split('\n').some((l) => l.includes(name)) ? undefined : true), 120);
+    else if (replicas > 0) await until(`${w} to run`, () => (this.pods(w).filter((p) => p.status.phase === 'Running').length === replicas ? true : undefined), { timeoutMs: 120_000 });
+    else await until(`${w} to stop`, () => (kubectl(['-n', ns, 'get', 'pods', '-o', 'name']).stdout.split('\n').some((l) => l.includes(name)) ? undefined : true), { timeoutMs: 120_000 });
   }
 
   /** Waits until the Deployment's pods are all of its current template and running (ready or not: an upgrade may leave them unready). */
@@ -132,7 +133,7 @@ export class Runtime {
       const pods = this.pods(w);
       const done = d.status.updatedReplicas === d.spec.replicas && d.status.replicas === d.spec.replicas && pods.length === d.spec.replicas && pods.every((p) => p.status.phase === 'Running');
       return done ? true : undefined;
-    }, seconds, 1000);
+    }, { timeoutMs: seconds * 1000, intervalMs: 1000 });
   }
 
   /** A rollout restart: new pods, as after a node drain or an upgrade that changes the template. */
@@ -177,7 +178,7 @@ export async function waitConnected(cp: ControlPlane, id: string, seconds = 60):
   return until(`cluster ${id} Connected`, async () => {
     const row = await clusterRow(cp, id);
     return row.status === 'Connected' ? row : undefined;
-  }, seconds);
+  }, { timeoutMs: seconds * 1000 });
 }
 
 export type EvaluationView = {
@@ -202,7 +203,7 @@ export async function waitFinished(cp: ControlPlane, id: string, seconds = 120):
   return until(`evaluation ${id} to finish`, async () => {
     const e = await evaluation(cp, id);
     return FINISHED.includes(e.phase) ? e : undefined;
-  }, seconds, 500);
+  }, { timeoutMs: seconds * 1000, intervalMs: 500 });
 }
 
 /**

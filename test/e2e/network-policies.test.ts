@@ -19,7 +19,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NET, realNodes } from '../cluster/real-node.ts';
 import { intended, key, simulate, writePolicies, type Pod, type Probe, type Scenario } from '../egress/network-model.ts';
 import { kubectl } from '../support/cluster.ts';
-import { api, until, type ControlPlane } from '../support/runtime.ts';
+import { api, type ControlPlane } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import {
   NS, RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected,
   type Chart, type Workload,
@@ -101,7 +102,7 @@ async function attemptFrom(source: Source, attempts: Attempt[]): Promise<Map<str
       name: string; state?: { terminated?: object };
     }[];
     return statuses.find((s) => s.name === name)?.state?.terminated ? true : undefined;
-  }, 90, 500);
+  }, { timeoutMs: 90_000, intervalMs: 500 });
   const lines = kubectl(['-n', ns, 'logs', source.podName, '-c', name]).stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { step: string; name?: string; ok?: boolean });
   const seen = new Map(lines.filter((l) => l.step === 'attempt').map((l) => [l.name!, l.ok === true]));
   const missing = attempts.filter((a) => !seen.has(a.name)).map((a) => a.name);
@@ -209,7 +210,7 @@ async function table(label: string, scenario: Scenario | 'no policies'): Promise
 async function applied(what: string, from: string, target: string, want: boolean): Promise<void> {
   const t = targets.find((x) => x.attempt.name === target)!;
   const source = sources.find((x) => key(x.pod) === from)!;
-  await until(what, async () => ((await attemptFrom(source, [t.attempt])).get(t.attempt.name) === want ? true : undefined), 90, 1000);
+  await until(what, async () => ((await attemptFrom(source, [t.attempt])).get(t.attempt.name) === want ? true : undefined), { timeoutMs: 90_000, intervalMs: 1000 });
 }
 
 const isCoreDns = (p: Pod) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns';
@@ -282,7 +283,7 @@ beforeAll(async () => {
     } catch {
       return undefined;
     }
-  }, 180, 1000);
+  }, { timeoutMs: 180_000, intervalMs: 1000 });
   survey(evalSource, evalTarget);
 }, 600_000);
 

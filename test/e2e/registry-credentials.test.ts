@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterDir, kubectl, run } from '../support/cluster.ts';
 import { registryGet, registryToken } from '../support/registry.ts';
 import { releaseInfo } from '../support/release.ts';
-import { api, until, type ControlPlane } from '../support/runtime.ts';
+import { api, type ControlPlane } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import { realNodes } from '../cluster/real-node.ts';
 import { dockerConfigJson } from '../../controlplane/pull-secret.ts';
 import { NS, RUNS, Runtime, cleanSlate, controlPlane, releasedChart, runInstallCommand, waitConnected, type Workload } from './harness.ts';
@@ -53,7 +54,7 @@ async function replacePod(w: Workload): Promise<{ reason: string; message: strin
   const old = rt.pod(w);
   const ns = w === 'filler' ? RUNS : NS;
   kubectl(['-n', ns, 'delete', 'pod', old.metadata.name, '--wait=false']);
-  await until(`a new ${w} pod`, () => (rt.pods(w).some((p) => p.metadata.uid !== old.metadata.uid) ? true : undefined), 60);
+  await until(`a new ${w} pod`, () => (rt.pods(w).some((p) => p.metadata.uid !== old.metadata.uid) ? true : undefined), { timeoutMs: 60_000 });
   await rt.ready(w);
   return podEvents(ns, rt.pod(w).metadata.name);
 }
@@ -130,7 +131,7 @@ describe('registry credentials', () => {
         const st = p && (JSON.parse(kubectl(['-n', RUNS, 'get', 'pod', p.metadata.name, '-o', 'json']).stdout) as { status: { containerStatuses?: { state: { waiting?: { reason: string; message?: string } } }[] } }).status;
         const w = st?.containerStatuses?.[0]?.state.waiting;
         return w && /ImagePullBackOff|ErrImagePull/.test(w.reason) ? { pod: p!.metadata.name, ...w } : undefined;
-      }, 120);
+      }, { timeoutMs: 120_000 });
       const failed = podEvents(RUNS, waiting.pod).filter((e) => e.reason === 'Failed').map((e) => e.message).join('\n');
       expect(failed).toMatch(/401 Unauthorized/);
       // the token service's side: the wrong credential refused for what it is, and not written down

@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NET, podNetnsPath, realNodes, routesIn, routesOutsideHarness } from '../cluster/real-node.ts';
 import { helm, kubectl, run } from '../support/cluster.ts';
-import { api, until, type ControlPlane } from '../support/runtime.ts';
+import { api, type ControlPlane } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 import {
   CONTROL_PLANE_HOST, NS, RUNS, Runtime, cleanSlate, cliPath, clusterRow, controlPlane, evaluation, evaluationImage, localFlags, releasedChart,
   runInstallCommand, smallEvaluation, submit, waitConnected, waitFinished, type Chart,
@@ -94,7 +95,7 @@ describe('Install', () => {
     const result = await until('the probe result', () => {
       const r = kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-network-policy-probe', '-o', 'jsonpath={.data.result\\.json}'], { allowFail: true });
       return r.status === 0 && r.stdout ? (JSON.parse(r.stdout) as { verdict: string; found: string }) : undefined;
-    }, 120);
+    }, { timeoutMs: 120_000 });
     expect(result.verdict, result.found).toBe('pass');
     expect(result.found).toMatch(/^NetworkPolicy is enforced/);
     const probe = JSON.parse(kubectl(['-n', RUNS, 'get', 'pods', '-l', 'app.kubernetes.io/name=rlmesh-network-policy-probe', '-o', 'json']).stdout).items[0] as {
@@ -107,7 +108,7 @@ describe('Install', () => {
   });
 
   it('the agent trades the token once, writes its own Secrets (a hash of the token, never the token) and connects', async () => {
-    await until('the control Secret', () => secretValue(NS, 'rlmesh-cluster-control', 'cluster-id'), 60);
+    await until('the control Secret', () => secretValue(NS, 'rlmesh-cluster-control', 'cluster-id'), { timeoutMs: 60_000 });
     expect(secretValue(NS, 'rlmesh-cluster-control', 'cluster-id')).toBe(clusterId);
     expect(secretValue(NS, 'rlmesh-cluster-control', 'control')).toMatch(/^rlm_/);
     for (const ns of [NS, RUNS]) {
@@ -165,7 +166,7 @@ describe('Install', () => {
     const proxyIps = rt.pods('egress').map((p) => (JSON.parse(kubectl(['-n', NS, 'get', 'pod', p.metadata.name, '-o', 'json']).stdout) as { status: { podIP: string } }).status.podIP);
     expect(publicServer.requests.map((r) => r.path).sort()).toEqual(['/ca.pem', '/probe']);
     for (const r of publicServer.requests) expect(proxyIps).toContain(r.from.replace(/^::ffff:/, ''));
-    const decision = await until('the refusal decision line', () => rt.log('egress').split('\n').find((l) => l.includes(notListed!)), 30);
+    const decision = await until('the refusal decision line', () => rt.log('egress').split('\n').find((l) => l.includes(notListed!)), { timeoutMs: 30_000 });
     expect(decision).toMatch(/refused/);
   });
 });
@@ -188,7 +189,7 @@ describe('Bring your own Secrets', () => {
   it('helm uninstall leaves the Secrets delivered out of band; installing again with them connects', async () => {
     helm(['uninstall', 'rlmesh', '-n', NS, '--wait']);
     // the garbage collector would remove a Secret the agent owned once its ClusterRole is gone (see Uninstall)
-    await until('the release to be gone', () => (exists(['clusterrole', 'rlmesh-cluster-agent']) ? undefined : true), 60);
+    await until('the release to be gone', () => (exists(['clusterrole', 'rlmesh-cluster-agent']) ? undefined : true), { timeoutMs: 60_000 });
     await new Promise((r) => setTimeout(r, 10_000));
     for (const [ns, name] of [[NS, 'rlmesh-secrets'], [NS, 'rlmesh-registry-pull'], [RUNS, 'rlmesh-registry-pull']] as const) {
       expect(exists(['-n', ns, 'secret', name]), `${ns}/${name}`).toBe(true);
@@ -214,7 +215,7 @@ describe('Verify', () => {
     const later = await until('lastSeenAt to advance', async () => {
       const row = await clusterRow(cp, clusterId);
       return Date.parse(row.lastSeenAt!) > Date.parse(first.lastSeenAt!) ? row : undefined;
-    }, 30);
+    }, { timeoutMs: 30_000 });
     expect(later.status).toBe('Connected');
   });
 
@@ -236,7 +237,7 @@ describe('Troubleshooting, as the spec lists it', () => {
   it('ImagePullBackOff: the kubelet cannot pull; the evaluation says to check registry access and the pull Secret; with own Secrets the agent names the one missing', async () => {
     const missing = `registry.rlmesh.dev/rlmesh-test/evaluation@sha256:${createHash('sha256').update('an image this registry does not hold').digest('hex')}`;
     const id = await submit(cp, clusterId, smallEvaluation(missing));
-    const update = await until('the control plane to hear why', async () => (await evaluation(cp, id)).updates.find((u) => /ImagePull|ErrImagePull|pull/.test(u.message ?? '')), 120);
+    const update = await until('the control plane to hear why', async () => (await evaluation(cp, id)).updates.find((u) => /ImagePull|ErrImagePull|pull/.test(u.message ?? '')), { timeoutMs: 120_000 });
     expect(update.message).toMatch(/check registry access and that the pull Secret exists in the runs namespace/);
     await api(cp, 'POST', `/v1/evaluations/${id}/cancel`, { reason: 'e2e: image does not exist' });
 
@@ -244,7 +245,7 @@ describe('Troubleshooting, as the spec lists it', () => {
     await rt.scale('agent', 0);
     kubectl(['-n', RUNS, 'delete', 'secret', 'rlmesh-registry-pull']);
     await rt.scale('agent', 1, 'running');
-    const line = await until('the agent to name the Secret', () => rt.log('agent').split('\n').find((l) => l.includes('rlmesh-runs/rlmesh-registry-pull')), 60);
+    const line = await until('the agent to name the Secret', () => rt.log('agent').split('\n').find((l) => l.includes('rlmesh-runs/rlmesh-registry-pull')), { timeoutMs: 60_000 });
     expect(line).toMatch(/does not exist/);
   });
 
@@ -254,7 +255,7 @@ describe('Troubleshooting, as the spec lists it', () => {
     run(NODE, [cliPath, 'clusters', 'join', '--token', created.body.joinToken, '--api', cp.url, '--ca-file', cp.caFile, '--format', 'k8s-secret', '--out', join(mkdtempSync(join(tmpdir(), 'used-')), 'x.yaml')]);
     // the agent cannot become ready with a used token: helm does not wait for it
     helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', '--set', `joinToken=${created.body.joinToken}`, '--set', 'credentials.controlSecret=', '--set', 'credentials.pullSecret=', ...noWait(localFlags(cp))]);
-    const line = await until('the agent to explain', () => rt.log('agent').split('\n').find((l) => /token_used|already used/.test(l)), 120);
+    const line = await until('the agent to explain', () => rt.log('agent').split('\n').find((l) => /token_used|already used/.test(l)), { timeoutMs: 120_000 });
     expect(line).toMatch(/new install command/);
     expect(line).not.toContain(created.body.joinToken);
   });
@@ -310,7 +311,7 @@ describe('Rotate credentials and upgrade', () => {
     await until('new credentials', () => {
       const v = secretValue(NS, 'rlmesh-cluster-control', 'control');
       return v && v !== control ? v : undefined;
-    }, 120);
+    }, { timeoutMs: 120_000 });
     await waitConnected(cp, clusterId);
   });
 
@@ -319,7 +320,7 @@ describe('Rotate credentials and upgrade', () => {
     const rotated = await api<{ value: string }>(cp, 'POST', `/v1/clusters/${clusterId}/credentials/control/rotate`);
     expect(rotated.status).toBe(200);
     kubectl(['-n', NS, 'patch', 'secret', 'rlmesh-cluster-control', '--type', 'merge', '-p', JSON.stringify({ stringData: { control: rotated.body.value } })]);
-    await until('the agent to re-authenticate', () => /re-?authenticat|credential (changed|rotated)/i.test(rt.log('agent')) || undefined, 60);
+    await until('the agent to re-authenticate', () => /re-?authenticat|credential (changed|rotated)/i.test(rt.log('agent')) || undefined, { timeoutMs: 60_000 });
     await waitConnected(cp, clusterId);
     const after = rt.pod('agent');
     expect(after.metadata.uid).toBe(before.metadata.uid);
@@ -337,7 +338,7 @@ describe('Uninstall', () => {
   it('archiving the registration revokes every credential: the agent is refused with a clear message', async () => {
     const archived = await api<{ status: string }>(cp, 'POST', `/v1/clusters/${clusterId}/archive`);
     expect(archived.body.status).toBe('Archived');
-    const line = await until('the agent to say it was revoked', () => rt.log('agent').split('\n').find((l) => /archived|revoked/.test(l)), 60);
+    const line = await until('the agent to say it was revoked', () => rt.log('agent').split('\n').find((l) => /archived|revoked/.test(l)), { timeoutMs: 60_000 });
     expect(line).toMatch(/Connect your cluster|new install command/);
   });
 
@@ -346,9 +347,9 @@ describe('Uninstall', () => {
     for (const [ns, name] of written) expect(exists(['-n', ns, 'secret', name]), `${ns}/${name} before`).toBe(true);
     helm(['uninstall', 'rlmesh', '-n', NS, '--wait']);
     expect(exists(['-n', NS, 'deployment', 'rlmesh-cluster-agent'])).toBe(false);
-    await until('the spool PVC to go', () => !exists(['-n', NS, 'pvc', 'rlmesh-agent-spool']) || undefined, 60);
+    await until('the spool PVC to go', () => !exists(['-n', NS, 'pvc', 'rlmesh-agent-spool']) || undefined, { timeoutMs: 60_000 });
     // owned by the agent's ClusterRole, which the uninstall deleted: the garbage collector removes them
-    await until('the credentials the agent wrote to go', () => (written.some(([ns, name]) => exists(['-n', ns, 'secret', name])) ? undefined : true), 60);
+    await until('the credentials the agent wrote to go', () => (written.some(([ns, name]) => exists(['-n', ns, 'secret', name])) ? undefined : true), { timeoutMs: 60_000 });
     expect(exists(['namespace', RUNS])).toBe(true);
     expect(exists(['-n', RUNS, 'pvc', 'rlmesh-artifact-cache'])).toBe(true);
     expect(exists(['crd', 'rlmeshevaluations.rlmesh.dev'])).toBe(true);

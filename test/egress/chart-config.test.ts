@@ -19,6 +19,7 @@ import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../egress/config.ts';
 import { clusterInfo } from '../support/cluster.ts';
+import { until } from '../support/until.ts';
 import { startDnsServer, type TestDnsServer } from './dns-server.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
@@ -70,11 +71,14 @@ beforeAll(async () => {
   ], { env: { ...process.env, RLMESH_CONFIG: configFile }, stdio: ['ignore', 'pipe', 'pipe'] });
   createInterface({ input: proxy.stdout! }).on('line', (l) => logs.push(l));
   createInterface({ input: proxy.stderr! }).on('line', (l) => logs.push(l));
-  const deadline = Date.now() + 15_000;
-  while (!logs.some((l) => l.includes('egress proxy ready'))) {
-    if (proxy.exitCode !== null || Date.now() > deadline) throw new Error(`the proxy did not start from the chart's config:\n${logs.join('\n')}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(
+    "the proxy to start from the chart's config",
+    () => {
+      if (proxy.exitCode !== null) throw new Error(`the proxy exited with ${proxy.exitCode}`);
+      return logs.some((l) => l.includes('egress proxy ready'));
+    },
+    { timeoutMs: 15_000, intervalMs: 50, context: () => logs.join('\n') },
+  );
 });
 
 afterAll(async () => {

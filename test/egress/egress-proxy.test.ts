@@ -21,6 +21,7 @@ import { Agent, ProxyAgent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDnsServer, type TestDnsServer } from './dns-server.ts';
 import { createNetns, type Netns } from './netns.ts';
+import { until } from '../support/until.ts';
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '../..');
@@ -78,11 +79,14 @@ async function startProxy(extra: string[] = []): Promise<void> {
       logLines.push({ raw: l });
     }
   });
-  const deadline = Date.now() + 15_000;
-  while (!logLines.some((l) => l.msg === 'egress proxy ready')) {
-    if (proxy.exitCode !== null || Date.now() > deadline) throw new Error(`the egress proxy did not start: ${JSON.stringify(logLines)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(
+    'the egress proxy to start',
+    () => {
+      if (proxy.exitCode !== null) throw new Error(`the egress proxy exited with ${proxy.exitCode}`);
+      return logLines.some((l) => l.msg === 'egress proxy ready');
+    },
+    { timeoutMs: 15_000, intervalMs: 50, context: () => JSON.stringify(logLines) },
+  );
 }
 
 interface RawAnswer {
@@ -138,14 +142,8 @@ async function curl(url: string, extra: string[] = []): Promise<{ code: string; 
 }
 
 /** The proxy logs a tunnel when it closes, a moment after the client has gone. */
-async function waitForLog(match: (l: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
-  const deadline = Date.now() + 5_000;
-  for (;;) {
-    const line = logLines.findLast(match);
-    if (line) return line;
-    if (Date.now() > deadline) throw new Error(`no matching proxy log line in ${JSON.stringify(logLines.slice(-5))}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+function waitForLog(match: (l: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+  return until('a matching proxy log line', () => logLines.findLast(match), { timeoutMs: 5_000, intervalMs: 50, context: () => `last proxy log lines: ${JSON.stringify(logLines.slice(-5))}` });
 }
 
 async function metrics(): Promise<string> {
@@ -275,8 +273,7 @@ describe('tunnel lifecycle', () => {
     });
     socket.resume();
     socket.write('ping\n');
-    const deadline = Date.now() + 5_000;
-    while (!text.includes('ping') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await until('the echo of ping', () => text.includes('ping'), { timeoutMs: 5_000, intervalMs: 20, context: () => `received: ${JSON.stringify(text)}` });
     expect(text).toBe(`banner from ${ns.nsAddress}\nping\n`);
     socket.destroy();
   });
@@ -373,20 +370,23 @@ describe('hostile DNS answers', () => {
       r.socket.destroy();
       return r;
     };
-    const until = async (what: string, ok: (r: RawAnswer) => boolean) => {
-      const deadline = Date.now() + 20_000;
-      for (let r = await attempt(); !ok(r); r = await attempt()) {
-        if (Date.now() > deadline) throw new Error(`${what}: still ${r.status} ${r.body}`);
-        await new Promise((res) => setTimeout(res, 250));
-      }
-    };
+    const answered = (what: string, ok: (r: RawAnswer) => boolean) =>
+      until(
+        what,
+        async () => {
+          const r = await attempt();
+          if (!ok(r)) throw new Error(`still ${r.status} ${r.body}`);
+          return r;
+        },
+        { timeoutMs: 20_000 },
+      );
     expect((await attempt()).status).toBe(200);
     writeFileSync(rangesFile(), `${ns.nsAddress}/32\nnot-a-range\n`);
-    await until('the range from the file to be refused', (r) => r.status === 403 && r.headers['x-rlmesh-egress-refused'] === 'cluster-range');
+    await answered('the range from the file to be refused', (r) => r.status === 403 && r.headers['x-rlmesh-egress-refused'] === 'cluster-range');
     expect((await attempt()).body).toContain(`${ns.nsAddress} is in ${ns.nsAddress}/32, one of the cluster's own ranges`);
     expect(await waitForLog((l) => l.msg === 'skipped lines of the cluster ranges file that are not ranges')).toMatchObject({ path: rangesFile() });
     writeFileSync(rangesFile(), '');
-    await until('the address to be reachable again', (r) => r.status === 200);
+    await answered('the address to be reachable again', (r) => r.status === 200);
   });
 
   it('refuses connections to itself, whatever the allow-ranges say', async () => {
@@ -581,13 +581,16 @@ describe('limits', () => {
 
   it('caps connections from accept, before any header is read: in total (503) and per client (429), other clients unaffected, the header timeout still closing idle ones', async () => {
     const openGauge = async () => Number(/^rlmesh_egress_open_connections (\d+)$/m.exec(await metrics())?.[1]);
-    const settle = async () => {
-      const deadline = Date.now() + 5_000;
-      while ((await openGauge()) !== 0) {
-        if (Date.now() > deadline) throw new Error(`connections still open: ${await openGauge()}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
+    const settle = () =>
+      until(
+        'every connection to close',
+        async () => {
+          const open = await openGauge();
+          if (open !== 0) throw new Error(`connections still open: ${open}`);
+          return true;
+        },
+        { timeoutMs: 5_000, intervalMs: 50 },
+      );
     const idle = async (localAddress: string) => {
       const s = net.connect({ host: '127.0.0.1', port: PROXY_PORT, localAddress });
       s.on('error', () => s.destroy());

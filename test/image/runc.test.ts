@@ -30,6 +30,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterInfo, registryAuthFile } from '../support/cluster.ts';
 import { releaseInfo, type PublishedImage } from '../support/release.ts';
 import { createNetns, type Netns } from '../egress/netns.ts';
+import { until, type UntilOptions } from '../support/until.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const IMAGE = 'rlmesh-runtime';
@@ -259,15 +260,8 @@ describe('the egress proxy from the image, in a network namespace', () => {
     sh('ip', ['link', 'del', 'rnc-p']); // a pair left on the host by a run that died half-way
   };
 
-  async function waitFor<T>(what: string, find: () => T | undefined, ms = 10_000): Promise<T> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const found = find();
-      if (found !== undefined) return found;
-      if (Date.now() > deadline) throw new Error(`${what}: not seen in time; proxy log ${JSON.stringify(proxyLog.slice(-5))}, stderr ${proxyStderr.join('')}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  // what the proxy logged explains a wait that timed out
+  const soon: UntilOptions = { timeoutMs: 10_000, intervalMs: 50, context: () => `proxy log ${JSON.stringify(proxyLog.slice(-5))}, stderr ${proxyStderr.join('')}` };
 
   async function curl(url: string): Promise<{ code: string; body: string; stderr: string }> {
     const args = ['netns', 'exec', upstreamNs.name, 'curl', '-sS', '-v', '-p', '--max-time', '10', '--cacert', join(certDir, 'cert.pem'), '-x', PROXY, '-w', '\n%{http_code}', url];
@@ -338,10 +332,10 @@ describe('the egress proxy from the image, in a network namespace', () => {
       }
     });
     proxy.stderr!.on('data', (d: Buffer) => proxyStderr.push(d.toString()));
-    await waitFor('the egress proxy in runc ready', () => {
+    await until('the egress proxy in runc ready', () => {
       if (proxy.exitCode !== null) throw new Error(`the egress container exited with ${proxy.exitCode}: ${proxyStderr.join('')} ${JSON.stringify(proxyLog)}`);
       return proxyLog.find((l) => l.msg === 'egress proxy ready');
-    }, 20_000);
+    }, soon);
   }, 120_000);
 
   afterAll(async () => {
@@ -361,7 +355,7 @@ describe('the egress proxy from the image, in a network namespace', () => {
     // the upstream names its own address: the bytes came from it, through the tunnel, TLS verified by curl
     expect({ code: r.code, body: r.body }).toEqual({ code: '200', body: `upstream ${upstreamNs.nsAddress} ok.runc.test /through-runc` });
     expect(dnsQueries).toContainEqual({ query: 'ok.runc.test', type: 'A' });
-    const line = await waitFor('the allow decision', () => proxyLog.findLast((l) => l.host === 'ok.runc.test' && l.decision === 'allowed'));
+    const line = await until('the allow decision', () => proxyLog.findLast((l) => l.host === 'ok.runc.test' && l.decision === 'allowed'), soon);
     expect(line).toMatchObject({ host: 'ok.runc.test', port: 443, client: LINK.upstreamSide, decision: 'allowed', rule: 'allow-range', address: upstreamNs.nsAddress });
   });
 
@@ -370,7 +364,7 @@ describe('the egress proxy from the image, in a network namespace', () => {
     expect(r.code).not.toBe('200');
     expect(r.stderr).toMatch(/< HTTP\/1\.1 403/);
     expect(r.stderr).toMatch(/x-rlmesh-egress-refused: not-allowed/i);
-    const line = await waitFor('the refusal', () => proxyLog.findLast((l) => l.host === 'notlisted.runc.test'));
+    const line = await until('the refusal', () => proxyLog.findLast((l) => l.host === 'notlisted.runc.test'), soon);
     expect(line).toMatchObject({ decision: 'refused', rule: 'not-allowed', client: LINK.upstreamSide });
   });
 
@@ -387,7 +381,7 @@ describe('the egress proxy from the image, in a network namespace', () => {
     expect(JSON.parse(untrusted.stdout)).toEqual({ error: 'DEPTH_ZERO_SELF_SIGNED_CERT' });
     // both went through the proxy in the other container
     const fromNode = (l: Record<string, unknown>) => l.host === 'ok.runc.test' && l.decision === 'allowed' && l.client === '127.0.0.1';
-    await waitFor('two tunnels from the image\'s node', () => (proxyLog.filter(fromNode).length >= 2 ? true : undefined));
+    await until('two tunnels from the image\'s node', () => (proxyLog.filter(fromNode).length >= 2 ? true : undefined), soon);
     expect(proxyLog.filter(fromNode)).toHaveLength(2);
   });
 });

@@ -19,7 +19,8 @@ import { createMetrics as egressMetrics } from '../../egress/metrics.ts';
 import { PROMETHEUS_IMAGE } from '../../lib/observability-values-schema.ts';
 import { kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { prometheusConfig, render, root, valuesFile, type K8sObject } from './chart.ts';
-import { activeTargets, freePort, ownMetric, serveRegistry, startPrometheus, until as untilFor, type RunningPrometheus } from './prometheus-run.ts';
+import { activeTargets, freePort, ownMetric, logTail, serveRegistry, startPrometheus, type RunningPrometheus } from './prometheus-run.ts';
+import { until as untilFor, type Probe } from '../support/until.ts';
 import { joinWithRelay, relayView, rotateRelay, rotationUsed, startTestControlPlane, type RelayCluster, type TestControlPlane } from './control-plane.ts';
 
 const NS = 'rlmesh-obs-sd';
@@ -30,7 +31,7 @@ let credentialFile: string;
 let binary: string;
 const servers: Server[] = [];
 const ports: Record<string, number> = {};
-const until = <T>(what: string, fn: () => Promise<T | undefined> | T | undefined) => untilFor(what, fn, 40_000, () => prometheus?.log() ?? '');
+const until = <T>(what: string, probe: Probe<T>) => untilFor(what, probe, { timeoutMs: 40_000, context: () => logTail(prometheus?.log() ?? '') });
 
 const pod = (name: string, labels: Record<string, string>, ports: { name: string; containerPort: number }[]): K8sObject => ({
   apiVersion: 'v1',

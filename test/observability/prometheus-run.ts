@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Registry } from 'prom-client';
 import { stringify } from 'yaml';
+import { until } from '../support/until.ts';
 
 export async function freePort(): Promise<number> {
   const s = createServer();
@@ -57,19 +58,12 @@ export async function startPrometheus(opts: { binary: string; promtool?: string;
       await exited;
     },
   };
-  await until('Prometheus ready', async () => (await fetch(`${url}/-/ready`).catch(() => undefined))?.ok || undefined, 60_000, () => log);
+  await until('Prometheus ready', async () => (await fetch(`${url}/-/ready`).catch(() => undefined))?.ok || undefined, { timeoutMs: 60_000, context: () => logTail(log) });
   return running;
 }
 
-export async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000, log?: () => string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${log ? `\nprometheus log (tail):\n${log().slice(-3000)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
+/** The tail of Prometheus's log, for a timeout error's context. */
+export const logTail = (log: string): string => `prometheus log (tail):\n${log.slice(-3000)}`;
 
 /** Sum of the samples of Prometheus's own /metrics lines matching `line`. */
 export async function ownMetric(url: string, line: RegExp): Promise<number> {

@@ -22,7 +22,8 @@ import { createMetrics as controllerMetrics } from '../../controller/metrics.ts'
 import { createMetrics as egressMetrics } from '../../egress/metrics.ts';
 import { kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { CHART, prometheusConfig, render, valuesFile, type K8sObject } from './chart.ts';
-import { activeTargets, freePort, ownMetric, serveRegistry, startPrometheus, until as untilFor, type RunningPrometheus } from './prometheus-run.ts';
+import { activeTargets, freePort, ownMetric, logTail, serveRegistry, startPrometheus, type RunningPrometheus } from './prometheus-run.ts';
+import { until as untilFor, type Probe } from '../support/until.ts';
 import { joinWithRelay, relayView, rotateRelay, rotationUsed, startTestControlPlane, type RelayCluster, type TestControlPlane } from './control-plane.ts';
 
 const PROMETHEUS = '/usr/bin/prometheus';
@@ -36,7 +37,7 @@ let credentialFile: string;
 let saKubeconfig: string;
 let selector: string;
 const metricServers: Server[] = [];
-const until = <T>(what: string, fn: () => Promise<T | undefined> | T | undefined) => untilFor(what, fn, 30_000, () => prometheus?.log() ?? '');
+const until = <T>(what: string, probe: Probe<T>) => untilFor(what, probe, { timeoutMs: 30_000, context: () => logTail(prometheus?.log() ?? '') });
 async function serve(registry: Parameters<typeof serveRegistry>[0]): Promise<number> {
   const { port, server } = await serveRegistry(registry);
   metricServers.push(server);

@@ -11,7 +11,8 @@ import { agentPreflightOnce, startAgentPreflight } from '../../lib/preflight/age
 import { CHECK_IDS } from '../../lib/preflight/run.ts';
 import { runtimeConfigSchema } from '../../lib/runtime-config.ts';
 import { kubectl } from '../support/cluster.ts';
-import { agentKubeConfig, NS, RUNS, setUpNamespaces, tearDownNamespaces, waitFor } from './support.ts';
+import { agentKubeConfig, NS, RUNS, setUpNamespaces, tearDownNamespaces } from './support.ts';
+import { until } from '../support/until.ts';
 
 let cp: TestControlPlane;
 
@@ -76,7 +77,7 @@ describe('agent preflight', () => {
     const sent: PreflightReport[] = [];
     const stop = startAgentPreflight({ kc: await agentKubeConfig(), config: configFor(), log: pino({ level: 'silent' }), send: (r) => void sent.push(r), intervalMs: 1500 });
     try {
-      await waitFor('two reports', () => (sent.length >= 2 ? true : undefined), 30_000);
+      await until('two reports', () => (sent.length >= 2 ? true : undefined), { timeoutMs: 30_000 });
     } finally {
       stop();
     }

@@ -8,7 +8,8 @@ import { checkKubernetesVersion } from '../../lib/preflight/checks/kubernetes-ve
 import { checkNodeArchitecture } from '../../lib/preflight/checks/node-architecture.ts';
 import { checkStorageClass, isDefaultClass } from '../../lib/preflight/checks/storage-class.ts';
 import { adminKubeConfig, clusterInfo, kubectl } from '../support/cluster.ts';
-import { apply, context, kwokNode, TEST_LABEL, waitFor } from './support.ts';
+import { apply, context, kwokNode, TEST_LABEL } from './support.ts';
+import { until } from '../support/until.ts';
 
 const ARM = 'rlmesh-pf-arm64-0';
 const NOPLUGIN = 'rlmesh-pf-gpu-noplugin-0';
@@ -133,7 +134,7 @@ describe('gpu-resources', () => {
   });
   it('lists DRA DeviceClasses from resource.k8s.io', async () => {
     apply('{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"rlmesh-pf.example.com"},"spec":{"selectors":[{"cel":{"expression":"device.driver == \\"rlmesh-pf.example.com\\""}}]}}');
-    const r = await waitFor('the DeviceClass in the check', async () => {
+    const r = await until('the DeviceClass in the check', async () => {
       const res = await checkGpuResources(context({ nodeSelector: 'node.kubernetes.io/instance-type=cpu-16' }));
       return res.found.includes('rlmesh-pf.example.com') ? res : undefined;
     });

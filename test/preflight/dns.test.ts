@@ -4,7 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkDnsPeers } from '../../lib/preflight/checks/dns-peers.ts';
 import { kubectl } from '../support/cluster.ts';
-import { agentKubeConfig, apply, context, setUpNamespaces, tearDownNamespaces, waitFor } from './support.ts';
+import { agentKubeConfig, apply, context, setUpNamespaces, tearDownNamespaces } from './support.ts';
+import { until } from '../support/until.ts';
 
 const DNS_NS = 'rlmesh-pf-dns';
 const resolverPeer = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': DNS_NS } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } };
@@ -37,7 +38,7 @@ spec:
             - { name: dns-tcp, containerPort: 53, protocol: TCP }
             - { name: metrics, containerPort: 9153, protocol: TCP }
 `);
-  [podName, podIp] = await waitFor('the resolver pod Running with an IP', () => {
+  [podName, podIp] = await until('the resolver pod Running with an IP', () => {
     const out = kubectl(['get', 'pods', '-n', DNS_NS, '-l', 'k8s-app=kube-dns', '-o', 'jsonpath={range .items[?(@.status.phase=="Running")]}{.metadata.name} {.status.podIP}{"\\n"}{end}']).stdout.trim();
     const [name, ip] = out.split('\n')[0]?.split(' ') ?? [];
     return name && ip ? [name, ip] : undefined;

@@ -11,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInstallRights } from '../../lib/preflight/checks/install-rights.ts';
 import { checkSingleInstallation } from '../../lib/preflight/checks/single-installation.ts';
 import { helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { agentKubeConfig, apply, context, NS, setUpNamespaces, tearDownNamespaces, waitFor } from './support.ts';
+import { agentKubeConfig, apply, context, NS, setUpNamespaces, tearDownNamespaces } from './support.ts';
+import { until } from '../support/until.ts';
 
 const OTHER = 'rlmesh-pf-other';
 const HELM_NS = 'rlmesh-pf-helm';
@@ -50,7 +51,7 @@ spec:
 
     // inside the cluster the agent, with its own rights, finds the other agent's pod
     const kc = await agentKubeConfig();
-    const inCluster = await waitFor('the other agent pod', async () => {
+    const inCluster = await until('the other agent pod', async () => {
       const res = await checkSingleInstallation(context({}, 'agent', kc));
       return res.found.includes(`namespace ${OTHER}`) ? res : undefined;
     });

@@ -15,7 +15,8 @@ import { runNetworkPolicyProbe, startNetworkPolicyProbeLoop, PROBE_LABELS, PROBE
 import { checkNetworkPolicy, PROBE_CONFIGMAP } from '../../lib/preflight/checks/network-policy.ts';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { outcomeEnv, startOutcomeWebhook, type Outcome, type OutcomeWebhook } from '../support/kwok-outcome.ts';
-import { agentKubeConfig, apply, context, controllerKubeConfig, NS, RUNS, setUpNamespaces, tearDownNamespaces, waitFor } from './support.ts';
+import { agentKubeConfig, apply, context, controllerKubeConfig, NS, RUNS, setUpNamespaces, tearDownNamespaces } from './support.ts';
+import { until } from '../support/until.ts';
 
 const targets = { forbidden: '10.244.0.99:9090', allowed: 'rlmesh-egress-proxy.rlmesh-pf-system.svc:3128' };
 let opts: ProbeOptions;
@@ -120,7 +121,7 @@ spec:
     webhook.set({ exitCode: 0 });
     const stop = startNetworkPolicyProbeLoop({ ...opts, intervalMs: 3600_000 });
     try {
-      const verdict = await waitFor('the loop to store a result', () => {
+      const verdict = await until('the loop to store a result', () => {
         const r = kubectl(['get', 'configmap', PROBE_CONFIGMAP, '-n', NS, '-o', 'jsonpath={.data.summary}'], { allowFail: true });
         return r.status === 0 && r.stdout ? r.stdout : undefined;
       });

@@ -92,13 +92,3 @@ export function kwokNode(name: string, group: string, o: { arch?: string; labels
     status: { allocatable: { cpu: '16', memory: '64Gi', pods: '110', ...(o.capacity ?? {}) }, capacity: { cpu: '16', memory: '64Gi', pods: '110', ...(o.capacity ?? {}) } },
   });
 }
-
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}

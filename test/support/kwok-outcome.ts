@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { CoreV1Api, type V1EnvVar, type V1Pod } from '@kubernetes/client-node';
 import { ensureTls } from '../../controlplane/tls.ts';
 import { adminKubeConfig, kubectl } from './cluster.ts';
+import { until } from './until.ts';
 
 /** What a pod carries to land on a kwok node: with real nodes in the cluster, kwok's nodes are tainted (test/cluster/nodes.ts). */
 export const KWOK_TOLERATION = { key: 'kwok.x-k8s.io/node', operator: 'Equal', value: 'fake', effect: 'NoSchedule' } as const;
@@ -115,12 +116,15 @@ export async function startOutcomeWebhook(o: { namespace: string; labels: Record
       containers: [{ name: 'c', image: 'registry.example/ready:1', securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } }],
     },
   };
-  const deadline = Date.now() + 30_000;
-  while (admitted.length === 0) {
-    if (Date.now() > deadline) throw new Error(`the API server did not call the outcome webhook ${name} within 30 s`);
-    await core.createNamespacedPod({ namespace: o.namespace, body: probe, dryRun: 'All' }).catch(() => undefined);
-    if (admitted.length === 0) await new Promise((r) => setTimeout(r, 200));
-  }
+  await until(
+    `the API server to call the outcome webhook ${name}`,
+    async () => {
+      // only the webhook call counts: the dry run itself may be refused by the outcome it decides
+      await core.createNamespacedPod({ namespace: o.namespace, body: probe, dryRun: 'All' }).catch(() => undefined);
+      return admitted.length > 0;
+    },
+    { timeoutMs: 30_000, intervalMs: 200 },
+  );
   admitted.length = 0;
   return {
     set: (next) => void (outcome = next),

@@ -91,18 +91,3 @@ export function writeTemp(name: string, content: string): string {
   writeFileSync(file, content, { mode: 0o600 });
   return file;
 }
-
-export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, seconds = 60, everyMs = 250): Promise<T> {
-  const end = Date.now() + seconds * 1000;
-  let last: unknown;
-  while (Date.now() < end) {
-    try {
-      const v = await probe();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-  throw new Error(`${what} did not happen within ${seconds}s${last ? ` (last error: ${String(last)})` : ''}`);
-}
