@@ -85,7 +85,7 @@ describe('cache fill', () => {
     const source = { s3: { endpoint: s3.endpoint, region: 'us-east-1', bucket: 'rl-artifacts', key: 'models/policy.pt', credentialsSecretRef: { name: 's3-creds-s3eval' } } };
     // like the agent: the evaluation first, then the Secret it owns
     await createEvaluation(env, evaluation('s3eval', { artifacts: [{ name: 'policy.pt', sha256: b.sha256, sizeBytes: b.data.length, source }] }, { duration: '200ms' }));
-    await sleep(1000);
+    await until('the filler to find the Secret missing', () => readFileSync(filler.logFile, 'utf8').includes(`Secret ${env.runs}/s3-creds-s3eval for artifact policy.pt does not exist yet`));
     apply([
       {
         apiVersion: 'v1',
@@ -177,7 +177,7 @@ describe('eviction', () => {
       { group: GROUP, version: VERSION, plural: 'rlmeshcaches', name: env.cacheName, body: { spec: { capacityBytes: 1_000_000, highWaterMarkPercent: 90, lowWaterMarkPercent: 50 } } },
       MERGE_PATCH,
     );
-    await sleep(1000);
+    await until('the filler to take the new capacity', async () => (await getCache(env))?.status?.capacityBytes === 1_000_000);
     const [a, b, c, d] = [blob(400_000), blob(300_000), blob(300_000), blob(300_000)];
     for (const [p, x] of [['/a', a], ['/b', b], ['/c', c], ['/d', d]] as const) server.put(p, x.data);
     const has = (x: { sha256: string }) => existsSync(join(cacheDir, 'sha256', x.sha256));

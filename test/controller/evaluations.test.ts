@@ -9,7 +9,7 @@ import { GROUP, VERSION } from '../../lib/crds/types.ts';
 import { MERGE_PATCH } from '../../lib/kube-errors.ts';
 import { kubectl } from '../support/cluster.ts';
 import { blob, startArtifactServer, type ArtifactServer } from './artifact-server.ts';
-import { apply, createEvaluation, evaluation, eventsFor, getCache, getEvaluation, getPod, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
+import { apply, createEvaluation, evaluation, eventsFor, getCache, getEvaluation, getPod, metric, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
 import { until } from '../support/until.ts';
 
 let env: Env;
@@ -179,7 +179,10 @@ describe('Waiting, in the cluster\'s own words', () => {
 
   it('waits when a ResourceQuota refuses the pod, quoting the refusal, and starts once the quota allows it', async () => {
     apply([{ apiVersion: 'v1', kind: 'ResourceQuota', metadata: { name: 'gpus', namespace: env.runs }, spec: { hard: { 'requests.nvidia.com/gpu': '1' } } }]);
-    await sleep(1000); // the quota controller fills in status.used
+    await until('the quota controller to fill in status.used', () => {
+      const used = kubectl(['-n', env.runs, 'get', 'resourcequota', 'gpus', '-o', 'jsonpath={.status.used}']).stdout;
+      return used.includes('requests.nvidia.com/gpu') || undefined;
+    });
     try {
       await createEvaluation(env, evaluation('over-quota', { resources: { gpu: { count: 2, vendor: 'nvidia' } } }, { duration: '500ms' }));
       const waiting = await waitForPhase(env, 'over-quota', ['Waiting']);
@@ -207,13 +210,17 @@ describe('RWO vs RWX placement', () => {
     const stuck = await waitForPhase(env, 'rwo-elsewhere', ['Waiting']);
     expect(stuck.status!.reason).toBe('Unschedulable');
     expect(stuck.status!.message).toMatch(/didn't match Pod's node affinity\/selector/);
-    await patchEvaluation('rwo-elsewhere', { spec: { cancelled: true } });
 
+    // the reconciler's cache informer re-runs Waiting evaluations on a cache change: once rwo-elsewhere
+    // (still Waiting) was reconciled again, the reconciler has seen ReadWriteMany
+    const reconciles = () => metric(reconciler, 'rlmesh_controller_reconciles_total{queue="evaluations"');
+    const before = await reconciles();
     await env.custom.patchClusterCustomObject(
       { group: GROUP, version: VERSION, plural: 'rlmeshcaches', name: env.cacheName, body: { spec: { accessModes: ['ReadWriteMany'] } } },
       MERGE_PATCH,
     );
-    await sleep(1000);
+    await until('the reconciler to re-run the Waiting evaluation on the cache change', async () => (await reconciles()) > before);
+    await patchEvaluation('rwo-elsewhere', { spec: { cancelled: true } });
     await createEvaluation(env, evaluation('rwx-elsewhere', elsewhere, { duration: '500ms' }));
     const done = await waitForPhase(env, 'rwx-elsewhere', ['Succeeded', 'Failed']);
     expect(done.status).toMatchObject({ phase: 'Succeeded', nodeName: 'kwok-cpu-1' });
@@ -243,7 +250,7 @@ describe('bad input', () => {
       { group: GROUP, version: VERSION, plural: 'rlmeshcaches', name: env.cacheName, body: { spec: { capacityBytes: 10 * 1024 * 1024 } } },
       MERGE_PATCH,
     );
-    await sleep(1000);
+    await until('the filler to take the new capacity', async () => (await getCache(env))?.status?.capacityBytes === 10 * 1024 * 1024);
     await createEvaluation(
       env,
       evaluation('huge', { artifacts: [{ name: 'huge.bin', sha256: 'd'.repeat(64), sizeBytes: 50 * 1024 * 1024, source: { httpsUrl: server.url('/huge') } }] }),
