@@ -2,11 +2,11 @@
 // controller) against the real API server: the watchdog re-opens a silent
 // watch, a 410 Gone (resourceVersion too old) relists, and events keep flowing
 // afterwards.
-import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { startInformer, type Informer } from '../../lib/informer.ts';
+import type { Page } from '../../lib/list-pages.ts';
 import { GROUP, VERSION, type RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { adminKubeConfig } from '../support/cluster.ts';
 import { createEvaluation, evaluation, setupEnv, type Env } from './harness.ts';
@@ -28,14 +28,16 @@ describe('kept-alive informer', () => {
     const seen = new Set<string>();
     const warnings: string[] = [];
     const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
-    const make = (watchSilenceMs: number) => {
+    const list = (page: { limit: number; _continue?: string }) =>
+      env.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations', ...page }) as Promise<Page<Ev>>;
+    const make = (watchSilenceMs: number, listPage: typeof list = list) => {
       const i = startInformer<Ev>({
         kc: adminKubeConfig(),
         log,
         name: 'test',
         watchSilenceMs,
         path: `/apis/${GROUP}/${VERSION}/namespaces/${env.runs}/rlmeshevaluations`,
-        list: (page) => env.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations', ...page }) as Promise<{ items: Ev[] }>,
+        list: listPage,
       });
       for (const verb of ['add', 'update'] as const) i.on(verb, (o) => seen.add(o.metadata!.name!));
       informers.push(i);
@@ -53,13 +55,17 @@ describe('kept-alive informer', () => {
     await until('the informer to see a new object', async () => seen.has('seen-after-reopen'), { timeoutMs: 10_000, intervalMs: 100 });
 
     // a resourceVersion older than the API server keeps answers 410 Gone: the informer
-    // must relist (its watchdog is far off, so only the 410 can cause it)
-    const quiet = make(600_000);
+    // must relist (its watchdog is far off, so only the 410 can cause it). Its first list
+    // is answered as if long ago, with an expired resourceVersion, so its first watch
+    // asks the real API server for history it no longer has.
+    let lists = 0;
+    const expiredFirst = async (page: { limit: number; _continue?: string }): Promise<Page<Ev>> => {
+      const answer = await list(page);
+      return lists++ === 0 ? { ...answer, metadata: { ...answer.metadata, resourceVersion: '1' } } : answer;
+    };
+    const quiet = make(600_000, expiredFirst);
     await quiet.synced;
     expect(quiet.relists).toBe(1);
-    await sleep(1000); // the watch request is open once the list has been delivered
-    (quiet.cache as unknown as { resourceVersion: string }).resourceVersion = '1';
-    (quiet.cache as unknown as { _stop: () => void })._stop();
     await until('a relist after 410 Gone', async () => quiet.relists === 2, { timeoutMs: 15_000, intervalMs: 50 });
     await createEvaluation(env, evaluation('seen-after-410', {}));
     // this informer's own cache (the first informer sees the object too, maybe sooner)
