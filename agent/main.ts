@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import { create } from '@bufbuild/protobuf';
+import { OpsServer } from '../lib/ops-server.ts';
 import { CredentialRotatedSchema, type ControlMessage, type PreflightReport } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { startAgentPreflight } from '../lib/preflight/agent.ts';
 import { createLogger } from '../lib/logger.ts';
@@ -18,7 +19,6 @@ import { kubeMessage, obtainCredentials } from './credential-bootstrap.ts';
 import { CredentialWatch } from './credential-watch.ts';
 import { CredentialStore, tokenHash } from './credentials.ts';
 import { EvaluationStatus, toUpdate } from './evaluation-status.ts';
-import { Health } from './health.ts';
 import { controlPlaneClient, fetchInfo, JoinError, type ControlPlaneClient, type ControlPlaneInfo } from './join.ts';
 import { createMetrics } from './metrics.ts';
 import { Session } from './session.ts';
@@ -71,11 +71,11 @@ const metrics = createMetrics({
   spoolMaxBytes: cfg.runtime.agent.spoolMaxBytes,
   credentialAgeSeconds: () => credWatch?.ageSeconds ?? 0,
 });
-const health = new Health({
+const health = new OpsServer({
   registry: metrics.registry,
   notReady: () => credentialProblem ?? (session?.live ? undefined : `no live session to the control plane (${session?.currentState ?? 'not started'})`),
 });
-const ports = await health.listen(cfg.listenHost, cfg.runtime.ports.health, cfg.runtime.ports.metrics);
+const ports = await health.listen({ host: cfg.listenHost, port: cfg.runtime.ports.health }, { host: cfg.listenHost, port: cfg.runtime.ports.metrics });
 log.info({ healthPort: ports.health, metricsPort: ports.metrics, version: AGENT_VERSION }, 'agent starting');
 
 const abort = new AbortController();

@@ -8,7 +8,6 @@
 //                        own namespace)
 //   --role=all           both in one process (local runs and tests)
 // Each role acts only while it holds its leader Lease.
-import { createServer, type Server } from 'node:http';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
@@ -23,6 +22,7 @@ import { CacheFiller } from './cache-filler.ts';
 import { EvaluationReconciler } from './evaluation-reconciler.ts';
 import { EventRecorder } from './events.ts';
 import { LeaderElector } from './leader-election.ts';
+import { OpsServer } from '../lib/ops-server.ts';
 import { createMetrics } from './metrics.ts';
 import { defaultProbeTargets, gateTargets, GATE_GRACE_SECONDS, startNetworkPolicyProbeLoop, storedProbePassed } from './network-policy-probe.ts';
 import { LABEL_MANAGED_BY, MANAGED_BY } from './pod-spec.ts';
@@ -279,27 +279,16 @@ async function startFiller(): Promise<void> {
   log.info({ namespace: runs, cacheDir: store.root, nodeName }, 'artifact cache filler started');
 }
 
-function serve(name: string, port: number, handler: Parameters<typeof createServer>[1]): Server {
-  const server = createServer(handler);
-  // all interfaces in a pod (kubelet probes, Prometheus); RLMESH_LISTEN_HOST=127.0.0.1 when run on a shared host
-  server.listen(port, process.env.RLMESH_LISTEN_HOST, () => log.info({ server: name, port: (server.address() as { port: number }).port }, 'listening'));
-  return server;
-}
-
+// all interfaces in a pod (kubelet probes, Prometheus); RLMESH_LISTEN_HOST=127.0.0.1 when run on a shared host
+const listenHost = process.env.RLMESH_LISTEN_HOST;
+const ops = new OpsServer({
+  registry: metrics.registry,
+  // a standby is ready: it serves probes and waits for the Lease; a leader is ready once its informers synced
+  notReady: () => (elector.leading && !synced ? 'leading, informers not synced yet' : undefined),
+});
 const metricsPort = a['metrics-port'] ? num('metrics-port') : config.ports.metrics;
-const metricsServer = serve('metrics', metricsPort, (req, res) => {
-  if (req.url === '/metrics') {
-    metrics.registry.metrics().then(
-      (body) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(body),
-      () => res.writeHead(500).end(),
-    );
-  } else res.writeHead(404).end();
-});
-const healthServer = serve('health', a['health-port'] ? num('health-port') : config.ports.health, (req, res) => {
-  if (req.url === '/healthz') res.writeHead(200).end('ok');
-  else if (req.url === '/readyz') res.writeHead(synced || !elector.leading ? 200 : 503).end(synced ? 'leader' : elector.leading ? 'syncing' : 'standby');
-  else res.writeHead(404).end();
-});
+const opsPorts = await ops.listen({ host: listenHost, port: a['health-port'] ? num('health-port') : config.ports.health }, { host: listenHost, port: metricsPort });
+for (const server of ['health', 'metrics'] as const) log.info({ server, port: opsPorts[server] }, 'listening');
 
 const lease =
   role === 'cache-filler'
@@ -342,8 +331,7 @@ for (const sig of ['SIGTERM', 'SIGINT'] as const) {
     void (async () => {
       for (const s of stoppers) await Promise.resolve(s()).catch(() => {});
       await elector.stop();
-      metricsServer.close();
-      healthServer.close();
+      await ops.close();
       process.exit(0);
     })();
   });
