@@ -153,7 +153,7 @@ export type AgentProcess = {
   /** parsed JSON log lines */
   lines(): { level: number; msg: string; [k: string]: unknown }[];
   waitFor(what: string, re: RegExp, seconds?: number): Promise<string>;
-  ports(): Promise<{ health: number }>;
+  ports(): Promise<{ health: number; metrics: number }>;
   readyz(): Promise<{ status: number; body: string }>;
   metrics(): Promise<string>;
   stop(signal?: NodeJS.Signals): Promise<void>;
@@ -187,11 +187,11 @@ export async function startAgent(opts: { configFile: string; token?: string; spo
       .map((l) => JSON.parse(l) as { level: number; msg: string; [k: string]: unknown });
   const ports = async () => {
     const line = await until('agent health port', () => lines().find((l) => l.msg === 'agent starting'), 30);
-    return { health: line.healthPort as number };
+    return { health: line.healthPort as number, metrics: line.metricsPort as number };
   };
   const get = async (path: string) => {
-    const { health } = await ports();
-    const res = await fetch(`http://127.0.0.1:${health}${path}`);
+    const p = await ports();
+    const res = await fetch(`http://127.0.0.1:${path === '/metrics' ? p.metrics : p.health}${path}`);
     return { status: res.status, body: await res.text() };
   };
   return {
