@@ -2,9 +2,9 @@
 // rlmesh-observability): names, quantities, images (by digest when one is set), requests and
 // limits, and the scheduling knobs every pod has.
 import { z } from 'zod';
+import { CHART_QUANTITY } from './quantity.ts';
 
 export const K8S_NAME = '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*';
-const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
 
 export type Image = { repository: string; tag: string; digest: string };
 export type Res = { cpu: string; memory: string };
@@ -14,7 +14,7 @@ export const secretName = z
   .max(253)
   .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a Secret name (lowercase DNS subdomain) or empty' });
 export const quantity = (what: string) =>
-  z.string().regex(QUANTITY, { message: `must be a Kubernetes quantity such as 100m, 512Mi or 10Gi (${what})` });
+  z.string().regex(CHART_QUANTITY, { message: `must be a Kubernetes quantity such as 100m, 512Mi or 10Gi (${what})` });
 export const port = z.number().int().min(1).max(65535);
 export const stringMap = (what: string) => z.record(z.string(), z.string()).default({}).describe(what);
 

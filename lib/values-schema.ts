@@ -6,6 +6,7 @@
 // the two equal).
 import { z } from 'zod';
 import { automaticPullPolicy, imageErrors, imageReference, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type Res } from './chart-values.ts';
+import { parseQuantity } from './quantity.ts';
 import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
@@ -470,9 +471,9 @@ export function ephemeralStorageErrors(v: Values): { path: string; message: stri
     const req = resources.requests['ephemeral-storage'];
     const lim = resources.limits['ephemeral-storage'];
     const path = `${block}.resources.limits.ephemeral-storage`;
-    if (quantityBytes(lim) < quantityBytes(req))
+    if (parseQuantity(lim) < parseQuantity(req))
       errors.push({ path, message: `${path} ${lim} is below ${block}.resources.requests.ephemeral-storage ${req}: set the limit to at least the request` });
-    if (quantityBytes(lim) < quantityBytes(TMP_SIZE_LIMIT))
+    if (parseQuantity(lim) < parseQuantity(TMP_SIZE_LIMIT))
       errors.push({ path, message: `${path} ${lim} is below ${TMP_SIZE_LIMIT}, the size of the pod's /tmp emptyDir, which counts against it: set at least ${TMP_SIZE_LIMIT}` });
   }
   return errors;
@@ -497,18 +498,9 @@ const PRIVATE_IPV6 = ['2001::/23', '2001:db8::/32', '2002::/16', '2620:4f:8000::
  */
 export const NON_PUBLIC_RANGES = { ipv4: PRIVATE_IPV4, ipv6Cidr: IPV6_GLOBAL_UNICAST, ipv6: PRIVATE_IPV6 };
 
-const UNITS: Record<string, number> = {
-  '': 1, m: 0.001, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
-  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
-};
-/** A Kubernetes quantity (as quantity() admits it) in bytes; templates/_helpers.tpl's rlmesh.quantityBytes is the same. */
-export function quantityBytes(q: string): number {
-  const m = /^([0-9.]+)(.*)$/.exec(q)!;
-  return Number(m[1]) * UNITS[m[2]!]!;
-}
 /** The spool stops taking new records at 90% of its PVC, leaving room for the journal. */
 export function spoolMaxBytes(size: string): number {
-  return Math.floor(quantityBytes(size) * 0.9);
+  return Math.floor(parseQuantity(size) * 0.9);
 }
 
 /** The runtime config (ConfigMap rlmesh-runtime-config, key config.json) the chart renders from these values. */

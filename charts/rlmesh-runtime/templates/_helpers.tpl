@@ -199,17 +199,9 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
 {{- toPrettyJson $cfg }}
 {{- end }}
 
-{{/* 90% of agent.spool.size in bytes (spoolMaxBytes() in lib/values-schema.ts) */}}
+{{/* 90% of agent.spool.size in bytes (spoolMaxBytes() in lib/values-schema.ts; rlmesh.quantityBytes is in the generated _quantity.tpl) */}}
 {{- define "rlmesh.spoolMaxBytes" -}}
 {{- mulf (include "rlmesh.quantityBytes" .Values.agent.spool.size | float64) 0.9 | floor | int64 }}
-{{- end }}
-
-{{/* A Kubernetes quantity (the string given) in bytes, as a float (quantityBytes() in lib/values-schema.ts) */}}
-{{- define "rlmesh.quantityBytes" -}}
-{{- $num := regexFind "^[0-9.]+" . }}
-{{- $unit := trimPrefix $num . }}
-{{- $units := dict "" 1.0 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
-{{- mulf (float64 $num) (get $units $unit) }}
 {{- end }}
 
 {{/* Pod annotations that roll a Deployment when its config changes */}}
