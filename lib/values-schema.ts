@@ -6,6 +6,7 @@
 // the two equal).
 import { z } from 'zod';
 import { automaticPullPolicy, imageErrors, imageReference, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type Res } from './chart-values.ts';
+import { allowRangePrefix, WIDEST_REOPENABLE } from '../egress/network-policy-ranges.ts';
 import { parseQuantity } from './quantity.ts';
 import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 
@@ -117,12 +118,10 @@ const labelSelector = z
   })
   .strict();
 const cidr = z.union([z.cidrv4(), z.cidrv6()]);
-// an allow-range may only re-open a private or special-purpose block (egress/special-purpose-registry.ts), the widest
-// being 10.0.0.0/8 and fc00::/7: a shorter prefix would open everything, and is refused before anything is installed
-const allowRange = z.union([
-  z.cidrv4().regex(/\/([89]|[12]\d|3[0-2])$/, { message: 'must be at most as wide as 10.0.0.0/8: a shorter prefix would open every private address' }),
-  z.cidrv6().regex(/\/([7-9]|[1-9]\d|1[01]\d|12[0-8])$/, { message: 'must be at most as wide as fc00::/7: a shorter prefix would open every private address' }),
-]);
+// an allow-range may only re-open a private or special-purpose block (a reopenable row of egress/special-purpose-registry.ts),
+// so it is at most as wide as the widest of them: a shorter prefix would open everything, and is refused before anything is installed
+const tooWide = (family: 'ipv4' | 'ipv6') => ({ message: `must be at most as wide as ${WIDEST_REOPENABLE[family].cidr}: a shorter prefix would open every private address` });
+const allowRange = z.union([z.cidrv4().regex(allowRangePrefix('ipv4'), tooWide('ipv4')), z.cidrv6().regex(allowRangePrefix('ipv6'), tooWide('ipv6'))]);
 /** A NetworkPolicy peer: an ipBlock, or namespace and/or pod selectors. */
 export const networkPolicyPeerSchema = z
   .object({
@@ -481,22 +480,6 @@ export function ephemeralStorageErrors(v: Values): { path: string; message: stri
 
 /** Values with every default filled in (what values.yaml holds). */
 export const defaultValues = (): Values => valuesObjectSchema.parse({});
-
-const PRIVATE_IPV4 = [
-  '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.0.2.0/24',
-  '192.31.196.0/24', '192.52.193.0/24', '192.88.99.0/24', '192.168.0.0/16', '192.175.48.0/24', '198.18.0.0/15', '198.51.100.0/24',
-  '203.0.113.0/24', '224.0.0.0/4', '240.0.0.0/4',
-];
-// IPv6: only global unicast 2000::/3 is opened at all (so ULA, link-local, site-local, multicast,
-// NAT64, IPv4-mapped and the rest stay shut), minus its special-purpose blocks.
-const IPV6_GLOBAL_UNICAST = '2000::/3';
-const PRIVATE_IPV6 = ['2001::/23', '2001:db8::/32', '2002::/16', '2620:4f:8000::/48', '3fff::/20'];
-/**
- * What the egress proxy's NetworkPolicy lets it reach: 0.0.0.0/0 and 2000::/3 minus these
- * (private, loopback, link-local, CGNAT, documentation, benchmarking, anycast, multicast,
- * reserved), the same families its own address check refuses (egress/special-purpose-registry.ts).
- */
-export const NON_PUBLIC_RANGES = { ipv4: PRIVATE_IPV4, ipv6Cidr: IPV6_GLOBAL_UNICAST, ipv6: PRIVATE_IPV6 };
 
 /** The spool stops taking new records at 90% of its PVC, leaving room for the journal. */
 export function spoolMaxBytes(size: string): number {
