@@ -8,6 +8,8 @@ import { z } from 'zod';
 import { automaticPullPolicy, imageErrors, imageReference, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type Res } from './chart-values.ts';
 import { allowRangePrefix, WIDEST_REOPENABLE } from '../egress/network-policy-ranges.ts';
 import { parseQuantity } from './quantity.ts';
+import { refuse } from './refusals.ts';
+import { VALUES_REFUSALS } from './values-refusals.ts';
 import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
@@ -410,50 +412,27 @@ export const valuesSchema = valuesObjectSchema.superRefine((v, ctx) => {
 export type Values = z.output<typeof valuesObjectSchema>;
 
 /**
- * Rules JSON Schema cannot express. The chart's templates/_validate.tpl enforces
- * the same rules with the same messages at helm install time.
+ * Rules JSON Schema cannot express. Their messages are VALUES_REFUSALS (lib/values-refusals.ts),
+ * which the chart's templates/_validate.tpl includes as generated templates at helm install time.
  */
 export function crossFieldErrors(v: Values): { path: string; message: string }[] {
+  const R = VALUES_REFUSALS;
   const errors: { path: string; message: string }[] = [];
   const { controlSecret, pullSecret } = v.credentials;
-  if (v.joinToken === '' && controlSecret === '')
-    errors.push({
-      path: 'joinToken',
-      message: 'neither joinToken nor credentials.controlSecret is set: pass --set joinToken=rlm_jt_… from Clusters → Connect your cluster, or name your own Secrets in credentials.controlSecret and credentials.pullSecret',
-    });
-  if (v.joinToken !== '' && controlSecret !== '')
-    errors.push({
-      path: 'credentials.controlSecret',
-      message: 'joinToken and credentials.controlSecret are both set: use joinToken (the agent writes its own Secrets) or credentials.* (Secrets you deliver), not both',
-    });
-  if (controlSecret !== '' && pullSecret === '')
-    errors.push({ path: 'credentials.pullSecret', message: 'credentials.controlSecret is set but credentials.pullSecret is empty: name the dockerconfigjson Secret you deliver in rlmesh-system and rlmesh-runs' });
-  if (controlSecret === '' && pullSecret !== '')
-    errors.push({ path: 'credentials.controlSecret', message: 'credentials.pullSecret is set but credentials.controlSecret is empty: bring both Secrets, or neither and use joinToken' });
+  if (v.joinToken === '' && controlSecret === '') errors.push(refuse(R.noCredentials));
+  if (v.joinToken !== '' && controlSecret !== '') errors.push(refuse(R.tokenAndSecrets));
+  if (controlSecret !== '' && pullSecret === '') errors.push(refuse(R.pullSecretMissing));
+  if (controlSecret === '' && pullSecret !== '') errors.push(refuse(R.controlSecretMissing));
   const modes = v.artifactCache.storage.sharedPvc.accessModes;
-  for (const m of modes)
-    if (m === 'ReadOnlyMany' || m === 'ReadWriteOncePod')
-      errors.push({
-        path: 'artifactCache.storage.sharedPvc.accessModes',
-        message: `${m} cannot hold the artifact cache (the controller writes it while evaluation pods read it): use [ReadWriteOnce] or [ReadWriteMany]`,
-      });
-  if (modes.includes('ReadWriteMany') && v.storage.className === '')
-    errors.push({
-      path: 'storage.className',
-      message: 'artifactCache.storage.sharedPvc.accessModes has ReadWriteMany but storage.className is empty: set storage.className to a StorageClass that provides ReadWriteMany (e.g. NFS, CephFS, Filestore)',
-    });
+  for (const mode of modes) if (mode === 'ReadOnlyMany' || mode === 'ReadWriteOncePod') errors.push(refuse(R.cacheAccessMode, { mode }));
+  if (modes.includes('ReadWriteMany') && v.storage.className === '') errors.push(refuse(R.readWriteManyClass));
   // the key names here, not as JSON Schema propertyNames: helm reports those at the wrong path
-  for (const k of Object.keys(v.evaluations.resourceQuota.hard))
-    if (!QUOTA_RESOURCE.test(k))
-      errors.push({ path: `evaluations.resourceQuota.hard.${k}`, message: `${k} is not a ResourceQuota resource name: use pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, count/<resource> and the like` });
-  v.network.dnsPeers.forEach((p, i) => {
-    if (p.ipBlock === undefined && p.namespaceSelector === undefined && p.podSelector === undefined)
-      errors.push({ path: `network.dnsPeers.${i}`, message: 'this NetworkPolicy peer is empty: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your DNS resolver' });
-    else if (p.ipBlock !== undefined && (p.namespaceSelector !== undefined || p.podSelector !== undefined))
-      errors.push({ path: `network.dnsPeers.${i}`, message: 'this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers' });
+  for (const key of Object.keys(v.evaluations.resourceQuota.hard)) if (!QUOTA_RESOURCE.test(key)) errors.push(refuse(R.quotaResourceName, { key }));
+  v.network.dnsPeers.forEach((p, index) => {
+    if (p.ipBlock === undefined && p.namespaceSelector === undefined && p.podSelector === undefined) errors.push(refuse(R.dnsPeerEmpty, { index }));
+    else if (p.ipBlock !== undefined && (p.namespaceSelector !== undefined || p.podSelector !== undefined)) errors.push(refuse(R.dnsPeerMixed, { index }));
   });
-  if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled)
-    errors.push({ path: 'metrics.podMonitor.enabled', message: 'metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one' });
+  if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled) errors.push(refuse(R.bothMonitors));
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));
   errors.push(...ephemeralStorageErrors(v));
   return errors;
@@ -467,13 +446,10 @@ export function ephemeralStorageErrors(v: Values): { path: string; message: stri
   const errors: { path: string; message: string }[] = [];
   for (const block of POD_BLOCKS) {
     const { resources } = block.split('.').reduce((o: Record<string, unknown>, k) => o[k] as Record<string, unknown>, v) as Pick<Values['agent'], 'resources'>;
-    const req = resources.requests['ephemeral-storage'];
-    const lim = resources.limits['ephemeral-storage'];
-    const path = `${block}.resources.limits.ephemeral-storage`;
-    if (parseQuantity(lim) < parseQuantity(req))
-      errors.push({ path, message: `${path} ${lim} is below ${block}.resources.requests.ephemeral-storage ${req}: set the limit to at least the request` });
-    if (parseQuantity(lim) < parseQuantity(TMP_SIZE_LIMIT))
-      errors.push({ path, message: `${path} ${lim} is below ${TMP_SIZE_LIMIT}, the size of the pod's /tmp emptyDir, which counts against it: set at least ${TMP_SIZE_LIMIT}` });
+    const request = resources.requests['ephemeral-storage'];
+    const limit = resources.limits['ephemeral-storage'];
+    if (parseQuantity(limit) < parseQuantity(request)) errors.push(refuse(VALUES_REFUSALS.ephemeralBelowRequest, { block, limit, request }));
+    if (parseQuantity(limit) < parseQuantity(TMP_SIZE_LIMIT)) errors.push(refuse(VALUES_REFUSALS.ephemeralBelowTmp, { block, limit, tmp: TMP_SIZE_LIMIT }));
   }
   return errors;
 }

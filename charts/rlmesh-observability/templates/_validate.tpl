@@ -46,10 +46,10 @@ block's value path to the block; renders a JSON list.
 {{- $errors := list }}
 {{- range $path, $img := .images }}
 {{- if and $img.digest (not (regexMatch "^sha256:[a-f0-9]{64}$" $img.digest)) }}
-{{- $errors = append $errors (printf "%s.digest: %s.digest %q is not an image digest: set sha256: followed by the 64 lowercase hex digits your registry reports for the image, or leave it empty to pull %s.repository:%s.tag" $path $path $img.digest $path $path) }}
+{{- $errors = append $errors (include "obs.refusal.imageDigest" (dict "path" $path "digest" $img.digest)) }}
 {{- end }}
 {{- if and (has $path $.ownTag) (not $img.tag) (not $img.digest) }}
-{{- $errors = append $errors (printf "%s.tag: %s.tag and %s.digest are both empty: set the tag (or the digest) of the image to pull" $path $path $path) }}
+{{- $errors = append $errors (include "obs.refusal.imageTagMissing" (dict "path" $path)) }}
 {{- end }}
 {{- end }}
 {{- toJson $errors }}
