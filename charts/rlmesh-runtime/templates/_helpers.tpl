@@ -1,5 +1,5 @@
 {{/* Names are fixed by the product (see DESIGN "Names"); only labels carry the release. */}}
-{{- define "rlmesh.runsNamespace" -}}rlmesh-runs{{- end }}
+{{- define "rlmesh.runsNamespace" -}}{{ include "rlmesh.name.runsNamespace" . }}{{- end }}
 
 {{- define "rlmesh.labels" -}}
 app.kubernetes.io/name: {{ .component }}
@@ -153,9 +153,9 @@ spec:
 {{- end }}
 {{- end }}
 
-{{- define "rlmesh.controlSecret" -}}{{ .Values.credentials.controlSecret | default "rlmesh-cluster-control" }}{{- end }}
-{{- define "rlmesh.pullSecret" -}}{{ .Values.credentials.pullSecret | default "rlmesh-registry-pull" }}{{- end }}
-{{- define "rlmesh.joinPullSecret" -}}rlmesh-registry-join{{- end }}
+{{- define "rlmesh.controlSecret" -}}{{ .Values.credentials.controlSecret | default (include "rlmesh.name.controlSecret" .) }}{{- end }}
+{{- define "rlmesh.pullSecret" -}}{{ .Values.credentials.pullSecret | default (include "rlmesh.name.pullSecret" .) }}{{- end }}
+{{- define "rlmesh.joinPullSecret" -}}{{ include "rlmesh.name.joinPullSecret" . }}{{- end }}
 
 {{/*
 The runtime config (ConfigMap rlmesh-runtime-config, key config.json). Must equal
@@ -167,7 +167,7 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
 {{- $domains := list $cp.apiHost $cp.registryHost }}
 {{- range concat $cp.outputHosts $v.egress.extraDomains }}{{ $domains = append $domains . }}{{ end }}
 {{- $controlPlane := dict "apiHost" $cp.apiHost "apiPort" 443 "registryHost" $cp.registryHost "outputHosts" $cp.outputHosts }}
-{{- if $cp.caBundle }}{{ $_ := set $controlPlane "caBundlePath" "/etc/rlmesh/ca/ca.crt" }}{{ end }}
+{{- if $cp.caBundle }}{{ $_ := set $controlPlane "caBundlePath" (include "rlmesh.mount.caFile" .) }}{{ end }}
 {{- $cfg := dict
   "release" .Release.Name
   "namespace" .Release.Namespace
@@ -176,20 +176,20 @@ renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts chec
   "credentials" (dict
     "controlSecret" (include "rlmesh.controlSecret" .)
     "pullSecret" (include "rlmesh.pullSecret" .)
-    "relaySecret" "rlmesh-cluster-relay-secret"
-    "crdHookPullSecret" "rlmesh-registry-join-crd-upgrade"
-    "ownerClusterRole" "rlmesh-cluster-agent"
+    "relaySecret" (include "rlmesh.name.relaySecret" .)
+    "crdHookPullSecret" (include "rlmesh.name.crdHookPullSecret" .)
+    "ownerClusterRole" (include "rlmesh.name.agentClusterRole" .)
     "joinPullSecret" (ternary (include "rlmesh.joinPullSecret" .) "" (ne $v.joinToken ""))
     "joinTokenProvided" (ne $v.joinToken ""))
   "observability" (dict "enabled" $v.observability.enabled)
   "gpuFeatureDiscovery" (dict "enabled" $v.gpuFeatureDiscovery.enabled)
   "egress" (dict
-    "proxyUrl" (printf "http://rlmesh-egress-proxy.%s.svc:%d" .Release.Namespace (int $v.egress.port))
+    "proxyUrl" (printf "http://%s.%s.svc:%d" (include "rlmesh.name.egressProxyService" .) .Release.Namespace (int $v.egress.port))
     "allowedDomains" (uniq $domains)
     "allowedPorts" $v.egress.allowedPorts
     "allowRanges" $v.egress.allowRanges
     "clusterRanges" $v.egress.clusterRanges)
-  "artifactCache" (dict "pvcName" "rlmesh-artifact-cache" "cacheName" "default" "accessModes" $v.artifactCache.storage.sharedPvc.accessModes)
+  "artifactCache" (dict "pvcName" (include "rlmesh.name.artifactCachePvc" .) "cacheName" "default" "accessModes" $v.artifactCache.storage.sharedPvc.accessModes)
   "agent" (dict "nodeSelector" $v.agent.reportNodeSelector "spoolMaxBytes" (include "rlmesh.spoolMaxBytes" . | int64) "imageRegistries" (concat (list $cp.registryHost) $v.evaluations.extraRegistries | uniq))
   "network" (dict "dnsPeers" $v.network.dnsPeers "dnsPorts" $v.network.dnsPorts)
   "storage" (dict "className" $v.storage.className)
@@ -216,33 +216,33 @@ checksum/ca-bundle: {{ .Values.controlPlane.caBundle | sha256sum }}
 {{- define "rlmesh.configVolumes" -}}
 - name: config
   configMap:
-    name: rlmesh-runtime-config
+    name: {{ include "rlmesh.name.runtimeConfigMap" . }}
 - name: tmp
   emptyDir:
     sizeLimit: {{ include "rlmesh.tmpSizeLimit" . }}
 {{- if .Values.controlPlane.caBundle }}
 - name: ca-bundle
   configMap:
-    name: rlmesh-ca-bundle
+    name: {{ include "rlmesh.name.caBundleConfigMap" . }}
 {{- end }}
 {{- end }}
 
 {{- define "rlmesh.configMounts" -}}
 - name: config
-  mountPath: /etc/rlmesh/config
+  mountPath: {{ include "rlmesh.mount.configDir" . }}
   readOnly: true
 - name: tmp
   mountPath: /tmp
 {{- if .Values.controlPlane.caBundle }}
 - name: ca-bundle
-  mountPath: /etc/rlmesh/ca
+  mountPath: {{ include "rlmesh.mount.caDir" . }}
   readOnly: true
 {{- end }}
 {{- end }}
 
 {{- define "rlmesh.commonEnv" -}}
 - name: RLMESH_CONFIG
-  value: /etc/rlmesh/config/config.json
+  value: {{ include "rlmesh.mount.configFile" . }}
 - name: POD_NAME
   valueFrom:
     fieldRef:
@@ -253,7 +253,7 @@ checksum/ca-bundle: {{ .Values.controlPlane.caBundle | sha256sum }}
       fieldPath: metadata.namespace
 {{- if .Values.controlPlane.caBundle }}
 - name: NODE_EXTRA_CA_CERTS
-  value: /etc/rlmesh/ca/ca.crt
+  value: {{ include "rlmesh.mount.caFile" . }}
 {{- end }}
 {{- end }}
 
