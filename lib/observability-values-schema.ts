@@ -5,6 +5,7 @@
 // chart's templates/_validate.tpl fails the install with the same messages.
 import { z } from 'zod';
 import { imageErrors, podSettings, quantity, secretName } from './chart-values.ts';
+import { NAMES } from './fixed-names.ts';
 
 const DURATION = /^([0-9]+(ms|s|m|h|d|w|y))+$/;
 
@@ -89,7 +90,7 @@ export const observabilityValuesObjectSchema = z
           .describe("The cluster's public id: Prometheus labels every series with cluster=<this> (external_labels)."),
         relayCredentialSecretName: secretName
           .min(1)
-          .default('rlmesh-cluster-relay-secret')
+          .default(NAMES.relaySecret)
           .describe(`Secret (key ${RELAY_KEY}) holding the relay credential, mounted at ${RELAY_MOUNT_DIR}/; the runtime writes it when installed with observability.enabled=true.`),
         remoteWrite: z
           .array(remoteWriteSchema)

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { automaticPullPolicy, imageErrors, imageReference, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type Res } from './chart-values.ts';
 import { allowRangePrefix, WIDEST_REOPENABLE } from '../egress/network-policy-ranges.ts';
+import { MOUNTS, NAMES } from './fixed-names.ts';
 import { parseQuantity } from './quantity.ts';
 import { refuse } from './refusals.ts';
 import { VALUES_REFUSALS } from './values-refusals.ts';
@@ -470,33 +471,33 @@ export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', 
   return runtimeConfigSchema.parse({
     release: release.name,
     namespace: release.namespace,
-    runsNamespace: 'rlmesh-runs',
+    runsNamespace: NAMES.runsNamespace,
     controlPlane: {
       apiHost: cp.apiHost,
       apiPort: 443,
       registryHost: cp.registryHost,
       outputHosts: cp.outputHosts,
-      ...(cp.caBundle !== '' ? { caBundlePath: '/etc/rlmesh/ca/ca.crt' } : {}),
+      ...(cp.caBundle !== '' ? { caBundlePath: MOUNTS.caFile } : {}),
     },
     credentials: {
-      controlSecret: values.credentials.controlSecret || 'rlmesh-cluster-control',
-      pullSecret: values.credentials.pullSecret || 'rlmesh-registry-pull',
-      relaySecret: 'rlmesh-cluster-relay-secret',
-      crdHookPullSecret: 'rlmesh-registry-join-crd-upgrade',
-      ownerClusterRole: 'rlmesh-cluster-agent',
-      joinPullSecret: values.joinToken !== '' ? 'rlmesh-registry-join' : '',
+      controlSecret: values.credentials.controlSecret || NAMES.controlSecret,
+      pullSecret: values.credentials.pullSecret || NAMES.pullSecret,
+      relaySecret: NAMES.relaySecret,
+      crdHookPullSecret: NAMES.crdHookPullSecret,
+      ownerClusterRole: NAMES.agentClusterRole,
+      joinPullSecret: values.joinToken !== '' ? NAMES.joinPullSecret : '',
       joinTokenProvided: values.joinToken !== '',
     },
     observability: { enabled: values.observability.enabled },
     gpuFeatureDiscovery: { enabled: values.gpuFeatureDiscovery.enabled },
     egress: {
-      proxyUrl: `http://rlmesh-egress-proxy.${release.namespace}.svc:${values.egress.port}`,
+      proxyUrl: `http://${NAMES.egressProxyService}.${release.namespace}.svc:${values.egress.port}`,
       allowedDomains,
       allowedPorts: values.egress.allowedPorts,
       allowRanges: values.egress.allowRanges,
       clusterRanges: values.egress.clusterRanges,
     },
-    artifactCache: { pvcName: 'rlmesh-artifact-cache', cacheName: 'default', accessModes: values.artifactCache.storage.sharedPvc.accessModes },
+    artifactCache: { pvcName: NAMES.artifactCachePvc, cacheName: 'default', accessModes: values.artifactCache.storage.sharedPvc.accessModes },
     agent: {
       nodeSelector: values.agent.reportNodeSelector,
       spoolMaxBytes: spoolMaxBytes(values.agent.spool.size),
