@@ -2,16 +2,16 @@
 // scripts/generators/values-schema.ts turns it into values-schema.json, the
 // chart's values.schema.json (JSON Schema draft-07, which Helm validates) and
 // the README's values table; renderRuntimeConfig() maps values to the runtime
-// config every component reads (the chart renders the same JSON, a test keeps
-// the two equal).
+// config every component reads by RUNTIME_CONFIG_SPEC, from which the chart's
+// template is generated (a test still keeps the two renders equal).
 import { z } from 'zod';
 import { automaticPullPolicy, imageErrors, imageReference, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type Res } from './chart-values.ts';
 import { allowRangePrefix, WIDEST_REOPENABLE } from '../egress/network-policy-ranges.ts';
-import { MOUNTS, NAMES } from './fixed-names.ts';
 import { parseQuantity } from './quantity.ts';
 import { refuse } from './refusals.ts';
 import { VALUES_REFUSALS } from './values-refusals.ts';
 import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
+import { evaluateSpec, RUNTIME_CONFIG_SPEC } from './runtime-config-spec.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
 const HOST_LABELS = '[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*';
@@ -463,55 +463,19 @@ export function spoolMaxBytes(size: string): number {
   return Math.floor(parseQuantity(size) * 0.9);
 }
 
-/** The runtime config (ConfigMap rlmesh-runtime-config, key config.json) the chart renders from these values. */
+/**
+ * The runtime config (ConfigMap rlmesh-runtime-config, key config.json) the chart renders from these
+ * values: RUNTIME_CONFIG_SPEC, which the chart's generated rlmesh.runtimeConfig template follows too.
+ */
 export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', namespace: 'rlmesh-system' }): RuntimeConfig {
-  const cp = values.controlPlane;
-  const builtIn = [cp.apiHost, cp.registryHost, ...cp.outputHosts];
-  const allowedDomains = [...new Set([...builtIn, ...values.egress.extraDomains])];
-  return runtimeConfigSchema.parse({
-    release: release.name,
-    namespace: release.namespace,
-    runsNamespace: NAMES.runsNamespace,
-    controlPlane: {
-      apiHost: cp.apiHost,
-      apiPort: 443,
-      registryHost: cp.registryHost,
-      outputHosts: cp.outputHosts,
-      ...(cp.caBundle !== '' ? { caBundlePath: MOUNTS.caFile } : {}),
-    },
-    credentials: {
-      controlSecret: values.credentials.controlSecret || NAMES.controlSecret,
-      pullSecret: values.credentials.pullSecret || NAMES.pullSecret,
-      relaySecret: NAMES.relaySecret,
-      crdHookPullSecret: NAMES.crdHookPullSecret,
-      ownerClusterRole: NAMES.agentClusterRole,
-      joinPullSecret: values.joinToken !== '' ? NAMES.joinPullSecret : '',
-      joinTokenProvided: values.joinToken !== '',
-    },
-    observability: { enabled: values.observability.enabled },
-    gpuFeatureDiscovery: { enabled: values.gpuFeatureDiscovery.enabled },
-    egress: {
-      proxyUrl: `http://${NAMES.egressProxyService}.${release.namespace}.svc:${values.egress.port}`,
-      allowedDomains,
-      allowedPorts: values.egress.allowedPorts,
-      allowRanges: values.egress.allowRanges,
-      clusterRanges: values.egress.clusterRanges,
-    },
-    artifactCache: { pvcName: NAMES.artifactCachePvc, cacheName: 'default', accessModes: values.artifactCache.storage.sharedPvc.accessModes },
-    agent: {
-      nodeSelector: values.agent.reportNodeSelector,
-      spoolMaxBytes: spoolMaxBytes(values.agent.spool.size),
-      imageRegistries: [...new Set([cp.registryHost, ...values.evaluations.extraRegistries])],
-    },
-    network: { dnsPeers: values.network.dnsPeers, dnsPorts: values.network.dnsPorts },
-    storage: { className: values.storage.className },
-    preflight: {
-      networkPolicyProbe: {
-        enabled: values.preflight.networkPolicyProbe.enabled,
-        // the probe runs the controller's image (it carries lib/preflight/netprobe.ts)
-        image: imageReference(values.controller.image, CHART_APP_VERSION),
+  return runtimeConfigSchema.parse(
+    evaluateSpec(RUNTIME_CONFIG_SPEC, {
+      values,
+      release,
+      helpers: {
+        spoolMaxBytes: () => spoolMaxBytes(values.agent.spool.size),
+        probeImage: () => imageReference(values.controller.image, CHART_APP_VERSION),
       },
-    },
-    ports: { metrics: values.metrics.port, health: 8081 },
-  });
+    }),
+  );
 }

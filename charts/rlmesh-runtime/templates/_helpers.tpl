@@ -157,47 +157,7 @@ spec:
 {{- define "rlmesh.pullSecret" -}}{{ .Values.credentials.pullSecret | default (include "rlmesh.name.pullSecret" .) }}{{- end }}
 {{- define "rlmesh.joinPullSecret" -}}{{ include "rlmesh.name.joinPullSecret" . }}{{- end }}
 
-{{/*
-The runtime config (ConfigMap rlmesh-runtime-config, key config.json). Must equal
-renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts checks it.
-*/}}
-{{- define "rlmesh.runtimeConfig" -}}
-{{- $v := .Values }}
-{{- $cp := $v.controlPlane }}
-{{- $domains := list $cp.apiHost $cp.registryHost }}
-{{- range concat $cp.outputHosts $v.egress.extraDomains }}{{ $domains = append $domains . }}{{ end }}
-{{- $controlPlane := dict "apiHost" $cp.apiHost "apiPort" 443 "registryHost" $cp.registryHost "outputHosts" $cp.outputHosts }}
-{{- if $cp.caBundle }}{{ $_ := set $controlPlane "caBundlePath" (include "rlmesh.mount.caFile" .) }}{{ end }}
-{{- $cfg := dict
-  "release" .Release.Name
-  "namespace" .Release.Namespace
-  "runsNamespace" (include "rlmesh.runsNamespace" .)
-  "controlPlane" $controlPlane
-  "credentials" (dict
-    "controlSecret" (include "rlmesh.controlSecret" .)
-    "pullSecret" (include "rlmesh.pullSecret" .)
-    "relaySecret" (include "rlmesh.name.relaySecret" .)
-    "crdHookPullSecret" (include "rlmesh.name.crdHookPullSecret" .)
-    "ownerClusterRole" (include "rlmesh.name.agentClusterRole" .)
-    "joinPullSecret" (ternary (include "rlmesh.joinPullSecret" .) "" (ne $v.joinToken ""))
-    "joinTokenProvided" (ne $v.joinToken ""))
-  "observability" (dict "enabled" $v.observability.enabled)
-  "gpuFeatureDiscovery" (dict "enabled" $v.gpuFeatureDiscovery.enabled)
-  "egress" (dict
-    "proxyUrl" (printf "http://%s.%s.svc:%d" (include "rlmesh.name.egressProxyService" .) .Release.Namespace (int $v.egress.port))
-    "allowedDomains" (uniq $domains)
-    "allowedPorts" $v.egress.allowedPorts
-    "allowRanges" $v.egress.allowRanges
-    "clusterRanges" $v.egress.clusterRanges)
-  "artifactCache" (dict "pvcName" (include "rlmesh.name.artifactCachePvc" .) "cacheName" "default" "accessModes" $v.artifactCache.storage.sharedPvc.accessModes)
-  "agent" (dict "nodeSelector" $v.agent.reportNodeSelector "spoolMaxBytes" (include "rlmesh.spoolMaxBytes" . | int64) "imageRegistries" (concat (list $cp.registryHost) $v.evaluations.extraRegistries | uniq))
-  "network" (dict "dnsPeers" $v.network.dnsPeers "dnsPorts" $v.network.dnsPorts)
-  "storage" (dict "className" $v.storage.className)
-  "preflight" (dict "networkPolicyProbe" (dict "enabled" $v.preflight.networkPolicyProbe.enabled "image" (include "rlmesh.image" (dict "image" $v.controller.image "defaultTag" .Chart.AppVersion))))
-  "ports" (dict "metrics" $v.metrics.port "health" 8081)
-}}
-{{- toPrettyJson $cfg }}
-{{- end }}
+{{- /* rlmesh.runtimeConfig is generated from lib/runtime-config-spec.ts (_runtime-config.tpl) */}}
 
 {{/* 90% of agent.spool.size in bytes (spoolMaxBytes() in lib/values-schema.ts; rlmesh.quantityBytes is in the generated _quantity.tpl) */}}
 {{- define "rlmesh.spoolMaxBytes" -}}
