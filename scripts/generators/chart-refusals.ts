@@ -1,5 +1,6 @@
 // templates/_refusals.tpl of each chart: one named template per refusal of its
-// values (lib/values-refusals.ts, and IMAGE_REFUSALS of lib/chart-values.ts), so
+// values (lib/values-refusals.ts, lib/observability-refusals.ts, and IMAGE_REFUSALS
+// of lib/chart-values.ts), so
 // _validate.tpl says what crossFieldErrors() says without a copy of the words.
 // Generation fails when a chart's _validate.tpl includes a refusal that does not
 // exist, or leaves one out.
@@ -7,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { IMAGE_REFUSALS } from '../../lib/chart-values.ts';
+import { OBSERVABILITY_REFUSALS } from '../../lib/observability-refusals.ts';
 import { placeholders, type Refusal } from '../../lib/refusals.ts';
 import { VALUES_REFUSALS } from '../../lib/values-refusals.ts';
 
@@ -14,7 +16,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 
 const CHARTS = [
   { dir: 'charts/rlmesh-runtime', prefix: 'rlmesh', source: 'lib/values-refusals.ts and lib/chart-values.ts', refusals: { ...VALUES_REFUSALS, ...IMAGE_REFUSALS } },
-  { dir: 'charts/rlmesh-observability', prefix: 'obs', source: 'lib/chart-values.ts', refusals: IMAGE_REFUSALS },
+  { dir: 'charts/rlmesh-observability', prefix: 'obs', source: 'lib/observability-refusals.ts and lib/chart-values.ts', refusals: { ...OBSERVABILITY_REFUSALS, ...IMAGE_REFUSALS } },
 ] as const;
 
 /** `path: message` as a Go printf call over the template's dict argument. */
