@@ -9,6 +9,7 @@
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONFIG_PATH, loadRuntimeConfig } from '../lib/runtime-config.ts';
+import { MOUNTS } from '../lib/fixed-names.ts';
 
 export interface HostPort {
   host: string;
@@ -42,7 +43,7 @@ export interface EgressConfig {
   drainTimeoutMs: number;
 }
 
-export const CLUSTER_RANGES_FILE = '/etc/rlmesh/cluster-ranges/ranges';
+export const CLUSTER_RANGES_FILE = MOUNTS.clusterRangesFile;
 
 export const USAGE = `usage: rlmesh-runtime egress [--help] [--config FILE] [--listen HOST:PORT] [--allow NAME]... [--ports 443,80]
   [--allow-range CIDR]... [--cluster-range CIDR]... [--cluster-ranges-file FILE] [--dns IP[:PORT]]... [--health-listen HOST:PORT] [--metrics-listen HOST:PORT]
