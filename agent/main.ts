@@ -13,7 +13,7 @@ import { Assignments } from './assignments.ts';
 import { CapacityReporter } from './capacity.ts';
 import { controlMessageHandler } from './control-messages.ts';
 import { startClusterRanges } from './cluster-ranges.ts';
-import { loadAgentConfig, type AgentConfig } from './config.ts';
+import { loadAgentConfig, USAGE, wantsHelp, type AgentConfig } from './config.ts';
 import { kubeMessage, obtainCredentials } from './credential-bootstrap.ts';
 import { CredentialWatch } from './credential-watch.ts';
 import { CredentialStore } from './credentials.ts';
@@ -28,14 +28,8 @@ import { Spool } from './spool.ts';
 const log = createLogger('agent');
 const AGENT_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-if (process.argv.includes('--help') || process.argv.includes('-h')) {
-  console.log(`usage: rlmesh-runtime agent
-The cluster agent takes no flags: the chart's runtime config (RLMESH_CONFIG, default
-/etc/rlmesh/config/config.json) and the Deployment's env configure it:
-  RLMESH_JOIN_TOKEN   the single-use join token (absent with your own Secrets)
-  POD_NAME, POD_NAMESPACE, RLMESH_SPOOL_DIR (default /var/lib/rlmesh/spool)
-  RLMESH_AGENT_*_MS   timing overrides for tests (heartbeat, silence, backoff, report delay)
-See agent/README.md.`);
+if (wantsHelp(process.argv.slice(2))) {
+  console.log(USAGE);
   process.exit(0);
 }
 

@@ -1,6 +1,6 @@
 // rlmesh-egress-proxy: the only way out for evaluation pods.
 //
-//   node egress/main.ts --listen 127.0.0.1:3128 --allow example.com --allow '*.example.org' \
+//   RLMESH_LISTEN_HOST=127.0.0.1 node egress/main.ts --port 3128 --allow example.com --allow '*.example.org' \
 //     --ports 443,80 --allow-range 198.18.0.0/15 --dns 127.0.0.1:5353
 //
 // In the cluster it reads the chart's runtime config instead (see config.ts).

@@ -54,4 +54,6 @@ export const MOUNTS = {
   /** the key of ConfigMap clusterRangesConfigMap, one CIDR per line */
   clusterRangesKey: CLUSTER_RANGES_KEY,
   clusterRangesFile: `${CLUSTER_RANGES_DIR}/${CLUSTER_RANGES_KEY}`,
+  /** the agent's spool PVC (--spool-dir) */
+  agentSpoolDir: '/var/lib/rlmesh/spool',
 } as const;

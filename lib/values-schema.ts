@@ -345,6 +345,13 @@ export const valuesObjectSchema = z
     controller: z
       .object({
         replicas: z.number().int().min(1).max(5).default(2).describe('Controller replicas; leader election keeps one active (a PodDisruptionBudget keeps one up from 2).'),
+        maxConcurrent: z
+          .number()
+          .int()
+          .min(1)
+          .nullable()
+          .default(null)
+          .describe('At most this many evaluations run at once in this cluster; the rest wait in phase Waiting (reason ConcurrencyLimit) and start as others finish. null: no limit beyond what the nodes and quotas allow.'),
         topologySpread: topologySpread('the controller'),
         ...runtimePod('the controller', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
       })

@@ -204,10 +204,10 @@ async function main(): Promise<void> {
   const dns = await startDnsServer({ [NAME]: { A: [ns.nsAddress], ttl: 30 }, [UNLISTED]: { A: [ns.nsAddress], ttl: 30 } });
 
   const proxy = spawn(process.execPath, [join(ROOT, 'egress/main.ts'),
-    '--listen', `127.0.0.1:${PROXY_PORT}`, '--health-listen', '127.0.0.1:24130', '--metrics-listen', '127.0.0.1:24131',
+    '--port', String(PROXY_PORT), '--health-port', '24130', '--metrics-port', '24131',
     '--allow', NAME, '--ports', '7000,7001', '--allow-range', '198.18.0.0/15', '--dns', dns.address,
-    '--max-tunnels', String(IDLE + 100), '--max-tunnels-per-client', String(IDLE + 100), '--idle-timeout', '600000',
-  ], { stdio: ['ignore', 'ignore', 'inherit'] });
+    '--max-tunnels', String(IDLE + 100), '--max-tunnels-per-client', String(IDLE + 100), '--idle-timeout-ms', '600000',
+  ], { env: { ...process.env, RLMESH_LISTEN_HOST: '127.0.0.1' }, stdio: ['ignore', 'ignore', 'inherit'] });
   children.push(proxy);
 
   writeFileSync(join(work, 'hosts'), `${ns.nsAddress} ${NAME}\n`);

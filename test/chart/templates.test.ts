@@ -62,7 +62,7 @@ describe('objects', () => {
     const pod = podTemplate(d).spec;
     expect(pod.serviceAccountName).toBe('rlmesh-cluster-agent');
     const c = pod.containers[0]!;
-    expect(c.args).toEqual(['agent']);
+    expect(c.args).toEqual(['agent', '--spool-dir=/var/lib/rlmesh/spool']);
     expect(c.env?.find((e) => e.name === 'RLMESH_JOIN_TOKEN')?.valueFrom?.secretKeyRef).toEqual({ name: 'rlmesh-join-token', key: 'token' });
     expect(c.env?.find((e) => e.name === 'NODE_OPTIONS')?.value).toBe(AGENT_NODE_OPTIONS);
     const plain = podTemplate(get(render(['--set', `joinToken=${TOKEN}`, '--set', 'agent.nodeOptions=']), 'Deployment', SYS, 'rlmesh-cluster-agent')).spec.containers[0]!;
@@ -75,6 +75,12 @@ describe('objects', () => {
     const pvc = get(objs, 'PersistentVolumeClaim', SYS, 'rlmesh-agent-spool');
     expect(pvc.spec).toMatchObject({ accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Gi' } } });
     expect(pvc.metadata.annotations?.['helm.sh/resource-policy']).toBeUndefined();
+  });
+
+  it('controller.maxConcurrent becomes the controller\'s --max-concurrent; unset, no limit is passed', () => {
+    const args = (values: string[]) => podTemplate(get(render(['--set', `joinToken=${TOKEN}`, ...values]), 'Deployment', SYS, 'rlmesh-cluster-controller')).spec.containers[0]!.args;
+    expect(args([])).toEqual(['controller']);
+    expect(args(['--set', 'controller.maxConcurrent=3'])).toEqual(['controller', '--max-concurrent=3']);
   });
 
   it('every pod pulls with the cluster pull Secret (rlmesh-registry-pull, or credentials.pullSecret)', () => {

@@ -23,3 +23,4 @@
 {{- define "rlmesh.mount.clusterRangesDir" -}}/etc/rlmesh/cluster-ranges{{- end }}
 {{- define "rlmesh.mount.clusterRangesKey" -}}ranges{{- end }}
 {{- define "rlmesh.mount.clusterRangesFile" -}}/etc/rlmesh/cluster-ranges/ranges{{- end }}
+{{- define "rlmesh.mount.agentSpoolDir" -}}/var/lib/rlmesh/spool{{- end }}
