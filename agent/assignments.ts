@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { API_VERSION, EVALUATION, GROUP, VERSION, type EvaluationSpec, type RLMeshEvaluation } from '../lib/crds/types.ts';
+import { NAMES } from '../lib/fixed-names.ts';
 import type { Assignment, Cancellation } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { apiMessage, isConflict, isNotFound, isRbacDenial, statusCode } from '../lib/kube-errors.ts';
 import { imageRefusal } from './evaluation-image.ts';
@@ -23,7 +24,7 @@ export function evaluationName(id: string): string {
 }
 
 /** The per-evaluation Secret holding its artifact sources' credentials. */
-export const sourcesSecretName = (evalName: string) => `${evalName.slice(0, 230)}-sources`;
+export const sourcesSecretName = (evalName: string) => `${evalName.slice(0, 230)}${NAMES.sourcesSecretSuffix}`;
 /** The key of an artifact's presigned URL in that Secret. */
 export const urlKey = (artifactName: string) => `url.${artifactName}`;
 

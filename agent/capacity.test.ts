@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { nodeCapacity, trimNode, trimPod } from './capacity.ts';
-import { parseQuantity } from './quantity.ts';
+import { parseQuantity } from '../lib/quantity.ts';
 
 const podUsage = (containers: object[], extra: { initContainers?: object[]; overhead?: object; phase?: string } = {}) =>
   trimPod({

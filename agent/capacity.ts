@@ -17,7 +17,7 @@ import {
   type NodeReport,
 } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { startInformer, type Informer } from '../lib/informer.ts';
-import { bytes, cpuMillis, parseQuantity } from './quantity.ts';
+import { bytes, cpuMillis, parseQuantity } from '../lib/quantity.ts';
 
 export const GPU_RESOURCES = { nvidia: 'nvidia.com/gpu', amd: 'amd.com/gpu' } as const;
 type Vendor = keyof typeof GPU_RESOURCES;

@@ -7,11 +7,12 @@
 // comes from the chart's egress.clusterRanges.
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { MOUNTS, NAMES } from '../lib/fixed-names.ts';
 import { apiMessage, isNotFound } from '../lib/kube-errors.ts';
 
-export const CLUSTER_RANGES_CONFIGMAP = 'rlmesh-cluster-ranges';
+export const CLUSTER_RANGES_CONFIGMAP = NAMES.clusterRangesConfigMap;
 /** the key of the ConfigMap holding one CIDR per line */
-export const CLUSTER_RANGES_KEY = 'ranges';
+export const CLUSTER_RANGES_KEY = MOUNTS.clusterRangesKey;
 const PAGE = 500;
 
 type NodeLike = Pick<k8s.V1Node, 'spec' | 'status'>;

@@ -1,7 +1,11 @@
-// The agent's configuration: the chart's runtime config (ConfigMap
-// rlmesh-runtime-config) plus what the Deployment passes as env. The timing
-// knobs exist so tests can shrink minutes to seconds; production uses defaults.
+// The agent's configuration, by the rule every component follows: the chart's
+// runtime config (ConfigMap rlmesh-runtime-config), flags for the agent's own
+// tuning (each duration names its unit; production uses the defaults, tests
+// shrink minutes to seconds), and env only for what the pod is given: its name
+// and namespace, the join token from its Secret, RLMESH_LISTEN_HOST.
+import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { MOUNTS } from '../lib/fixed-names.ts';
 import { DEFAULT_CONFIG_PATH, loadRuntimeConfig, type RuntimeConfig } from '../lib/runtime-config.ts';
 
 export type AgentConfig = {
@@ -32,8 +36,7 @@ export type Timing = {
   leaseSeconds: number;
 };
 
-const ms = (name: string, def: number) =>
-  z.coerce.number({ message: `${name} must be a number of milliseconds` }).int().min(1).default(def);
+const ms = (def: number) => z.coerce.number({ message: 'must be a number of milliseconds' }).int().min(1).default(def);
 
 const envSchema = z.object({
   RLMESH_JOIN_TOKEN: z
@@ -46,20 +49,38 @@ const envSchema = z.object({
     }),
   POD_NAME: z.string().min(1, 'must be set (the Deployment passes it from metadata.name)').default('rlmesh-cluster-agent'),
   POD_NAMESPACE: z.string().min(1).optional(),
-  RLMESH_SPOOL_DIR: z.string().min(1).default('/var/lib/rlmesh/spool'),
-  RLMESH_AGENT_LISTEN_HOST: z.string().min(1).default('0.0.0.0'),
-  RLMESH_AGENT_HEARTBEAT_MS: ms('RLMESH_AGENT_HEARTBEAT_MS', 10_000),
-  RLMESH_AGENT_SILENCE_MS: ms('RLMESH_AGENT_SILENCE_MS', 45_000),
-  RLMESH_AGENT_BACKOFF_BASE_MS: ms('RLMESH_AGENT_BACKOFF_BASE_MS', 250),
-  RLMESH_AGENT_BACKOFF_MAX_MS: ms('RLMESH_AGENT_BACKOFF_MAX_MS', 30_000),
-  RLMESH_AGENT_AUTH_BACKOFF_MS: ms('RLMESH_AGENT_AUTH_BACKOFF_MS', 30_000),
-  RLMESH_AGENT_REPORT_DELAY_MS: ms('RLMESH_AGENT_REPORT_DELAY_MS', 250),
-  RLMESH_AGENT_WATCH_SILENCE_MS: ms('RLMESH_AGENT_WATCH_SILENCE_MS', 300_000),
-  RLMESH_AGENT_LEASE_SECONDS: z.coerce.number().int().min(5).default(60),
+  RLMESH_LISTEN_HOST: z.string().min(1).default('0.0.0.0'),
 });
 
-/** Reads config and env; throws one line naming the field on any problem. */
-export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
+const flagSchema = z.object({
+  help: z.boolean(),
+  'spool-dir': z.string().min(1),
+  'heartbeat-ms': ms(10_000),
+  'silence-ms': ms(45_000),
+  'backoff-base-ms': ms(250),
+  'backoff-max-ms': ms(30_000),
+  'auth-backoff-ms': ms(30_000),
+  'report-delay-ms': ms(250),
+  'watch-silence-ms': ms(300_000),
+  'lease-seconds': z.coerce.number({ message: 'must be a number of seconds' }).int().min(5).default(60),
+});
+
+const FLAGS = ['spool-dir', 'heartbeat-ms', 'silence-ms', 'backoff-base-ms', 'backoff-max-ms', 'auth-backoff-ms', 'report-delay-ms', 'watch-silence-ms', 'lease-seconds'] as const;
+
+export const USAGE = `usage: rlmesh-runtime agent [--spool-dir DIR] [--heartbeat-ms 10000] [--silence-ms 45000]
+  [--backoff-base-ms 250] [--backoff-max-ms 30000] [--auth-backoff-ms 30000] [--report-delay-ms 250]
+  [--watch-silence-ms 300000] [--lease-seconds 60]
+The chart's runtime config comes from RLMESH_CONFIG (default /etc/rlmesh/config/config.json); env:
+  RLMESH_JOIN_TOKEN   the single-use join token (absent with your own Secrets)
+  POD_NAME, POD_NAMESPACE, RLMESH_LISTEN_HOST (default 0.0.0.0)
+See agent/README.md.`;
+
+export function wantsHelp(argv: string[]): boolean {
+  return argv.includes('--help') || argv.includes('-h');
+}
+
+/** Reads the runtime config, flags and env; throws one line naming the field, flag or variable on any problem. */
+export function loadAgentConfig(argv: string[] = process.argv.slice(2), env: NodeJS.ProcessEnv = process.env): AgentConfig {
   const runtime = loadRuntimeConfig(env.RLMESH_CONFIG ?? DEFAULT_CONFIG_PATH);
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
@@ -67,22 +88,38 @@ export function loadAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
     throw new Error(`invalid agent environment: ${issue.path.join('.')} ${issue.message}`);
   }
   const e = parsed.data;
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      help: { type: 'boolean', short: 'h', default: false },
+      'spool-dir': { type: 'string', default: MOUNTS.agentSpoolDir },
+      ...Object.fromEntries(FLAGS.filter((f) => f !== 'spool-dir').map((f) => [f, { type: 'string' as const }])),
+    },
+  });
+  const flags = flagSchema.safeParse(values);
+  if (!flags.success) {
+    const issue = flags.error.issues[0]!;
+    const flag = String(issue.path[0]);
+    throw new Error(`invalid agent flag: --${flag} ${JSON.stringify((values as Record<string, unknown>)[flag])} ${issue.message}`);
+  }
+  const f = flags.data;
   return {
     runtime,
     joinToken: e.RLMESH_JOIN_TOKEN,
     podName: e.POD_NAME,
     podNamespace: e.POD_NAMESPACE ?? runtime.namespace,
-    spoolDir: e.RLMESH_SPOOL_DIR,
-    listenHost: e.RLMESH_AGENT_LISTEN_HOST,
+    spoolDir: f['spool-dir'],
+    listenHost: e.RLMESH_LISTEN_HOST,
     timing: {
-      heartbeatMs: e.RLMESH_AGENT_HEARTBEAT_MS,
-      silenceMs: e.RLMESH_AGENT_SILENCE_MS,
-      backoffBaseMs: e.RLMESH_AGENT_BACKOFF_BASE_MS,
-      backoffMaxMs: e.RLMESH_AGENT_BACKOFF_MAX_MS,
-      authBackoffMs: e.RLMESH_AGENT_AUTH_BACKOFF_MS,
-      reportDelayMs: e.RLMESH_AGENT_REPORT_DELAY_MS,
-      watchSilenceMs: e.RLMESH_AGENT_WATCH_SILENCE_MS,
-      leaseSeconds: e.RLMESH_AGENT_LEASE_SECONDS,
+      heartbeatMs: f['heartbeat-ms'],
+      silenceMs: f['silence-ms'],
+      backoffBaseMs: f['backoff-base-ms'],
+      backoffMaxMs: f['backoff-max-ms'],
+      authBackoffMs: f['auth-backoff-ms'],
+      reportDelayMs: f['report-delay-ms'],
+      watchSilenceMs: f['watch-silence-ms'],
+      leaseSeconds: f['lease-seconds'],
     },
   };
 }

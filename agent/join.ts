@@ -4,6 +4,8 @@
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'undici';
 import { z } from 'zod';
+import type { Logger } from 'pino';
+import { createBackoff, sleep } from '../lib/backoff.ts';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
 import type { JoinResult } from './credentials.ts';
 
@@ -141,3 +143,23 @@ export async function join(cp: ControlPlaneClient, token: string, facts: Record<
 }
 
 const mentionsFix = (said: string) => (/new install command/i.test(said) ? '' : `; ${NEW_INSTALL_COMMAND}`);
+
+/** GET /v1/info until it answers (the control plane may be away at start); each failure says why, as the readiness problem too. */
+export async function discoverUntilReachable(
+  cp: ControlPlaneClient,
+  o: { backoffBaseMs: number; backoffMaxMs: number; signal: AbortSignal; log: Logger; onProblem: (problem: string | undefined) => void },
+): Promise<ControlPlaneInfo> {
+  const backoff = createBackoff(o.backoffBaseMs, o.backoffMaxMs);
+  for (;;) {
+    try {
+      const info = await fetchInfo(cp);
+      o.onProblem(undefined);
+      return info;
+    } catch (err) {
+      const delay = backoff.next();
+      o.onProblem(`cannot discover the session endpoint: ${(err as Error).message}`);
+      o.log.error({ ...(err instanceof JoinError ? { code: err.code } : {}), retryInMs: delay }, err instanceof JoinError ? err.message : `GET /v1/info failed: ${(err as Error).message}`);
+      await sleep(delay, o.signal);
+    }
+  }
+}

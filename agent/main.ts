@@ -5,36 +5,31 @@
 //   evaluation status → spool → updates; control Secret watch → re-authentication.
 import { readFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
-import { create } from '@bufbuild/protobuf';
-import { CredentialRotatedSchema, type ControlMessage, type PreflightReport } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { OpsServer } from '../lib/ops-server.ts';
+import type { PreflightReport } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { startAgentPreflight } from '../lib/preflight/agent.ts';
 import { createLogger } from '../lib/logger.ts';
 import { Assignments } from './assignments.ts';
-import { createBackoff, sleep } from '../lib/backoff.ts';
 import { CapacityReporter } from './capacity.ts';
+import { controlMessageHandler } from './control-messages.ts';
 import { startClusterRanges } from './cluster-ranges.ts';
-import { loadAgentConfig, type AgentConfig } from './config.ts';
+import { loadAgentConfig, USAGE, wantsHelp, type AgentConfig } from './config.ts';
 import { kubeMessage, obtainCredentials } from './credential-bootstrap.ts';
 import { CredentialWatch } from './credential-watch.ts';
-import { CredentialStore, tokenHash } from './credentials.ts';
+import { CredentialStore } from './credentials.ts';
 import { EvaluationStatus, toUpdate } from './evaluation-status.ts';
-import { Health } from './health.ts';
-import { controlPlaneClient, fetchInfo, JoinError, type ControlPlaneClient, type ControlPlaneInfo } from './join.ts';
+import { controlPlaneClient, discoverUntilReachable, type ControlPlaneClient } from './join.ts';
 import { createMetrics } from './metrics.ts';
 import { Session } from './session.ts';
+import { Readiness } from './readiness.ts';
+import { retryingWrites } from './retrying.ts';
 import { Spool } from './spool.ts';
 
 const log = createLogger('agent');
 const AGENT_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-if (process.argv.includes('--help') || process.argv.includes('-h')) {
-  console.log(`usage: rlmesh-runtime agent
-The cluster agent takes no flags: the chart's runtime config (RLMESH_CONFIG, default
-/etc/rlmesh/config/config.json) and the Deployment's env configure it:
-  RLMESH_JOIN_TOKEN   the single-use join token (absent with your own Secrets)
-  POD_NAME, POD_NAMESPACE, RLMESH_SPOOL_DIR (default /var/lib/rlmesh/spool)
-  RLMESH_AGENT_*_MS   timing overrides for tests (heartbeat, silence, backoff, report delay)
-See agent/README.md.`);
+if (wantsHelp(process.argv.slice(2))) {
+  console.log(USAGE);
   process.exit(0);
 }
 
@@ -57,28 +52,19 @@ try {
   process.exit(1);
 }
 
-let credentialProblem: string | undefined = 'credentials not loaded yet';
-// assigned once credentials exist; the health and metrics endpoints read them before that
-// eslint-disable-next-line prefer-const
-let session: Session | undefined;
-// eslint-disable-next-line prefer-const
-let credWatch: CredentialWatch | undefined;
-/** rotations being written (purpose and value hash): a resent one is not written twice at once */
-const rotationsInFlight = new Set<string>();
+const readiness = new Readiness();
 const metrics = createMetrics({
   spoolBytes: () => spool.bytes,
   spoolRecords: () => spool.records,
   spoolMaxBytes: cfg.runtime.agent.spoolMaxBytes,
-  credentialAgeSeconds: () => credWatch?.ageSeconds ?? 0,
+  credentialAgeSeconds: readiness.credentialAgeSeconds,
 });
-const health = new Health({
-  registry: metrics.registry,
-  notReady: () => credentialProblem ?? (session?.live ? undefined : `no live session to the control plane (${session?.currentState ?? 'not started'})`),
-});
-const ports = await health.listen(cfg.listenHost, cfg.runtime.ports.health, cfg.runtime.ports.metrics);
+const ops = new OpsServer({ registry: metrics.registry, notReady: readiness.notReady });
+const ports = await ops.listen({ host: cfg.listenHost, port: cfg.runtime.ports.health }, { host: cfg.listenHost, port: cfg.runtime.ports.metrics });
 log.info({ healthPort: ports.health, metricsPort: ports.metrics, version: AGENT_VERSION }, 'agent starting');
 
 const abort = new AbortController();
+const timing = { backoffBaseMs: cfg.timing.backoffBaseMs, backoffMaxMs: cfg.timing.backoffMaxMs, signal: abort.signal, log };
 const store = new CredentialStore(kc, cfg.runtime);
 let cp: ControlPlaneClient;
 try {
@@ -97,28 +83,65 @@ const creds = await obtainCredentials({
   agentVersion: AGENT_VERSION,
   signal: abort.signal,
   onJoinOutcome: (o) => metrics.joins.inc({ outcome: o }),
-  setProblem: (p) => (credentialProblem = p),
+  setProblem: (p) => (readiness.credentialProblem = p),
 });
-credentialProblem = undefined;
+readiness.credentialProblem = undefined;
 
-await discover(cp);
+await discoverUntilReachable(cp, { ...timing, onProblem: (p) => (readiness.credentialProblem = p) });
 let kubernetesVersion = '';
 kc.makeApiClient(k8s.VersionApi)
   .getCode()
   .then((v) => (kubernetesVersion = v.gitVersion))
   .catch(() => undefined);
 
-credWatch = new CredentialWatch({
+// the session is made first and started last: the parts below send through it, and it calls back into them once started
+let capacityReady = false;
+let lastPreflight: PreflightReport | undefined;
+const session: Session = new Session({
+  // the configured API host and port, which discoverUntilReachable() checked /v1/info names (never another endpoint)
+  target: { host: cfg.runtime.controlPlane.apiHost, port: cfg.runtime.controlPlane.apiPort },
+  ca: cp.ca,
+  credential: () => credWatch.credentials,
+  agentVersion: AGENT_VERSION,
+  kubernetesVersion: () => kubernetesVersion,
+  timing: cfg.timing,
+  log,
+  // at most 10,000 ids in Hello keeps it small; the rest are simply resent and deduplicated by id
+  pendingIds: () => spool.pending().slice(0, 10_000).map((p) => p.id),
+  onConnected: () => {
+    // what the control plane may have missed: every unacked update, and the nodes as they are now
+    for (const p of spool.pending()) if (session.sendUpdate(toUpdate(p))) metrics.updatesSent.inc();
+    if (capacityReady && session.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();
+    if (lastPreflight) session.send({ case: 'preflightReport', value: lastPreflight });
+  },
+  onMessage: (m) => handle(m),
+  onState: (s) => metrics.setState(s),
+  onReconnect: () => metrics.reconnects.inc(),
+});
+
+const credWatch = new CredentialWatch({
   kc,
   namespace: cfg.runtime.namespace,
   name: cfg.runtime.credentials.controlSecret,
   log,
   watchSilenceMs: cfg.timing.watchSilenceMs,
   initial: creds,
-  onChange: () => session?.reauthenticate(),
-  onProblem: (p) => (credentialProblem = p),
+  onChange: () => session.reauthenticate(),
+  onProblem: (p) => (readiness.credentialProblem = p),
 });
+readiness.attach({ session, credentials: credWatch });
 credWatch.start();
+
+const evaluations = new EvaluationStatus({
+  kc,
+  namespace: cfg.runtime.runsNamespace,
+  spool,
+  log,
+  watchSilenceMs: cfg.timing.watchSilenceMs,
+  send: (u) => {
+    if (session.sendUpdate(u)) metrics.updatesSent.inc();
+  },
+});
 
 const assignments = new Assignments({
   kc,
@@ -128,19 +151,6 @@ const assignments = new Assignments({
   onOutcome: (evaluationId, phase, reason, message) => evaluations.observe(evaluationId, { phase, reason, message, pod: '', node: '' }),
 });
 
-const evaluations = new EvaluationStatus({
-  kc,
-  namespace: cfg.runtime.runsNamespace,
-  spool,
-  log,
-  watchSilenceMs: cfg.timing.watchSilenceMs,
-  send: (u) => {
-    if (session?.sendUpdate(u)) metrics.updatesSent.inc();
-  },
-});
-
-let capacityReady = false;
-let lastPreflight: PreflightReport | undefined;
 const capacity = new CapacityReporter({
   kc,
   log,
@@ -148,33 +158,13 @@ const capacity = new CapacityReporter({
   reportDelayMs: cfg.timing.reportDelayMs,
   watchSilenceMs: cfg.timing.watchSilenceMs,
   send: (report, latencyMs) => {
-    if (!session?.sendNodeReport(report)) return;
+    if (!session.sendNodeReport(report)) return;
     metrics.reportsSent.inc();
     metrics.reportLatency.observe(latencyMs / 1000);
   },
 });
 
-session = new Session({
-  // the configured API host and port, which discover() checked /v1/info names (never another endpoint)
-  target: { host: cfg.runtime.controlPlane.apiHost, port: cfg.runtime.controlPlane.apiPort },
-  ca: cp.ca,
-  credential: () => credWatch!.credentials,
-  agentVersion: AGENT_VERSION,
-  kubernetesVersion: () => kubernetesVersion,
-  timing: cfg.timing,
-  log,
-  // at most 10,000 ids in Hello keeps it small; the rest are simply resent and deduplicated by id
-  pendingIds: () => spool.pending().slice(0, 10_000).map((p) => p.id),
-  onConnected: () => {
-    // what the control plane may have missed: every unacked update, and the nodes as they are now
-    for (const p of spool.pending()) if (session!.sendUpdate(toUpdate(p))) metrics.updatesSent.inc();
-    if (capacityReady && session!.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();
-    if (lastPreflight) session!.send({ case: 'preflightReport', value: lastPreflight });
-  },
-  onMessage: (m) => handle(m),
-  onState: (s) => metrics.setState(s),
-  onReconnect: () => metrics.reconnects.inc(),
-});
+const handle = controlMessageHandler({ log, session, spool, evaluations, assignments, store, credWatch, metrics, retrying: retryingWrites(timing) });
 session.start();
 
 void startWithRetry('evaluation status informer', () => evaluations.start());
@@ -182,7 +172,7 @@ void startWithRetry('evaluation status informer', () => evaluations.start());
 const capacitySynced = startWithRetry('node and pod informers', async () => {
   await capacity.start();
   capacityReady = true;
-  if (session!.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();
+  if (session.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();
 });
 
 // the cluster's own ranges, for the egress proxy to refuse (ConfigMap rlmesh-cluster-ranges)
@@ -197,99 +187,13 @@ const stopPreflight = startAgentPreflight({
   firstRunAfter: capacitySynced,
   send: (r) => {
     lastPreflight = r;
-    session!.send({ case: 'preflightReport', value: r });
+    session.send({ case: 'preflightReport', value: r });
   },
 });
-
-function handle(m: ControlMessage): void {
-  switch (m.msg.case) {
-    case 'welcome':
-      log.debug({ sessionId: m.msg.value.sessionId, pingIntervalSeconds: m.msg.value.pingIntervalSeconds }, 'welcome');
-      return;
-    case 'ack': {
-      const ids = m.msg.value.ids;
-      session!.acked(ids);
-      spool.ack(ids).then(
-        (acked) => {
-          metrics.updatesAcked.inc(acked.length);
-          if (acked.length) void evaluations.reported(acked);
-        },
-        (err: unknown) => log.error({ err: (err as Error).message }, 'could not record acks in the spool; they will be redelivered and deduplicated'),
-      );
-      return;
-    }
-    case 'assignment': {
-      const a = m.msg.value;
-      retrying(`assignment ${a.evaluationId}`, () => assignments.assign(a)).then(
-        () => metrics.assignments.inc({ outcome: 'accepted' }),
-        () => metrics.assignments.inc({ outcome: 'failed' }),
-      );
-      return;
-    }
-    case 'cancellation': {
-      const c = m.msg.value;
-      void retrying(`cancellation ${c.evaluationId}`, () => assignments.cancel(c)).catch(() => undefined);
-      return;
-    }
-    case 'credentialRotation': {
-      const r = m.msg.value;
-      // the control plane sends an unconfirmed rotation again while the session lives: one writer per value
-      const key = `${r.purpose}:${tokenHash(r.value)}`;
-      if (rotationsInFlight.has(key)) return;
-      rotationsInFlight.add(key);
-      void (async () => {
-        // until stored: a rotation given up on leaves the agent with a credential that expires after the overlap
-        await retrying(`storing the rotated ${r.purpose} credential`, () => store.writeRotation(r.purpose, r.value), { forever: true });
-        if (r.purpose === 'control') credWatch!.use({ ...credWatch!.credentials, control: r.value });
-        session!.send({ case: 'credentialRotated', value: create(CredentialRotatedSchema, { purpose: r.purpose }) });
-        log.info({ purpose: r.purpose }, 'rotated credential written to its Secret');
-      })()
-        .catch(() => undefined)
-        .finally(() => rotationsInFlight.delete(key));
-      return;
-    }
-    default:
-      return;
-  }
-}
-
-/** Kubernetes writes that must not be lost to a transient API error: retried with backoff for a few minutes. */
-async function retrying(what: string, fn: () => Promise<void>, opts: { forever?: boolean } = {}): Promise<void> {
-  const backoff = createBackoff(cfg.timing.backoffBaseMs, cfg.timing.backoffMaxMs);
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if ((attempt >= 10 && !opts.forever) || abort.signal.aborted) {
-        log.error({ err: kubeMessage(err) }, `${what} failed ${attempt} times; giving up until the control plane sends it again (next session)`);
-        throw err;
-      }
-      const delay = backoff.next();
-      log.warn({ err: kubeMessage(err), retryInMs: delay }, `${what} failed; retrying`);
-      await sleep(delay, abort.signal);
-    }
-  }
-}
 
 /** settles once started, or once the failure is logged */
 function startWithRetry(what: string, fn: () => Promise<void>): Promise<void> {
   return fn().catch((err: unknown) => void log.error({ err: kubeMessage(err) }, `${what} failed to start`));
-}
-
-async function discover(client: ControlPlaneClient): Promise<ControlPlaneInfo> {
-  const backoff = createBackoff(cfg.timing.backoffBaseMs, cfg.timing.backoffMaxMs);
-  for (;;) {
-    try {
-      const info = await fetchInfo(client);
-      credentialProblem = undefined;
-      return info;
-    } catch (err) {
-      const delay = backoff.next();
-      credentialProblem = `cannot discover the session endpoint: ${(err as Error).message}`;
-      log.error({ ...(err instanceof JoinError ? { code: err.code } : {}), retryInMs: delay }, err instanceof JoinError ? err.message : `GET /v1/info failed: ${(err as Error).message}`);
-      await sleep(delay, abort.signal);
-    }
-  }
 }
 
 let stopping = false;
@@ -300,9 +204,9 @@ async function shutdown(signal: string) {
   abort.abort();
   stopPreflight();
   stopClusterRanges();
-  await Promise.allSettled([session?.stop(), capacity.stop(), evaluations.stop(), credWatch?.stop()]);
+  await Promise.allSettled([session.stop(), capacity.stop(), evaluations.stop(), credWatch.stop()]);
   await spool.close().catch(() => undefined);
-  await health.close();
+  await ops.close();
   process.exit(0);
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'));

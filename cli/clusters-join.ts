@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import { z } from 'zod';
 import { runtimeConfigSchema } from '../lib/runtime-config.ts';
+import { NAMES } from '../lib/fixed-names.ts';
 import { PromptCancelled, readAll, readHidden } from './hidden-prompt.ts';
 import { secretsYaml } from './k8s-secrets.ts';
 
@@ -70,7 +71,7 @@ export async function clustersJoin(argv: string[], io: Io): Promise<void> {
         'pull-secret': { type: 'string', default: runtimeConfigSchema.shape.credentials.parse({}).pullSecret },
         'relay-secret': { type: 'string', default: runtimeConfigSchema.shape.credentials.parse({}).relaySecret },
         namespace: { type: 'string', default: 'rlmesh-system' },
-        'runs-namespace': { type: 'string', default: 'rlmesh-runs' },
+        'runs-namespace': { type: 'string', default: NAMES.runsNamespace },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,

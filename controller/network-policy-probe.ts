@@ -10,6 +10,7 @@
 import { networkInterfaces } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { NAMES } from '../lib/fixed-names.ts';
 
 /** The probe's command in the runtime image, which holds lib/preflight/netprobe.ts compiled to .js. */
 export const NETPROBE_COMMAND = ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js'];
@@ -18,7 +19,7 @@ import { apiMessage, isNotFound } from '../lib/kube-errors.ts';
 import { probeVerdict, readCni, type ProbeOutcome, type ProbeTargets } from '../lib/preflight/network-policy.ts';
 import type { CheckResult } from '../lib/preflight/types.ts';
 
-export const PROBE_NAME = 'rlmesh-network-policy-probe';
+export const PROBE_NAME = NAMES.networkPolicyProbe;
 export const PROBE_LABELS = { 'app.kubernetes.io/name': PROBE_NAME, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/component': 'preflight' };
 export const PROBE_INTERVAL_MS = 3600_000;
 /** How long the probe gives an enforcer to program a new pod's rules (kube-router takes seconds). */

@@ -6,8 +6,8 @@ import { CLUSTER_RANGES_FILE, parseConfig } from './config.ts';
 
 describe('egress config', () => {
   it('runs from flags alone', () => {
-    const c = parseConfig(['--listen', '127.0.0.1:3128', '--allow', 'example.com', '--allow', '*.example.org', '--ports', '443,80',
-      '--allow-range', '198.18.0.0/15', '--dns', '127.0.0.1:5353'], {});
+    const c = parseConfig(['--port', '3128', '--allow', 'example.com', '--allow', '*.example.org', '--ports', '443,80',
+      '--allow-range', '198.18.0.0/15', '--dns', '127.0.0.1:5353'], { RLMESH_LISTEN_HOST: '127.0.0.1' });
     expect(c).toMatchObject({
       listen: { host: '127.0.0.1', port: 3128 }, allow: ['example.com', '*.example.org'], ports: [443, 80],
       allowRanges: ['198.18.0.0/15'], dns: ['127.0.0.1:5353'],
@@ -32,7 +32,9 @@ describe('egress config', () => {
   });
 
   it('says what is wrong with a flag', () => {
-    expect(() => parseConfig(['--allow', 'x.example', '--listen', 'nope'], {})).toThrow(/--listen 'nope' is not HOST:PORT/);
+    expect(() => parseConfig(['--allow', 'x.example', '--port', 'nope'], {})).toThrow("--port 'nope' is not a port from 0 to 65535 (0: any free port)");
+    expect(() => parseConfig(['--allow', 'x.example', '--health-port', '70000'], {})).toThrow(/--health-port '70000' is not a port/);
+    expect(() => parseConfig(['--allow', 'x.example', '--idle-timeout', '5'], {})).toThrow(/idle-timeout/);
     expect(() => parseConfig(['--allow', 'x.example', '--ports', '443,0'], {})).toThrow(/--ports/);
     expect(() => parseConfig(['--allow', 'x.example', '--max-tunnels=-1'], {})).toThrow(/positive whole number/);
     expect(() => parseConfig(['--bogus'], {})).toThrow(/bogus/);

@@ -1,14 +1,17 @@
 // The proxy's settings: from the runtime config the chart renders (in the
 // cluster), or from command-line flags so it runs on its own:
 //
-//   node egress/main.ts --listen 127.0.0.1:3128 --allow example.com \
+//   RLMESH_LISTEN_HOST=127.0.0.1 node egress/main.ts --port 3128 --allow example.com \
 //     --allow '*.example.org' --ports 443,80 --allow-range 198.18.0.0/15 --dns 127.0.0.1:5353
 //
 // With --config (or RLMESH_CONFIG) the runtime config is the base and flags
 // add to it; with neither and no --allow, the chart's mounted config is read.
+// As for every component: the listen host is RLMESH_LISTEN_HOST (default every
+// interface), and every duration flag names its unit.
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONFIG_PATH, loadRuntimeConfig } from '../lib/runtime-config.ts';
+import { MOUNTS } from '../lib/fixed-names.ts';
 
 export interface HostPort {
   host: string;
@@ -42,19 +45,20 @@ export interface EgressConfig {
   drainTimeoutMs: number;
 }
 
-export const CLUSTER_RANGES_FILE = '/etc/rlmesh/cluster-ranges/ranges';
+export const CLUSTER_RANGES_FILE = MOUNTS.clusterRangesFile;
 
-export const USAGE = `usage: rlmesh-runtime egress [--help] [--config FILE] [--listen HOST:PORT] [--allow NAME]... [--ports 443,80]
-  [--allow-range CIDR]... [--cluster-range CIDR]... [--cluster-ranges-file FILE] [--dns IP[:PORT]]... [--health-listen HOST:PORT] [--metrics-listen HOST:PORT]
-  [--connect-timeout MS] [--idle-timeout MS] [--header-timeout MS] [--max-header-bytes N]
+export const USAGE = `usage: rlmesh-runtime egress [--help] [--config FILE] [--port N] [--allow NAME]... [--ports 443,80]
+  [--allow-range CIDR]... [--cluster-range CIDR]... [--cluster-ranges-file FILE] [--dns IP[:PORT]]... [--health-port N] [--metrics-port N]
+  [--connect-timeout-ms MS] [--idle-timeout-ms MS] [--header-timeout-ms MS] [--max-header-bytes N]
   [--max-tunnels N] [--max-tunnels-per-client N] [--max-connections N] [--max-connections-per-client N]
-  [--drain-timeout MS] [--dns-timeout MS]`;
+  [--drain-timeout-ms MS] [--dns-timeout-ms MS]
+The listen host is RLMESH_LISTEN_HOST (default 0.0.0.0).`;
 
-function hostPort(flag: string, text: string): HostPort {
-  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
-  const port = Number(m?.[3]);
-  if (!m || !(port >= 0 && port <= 65535)) throw new Error(`--${flag} '${text}' is not HOST:PORT (e.g. 127.0.0.1:3128 or [::1]:3128)`);
-  return { host: m[1] ?? m[2]!, port };
+function port(flag: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!/^\d{1,5}$/.test(text) || n > 65535) throw new Error(`--${flag} '${text}' is not a port from 0 to 65535 (0: any free port)`);
+  return n;
 }
 
 function positive(flag: string, text: string | undefined, fallback: number): number {
@@ -75,25 +79,25 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     options: {
       config: { type: 'string' },
       help: { type: 'boolean', default: false },
-      listen: { type: 'string' },
-      'health-listen': { type: 'string' },
-      'metrics-listen': { type: 'string' },
+      port: { type: 'string' },
+      'health-port': { type: 'string' },
+      'metrics-port': { type: 'string' },
       allow: { type: 'string', multiple: true, default: [] },
       ports: { type: 'string' },
       'allow-range': { type: 'string', multiple: true, default: [] },
       'cluster-range': { type: 'string', multiple: true, default: [] },
       'cluster-ranges-file': { type: 'string' },
       dns: { type: 'string', multiple: true, default: [] },
-      'dns-timeout': { type: 'string' },
-      'connect-timeout': { type: 'string' },
-      'idle-timeout': { type: 'string' },
-      'header-timeout': { type: 'string' },
+      'dns-timeout-ms': { type: 'string' },
+      'connect-timeout-ms': { type: 'string' },
+      'idle-timeout-ms': { type: 'string' },
+      'header-timeout-ms': { type: 'string' },
       'max-header-bytes': { type: 'string' },
       'max-tunnels': { type: 'string' },
       'max-tunnels-per-client': { type: 'string' },
       'max-connections': { type: 'string' },
       'max-connections-per-client': { type: 'string' },
-      'drain-timeout': { type: 'string' },
+      'drain-timeout-ms': { type: 'string' },
     },
   });
   const configPath = v.config ?? env.RLMESH_CONFIG ?? (v.allow.length === 0 ? DEFAULT_CONFIG_PATH : undefined);
@@ -117,26 +121,27 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   const maxConnectionsPerClient = atLeast('max-connections-per-client', v['max-connections-per-client'], 'max-tunnels-per-client', maxTunnelsPerClient);
   // in the cluster, ConfigMap rlmesh-cluster-ranges as the chart mounts it (templates/egress-proxy.yaml)
   const clusterRangesFile = v['cluster-ranges-file'] ?? (runtime ? CLUSTER_RANGES_FILE : undefined);
+  const host = env.RLMESH_LISTEN_HOST || '0.0.0.0';
   return {
-    listen: hostPort('listen', v.listen ?? `0.0.0.0:${proxyPort}`),
-    healthListen: hostPort('health-listen', v['health-listen'] ?? `0.0.0.0:${runtime?.ports.health ?? 8081}`),
-    metricsListen: hostPort('metrics-listen', v['metrics-listen'] ?? `0.0.0.0:${runtime?.ports.metrics ?? 9090}`),
+    listen: { host, port: port('port', v.port, proxyPort) },
+    healthListen: { host, port: port('health-port', v['health-port'], runtime?.ports.health ?? 8081) },
+    metricsListen: { host, port: port('metrics-port', v['metrics-port'], runtime?.ports.metrics ?? 9090) },
     allow: [...(runtime?.egress.allowedDomains ?? []), ...v.allow],
     ports,
     allowRanges: [...(runtime?.egress.allowRanges ?? []), ...v['allow-range']],
     clusterRanges: [...(runtime?.egress.clusterRanges ?? []), ...v['cluster-range'], ...kubernetesServiceRange(env)],
     ...(clusterRangesFile ? { clusterRangesFile } : {}),
     dns: v.dns,
-    dnsTimeoutMs: positive('dns-timeout', v['dns-timeout'], 5_000),
-    connectTimeoutMs: positive('connect-timeout', v['connect-timeout'], 10_000),
-    idleTimeoutMs: positive('idle-timeout', v['idle-timeout'], 300_000),
-    headerTimeoutMs: positive('header-timeout', v['header-timeout'], 10_000),
+    dnsTimeoutMs: positive('dns-timeout-ms', v['dns-timeout-ms'], 5_000),
+    connectTimeoutMs: positive('connect-timeout-ms', v['connect-timeout-ms'], 10_000),
+    idleTimeoutMs: positive('idle-timeout-ms', v['idle-timeout-ms'], 300_000),
+    headerTimeoutMs: positive('header-timeout-ms', v['header-timeout-ms'], 10_000),
     maxHeaderBytes: positive('max-header-bytes', v['max-header-bytes'], 16_384),
     maxTunnels,
     maxTunnelsPerClient,
     maxConnections,
     maxConnectionsPerClient,
-    drainTimeoutMs: positive('drain-timeout', v['drain-timeout'], 25_000),
+    drainTimeoutMs: positive('drain-timeout-ms', v['drain-timeout-ms'], 25_000),
   };
 }
 

@@ -1,6 +1,6 @@
 // rlmesh-egress-proxy: the only way out for evaluation pods.
 //
-//   node egress/main.ts --listen 127.0.0.1:3128 --allow example.com --allow '*.example.org' \
+//   RLMESH_LISTEN_HOST=127.0.0.1 node egress/main.ts --port 3128 --allow example.com --allow '*.example.org' \
 //     --ports 443,80 --allow-range 198.18.0.0/15 --dns 127.0.0.1:5353
 //
 // In the cluster it reads the chart's runtime config instead (see config.ts).
@@ -12,7 +12,7 @@ import { parseAllowRange, parseClusterRange } from './classify-address.ts';
 import { followRangesFile } from './cluster-ranges-file.ts';
 import { parseConfig, USAGE, wantsHelp, type HostPort } from './config.ts';
 import { createMetrics } from './metrics.ts';
-import { createHealthServer, createMetricsServer } from './ops-server.ts';
+import { OpsServer } from '../lib/ops-server.ts';
 import { createProxy } from './proxy.ts';
 import { DestinationResolver, localAddresses } from './resolve-destination.ts';
 
@@ -47,11 +47,11 @@ async function main(): Promise<void> {
     : () => undefined;
   const proxy = createProxy({ config, allowList, resolver, metrics, logger });
   let ready = false;
-  const health = createHealthServer(() => ready && !proxy.isDraining());
-  const metricsServer = createMetricsServer(metrics.registry);
-
-  await listen(health, config.healthListen, 'health checks (/healthz, /readyz)');
-  await listen(metricsServer, config.metricsListen, 'metrics (/metrics)');
+  const ops = new OpsServer({
+    registry: metrics.registry,
+    notReady: () => (!ready ? 'starting' : proxy.isDraining() ? 'draining: the pod is stopping' : undefined),
+  });
+  await ops.listen(config.healthListen, config.metricsListen);
   await listen(proxy.server, config.listen, 'the proxy');
   ready = true;
   logger.info({
@@ -67,8 +67,7 @@ async function main(): Promise<void> {
     logger.info({ signal, activeTunnels: proxy.activeTunnels(), drainTimeoutMs: config.drainTimeoutMs }, 'egress proxy draining');
     stopFollowing();
     await proxy.drain(config.drainTimeoutMs);
-    health.close();
-    metricsServer.close();
+    await ops.close();
     logger.info('egress proxy stopped');
     process.exit(0);
   };

@@ -2,9 +2,10 @@
 // rlmesh-observability): names, quantities, images (by digest when one is set), requests and
 // limits, and the scheduling knobs every pod has.
 import { z } from 'zod';
+import { CHART_QUANTITY } from './quantity.ts';
+import { refuse, type Refusal } from './refusals.ts';
 
 export const K8S_NAME = '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*';
-const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
 
 export type Image = { repository: string; tag: string; digest: string };
 export type Res = { cpu: string; memory: string };
@@ -14,7 +15,7 @@ export const secretName = z
   .max(253)
   .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a Secret name (lowercase DNS subdomain) or empty' });
 export const quantity = (what: string) =>
-  z.string().regex(QUANTITY, { message: `must be a Kubernetes quantity such as 100m, 512Mi or 10Gi (${what})` });
+  z.string().regex(CHART_QUANTITY, { message: `must be a Kubernetes quantity such as 100m, 512Mi or 10Gi (${what})` });
 export const port = z.number().int().min(1).max(65535);
 export const stringMap = (what: string) => z.record(z.string(), z.string()).default({}).describe(what);
 
@@ -47,7 +48,7 @@ export function imageBlocks(values: unknown, path: string[] = []): { path: strin
 }
 
 /**
- * The image rules of both charts (their _validate.tpl say the same): a digest, when
+ * The image rules of both charts (their _validate.tpl apply them with IMAGE_REFUSALS): a digest, when
  * set, is sha256:<64 hex> (values.schema.json checks it too, but `helm install
  * --skip-schema-validation` skips that), and a block without an appVersion stand-in
  * needs a tag or a digest.
@@ -55,16 +56,20 @@ export function imageBlocks(values: unknown, path: string[] = []): { path: strin
 export function imageErrors(values: unknown, ownTag: string[]): { path: string; message: string }[] {
   const errors: { path: string; message: string }[] = [];
   for (const { path, image } of imageBlocks(values)) {
-    if (image.digest !== '' && !DIGEST.test(image.digest))
-      errors.push({
-        path: `${path}.digest`,
-        message: `${path}.digest ${JSON.stringify(image.digest)} is not an image digest: set sha256: followed by the 64 lowercase hex digits your registry reports for the image, or leave it empty to pull ${path}.repository:${path}.tag`,
-      });
-    if (ownTag.includes(path) && image.tag === '' && image.digest === '')
-      errors.push({ path: `${path}.tag`, message: `${path}.tag and ${path}.digest are both empty: set the tag (or the digest) of the image to pull` });
+    if (image.digest !== '' && !DIGEST.test(image.digest)) errors.push(refuse(IMAGE_REFUSALS.imageDigest, { path, digest: image.digest }));
+    if (ownTag.includes(path) && image.tag === '' && image.digest === '') errors.push(refuse(IMAGE_REFUSALS.imageTagMissing, { path }));
   }
   return errors;
 }
+
+/** The messages of imageErrors(); both charts' templates include them generated (rlmesh.refusal.*, obs.refusal.*). */
+export const IMAGE_REFUSALS = {
+  imageDigest: {
+    path: '{path}.digest',
+    message: '{path}.digest {digest:q} is not an image digest: set sha256: followed by the 64 lowercase hex digits your registry reports for the image, or leave it empty to pull {path}.repository:{path}.tag',
+  },
+  imageTagMissing: { path: '{path}.tag', message: '{path}.tag and {path}.digest are both empty: set the tag (or the digest) of the image to pull' },
+} as const satisfies Record<string, Refusal>;
 
 /**
  * An image block. `d` holds its defaults: no digest (release packaging stamps the

@@ -2,9 +2,13 @@
 // scripts/generators/observability-values-schema.ts turns it into the chart's
 // values.schema.json, values.yaml and README values table, like the runtime chart.
 // observabilityCrossFieldErrors() holds the rules JSON Schema cannot express; the
-// chart's templates/_validate.tpl fails the install with the same messages.
+// chart's templates/_validate.tpl fails the install with the same messages
+// (OBSERVABILITY_REFUSALS, generated into its _refusals.tpl).
 import { z } from 'zod';
 import { imageErrors, podSettings, quantity, secretName } from './chart-values.ts';
+import { NAMES } from './fixed-names.ts';
+import { OBSERVABILITY_REFUSALS } from './observability-refusals.ts';
+import { refuse } from './refusals.ts';
 
 const DURATION = /^([0-9]+(ms|s|m|h|d|w|y))+$/;
 
@@ -89,7 +93,7 @@ export const observabilityValuesObjectSchema = z
           .describe("The cluster's public id: Prometheus labels every series with cluster=<this> (external_labels)."),
         relayCredentialSecretName: secretName
           .min(1)
-          .default('rlmesh-cluster-relay-secret')
+          .default(NAMES.relaySecret)
           .describe(`Secret (key ${RELAY_KEY}) holding the relay credential, mounted at ${RELAY_MOUNT_DIR}/; the runtime writes it when installed with observability.enabled=true.`),
         remoteWrite: z
           .array(remoteWriteSchema)
@@ -138,40 +142,21 @@ export const observabilityValuesSchema = observabilityValuesObjectSchema.superRe
 
 export type ObservabilityValues = z.output<typeof observabilityValuesObjectSchema>;
 
-/** Rules JSON Schema cannot express; templates/_validate.tpl has the same rules and messages. */
+/** Rules JSON Schema cannot express; their messages are OBSERVABILITY_REFUSALS, which templates/_validate.tpl includes generated. */
 export function observabilityCrossFieldErrors(v: ObservabilityValues): { path: string; message: string }[] {
+  const R = OBSERVABILITY_REFUSALS;
   const errors: { path: string; message: string }[] = [];
   const g = v.grafana;
-  if (g.enabled && g.adminPassword === '' && g.adminPasswordSecretName === '')
-    errors.push({
-      path: 'grafana.enabled',
-      message: 'grafana.enabled is true but no admin password is given: set grafana.adminPassword or grafana.adminPasswordSecretName (a Secret in the release namespace), or leave grafana.enabled=false',
-    });
-  if (g.adminPassword !== '' && g.adminPasswordSecretName !== '')
-    errors.push({
-      path: 'grafana.adminPassword',
-      message: 'grafana.adminPassword and grafana.adminPasswordSecretName are both set: give one password source',
-    });
-  v.prometheus.remoteWrite.forEach((rw, i) => {
+  const { clusterLabel } = v.prometheus;
+  if (g.enabled && g.adminPassword === '' && g.adminPasswordSecretName === '') errors.push(refuse(R.grafanaNoPassword));
+  if (g.adminPassword !== '' && g.adminPasswordSecretName !== '') errors.push(refuse(R.grafanaTwoPasswords));
+  v.prometheus.remoteWrite.forEach((rw, index) => {
     const cell = CELL_IN_URL.exec(rw.url)?.[1];
-    if (cell !== undefined && v.prometheus.clusterLabel !== '' && cell !== v.prometheus.clusterLabel)
-      errors.push({
-        path: `prometheus.remoteWrite.${i}.url`,
-        message: `prometheus.remoteWrite[${i}].url writes to cluster ${cell} but prometheus.clusterLabel is ${v.prometheus.clusterLabel}: use the same cluster id in both`,
-      });
+    if (cell !== undefined && clusterLabel !== '' && cell !== clusterLabel) errors.push(refuse(R.remoteWriteCell, { index, cell, clusterLabel }));
   });
-  if (g.enabled && g.image.repository === '')
-    errors.push({
-      path: 'grafana.image.repository',
-      message:
-        'grafana.enabled is true but grafana.image.repository is empty: this chart names no Grafana image (RLMesh builds and publishes none, so there is none it could vouch for); mirror the Grafana version you trust into your registry and set grafana.image.repository, grafana.image.tag and grafana.image.digest, or leave grafana.enabled=false',
-    });
+  if (g.enabled && g.image.repository === '') errors.push(refuse(R.grafanaNoImage));
   errors.push(...imageErrors(v, ['prometheus.image', ...(g.enabled && g.image.repository !== '' ? ['grafana.image'] : [])]));
-  if (v.prometheus.clusterLabel === '')
-    errors.push({
-      path: 'prometheus.clusterLabel',
-      message: "prometheus.clusterLabel is empty: set it to the cluster's public id (Clusters shows it) so every series is labelled cluster=<id>",
-    });
+  if (clusterLabel === '') errors.push(refuse(R.noClusterLabel));
   return errors;
 }
 

@@ -5,8 +5,9 @@
 // both sides share these definitions.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { MOUNTS, NAMES } from './fixed-names.ts';
 
-export const DEFAULT_CONFIG_PATH = '/etc/rlmesh/config/config.json';
+export const DEFAULT_CONFIG_PATH = MOUNTS.configFile;
 
 export const hostnameSchema = z
   .string()
@@ -40,7 +41,7 @@ export const runtimeConfigSchema = z
   .object({
     release: z.string().default('rlmesh'),
     namespace: z.string().default('rlmesh-system'),
-    runsNamespace: z.string().default('rlmesh-runs'),
+    runsNamespace: z.string().default(NAMES.runsNamespace),
     controlPlane: z
       .object({
         apiHost: hostnameSchema.default('api.rlmesh.dev'),
@@ -53,12 +54,12 @@ export const runtimeConfigSchema = z
       .strict(),
     credentials: z
       .object({
-        controlSecret: z.string().default('rlmesh-cluster-control'),
-        pullSecret: z.string().default('rlmesh-registry-pull'),
-        relaySecret: z.string().default('rlmesh-cluster-relay-secret'),
-        crdHookPullSecret: z.string().default('rlmesh-registry-join-crd-upgrade'),
+        controlSecret: z.string().default(NAMES.controlSecret),
+        pullSecret: z.string().default(NAMES.pullSecret),
+        relaySecret: z.string().default(NAMES.relaySecret),
+        crdHookPullSecret: z.string().default(NAMES.crdHookPullSecret),
         // the agent's ClusterRole: the owner of the Secrets the agent writes, so helm uninstall removes them
-        ownerClusterRole: z.string().default('rlmesh-cluster-agent'),
+        ownerClusterRole: z.string().default(NAMES.agentClusterRole),
         // the join token as a pull Secret (chart-rendered with joinToken, else ''): pods created before the join wrote pullSecret pull with it
         joinPullSecret: z.string().default(''),
         // true when the chart was given a joinToken (env RLMESH_JOIN_TOKEN carries it)
@@ -69,7 +70,7 @@ export const runtimeConfigSchema = z
     gpuFeatureDiscovery: z.object({ enabled: z.boolean().default(true) }).strict(),
     egress: z
       .object({
-        proxyUrl: z.string().default('http://rlmesh-egress-proxy.rlmesh-system.svc:3128'),
+        proxyUrl: z.string().default(`http://${NAMES.egressProxyService}.rlmesh-system.svc:3128`),
         // built-in platform hosts first, then egress.extraDomains
         allowedDomains: z.array(z.string()).default([]),
         allowedPorts: z.array(z.number().int().min(1).max(65535)).default([443]),
@@ -80,7 +81,7 @@ export const runtimeConfigSchema = z
       .strict(),
     artifactCache: z
       .object({
-        pvcName: z.string().default('rlmesh-artifact-cache'),
+        pvcName: z.string().default(NAMES.artifactCachePvc),
         cacheName: z.string().default('default'),
         accessModes: z.array(z.enum(['ReadWriteOnce', 'ReadWriteMany', 'ReadOnlyMany', 'ReadWriteOncePod'])).default(['ReadWriteOnce']),
       })

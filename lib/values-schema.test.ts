@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { hostnameSchema, runtimeConfigSchema } from './runtime-config.ts';
 import { defaultObservabilityValues } from './observability-values-schema.ts';
-import { crossFieldErrors, defaultValues, domainPattern, EPHEMERAL_STORAGE, hostnamePattern, POD_BLOCKS, quantityBytes, renderRuntimeConfig, spoolMaxBytes, TMP_SIZE_LIMIT, valuesObjectSchema, valuesSchema } from './values-schema.ts';
+import { parseQuantity } from './quantity.ts';
+import { crossFieldErrors, defaultValues, domainPattern, EPHEMERAL_STORAGE, hostnamePattern, POD_BLOCKS, renderRuntimeConfig, spoolMaxBytes, TMP_SIZE_LIMIT, valuesObjectSchema, valuesSchema } from './values-schema.ts';
 
 const TOKEN = 'rlm_jt_0123456789abcdefghijkl';
 
@@ -51,7 +52,7 @@ describe('values schema', () => {
       expect(b.resources.requests['ephemeral-storage'], block).toBe(EPHEMERAL_STORAGE.requests);
       expect(b.resources.limits['ephemeral-storage'], block).toBe(EPHEMERAL_STORAGE.limits);
     }
-    expect(quantityBytes(EPHEMERAL_STORAGE.limits)).toBeGreaterThanOrEqual(quantityBytes(TMP_SIZE_LIMIT) + 5 * 10 * 2 ** 20);
+    expect(parseQuantity(EPHEMERAL_STORAGE.limits)).toBeGreaterThanOrEqual(parseQuantity(TMP_SIZE_LIMIT) + 5 * 10 * 2 ** 20);
     for (const c of [defaultValues().controller, defaultValues().egress])
       expect(c.topologySpread).toEqual({ whenUnsatisfiable: 'ScheduleAnyway', maxSkew: 1, topologyKeys: ['kubernetes.io/hostname'] });
     // the observability chart keeps its own image blocks as they were
@@ -77,10 +78,10 @@ describe('values schema', () => {
   });
 
   it('quantities in bytes', () => {
-    expect(quantityBytes('64Mi')).toBe(64 * 2 ** 20);
-    expect(quantityBytes('1.5Gi')).toBe(1.5 * 2 ** 30);
-    expect(quantityBytes('500M')).toBe(5e8);
-    expect(quantityBytes('1024')).toBe(1024);
+    expect(parseQuantity('64Mi')).toBe(64 * 2 ** 20);
+    expect(parseQuantity('1.5Gi')).toBe(1.5 * 2 ** 30);
+    expect(parseQuantity('500M')).toBe(5e8);
+    expect(parseQuantity('1024')).toBe(1024);
   });
 
   it('spool bound: 90% of the spool PVC', () => {

@@ -2,11 +2,16 @@
 // scripts/generators/values-schema.ts turns it into values-schema.json, the
 // chart's values.schema.json (JSON Schema draft-07, which Helm validates) and
 // the README's values table; renderRuntimeConfig() maps values to the runtime
-// config every component reads (the chart renders the same JSON, a test keeps
-// the two equal).
+// config every component reads by RUNTIME_CONFIG_SPEC, from which the chart's
+// template is generated (a test still keeps the two renders equal).
 import { z } from 'zod';
 import { automaticPullPolicy, imageErrors, imageReference, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type Res } from './chart-values.ts';
+import { allowRangePrefix, WIDEST_REOPENABLE } from '../egress/network-policy-ranges.ts';
+import { parseQuantity } from './quantity.ts';
+import { refuse } from './refusals.ts';
+import { VALUES_REFUSALS } from './values-refusals.ts';
 import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
+import { evaluateSpec, RUNTIME_CONFIG_SPEC } from './runtime-config-spec.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
 const HOST_LABELS = '[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*';
@@ -116,12 +121,10 @@ const labelSelector = z
   })
   .strict();
 const cidr = z.union([z.cidrv4(), z.cidrv6()]);
-// an allow-range may only re-open a private or special-purpose block (egress/special-purpose-registry.ts), the widest
-// being 10.0.0.0/8 and fc00::/7: a shorter prefix would open everything, and is refused before anything is installed
-const allowRange = z.union([
-  z.cidrv4().regex(/\/([89]|[12]\d|3[0-2])$/, { message: 'must be at most as wide as 10.0.0.0/8: a shorter prefix would open every private address' }),
-  z.cidrv6().regex(/\/([7-9]|[1-9]\d|1[01]\d|12[0-8])$/, { message: 'must be at most as wide as fc00::/7: a shorter prefix would open every private address' }),
-]);
+// an allow-range may only re-open a private or special-purpose block (a reopenable row of egress/special-purpose-registry.ts),
+// so it is at most as wide as the widest of them: a shorter prefix would open everything, and is refused before anything is installed
+const tooWide = (family: 'ipv4' | 'ipv6') => ({ message: `must be at most as wide as ${WIDEST_REOPENABLE[family].cidr}: a shorter prefix would open every private address` });
+const allowRange = z.union([z.cidrv4().regex(allowRangePrefix('ipv4'), tooWide('ipv4')), z.cidrv6().regex(allowRangePrefix('ipv6'), tooWide('ipv6'))]);
 /** A NetworkPolicy peer: an ipBlock, or namespace and/or pod selectors. */
 export const networkPolicyPeerSchema = z
   .object({
@@ -342,6 +345,13 @@ export const valuesObjectSchema = z
     controller: z
       .object({
         replicas: z.number().int().min(1).max(5).default(2).describe('Controller replicas; leader election keeps one active (a PodDisruptionBudget keeps one up from 2).'),
+        maxConcurrent: z
+          .number()
+          .int()
+          .min(1)
+          .nullable()
+          .default(null)
+          .describe('At most this many evaluations run at once in this cluster; the rest wait in phase Waiting (reason ConcurrencyLimit) and start as others finish. null: no limit beyond what the nodes and quotas allow.'),
         topologySpread: topologySpread('the controller'),
         ...runtimePod('the controller', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
       })
@@ -410,50 +420,27 @@ export const valuesSchema = valuesObjectSchema.superRefine((v, ctx) => {
 export type Values = z.output<typeof valuesObjectSchema>;
 
 /**
- * Rules JSON Schema cannot express. The chart's templates/_validate.tpl enforces
- * the same rules with the same messages at helm install time.
+ * Rules JSON Schema cannot express. Their messages are VALUES_REFUSALS (lib/values-refusals.ts),
+ * which the chart's templates/_validate.tpl includes as generated templates at helm install time.
  */
 export function crossFieldErrors(v: Values): { path: string; message: string }[] {
+  const R = VALUES_REFUSALS;
   const errors: { path: string; message: string }[] = [];
   const { controlSecret, pullSecret } = v.credentials;
-  if (v.joinToken === '' && controlSecret === '')
-    errors.push({
-      path: 'joinToken',
-      message: 'neither joinToken nor credentials.controlSecret is set: pass --set joinToken=rlm_jt_… from Clusters → Connect your cluster, or name your own Secrets in credentials.controlSecret and credentials.pullSecret',
-    });
-  if (v.joinToken !== '' && controlSecret !== '')
-    errors.push({
-      path: 'credentials.controlSecret',
-      message: 'joinToken and credentials.controlSecret are both set: use joinToken (the agent writes its own Secrets) or credentials.* (Secrets you deliver), not both',
-    });
-  if (controlSecret !== '' && pullSecret === '')
-    errors.push({ path: 'credentials.pullSecret', message: 'credentials.controlSecret is set but credentials.pullSecret is empty: name the dockerconfigjson Secret you deliver in rlmesh-system and rlmesh-runs' });
-  if (controlSecret === '' && pullSecret !== '')
-    errors.push({ path: 'credentials.controlSecret', message: 'credentials.pullSecret is set but credentials.controlSecret is empty: bring both Secrets, or neither and use joinToken' });
+  if (v.joinToken === '' && controlSecret === '') errors.push(refuse(R.noCredentials));
+  if (v.joinToken !== '' && controlSecret !== '') errors.push(refuse(R.tokenAndSecrets));
+  if (controlSecret !== '' && pullSecret === '') errors.push(refuse(R.pullSecretMissing));
+  if (controlSecret === '' && pullSecret !== '') errors.push(refuse(R.controlSecretMissing));
   const modes = v.artifactCache.storage.sharedPvc.accessModes;
-  for (const m of modes)
-    if (m === 'ReadOnlyMany' || m === 'ReadWriteOncePod')
-      errors.push({
-        path: 'artifactCache.storage.sharedPvc.accessModes',
-        message: `${m} cannot hold the artifact cache (the controller writes it while evaluation pods read it): use [ReadWriteOnce] or [ReadWriteMany]`,
-      });
-  if (modes.includes('ReadWriteMany') && v.storage.className === '')
-    errors.push({
-      path: 'storage.className',
-      message: 'artifactCache.storage.sharedPvc.accessModes has ReadWriteMany but storage.className is empty: set storage.className to a StorageClass that provides ReadWriteMany (e.g. NFS, CephFS, Filestore)',
-    });
+  for (const mode of modes) if (mode === 'ReadOnlyMany' || mode === 'ReadWriteOncePod') errors.push(refuse(R.cacheAccessMode, { mode }));
+  if (modes.includes('ReadWriteMany') && v.storage.className === '') errors.push(refuse(R.readWriteManyClass));
   // the key names here, not as JSON Schema propertyNames: helm reports those at the wrong path
-  for (const k of Object.keys(v.evaluations.resourceQuota.hard))
-    if (!QUOTA_RESOURCE.test(k))
-      errors.push({ path: `evaluations.resourceQuota.hard.${k}`, message: `${k} is not a ResourceQuota resource name: use pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, count/<resource> and the like` });
-  v.network.dnsPeers.forEach((p, i) => {
-    if (p.ipBlock === undefined && p.namespaceSelector === undefined && p.podSelector === undefined)
-      errors.push({ path: `network.dnsPeers.${i}`, message: 'this NetworkPolicy peer is empty: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your DNS resolver' });
-    else if (p.ipBlock !== undefined && (p.namespaceSelector !== undefined || p.podSelector !== undefined))
-      errors.push({ path: `network.dnsPeers.${i}`, message: 'this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers' });
+  for (const key of Object.keys(v.evaluations.resourceQuota.hard)) if (!QUOTA_RESOURCE.test(key)) errors.push(refuse(R.quotaResourceName, { key }));
+  v.network.dnsPeers.forEach((p, index) => {
+    if (p.ipBlock === undefined && p.namespaceSelector === undefined && p.podSelector === undefined) errors.push(refuse(R.dnsPeerEmpty, { index }));
+    else if (p.ipBlock !== undefined && (p.namespaceSelector !== undefined || p.podSelector !== undefined)) errors.push(refuse(R.dnsPeerMixed, { index }));
   });
-  if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled)
-    errors.push({ path: 'metrics.podMonitor.enabled', message: 'metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one' });
+  if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled) errors.push(refuse(R.bothMonitors));
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));
   errors.push(...ephemeralStorageErrors(v));
   return errors;
@@ -467,13 +454,10 @@ export function ephemeralStorageErrors(v: Values): { path: string; message: stri
   const errors: { path: string; message: string }[] = [];
   for (const block of POD_BLOCKS) {
     const { resources } = block.split('.').reduce((o: Record<string, unknown>, k) => o[k] as Record<string, unknown>, v) as Pick<Values['agent'], 'resources'>;
-    const req = resources.requests['ephemeral-storage'];
-    const lim = resources.limits['ephemeral-storage'];
-    const path = `${block}.resources.limits.ephemeral-storage`;
-    if (quantityBytes(lim) < quantityBytes(req))
-      errors.push({ path, message: `${path} ${lim} is below ${block}.resources.requests.ephemeral-storage ${req}: set the limit to at least the request` });
-    if (quantityBytes(lim) < quantityBytes(TMP_SIZE_LIMIT))
-      errors.push({ path, message: `${path} ${lim} is below ${TMP_SIZE_LIMIT}, the size of the pod's /tmp emptyDir, which counts against it: set at least ${TMP_SIZE_LIMIT}` });
+    const request = resources.requests['ephemeral-storage'];
+    const limit = resources.limits['ephemeral-storage'];
+    if (parseQuantity(limit) < parseQuantity(request)) errors.push(refuse(VALUES_REFUSALS.ephemeralBelowRequest, { block, limit, request }));
+    if (parseQuantity(limit) < parseQuantity(TMP_SIZE_LIMIT)) errors.push(refuse(VALUES_REFUSALS.ephemeralBelowTmp, { block, limit, tmp: TMP_SIZE_LIMIT }));
   }
   return errors;
 }
@@ -481,85 +465,24 @@ export function ephemeralStorageErrors(v: Values): { path: string; message: stri
 /** Values with every default filled in (what values.yaml holds). */
 export const defaultValues = (): Values => valuesObjectSchema.parse({});
 
-const PRIVATE_IPV4 = [
-  '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.0.2.0/24',
-  '192.31.196.0/24', '192.52.193.0/24', '192.88.99.0/24', '192.168.0.0/16', '192.175.48.0/24', '198.18.0.0/15', '198.51.100.0/24',
-  '203.0.113.0/24', '224.0.0.0/4', '240.0.0.0/4',
-];
-// IPv6: only global unicast 2000::/3 is opened at all (so ULA, link-local, site-local, multicast,
-// NAT64, IPv4-mapped and the rest stay shut), minus its special-purpose blocks.
-const IPV6_GLOBAL_UNICAST = '2000::/3';
-const PRIVATE_IPV6 = ['2001::/23', '2001:db8::/32', '2002::/16', '2620:4f:8000::/48', '3fff::/20'];
-/**
- * What the egress proxy's NetworkPolicy lets it reach: 0.0.0.0/0 and 2000::/3 minus these
- * (private, loopback, link-local, CGNAT, documentation, benchmarking, anycast, multicast,
- * reserved), the same families its own address check refuses (egress/special-purpose-registry.ts).
- */
-export const NON_PUBLIC_RANGES = { ipv4: PRIVATE_IPV4, ipv6Cidr: IPV6_GLOBAL_UNICAST, ipv6: PRIVATE_IPV6 };
-
-const UNITS: Record<string, number> = {
-  '': 1, m: 0.001, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
-  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
-};
-/** A Kubernetes quantity (as quantity() admits it) in bytes; templates/_helpers.tpl's rlmesh.quantityBytes is the same. */
-export function quantityBytes(q: string): number {
-  const m = /^([0-9.]+)(.*)$/.exec(q)!;
-  return Number(m[1]) * UNITS[m[2]!]!;
-}
 /** The spool stops taking new records at 90% of its PVC, leaving room for the journal. */
 export function spoolMaxBytes(size: string): number {
-  return Math.floor(quantityBytes(size) * 0.9);
+  return Math.floor(parseQuantity(size) * 0.9);
 }
 
-/** The runtime config (ConfigMap rlmesh-runtime-config, key config.json) the chart renders from these values. */
+/**
+ * The runtime config (ConfigMap rlmesh-runtime-config, key config.json) the chart renders from these
+ * values: RUNTIME_CONFIG_SPEC, which the chart's generated rlmesh.runtimeConfig template follows too.
+ */
 export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', namespace: 'rlmesh-system' }): RuntimeConfig {
-  const cp = values.controlPlane;
-  const builtIn = [cp.apiHost, cp.registryHost, ...cp.outputHosts];
-  const allowedDomains = [...new Set([...builtIn, ...values.egress.extraDomains])];
-  return runtimeConfigSchema.parse({
-    release: release.name,
-    namespace: release.namespace,
-    runsNamespace: 'rlmesh-runs',
-    controlPlane: {
-      apiHost: cp.apiHost,
-      apiPort: 443,
-      registryHost: cp.registryHost,
-      outputHosts: cp.outputHosts,
-      ...(cp.caBundle !== '' ? { caBundlePath: '/etc/rlmesh/ca/ca.crt' } : {}),
-    },
-    credentials: {
-      controlSecret: values.credentials.controlSecret || 'rlmesh-cluster-control',
-      pullSecret: values.credentials.pullSecret || 'rlmesh-registry-pull',
-      relaySecret: 'rlmesh-cluster-relay-secret',
-      crdHookPullSecret: 'rlmesh-registry-join-crd-upgrade',
-      ownerClusterRole: 'rlmesh-cluster-agent',
-      joinPullSecret: values.joinToken !== '' ? 'rlmesh-registry-join' : '',
-      joinTokenProvided: values.joinToken !== '',
-    },
-    observability: { enabled: values.observability.enabled },
-    gpuFeatureDiscovery: { enabled: values.gpuFeatureDiscovery.enabled },
-    egress: {
-      proxyUrl: `http://rlmesh-egress-proxy.${release.namespace}.svc:${values.egress.port}`,
-      allowedDomains,
-      allowedPorts: values.egress.allowedPorts,
-      allowRanges: values.egress.allowRanges,
-      clusterRanges: values.egress.clusterRanges,
-    },
-    artifactCache: { pvcName: 'rlmesh-artifact-cache', cacheName: 'default', accessModes: values.artifactCache.storage.sharedPvc.accessModes },
-    agent: {
-      nodeSelector: values.agent.reportNodeSelector,
-      spoolMaxBytes: spoolMaxBytes(values.agent.spool.size),
-      imageRegistries: [...new Set([cp.registryHost, ...values.evaluations.extraRegistries])],
-    },
-    network: { dnsPeers: values.network.dnsPeers, dnsPorts: values.network.dnsPorts },
-    storage: { className: values.storage.className },
-    preflight: {
-      networkPolicyProbe: {
-        enabled: values.preflight.networkPolicyProbe.enabled,
-        // the probe runs the controller's image (it carries lib/preflight/netprobe.ts)
-        image: imageReference(values.controller.image, CHART_APP_VERSION),
+  return runtimeConfigSchema.parse(
+    evaluateSpec(RUNTIME_CONFIG_SPEC, {
+      values,
+      release,
+      helpers: {
+        spoolMaxBytes: () => spoolMaxBytes(values.agent.spool.size),
+        probeImage: () => imageReference(values.controller.image, CHART_APP_VERSION),
       },
-    },
-    ports: { metrics: values.metrics.port, health: 8081 },
-  });
+    }),
+  );
 }

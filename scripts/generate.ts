@@ -29,7 +29,7 @@ for (const file of (await readdir(dir)).filter((f) => f.endsWith('.ts') && !f.en
 if (drifted.length > 0) {
   console.error(
     `These generated files differ from their sources: ${drifted.join(', ')}.\n` +
-      'They are derived from TypeScript (zod schema, CRD types, .proto); run `npm run generate` and commit the result.',
+      'They are derived from TypeScript (zod schemas, CRD types, refusal and name tables, the address registry, .proto); run `npm run generate` and commit the result.',
   );
   process.exit(1);
 }

@@ -4,6 +4,7 @@
 // The agent creates RLMeshEvaluation objects; the controller reconciles them
 // into pods and keeps the RLMeshCache filled and within bounds.
 import { z } from 'zod';
+import { NAMES } from '../fixed-names.ts';
 
 export const GROUP = 'rlmesh.dev';
 export const VERSION = 'v1alpha1';
@@ -237,8 +238,8 @@ export const ACCESS_MODES = ['ReadWriteOnce', 'ReadWriteMany', 'ReadOnlyMany', '
 
 export const cacheSpecSchema = z
   .object({
-    pvcName: z.string().default('rlmesh-artifact-cache').describe('Name of the PersistentVolumeClaim that holds the cache.'),
-    namespace: z.string().default('rlmesh-runs').describe('Namespace of the PVC, which is the namespace evaluation pods run in.'),
+    pvcName: z.string().default(NAMES.artifactCachePvc).describe('Name of the PersistentVolumeClaim that holds the cache.'),
+    namespace: z.string().default(NAMES.runsNamespace).describe('Namespace of the PVC, which is the namespace evaluation pods run in.'),
     accessModes: z
       .array(z.enum(ACCESS_MODES))
       .default(['ReadWriteOnce'])

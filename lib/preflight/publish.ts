@@ -7,10 +7,11 @@ import { create } from '@bufbuild/protobuf';
 import * as k8s from '@kubernetes/client-node';
 import { PreflightReportSchema, type PreflightReport } from '../gen/rlmesh/v1/session_pb.ts';
 import { summaryLine } from './format.ts';
+import { NAMES } from '../fixed-names.ts';
 import { isNotFound } from '../kube-errors.ts';
 import type { PreflightReportData } from './run.ts';
 
-export const PREFLIGHT_CONFIGMAP = 'rlmesh-preflight';
+export const PREFLIGHT_CONFIGMAP = NAMES.preflightConfigMap;
 
 export function preflightConfigMap(report: PreflightReportData, namespace: string): k8s.V1ConfigMap {
   return {

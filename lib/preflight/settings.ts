@@ -1,6 +1,7 @@
 // The settings the checks judge the cluster against: from the runtime config
 // inside the cluster (agent), or from chart values before install (CLI).
 import { readFileSync } from 'node:fs';
+import { NAMES } from '../fixed-names.ts';
 import { DEFAULT_DNS_PEERS, type RuntimeConfig } from '../runtime-config.ts';
 import type { Values } from '../values-schema.ts';
 import type { PreflightSettings } from './types.ts';
@@ -26,7 +27,7 @@ export function settingsFromRuntimeConfig(cfg: RuntimeConfig): PreflightSettings
 export function settingsFromValues(values: Values, namespace = 'rlmesh-system'): PreflightSettings {
   return {
     namespace,
-    runsNamespace: 'rlmesh-runs',
+    runsNamespace: NAMES.runsNamespace,
     storageClassName: values.storage.className,
     accessModes: values.artifactCache.storage.sharedPvc.accessModes,
     gpuFeatureDiscovery: values.gpuFeatureDiscovery.enabled,

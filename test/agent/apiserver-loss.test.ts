@@ -115,7 +115,8 @@ describe('agent informers when the API server goes away', () => {
     const agent = await suite.start({
       configFile: runtimeConfig(suite.cp, { nodeSelector: 'nvidia.com/gpu.present=true' }),
       token: joinToken,
-      env: { KUBECONFIG: kcFile, RLMESH_AGENT_WATCH_SILENCE_MS: '4000' },
+      env: { KUBECONFIG: kcFile },
+      args: ['--watch-silence-ms=4000'],
     });
     await agent.waitFor('connected', /session connected/);
     await agent.waitFor('informers synced', /node and pod informers synced/);

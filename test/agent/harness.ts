@@ -134,15 +134,11 @@ export function runtimeConfig(cp: ControlPlane, over: { controlSecret?: string; 
   return file;
 }
 
-export const FAST_TIMING: Record<string, string> = {
-  RLMESH_AGENT_HEARTBEAT_MS: '1000',
-  RLMESH_AGENT_SILENCE_MS: '5000',
-  RLMESH_AGENT_BACKOFF_BASE_MS: '200',
-  RLMESH_AGENT_BACKOFF_MAX_MS: '2000',
-  RLMESH_AGENT_AUTH_BACKOFF_MS: '2000',
-  RLMESH_AGENT_REPORT_DELAY_MS: '250',
-  RLMESH_AGENT_LEASE_SECONDS: '15',
-};
+/** the agent's timing flags, shrunk for tests (production: the defaults) */
+export const FAST_TIMING: string[] = [
+  '--heartbeat-ms=1000', '--silence-ms=5000', '--backoff-base-ms=200', '--backoff-max-ms=2000',
+  '--auth-backoff-ms=2000', '--report-delay-ms=250', '--lease-seconds=15',
+];
 
 export type AgentProcess = {
   proc: ChildProcess;
@@ -155,14 +151,15 @@ export type AgentProcess = {
   lines(): { level: number; msg: string; [k: string]: unknown }[];
   /** Waits for a log line matching re (the agent exiting without it is the last error reported) */
   waitFor(what: string, re: RegExp, options?: UntilOptions): Promise<string>;
-  ports(): Promise<{ health: number }>;
+  ports(): Promise<{ health: number; metrics: number }>;
   readyz(): Promise<{ status: number; body: string }>;
   metrics(): Promise<string>;
   stop(signal?: NodeJS.Signals): Promise<void>;
 };
 
 /** `main`: the agent's entry file; the sources by default, or the compiled build the image runs (test/bench). */
-export async function startAgent(opts: { configFile: string; token?: string; spoolDir?: string; env?: Record<string, string>; name?: string; main?: string }): Promise<AgentProcess> {
+/** `timing`: the agent's timing flags (FAST_TIMING by default); `args`: more flags after them, which win. */
+export async function startAgent(opts: { configFile: string; token?: string; spoolDir?: string; env?: Record<string, string>; timing?: string[]; args?: string[]; name?: string; main?: string }): Promise<AgentProcess> {
   const spoolDir = opts.spoolDir ?? mkdtempSync(join(tmpdir(), 'agent-spool-'));
   mkdirSync(spoolDir, { recursive: true });
   const logFile = join(mkdtempSync(join(tmpdir(), 'agent-log-')), 'agent.log');
@@ -171,16 +168,15 @@ export async function startAgent(opts: { configFile: string; token?: string; spo
     RLMESH_CONFIG: opts.configFile,
     POD_NAMESPACE: SYSTEM,
     POD_NAME: opts.name ?? `rlmesh-cluster-agent-${process.pid}`,
-    RLMESH_SPOOL_DIR: spoolDir,
-    RLMESH_AGENT_LISTEN_HOST: '127.0.0.1',
+    RLMESH_LISTEN_HOST: '127.0.0.1',
     KUBECONFIG: await serviceAccountKubeconfig(SYSTEM, SA),
-    ...FAST_TIMING,
     ...(opts.token ? { RLMESH_JOIN_TOKEN: opts.token } : {}),
     ...(opts.env ?? {}),
   };
   const out = openSync(logFile, 'a');
   const startedAt = Date.now();
-  const proc = spawn(NODE, [opts.main ?? join(ROOT, 'agent/main.ts')], { env, stdio: ['ignore', out, out] });
+  const args = [`--spool-dir=${spoolDir}`, ...(opts.timing ?? FAST_TIMING), ...(opts.args ?? [])];
+  const proc = spawn(NODE, [opts.main ?? join(ROOT, 'agent/main.ts'), ...args], { env, stdio: ['ignore', out, out] });
   const log = () => readFileSync(logFile, 'utf8');
   const lines = () =>
     log()
@@ -189,11 +185,11 @@ export async function startAgent(opts: { configFile: string; token?: string; spo
       .map((l) => JSON.parse(l) as { level: number; msg: string; [k: string]: unknown });
   const ports = async () => {
     const line = await until('agent health port', () => lines().find((l) => l.msg === 'agent starting'), { timeoutMs: 30_000 });
-    return { health: line.healthPort as number };
+    return { health: line.healthPort as number, metrics: line.metricsPort as number };
   };
   const get = async (path: string) => {
-    const { health } = await ports();
-    const res = await fetch(`http://127.0.0.1:${health}${path}`);
+    const p = await ports();
+    const res = await fetch(`http://127.0.0.1:${path === '/metrics' ? p.metrics : p.health}${path}`);
     return { status: res.status, body: await res.text() };
   };
   return {

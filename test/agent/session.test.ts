@@ -60,7 +60,7 @@ describe('agent session', () => {
     await suite.cp.stop('SIGKILL');
     const killedAt = Date.now();
     await until('unready after the control plane died', async () => ((await agent.readyz()).status === 503 ? true : undefined), { timeoutMs: 15_000 });
-    // RLMESH_AGENT_SILENCE_MS is 5 s in the tests (45 s in production)
+    // --silence-ms is 5 s in the tests (45 s in production)
     expect(Date.now() - killedAt).toBeLessThan(5000 + 3000);
 
     suite.cp = await controlPlane(dataDir, `127.0.0.1:${port}`);

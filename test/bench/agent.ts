@@ -40,17 +40,8 @@ const ONLY_SCALE = process.env.RLMESH_BENCH_ONLY === 'scale';
 // keep the bench nodes and pods for the next run (creating 50,000 pods takes minutes); a run finds and reuses them
 const KEEP = process.env.RLMESH_BENCH_KEEP === '1';
 const BENCH_NS = 'rlmesh-agent-bench-pods';
-const PRODUCTION = {
-  RLMESH_AGENT_HEARTBEAT_MS: '10000',
-  RLMESH_AGENT_SILENCE_MS: '45000',
-  RLMESH_AGENT_BACKOFF_BASE_MS: '250',
-  RLMESH_AGENT_BACKOFF_MAX_MS: '30000',
-  RLMESH_AGENT_AUTH_BACKOFF_MS: '30000',
-  RLMESH_AGENT_REPORT_DELAY_MS: '250',
-  RLMESH_AGENT_LEASE_SECONDS: '60',
-  ...CHART_ENV,
-  NODE_OPTIONS,
-};
+// the chart's env for the agent; its timing flags are left at their production defaults (timing: [])
+const PRODUCTION = { ...CHART_ENV, NODE_OPTIONS };
 
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -117,7 +108,7 @@ async function main() {
     let joinStart = 0;
     const loads: number[] = [];
     for (let r = 0; r <= (ONLY_SCALE ? 0 : RUNS); r++) {
-      const a = await startAgent({ main: AGENT_MAIN, configFile: config, token: joinToken, env: PRODUCTION, ...(spool ? { spoolDir: spool } : {}) });
+      const a = await startAgent({ main: AGENT_MAIN, configFile: config, token: joinToken, env: PRODUCTION, timing: [], ...(spool ? { spoolDir: spool } : {}) });
       agents.push(a);
       spool = a.spoolDir;
       await a.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
@@ -132,7 +123,7 @@ async function main() {
     if (!ONLY_SCALE) row('  of which: process start and module loading (median)', `${pct(loads, 50)} ms`, '');
 
     // 2. control-plane restart → reconnected
-    const agent = await startAgent({ main: AGENT_MAIN, configFile: config, token: joinToken, env: PRODUCTION, spoolDir: spool });
+    const agent = await startAgent({ main: AGENT_MAIN, configFile: config, token: joinToken, env: PRODUCTION, timing: [], spoolDir: spool });
     agents.push(agent);
     await agent.waitFor('connected', /session connected/);
     const reconnects: number[] = [];
@@ -193,7 +184,7 @@ async function main() {
     const run = Date.now().toString(36); // kept pods of earlier runs keep their names
     for (const variant of NODE_OPTIONS_VARIANTS) {
       const label = variant ? ` (NODE_OPTIONS=${variant})` : ' (no NODE_OPTIONS)';
-      const big = await startAgent({ main: AGENT_MAIN, configFile: config, token: joinToken, env: { ...PRODUCTION, NODE_OPTIONS: variant }, spoolDir: spool });
+      const big = await startAgent({ main: AGENT_MAIN, configFile: config, token: joinToken, env: { ...PRODUCTION, NODE_OPTIONS: variant }, timing: [], spoolDir: spool });
       agents.push(big);
       const t1 = Date.now();
       await big.waitFor('informers synced', /node and pod informers synced/, { timeoutMs: 600_000 });

@@ -7,17 +7,18 @@
 //    evaluations into pods, vs a bare client creating the same N pods in a
 //    loop (sequential, and with the controller's concurrency).
 // 2. cache fill throughput: the filler's fetch path (ranged GETs, SHA-256,
-//    temp file, fsync, rename) vs a raw GET of the same object from the same
-//    server, over HTTPS (separate server process) and S3 (versitygw).
-//    Then the fill's stages one at a time on top of the raw GET (SHA-256 alone,
-//    the writes alone, the writes with their syncs), to show what each costs.
+//    temp file, fsync, rename) vs each of its stages alone on the same object
+//    (raw GET, GET + SHA-256, GET + durable write) and vs what an operator
+//    would script (`curl -s URL | tee FILE | sha256sum`; for S3, Debian's
+//    rclone in the same pipeline), over HTTPS (separate server process) and S3
+//    (versitygw); on shared CPUs, then pinned (servers on CPU 0, fetchers on 1).
 // 3. fan-out: `--fanout` evaluations wanting one artifact -> downloads counted.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, statfsSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-import { tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
@@ -145,105 +146,163 @@ function statfsType(dir: string): string {
   return ({ 0xef53: 'ext4', 0x01021994: 'tmpfs', 0x58465342: 'xfs', 0x794c7630: 'overlayfs', 0x9123683e: 'btrfs' } as Record<number, string>)[t] ?? `filesystem 0x${t.toString(16)}`;
 }
 
+/** Sets the CPUs of every thread of a process (taskset -a); children started later inherit them. */
+function pin(pid: number, cpuList: string): void {
+  execFileSync('taskset', ['-a', '-p', '-c', cpuList, String(pid)], { stdio: 'ignore' });
+}
+
+/** CPU milliseconds of this process (all its threads) and of its waited-for children (cutime + cstime). */
+function cpuMs(): number {
+  const u = process.cpuUsage();
+  const f = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+  return (u.user + u.system) / 1000 + (Number(f[13]) + Number(f[14])) * 10;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((x, y) => x - y);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+/** Runs a shell pipeline (what an operator would script) and returns the SHA-256 it printed. */
+function pipeline(script: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
+  // the AWS SDK in rclone refuses an AWS_CA_BUNDLE of the machine's for a plain-HTTP endpoint
+  const { AWS_CA_BUNDLE: _, ...inherited } = process.env;
+  return new Promise((resolve, reject) => {
+    execFile('bash', ['-o', 'pipefail', '-c', script], { env: { ...inherited, ...env }, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`pipeline failed: ${script}: ${stderr || err.message}`));
+      else resolve(stdout.split(/\s/)[0]!);
+    });
+  });
+}
+
+// Every candidate of a comparison runs once per round, the order rotating from
+// round to round, so load from elsewhere and dirty pages hit each alike.
+type Candidate = { name: string; run: () => Promise<unknown>; ms: number[]; cpu: number[] };
+const candidate = (name: string, run: () => Promise<unknown>): Candidate => ({ name, run, ms: [], cpu: [] });
+
+async function interleave(cands: Candidate[], before: () => Promise<void>): Promise<void> {
+  for (let i = 0; i < ROUNDS; i++) {
+    for (let j = 0; j < cands.length; j++) {
+      const c = cands[(i + j) % cands.length]!;
+      await before();
+      const c0 = cpuMs();
+      const t0 = performance.now();
+      await c.run();
+      c.ms.push(performance.now() - t0);
+      c.cpu.push(cpuMs() - c0);
+    }
+  }
+}
+
 async function benchFill(): Promise<void> {
   const srv = await startServerProcess(OBJECT);
   const s3 = await startS3Server();
+  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-bench-cache-'));
   try {
     const data = await drain((await request(srv.url, { dispatcher: srv.dispatcher })).body);
     await s3.put('bench', 'object.bin', Buffer.from(await (await request(srv.url, { dispatcher: srv.dispatcher })).body.arrayBuffer()));
     const mib = data / 1024 / 1024;
-    const dir = mkdtempSync(join(tmpdir(), 'rlmesh-bench-cache-'));
     const store = new ArtifactStore(dir);
     await store.init();
-    const fetcher = new ArtifactFetcher(store, silent, undefined, { dispatcher: srv.dispatcher });
     const ref = { name: 'object.bin', sha256: srv.sha256, sizeBytes: data };
-    // rounds interleave the two sides so load from elsewhere on the machine hits both alike;
-    // medians of each side, and the CPU each side used (this process, all its threads, plus
-    // the HTTPS server's process), which load from elsewhere disturbs less than wall time
-    const serverCpuMs = (): number => {
-      const f = readFileSync(`/proc/${srv.child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return (Number(f[11]) + Number(f[12])) * 10;
-    };
-    const cpuMs = (): number => {
-      const u = process.cpuUsage();
-      return (u.user + u.system) / 1000;
-    };
-    type Side = { ms: number[]; cpu: number[] };
-    const timed = async (side: Side, fn: () => Promise<unknown>): Promise<void> => {
-      const c0 = cpuMs();
-      const t0 = performance.now();
-      await fn();
-      side.ms.push(performance.now() - t0);
-      side.cpu.push(cpuMs() - c0);
-    };
-    const median = (xs: number[]): number => {
-      const s = [...xs].sort((x, y) => x - y);
-      return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-    };
-    const sideBySide = async (raw: () => Promise<unknown>, fill: () => Promise<unknown>): Promise<[Side, Side]> => {
-      const r: Side = { ms: [], cpu: [] };
-      const f: Side = { ms: [], cpu: [] };
-      for (let i = 0; i < ROUNDS; i++) {
-        // alternate which side goes first, so neither always inherits the other's dirty pages or warm caches
-        const order = i % 2 ? [[f, fill], [r, raw]] as const : [[r, raw], [f, fill]] as const;
-        for (const [side, fn] of order) {
-          await store.remove(srv.sha256);
-          await timed(side, fn);
-        }
-      }
-      return [r, f];
-    };
-    const rate = (ms: number) => `${((mib * 1000) / ms).toFixed(0)} MiB/s`;
-    const line = (what: string, rawName: string, [r, f]: [Side, Side]): void => {
-      report(
-        `${what}: ${rawName} ${rate(median(r.ms))} (best ${rate(Math.min(...r.ms))}, ${median(r.cpu).toFixed(0)} ms CPU), ` +
-          `cache fill ${rate(median(f.ms))} (best ${rate(Math.min(...f.ms))}, ${median(f.cpu).toFixed(0)} ms CPU); ` +
-          `ratio of medians ${(median(r.ms) / median(f.ms)).toFixed(2)}x, of bests ${(Math.min(...r.ms) / Math.min(...f.ms)).toFixed(2)}x`,
-      );
-    };
-    const https = { kind: 'https' as const, url: srv.url };
-    const rawGet = async () => drain((await request(srv.url, { dispatcher: srv.dispatcher })).body);
-    report(`cache dir ${dir} on ${statfsType(dir)}; ${ROUNDS} interleaved rounds per line; fill = SHA-256 verified, temp file, fsync, rename; hashing ${hashesOffThread(data) ? 'on a worker' : 'inline'} (auto)`);
-    const mode = data >= 256 * 1024 * 1024 ? 'parallel ranged GETs, 4 x 32 MiB' : 'one stream';
-    const s0 = serverCpuMs();
-    line(`HTTPS ${mib.toFixed(0)} MiB, fill with the defaults (${mode})`, 'raw GET', await sideBySide(rawGet, () => fetcher.fetch(ref, https)));
+    const fetcher = new ArtifactFetcher(store, silent, undefined, { dispatcher: srv.dispatcher });
     const single = new ArtifactFetcher(store, silent, undefined, { dispatcher: srv.dispatcher, rangedThresholdBytes: Number.MAX_SAFE_INTEGER });
-    line(`HTTPS ${mib.toFixed(0)} MiB, fill forced to one stream`, 'raw GET', await sideBySide(rawGet, () => single.fetch(ref, https)));
-    const worker = new ArtifactFetcher(store, silent, undefined, { dispatcher: srv.dispatcher, rangedThresholdBytes: Number.MAX_SAFE_INTEGER, hashOffThread: true });
-    line(`HTTPS ${mib.toFixed(0)} MiB, one stream, hashing forced onto a worker`, 'raw GET', await sideBySide(rawGet, () => worker.fetch(ref, https)));
-    report(`HTTPS server process CPU over these ${6 * ROUNDS} transfers: ${((serverCpuMs() - s0) / (6 * ROUNDS)).toFixed(0)} ms each`);
-    // the fill's stages one at a time on a raw GET, with the fill's own writer: each alone
-    // must stay within the 10 % the goal allows for the whole fill to reach 0.9x
-    const stage = (hash: boolean, write: 'no' | 'page cache' | 'synced') => async (): Promise<void> => {
-      const h = hash ? createHash('sha256') : undefined;
-      const file = join(dir, 'stage.tmp');
-      const fh = write === 'no' ? undefined : await open(file, 'w');
-      const sync = fh && write === 'synced' ? new BackgroundSync(fh, 32 * 1024 * 1024) : undefined;
-      const writer = fh ? new PositionalWriter(fh, 0, sync ? { sync } : {}) : undefined;
-      for await (const piece of (await request(srv.url, { dispatcher: srv.dispatcher })).body as AsyncIterable<Buffer>) {
+    const https = { kind: 'https' as const, url: srv.url };
+    const creds = { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey };
+    const s3src = { kind: 's3' as const, endpoint: s3.endpoint, region: 'us-east-1', bucket: 'bench', key: 'object.bin', credentials: creds };
+    const rawGet = async (): Promise<AsyncIterable<Buffer>> => (await request(srv.url, { dispatcher: srv.dispatcher })).body as AsyncIterable<Buffer>;
+    const rawS3 = async (): Promise<AsyncIterable<Buffer>> =>
+      (await s3.client.send(new GetObjectCommand({ Bucket: 'bench', Key: 'object.bin' }))).Body as AsyncIterable<Buffer>;
+    const stageFile = join(dir, 'stage.tmp');
+    // one stage on top of a GET: nothing (the raw GET), SHA-256 alone, or the fill's own durable write alone
+    // (its positional writer, datasync every 32 MiB, fsync at the end)
+    const stage = (get: () => Promise<AsyncIterable<Buffer>>, what: 'get' | 'sha256' | 'durable write') => async (): Promise<void> => {
+      const h = what === 'sha256' ? createHash('sha256') : undefined;
+      const fh = what === 'durable write' ? await open(stageFile, 'w') : undefined;
+      const sync = fh ? new BackgroundSync(fh, 32 * 1024 * 1024) : undefined;
+      const writer = fh ? new PositionalWriter(fh, 0, { sync: sync! }) : undefined;
+      for await (const piece of await get()) {
         h?.update(piece);
         const wait = writer?.push(piece);
         if (wait) await wait;
       }
-      h?.digest('hex');
-      await writer?.end();
-      await sync?.settle();
-      if (sync) await fh!.sync();
-      await fh?.close();
-      if (fh) rmSync(file);
+      if (h && h.digest('hex') !== srv.sha256) throw new Error('the stage read a different object');
+      if (fh) {
+        await writer!.end();
+        await sync!.settle();
+        await fh.sync();
+        await fh.close();
+      }
     };
-    const stageLine = (what: string, [r, f]: [Side, Side]): void =>
-      report(`  stage: raw GET + ${what}: ${rate(median(f.ms))}, ${median(f.cpu).toFixed(0)} ms CPU (raw GET ${rate(median(r.ms))}, ${median(r.cpu).toFixed(0)} ms CPU); ratio ${(median(r.ms) / median(f.ms)).toFixed(2)}x`);
-    stageLine('SHA-256 inline', await sideBySide(rawGet, stage(true, 'no')));
-    stageLine('writes to the page cache (no sync)', await sideBySide(rawGet, stage(false, 'page cache')));
-    stageLine('writes, datasync every 32 MiB, fsync', await sideBySide(rawGet, stage(false, 'synced')));
-    const creds = { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey };
-    const s3src = { kind: 's3' as const, endpoint: s3.endpoint, region: 'us-east-1', bucket: 'bench', key: 'object.bin', credentials: creds };
-    const rawS3 = async () => drain((await s3.client.send(new GetObjectCommand({ Bucket: 'bench', Key: 'object.bin' }))).Body as AsyncIterable<Uint8Array>);
-    line(`S3 (versitygw) ${mib.toFixed(0)} MiB, fill with the defaults (${mode})`, 'raw GetObject', await sideBySide(rawS3, () => fetcher.fetch(ref, s3src)));
-    line(`S3 (versitygw) ${mib.toFixed(0)} MiB, fill forced to one stream`, 'raw GetObject', await sideBySide(rawS3, () => single.fetch(ref, s3src)));
-    rmSync(dir, { recursive: true, force: true });
+    const checked = (run: () => Promise<string>) => async (): Promise<void> => {
+      const sha = await run();
+      if (sha !== srv.sha256) throw new Error(`the pipeline printed SHA-256 ${sha}, not the object's`);
+    };
+    const pipeFile = join(dir, 'pipeline.out');
+    const curl = `curl -s --cacert ${srv.caFile} ${srv.url} | tee ${pipeFile} | sha256sum`;
+    // rclone (Debian's) as the S3 client an operator would script; its remote is configured from the environment
+    const rcloneEnv = {
+      RCLONE_CONFIG_BENCH_TYPE: 's3', RCLONE_CONFIG_BENCH_PROVIDER: 'Other', RCLONE_CONFIG_BENCH_ENDPOINT: s3.endpoint,
+      RCLONE_CONFIG_BENCH_ACCESS_KEY_ID: s3.accessKeyId, RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY: s3.secretAccessKey, RCLONE_CONFIG_BENCH_REGION: 'us-east-1',
+      RCLONE_CONFIG: '/dev/null',
+    };
+    const rcloneCat = `rclone cat bench:bench/object.bin | tee ${pipeFile} | sha256sum`;
+    const clean = async (): Promise<void> => {
+      await store.remove(srv.sha256);
+      rmSync(stageFile, { force: true });
+      rmSync(pipeFile, { force: true });
+    };
+    const rate = (c: Candidate) => (mib * 1000) / median(c.ms);
+    const show = (label: string, cands: Candidate[]): void => {
+      report(`  ${label}:`);
+      for (const c of cands) report(`    ${c.name.padEnd(44)} ${rate(c).toFixed(0).padStart(5)} MiB/s (best ${((mib * 1000) / Math.min(...c.ms)).toFixed(0)}), ${median(c.cpu).toFixed(0)} ms CPU`);
+      const fills = cands.filter((c) => c.name.startsWith('fill'));
+      const stages = cands.filter((c) => c.name.startsWith('stage'));
+      const pipes = cands.filter((c) => c.name.startsWith('pipeline'));
+      const slowest = stages.reduce((a, b) => (rate(a) <= rate(b) ? a : b));
+      for (const fill of fills) {
+        const vsStage = rate(fill) / rate(slowest);
+        report(`    ${fill.name}: ${vsStage.toFixed(2)}x the slowest stage (${slowest.name}; goal >= 0.95x: ${vsStage >= 0.95 ? 'met' : 'not met'})`);
+        for (const p of pipes) {
+          const vsPipe = rate(fill) / rate(p);
+          report(`    ${fill.name}: ${vsPipe.toFixed(2)}x ${p.name} (goal >= 1.0x: ${vsPipe >= 1 ? 'met' : 'not met'})`);
+        }
+      }
+    };
+    const httpsCands = (): Candidate[] => [
+      candidate('stage: raw GET', stage(rawGet, 'get')),
+      candidate('stage: GET + SHA-256', stage(rawGet, 'sha256')),
+      candidate('stage: GET + durable write', stage(rawGet, 'durable write')),
+      candidate(`fill, defaults (${data >= 256 * 1024 * 1024 ? '4 ranged GETs' : 'one stream'})`, () => fetcher.fetch(ref, https)),
+      candidate('fill, one stream', () => single.fetch(ref, https)),
+      candidate('pipeline: curl -s | tee FILE | sha256sum', checked(() => pipeline(curl))),
+    ];
+    const s3Cands = (): Candidate[] => [
+      candidate('stage: raw GetObject', stage(rawS3, 'get')),
+      candidate('stage: GetObject + SHA-256', stage(rawS3, 'sha256')),
+      candidate('stage: GetObject + durable write', stage(rawS3, 'durable write')),
+      candidate(`fill, defaults (${data >= 256 * 1024 * 1024 ? '4 ranged GETs' : 'one stream'})`, () => fetcher.fetch(ref, s3src)),
+      candidate('fill, one stream', () => single.fetch(ref, s3src)),
+      candidate('pipeline: rclone cat | tee FILE | sha256sum', checked(() => pipeline(rcloneCat, rcloneEnv))),
+    ];
+    report(`cache fill, ${mib.toFixed(0)} MiB object, cache dir on ${statfsType(dir)}, ${ROUNDS} rounds, candidates interleaved; fill = ranged/streamed GET, SHA-256 verified, temp file, datasync, fsync, rename; hashing ${hashesOffThread(data) ? 'on a worker' : 'inline'} (auto); ${execFileSync('curl', ['--version'], { encoding: 'utf8' }).split(' ').slice(0, 2).join(' ')}, ${execFileSync('rclone', ['version'], { encoding: 'utf8' }).split('\n')[0]}`);
+    report('  the pipelines write FILE to the page cache and do not sync it; the fill and the durable-write stage sync theirs');
+    if (cpus().length < 2) throw new Error(`the pinned mode needs 2 CPUs and this machine has ${cpus().length}`);
+    const all = `0-${cpus().length - 1}`;
+    for (const mode of ['shared', 'pinned'] as const) {
+      // pinned: the servers on CPU 0, everything that fetches (this process, its workers, the pipelines) on CPU 1
+      for (const [pid, cpu] of [[srv.child.pid!, '0'], [s3.pid, '0'], [process.pid, '1']] as const) pin(pid, mode === 'pinned' ? cpu : all);
+      const label = mode === 'pinned' ? 'pinned: server on CPU 0, fetcher on CPU 1' : 'shared CPUs';
+      const h = httpsCands();
+      await interleave(h, clean);
+      show(`HTTPS, ${label}`, h);
+      const s = s3Cands();
+      await interleave(s, clean);
+      show(`S3 (versitygw), ${label}`, s);
+    }
+    pin(process.pid, all);
   } finally {
+    rmSync(dir, { recursive: true, force: true });
     srv.child.kill('SIGTERM');
     await srv.dispatcher.close();
     await s3.close();

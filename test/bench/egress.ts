@@ -7,8 +7,12 @@
 //
 //   node test/bench/egress.ts [--seconds 3] [--rounds 7] [--connects 400] [--idle 2000]
 //
-// Prints bulk CONNECT throughput, connection setup latency p50/p99 (added
-// over direct), and RSS with N idle tunnels open, as ratios.
+// Prints bulk CONNECT throughput in two modes, connection setup latency
+// p50/p99 (added over direct), and RSS with N idle tunnels open, as ratios.
+// Bulk modes: "shared", every process on every CPU; "pinned" (taskset), the
+// bench client and the upstream server on CPU 0 and each relay alone on
+// CPU 1, as when the proxy runs as its own pod on its own node. In pinned
+// mode "direct" is the client and the upstream alone on CPU 0.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
@@ -112,9 +116,15 @@ let upstreamPid = 0;
 // and of the machine, so the report shows what each relayed GiB costs and whether the CPUs were the limit
 interface Spent { bytes: number; client: number; upstream: number; relay: number; softirq: number; idle: number; machine: number }
 const nothingSpent = (): Spent => ({ bytes: 0, client: 0, upstream: 0, relay: 0, softirq: 0, idle: 0, machine: 0 });
-const spent = perMode(nothingSpent);
+type BulkMode = 'shared' | 'pinned';
+const spentIn: Record<BulkMode, Record<Mode, Spent>> = { shared: perMode(nothingSpent), pinned: perMode(nothingSpent) };
 
-async function throughput(mode: Mode): Promise<number> {
+/** Sets the CPUs of every thread of a process (taskset -a), so the pinned mode holds for threads started later too. */
+function pin(pid: number, cpuList: string): void {
+  execFileSync('taskset', ['-a', '-p', '-c', cpuList, String(pid)], { stdio: 'ignore' });
+}
+
+async function throughput(mode: Mode, spent: Record<Mode, Spent>): Promise<number> {
   const s = await open(mode, 7000);
   let bytes = 0;
   const pid = relayPid[mode];
@@ -194,10 +204,10 @@ async function main(): Promise<void> {
   const dns = await startDnsServer({ [NAME]: { A: [ns.nsAddress], ttl: 30 }, [UNLISTED]: { A: [ns.nsAddress], ttl: 30 } });
 
   const proxy = spawn(process.execPath, [join(ROOT, 'egress/main.ts'),
-    '--listen', `127.0.0.1:${PROXY_PORT}`, '--health-listen', '127.0.0.1:24130', '--metrics-listen', '127.0.0.1:24131',
+    '--port', String(PROXY_PORT), '--health-port', '24130', '--metrics-port', '24131',
     '--allow', NAME, '--ports', '7000,7001', '--allow-range', '198.18.0.0/15', '--dns', dns.address,
-    '--max-tunnels', String(IDLE + 100), '--max-tunnels-per-client', String(IDLE + 100), '--idle-timeout', '600000',
-  ], { stdio: ['ignore', 'ignore', 'inherit'] });
+    '--max-tunnels', String(IDLE + 100), '--max-tunnels-per-client', String(IDLE + 100), '--idle-timeout-ms', '600000',
+  ], { env: { ...process.env, RLMESH_LISTEN_HOST: '127.0.0.1' }, stdio: ['ignore', 'ignore', 'inherit'] });
   children.push(proxy);
 
   writeFileSync(join(work, 'hosts'), `${ns.nsAddress} ${NAME}\n`);
@@ -245,33 +255,44 @@ async function main(): Promise<void> {
     const refused = await open(relay, 7000, UNLISTED).then((sock) => (sock.destroy(), false), () => true);
     if (!refused) throw new Error(`${relay} let ${UNLISTED} through: its allow-list is not the one the others enforce`);
   }
-  const tput = perMode<number[]>(() => []);
-  for (let r = 0; r < ROUNDS; r++) for (const m of modes) tput[m].push(await throughput(m));
+  const tputIn: Record<BulkMode, Record<Mode, number[]>> = { shared: perMode(() => []), pinned: perMode(() => []) };
+  for (let r = 0; r < ROUNDS; r++) for (const m of modes) tputIn.shared[m].push(await throughput(m, spentIn.shared));
+  if (cpus().length < 2) throw new Error(`the pinned mode needs 2 CPUs and this machine has ${cpus().length}`);
+  const all = `0-${cpus().length - 1}`;
+  pin(process.pid, '0');
+  pin(upstreamPid, '0');
+  for (const relay of ['proxy', 'squid', 'smokescreen'] as const) pin(relayPid[relay]!, '1');
+  for (let r = 0; r < ROUNDS; r++) for (const m of modes) tputIn.pinned[m].push(await throughput(m, spentIn.pinned));
+  for (const pid of [process.pid, upstreamPid, ...Object.values(relayPid)]) pin(pid, all);
   await setupLatencies(modes); // warm-up
   const lat = await setupLatencies(modes);
   const idleProxy = await idleTunnels('proxy', proxy.pid!);
   const idleSquid = await idleTunnels('squid', squid.pid!);
   const idleSmokescreen = await idleTunnels('smokescreen', smokescreen.pid!);
 
-  const t = perMode(() => 0);
-  for (const m of modes) t[m] = median(tput[m]);
   const p = (m: Mode, q: number) => pct(lat[m], q);
   const f = (x: number, d = 2) => x.toFixed(d);
-  console.log(`\negress proxy benchmark (${new Date().toISOString()}, node ${process.version}, squid ${squidVersion()}, ${ROUNDS}×${SECONDS}s bulk, ${CONNECTS} setups, ${IDLE} idle tunnels)`);
+  console.log(`\negress proxy benchmark (${new Date().toISOString()}, node ${process.version}, squid ${squidVersion()}, ${ROUNDS}×${SECONDS}s bulk per mode, ${CONNECTS} setups, ${IDLE} idle tunnels)`);
   console.log(`machine: ${cpus().length} CPUs, load average at start ${loadAtStart}, at end ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
-  console.log('\nbulk CONNECT throughput, median MiB/s');
-  console.log(`  direct ${f(t.direct, 0)}  proxy ${f(t.proxy, 0)}  squid ${f(t.squid, 0)}  smokescreen ${f(t.smokescreen, 0)}`);
-  for (const m of modes) console.log(`    ${m} rounds: ${tput[m].map((x) => f(x, 0)).join(' ')}`);
-  console.log(`  proxy/direct ${f(t.proxy / t.direct)}×   proxy/squid ${f(t.proxy / t.squid)}×   proxy/smokescreen ${f(t.proxy / t.smokescreen)}×   (goal ≥ 0.9×, ≥ 1.2× squid)`);
-  const perGiB = (m: Mode, k: keyof Spent) => spent[m][k] / (spent[m].bytes / 2 ** 30);
-  console.log(`  relay CPU per GiB: proxy ${f(perGiB('proxy', 'relay'), 3)} s, squid ${f(perGiB('squid', 'relay'), 3)} s, smokescreen ${f(perGiB('smokescreen', 'relay'), 3)} s (proxy/squid ${f(perGiB('proxy', 'relay') / perGiB('squid', 'relay'))}×, proxy/smokescreen ${f(perGiB('proxy', 'relay') / perGiB('smokescreen', 'relay'))}× (goal ≤ 1×); less is better, independent of machine load)`);
-  console.log('  CPU seconds per GiB delivered (client = this bench; softirq = kernel packet work not charged to a process), and the machine\'s idle CPUs:');
-  for (const m of modes) {
-    const x = spent[m];
-    const parts = (['client', 'upstream', 'relay', 'softirq'] as const).map((k) => `${k} ${f(perGiB(m, k), 3)}`).join(', ');
-    const total = perGiB(m, 'client') + perGiB(m, 'upstream') + perGiB(m, 'relay') + perGiB(m, 'softirq');
-    console.log(`    ${m.padEnd(11)} ${parts}; sum ${f(total, 3)} s/GiB; idle ${f((x.idle / x.machine) * cpus().length)} of ${cpus().length} CPUs`);
-  }
+  const bulk = (label: string, tput: Record<Mode, number[]>, spent: Record<Mode, Spent>): void => {
+    const t = perMode(() => 0);
+    for (const m of modes) t[m] = median(tput[m]);
+    console.log(`\nbulk CONNECT throughput, ${label}, median MiB/s`);
+    console.log(`  direct ${f(t.direct, 0)}  proxy ${f(t.proxy, 0)}  squid ${f(t.squid, 0)}  smokescreen ${f(t.smokescreen, 0)}`);
+    for (const m of modes) console.log(`    ${m} rounds: ${tput[m].map((x) => f(x, 0)).join(' ')}`);
+    console.log(`  proxy/direct ${f(t.proxy / t.direct)}×   proxy/squid ${f(t.proxy / t.squid)}×   proxy/smokescreen ${f(t.proxy / t.smokescreen)}×   (goal ≥ 0.9×, ≥ 1.2× squid)`);
+    const perGiB = (m: Mode, k: keyof Spent) => spent[m][k] / (spent[m].bytes / 2 ** 30);
+    console.log(`  relay CPU per GiB: proxy ${f(perGiB('proxy', 'relay'), 3)} s, squid ${f(perGiB('squid', 'relay'), 3)} s, smokescreen ${f(perGiB('smokescreen', 'relay'), 3)} s (proxy/squid ${f(perGiB('proxy', 'relay') / perGiB('squid', 'relay'))}×, proxy/smokescreen ${f(perGiB('proxy', 'relay') / perGiB('smokescreen', 'relay'))}× (goal ≤ 1×); less is better, independent of machine load)`);
+    console.log('  CPU seconds per GiB delivered (client = this bench; softirq = kernel packet work not charged to a process), and the machine\'s idle CPUs:');
+    for (const m of modes) {
+      const x = spent[m];
+      const parts = (['client', 'upstream', 'relay', 'softirq'] as const).map((k) => `${k} ${f(perGiB(m, k), 3)}`).join(', ');
+      const total = perGiB(m, 'client') + perGiB(m, 'upstream') + perGiB(m, 'relay') + perGiB(m, 'softirq');
+      console.log(`    ${m.padEnd(11)} ${parts}; sum ${f(total, 3)} s/GiB; idle ${f((x.idle / x.machine) * cpus().length)} of ${cpus().length} CPUs`);
+    }
+  };
+  bulk('shared CPUs', tputIn.shared, spentIn.shared);
+  bulk('pinned: client + upstream on CPU 0, the relay alone on CPU 1', tputIn.pinned, spentIn.pinned);
   console.log('\nconnection setup to first echoed byte, ms (p50 / p99)');
   for (const m of modes) console.log(`  ${m.padEnd(11)} ${f(p(m, 50), 3)} / ${f(p(m, 99), 3)}`);
   console.log(`  added by proxy: p50 ${f(p('proxy', 50) - p('direct', 50), 3)} ms, p99 ${f(p('proxy', 99) - p('direct', 99), 3)} ms (goal p50 ≤ 0.5 ms)`);

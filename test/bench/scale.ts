@@ -1,23 +1,27 @@
-// Scale benchmark (not a test): 2,000 kwok nodes (200 with 8 GPUs), 200
-// evaluations in flight on them, the chart's agent, controller, cache filler
-// and egress proxy running as real pods on the cluster's real node. Prints the
-// agent's and the controller leader's memory (cgroup usage and peak) and CPU
-// (cpuacct), node-report latency (a node change -> the control plane's report),
-// and the time from submission to pod Running. Uses a cluster of its own (stop
-// the test cluster first: both would need the real node's network names) and
+// Scale benchmark (not a test): Kubernetes' own scalability envelope, 5,000
+// kwok nodes (200 with 8 GPUs) and 150,000 pods (running pods spread over the
+// CPU nodes, there before the chart is installed), 200 evaluations in flight
+// on top, the chart's agent, controller, cache filler and egress proxy running
+// as real pods on the cluster's real node. Prints the agent's and the
+// controller leader's memory (cgroup usage and peak) and CPU (cpuacct),
+// node-report latency (a node change -> the control plane's report), and the
+// time from submission to pod Running. Uses a cluster of its own (stop the
+// test cluster first: both would need the real node's network names) and
 // stops it at the end.
 //
-//   node test/bench/scale.ts [--nodes 2000] [--gpu-nodes 200] [--evaluations 200]
+//   node test/bench/scale.ts [--nodes 5000] [--gpu-nodes 200] [--pods 150000] [--evaluations 200]
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
-const { values: a } = parseArgs({ options: { nodes: { type: 'string', default: '2000' }, 'gpu-nodes': { type: 'string', default: '200' }, evaluations: { type: 'string', default: '200' } } });
+const { values: a } = parseArgs({ options: { nodes: { type: 'string', default: '5000' }, 'gpu-nodes': { type: 'string', default: '200' }, pods: { type: 'string', default: '150000' }, evaluations: { type: 'string', default: '200' } } });
 const total = Number(a.nodes);
 const gpu = Number(a['gpu-nodes']);
+const backgroundPods = Number(a.pods);
 const evaluations = Number(a.evaluations);
+process.env.RLMESH_KWOK_POD_CIDR = '10.244.0.0/14'; // room for 150,000 pod addresses
 process.env.RLMESH_CLUSTER_DIR = join(homedir(), '.cache/rlmesh-cluster-scale');
 process.env.RLMESH_KWOK_NODES = String(total - gpu);
 process.env.RLMESH_KWOK_GPU_NODES = String(gpu);
@@ -27,16 +31,19 @@ process.env.RLMESH_KWOK_TAINT = '0';
 
 const { ROOT, api, writeTemp } = await import('../support/runtime.ts');
 const { until } = await import('../support/until.ts');
-const { kubectl } = await import('../support/cluster.ts');
+const { adminKubeConfig, kubectl } = await import('../support/cluster.ts');
+const k8s = await import('@kubernetes/client-node');
 const h = await import('../e2e/harness.ts');
 const { podCgroupDir, realNodes } = await import('../cluster/real-node.ts');
 
-/** A pod's memory (cgroup usage, which counts page cache too) and CPU seconds so far, from its cgroups on the real node. */
+/** A pod's memory (cgroup usage, which counts page cache too, and its RSS from memory.stat) and CPU seconds so far, from its cgroups on the real node. */
 const sample = (p: { metadata: { uid: string }; spec: { nodeName?: string } }) => {
   const node = realNodes().find((n) => n.name === p.spec.nodeName);
   if (!node) throw new Error(`pod ${p.metadata.uid} is not on a real node`);
   const read = (hierarchy: string, file: string) => Number(readFileSync(join(podCgroupDir(node, p.metadata.uid, hierarchy), file), 'utf8'));
-  return { rssMiB: read('memory', 'memory.usage_in_bytes') / 2 ** 20, cpuSeconds: read('cpuacct', 'cpuacct.usage') / 1e9 };
+  const stat = readFileSync(join(podCgroupDir(node, p.metadata.uid, 'memory'), 'memory.stat'), 'utf8');
+  const rss = Number(/^total_rss (\d+)$/m.exec(stat)?.[1] ?? NaN) + Number(/^total_rss_huge (\d+)$/m.exec(stat)?.[1] ?? 0);
+  return { usageMiB: read('memory', 'memory.usage_in_bytes') / 2 ** 20, rssMiB: rss / 2 ** 20, cpuSeconds: read('cpuacct', 'cpuacct.usage') / 1e9 };
 };
 const pct = (xs: number[], p: number) => [...xs].sort((x, y) => x - y)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const fmt = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
@@ -48,6 +55,31 @@ const t0 = Date.now();
 execFileSync(join(ROOT, 'test/cluster/down'), { stdio: 'ignore' });
 execFileSync(join(ROOT, 'test/cluster/up'), { stdio: ['ignore', 'ignore', 'inherit'] });
 console.log(`cluster with ${total} kwok nodes (${gpu} with nvidia.com/gpu: 8) ready in ${fmt(Date.now() - t0)}`);
+
+// the cluster's other workloads: running pods the agent lists, watches and counts against free capacity
+const BACKGROUND_NS = 'scale-background';
+kubectl(['create', 'namespace', BACKGROUND_NS]);
+const core = adminKubeConfig().makeApiClient(k8s.CoreV1Api);
+const cpuNodes = total - gpu;
+let next = 0;
+const t1 = Date.now();
+await Promise.all(Array.from({ length: 32 }, async () => {
+  while (next < backgroundPods) {
+    const i = next++;
+    await core.createNamespacedPod({
+      namespace: BACKGROUND_NS,
+      body: {
+        metadata: { name: `background-${i}`, labels: { app: `background-${i % 100}` } },
+        spec: {
+          nodeName: `kwok-cpu-${i % cpuNodes}`,
+          tolerations: [{ operator: 'Exists' }],
+          containers: [{ name: 'c', image: 'registry.rlmesh.dev/background:1', resources: { requests: { cpu: '100m', memory: '256Mi' } } }],
+        },
+      },
+    });
+  }
+}));
+console.log(`created ${backgroundPods} running pods on ${cpuNodes} kwok CPU nodes in ${fmt(Date.now() - t1)}`);
 
 // the cluster is new, and so is its registry: the release goes into it
 const { releaseToLocalRegistry } = await import('../support/release.ts');
@@ -69,10 +101,12 @@ try {
   const holder = kubectl(['-n', h.NS, 'get', 'lease', 'rlmesh-cluster-controller', '-o', 'jsonpath={.spec.holderIdentity}']).stdout;
   const controllerPod = rt.pods('controller').find((p) => holder.includes(p.metadata.name))!;
   const before = { agent: sample(agentPod), controller: sample(controllerPod) };
-  const peak = { agent: before.agent.rssMiB, controller: before.controller.rssMiB };
+  const peak = { agent: before.agent, controller: before.controller };
   const sampler = setInterval(() => {
-    peak.agent = Math.max(peak.agent, sample(agentPod).rssMiB);
-    peak.controller = Math.max(peak.controller, sample(controllerPod).rssMiB);
+    for (const [c, pod] of [['agent', agentPod], ['controller', controllerPod]] as const) {
+      const now = sample(pod);
+      peak[c] = { ...now, usageMiB: Math.max(peak[c].usageMiB, now.usageMiB), rssMiB: Math.max(peak[c].rssMiB, now.rssMiB) };
+    }
   }, 250);
 
   // 200 evaluations in flight: submission -> pod Running
@@ -111,12 +145,14 @@ try {
   const after = { agent: sample(agentPod), controller: sample(controllerPod) };
   const window = (Date.now() - started) / 1000;
 
-  console.log(`\nscale: ${total} nodes, ${evaluations} evaluations in flight`);
+  console.log(`\nscale: ${total} nodes, ${backgroundPods} other pods, ${evaluations} evaluations in flight`);
   console.log(`  submission -> pod Running   p50 ${fmt(pct(toRunning, 50))}  p99 ${fmt(pct(toRunning, 99))}  max ${fmt(Math.max(...toRunning))}`);
   console.log(`  node change -> report       p50 ${fmt(pct(latencies, 50))}  p99 ${fmt(pct(latencies, 99))}`);
   for (const c of ['agent', 'controller'] as const) {
-    console.log(`  ${c.padEnd(10)} memory ${after[c].rssMiB.toFixed(0)} MiB (peak ${peak[c].toFixed(0)} MiB), CPU ${(after[c].cpuSeconds - before[c].cpuSeconds).toFixed(1)} s over ${window.toFixed(0)} s`);
+    console.log(`  ${c.padEnd(10)} RSS ${after[c].rssMiB.toFixed(0)} MiB (peak ${peak[c].rssMiB.toFixed(0)}), cgroup usage ${after[c].usageMiB.toFixed(0)} MiB (peak ${peak[c].usageMiB.toFixed(0)}), CPU ${(after[c].cpuSeconds - before[c].cpuSeconds).toFixed(1)} s over ${window.toFixed(0)} s`);
   }
+  const p99 = pct(latencies, 99);
+  console.log(`  goals: node report p99 <= 1 s: ${p99 <= 1000 ? 'met' : 'not met'}; agent RSS <= 256 MiB: ${peak.agent.rssMiB <= 256 ? 'met' : 'not met'} (peak ${peak.agent.rssMiB.toFixed(0)} MiB)`);
 } finally {
   await cp.stop();
   execFileSync(join(ROOT, 'test/cluster/down'), { stdio: 'ignore' });

@@ -17,7 +17,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { matchesSelector } from '../../lib/preflight/label-selector.ts';
 import { imageBlocks } from '../../lib/chart-values.ts';
-import { CHART_APP_VERSION, defaultValues, KUBECTL_IMAGE, quantityBytes, TMP_SIZE_LIMIT } from '../../lib/values-schema.ts';
+import { CHART_APP_VERSION, defaultValues, KUBECTL_IMAGE, TMP_SIZE_LIMIT } from '../../lib/values-schema.ts';
+import { parseQuantity } from '../../lib/quantity.ts';
 import { stampDigests } from '../../scripts/release/stamp-digests.ts';
 import { CHART, render, scenarios, TOKEN, type Container, type K8sObject, type LabelSelector, type PodSpec } from './chart.ts';
 
@@ -137,9 +138,9 @@ function storageProblems(objects: Map<string, K8sObject>): string[] {
       if (!req) problems.push(`${x.key} container ${c.name}: no ephemeral-storage request`);
       if (!lim) problems.push(`${x.key} container ${c.name}: no ephemeral-storage limit`);
       if (!lim) continue;
-      if (req && quantityBytes(lim) < quantityBytes(req)) problems.push(`${x.key} container ${c.name}: ephemeral-storage limit ${lim} below its request ${req}`);
+      if (req && parseQuantity(lim) < parseQuantity(req)) problems.push(`${x.key} container ${c.name}: ephemeral-storage limit ${lim} below its request ${req}`);
       for (const v of emptyDirs)
-        if (v.emptyDir!.sizeLimit && quantityBytes(lim) < quantityBytes(v.emptyDir!.sizeLimit))
+        if (v.emptyDir!.sizeLimit && parseQuantity(lim) < parseQuantity(v.emptyDir!.sizeLimit))
           problems.push(`${x.key} container ${c.name}: ephemeral-storage limit ${lim} below emptyDir ${v.name}'s ${v.emptyDir!.sizeLimit}`);
     }
   }

@@ -5,7 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { runtimeConfigSchema } from '../../lib/runtime-config.ts';
 import { imageBlocks, imageErrors } from '../../lib/chart-values.ts';
-import { AGENT_NODE_OPTIONS, CHART_APP_VERSION, crossFieldErrors, defaultValues, KUBECTL_IMAGE, NON_PUBLIC_RANGES, RUNTIME_IMAGE, renderRuntimeConfig, valuesObjectSchema, valuesSchema } from '../../lib/values-schema.ts';
+import { AGENT_NODE_OPTIONS, CHART_APP_VERSION, crossFieldErrors, defaultValues, KUBECTL_IMAGE, RUNTIME_IMAGE, renderRuntimeConfig, valuesObjectSchema, valuesSchema } from '../../lib/values-schema.ts';
+import ipaddr from 'ipaddr.js';
+import { IPV4_ROWS, IPV6_GLOBAL_UNICAST, IPV6_ROWS } from '../../egress/special-purpose-registry.ts';
 import { CHART, get, podTemplate, render, scenarios, template, TOKEN, type K8sObject } from './chart.ts';
 
 const SYS = 'rlmesh-system';
@@ -60,7 +62,7 @@ describe('objects', () => {
     const pod = podTemplate(d).spec;
     expect(pod.serviceAccountName).toBe('rlmesh-cluster-agent');
     const c = pod.containers[0]!;
-    expect(c.args).toEqual(['agent']);
+    expect(c.args).toEqual(['agent', '--spool-dir=/var/lib/rlmesh/spool']);
     expect(c.env?.find((e) => e.name === 'RLMESH_JOIN_TOKEN')?.valueFrom?.secretKeyRef).toEqual({ name: 'rlmesh-join-token', key: 'token' });
     expect(c.env?.find((e) => e.name === 'NODE_OPTIONS')?.value).toBe(AGENT_NODE_OPTIONS);
     const plain = podTemplate(get(render(['--set', `joinToken=${TOKEN}`, '--set', 'agent.nodeOptions=']), 'Deployment', SYS, 'rlmesh-cluster-agent')).spec.containers[0]!;
@@ -73,6 +75,12 @@ describe('objects', () => {
     const pvc = get(objs, 'PersistentVolumeClaim', SYS, 'rlmesh-agent-spool');
     expect(pvc.spec).toMatchObject({ accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Gi' } } });
     expect(pvc.metadata.annotations?.['helm.sh/resource-policy']).toBeUndefined();
+  });
+
+  it('controller.maxConcurrent becomes the controller\'s --max-concurrent; unset, no limit is passed', () => {
+    const args = (values: string[]) => podTemplate(get(render(['--set', `joinToken=${TOKEN}`, ...values]), 'Deployment', SYS, 'rlmesh-cluster-controller')).spec.containers[0]!.args;
+    expect(args([])).toEqual(['controller']);
+    expect(args(['--set', 'controller.maxConcurrent=3'])).toEqual(['controller', '--max-concurrent=3']);
   });
 
   it('every pod pulls with the cluster pull Secret (rlmesh-registry-pull, or credentials.pullSecret)', () => {
@@ -260,13 +268,23 @@ describe('objects', () => {
     expect((get(objs, 'NetworkPolicy', RUNS, 'rlmesh-artifact-cache-filler') as K8sObject & NP).spec.egress[0]).toEqual(dnsRule);
     const proxy = get(objs, 'NetworkPolicy', SYS, 'rlmesh-egress-proxy') as K8sObject & NP;
     const publicRule = proxy.spec.egress[1]!;
-    expect(publicRule.to).toEqual([
-      { ipBlock: { cidr: '0.0.0.0/0', except: NON_PUBLIC_RANGES.ipv4 } },
-      { ipBlock: { cidr: '2000::/3', except: NON_PUBLIC_RANGES.ipv6 } },
-    ]);
-    for (const r of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8', '169.254.0.0/16', '100.64.0.0/10']) expect(NON_PUBLIC_RANGES.ipv4).toContain(r);
-    expect(NON_PUBLIC_RANGES.ipv6Cidr).toBe('2000::/3'); // fc00::/7, fe80::/10, ::1, ff00::/8, 64:ff9b::/96 lie outside it
-    for (const r of ['2001:db8::/32', '2002::/16', '2001::/23']) expect(NON_PUBLIC_RANGES.ipv6).toContain(r);
+    // against the rows the proxy refuses (egress/special-purpose-registry.ts): every row inside an ipBlock
+    // is excepted by a block that covers it, and every except block is such a row
+    const blocks = publicRule.to as { ipBlock: { cidr: string; except: string[] } }[];
+    expect(blocks.map((b) => b.ipBlock.cidr)).toEqual(['0.0.0.0/0', IPV6_GLOBAL_UNICAST]); // fc00::/7, fe80::/10, ::1, ff00::/8, 64:ff9b::/96 lie outside 2000::/3
+    const inside = (cidr: string, outer: string) => {
+      const [n, bits] = ipaddr.parseCIDR(cidr);
+      const [o, obits] = ipaddr.parseCIDR(outer);
+      return n.kind() === o.kind() && bits >= obits && n.match(o, obits);
+    };
+    for (const [block, rows] of [[blocks[0]!, IPV4_ROWS], [blocks[1]!, IPV6_ROWS]] as const) {
+      const cidrs = rows.map((r) => r.cidr);
+      for (const c of cidrs.filter((c) => inside(c, block.ipBlock.cidr)))
+        expect(block.ipBlock.except.some((e) => inside(c, e)), `registry row ${c} is not excepted from ${block.ipBlock.cidr}`).toBe(true);
+      for (const e of block.ipBlock.except) expect(cidrs, `except ${e} is no registry row`).toContain(e);
+    }
+    for (const r of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '127.0.0.0/8', '169.254.0.0/16', '100.64.0.0/10']) expect(blocks[0]!.ipBlock.except).toContain(r);
+    for (const r of ['2001:db8::/32', '2002::/16', '2001::/23']) expect(blocks[1]!.ipBlock.except).toContain(r);
     expect(publicRule.ports).toEqual([{ protocol: 'TCP', port: 443 }]);
     // the Kubernetes API: its ports (to any address by default: a NetworkPolicy cannot name the API server);
     // the agent alone adds TCP 443 anywhere for the control plane, the filler none

@@ -24,7 +24,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-export type S3Server = { endpoint: string; caFile?: string; ca?: string; certFile?: string; keyFile?: string; root: string; accessKeyId: string; secretAccessKey: string; client: S3Client; put: (bucket: string, key: string, body: Buffer) => Promise<void>; close: () => Promise<void> };
+export type S3Server = { endpoint: string; pid: number; caFile?: string; ca?: string; certFile?: string; keyFile?: string; root: string; accessKeyId: string; secretAccessKey: string; client: S3Client; put: (bucket: string, key: string, body: Buffer) => Promise<void>; close: () => Promise<void> };
 
 /** The versitygw binary, built once per machine by build-s3-server.sh. */
 export function versitygwBinary(): string {
@@ -69,6 +69,7 @@ export async function startS3Server(opts: { host?: string; port?: number; tls?: 
   const buckets = new Set<string>();
   return {
     endpoint,
+    pid: child.pid!,
     // the POSIX backend's folder (a bucket per folder, --nometa) and the TLS files: a second server (a pod) may serve the same objects
     root,
     ...(tls ? { caFile: tls.caFile, ca: tls.ca, certFile: tls.certFile, keyFile: tls.keyFile } : {}),

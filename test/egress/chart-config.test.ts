@@ -67,8 +67,8 @@ beforeAll(async () => {
     'elsewhere.example': { A: ['10.0.0.4'] },
   });
   proxy = spawn(process.execPath, [join(ROOT, 'bin/rlmesh-runtime.ts'), 'egress',
-    '--listen', `127.0.0.1:${PORT}`, '--health-listen', '127.0.0.1:23229', '--metrics-listen', '127.0.0.1:23230', '--dns', dns.address,
-  ], { env: { ...process.env, RLMESH_CONFIG: configFile }, stdio: ['ignore', 'pipe', 'pipe'] });
+    '--port', String(PORT), '--health-port', '23229', '--metrics-port', '23230', '--dns', dns.address,
+  ], { env: { ...process.env, RLMESH_CONFIG: configFile, RLMESH_LISTEN_HOST: '127.0.0.1' }, stdio: ['ignore', 'pipe', 'pipe'] });
   createInterface({ input: proxy.stdout! }).on('line', (l) => logs.push(l));
   createInterface({ input: proxy.stderr! }).on('line', (l) => logs.push(l));
   await until(

@@ -42,9 +42,9 @@ const rangesFile = () => join(certDir, 'cluster-ranges');
 async function startProxy(extra: string[] = []): Promise<void> {
   proxy = spawn(process.execPath, [
     join(ROOT, 'egress/main.ts'),
-    '--listen', `127.0.0.1:${PROXY_PORT}`,
-    '--health-listen', `127.0.0.1:${HEALTH_PORT}`,
-    '--metrics-listen', `127.0.0.1:${METRICS_PORT}`,
+    '--port', String(PROXY_PORT),
+    '--health-port', String(HEALTH_PORT),
+    '--metrics-port', String(METRICS_PORT),
     '--allow', 'ok.egress.test', '--allow', 'OK6.Egress.Test.', '--allow', '*.wild.egress.test',
     '--allow', 'priv.egress.test', '--allow', 'mixed.egress.test', '--allow', 'rebind.egress.test',
     '--allow', 'mapped.egress.test', '--allow', 'nat64.egress.test', '--allow', 'nx.egress.test',
@@ -59,17 +59,17 @@ async function startProxy(extra: string[] = []): Promise<void> {
     // more of them as the agent writes them (ConfigMap rlmesh-cluster-ranges), absent at start
     '--cluster-ranges-file', rangesFile(),
     '--dns', dns.address,
-    '--connect-timeout', '1500',
-    '--idle-timeout', '3000',
-    '--header-timeout', '1500',
+    '--connect-timeout-ms', '1500',
+    '--idle-timeout-ms', '3000',
+    '--header-timeout-ms', '1500',
     '--max-header-bytes', '4096',
     '--max-tunnels', '5',
     '--max-tunnels-per-client', '3',
     '--max-connections', '9',
     '--max-connections-per-client', '5',
-    '--drain-timeout', '8000',
+    '--drain-timeout-ms', '8000',
     ...extra,
-  ], { stdio: ['ignore', 'pipe', 'inherit'] });
+  ], { env: { ...process.env, RLMESH_LISTEN_HOST: '127.0.0.1' }, stdio: ['ignore', 'pipe', 'inherit'] });
   exited = once(proxy, 'exit').then(([code]) => code as number | null);
   const lines = createInterface({ input: proxy.stdout! });
   lines.on('line', (l) => {

@@ -318,7 +318,7 @@ describe('the egress proxy from the image, in a network namespace', () => {
     const b = bundle('egress', {
       netns: NS,
       args: [...entrypoint(), 'egress',
-        '--listen', '0.0.0.0:3128', '--health-listen', '127.0.0.1:8081', '--metrics-listen', '127.0.0.1:9090',
+        '--port', '3128', '--health-port', '8081', '--metrics-port', '9090',
         '--allow', 'ok.runc.test', '--ports', '443', '--allow-range', '198.18.0.0/15'],
       mounts: [ro(join(work, 'resolv.conf'), '/etc/resolv.conf')],
     });

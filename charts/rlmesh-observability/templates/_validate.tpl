@@ -1,35 +1,35 @@
 {{/*
 Rules values.schema.json cannot express, checked before anything is applied.
 lib/observability-values-schema.ts (observabilityCrossFieldErrors) holds the
-same rules with the same messages; a test keeps the two in step.
+same rules (a test keeps the two in step); their messages come from the generated _refusals.tpl.
 */}}
 {{- define "obs.validate" -}}
 {{- $g := .Values.grafana }}
 {{- $p := .Values.prometheus }}
 {{- $errors := list }}
 {{- if and $g.enabled (eq $g.adminPassword "") (eq $g.adminPasswordSecretName "") }}
-{{- $errors = append $errors "grafana.enabled: grafana.enabled is true but no admin password is given: set grafana.adminPassword or grafana.adminPasswordSecretName (a Secret in the release namespace), or leave grafana.enabled=false" }}
+{{- $errors = append $errors (include "obs.refusal.grafanaNoPassword" (dict)) }}
 {{- end }}
 {{- if and (ne $g.adminPassword "") (ne $g.adminPasswordSecretName "") }}
-{{- $errors = append $errors "grafana.adminPassword: grafana.adminPassword and grafana.adminPasswordSecretName are both set: give one password source" }}
+{{- $errors = append $errors (include "obs.refusal.grafanaTwoPasswords" (dict)) }}
 {{- end }}
 {{- range $i, $rw := $p.remoteWrite }}
 {{- $m := regexFind "/v1/cells/[^/]+/metrics$" $rw.url }}
 {{- if and $m (ne $p.clusterLabel "") }}
 {{- $cell := $m | trimPrefix "/v1/cells/" | trimSuffix "/metrics" }}
 {{- if ne $cell $p.clusterLabel }}
-{{- $errors = append $errors (printf "prometheus.remoteWrite.%d.url: prometheus.remoteWrite[%d].url writes to cluster %s but prometheus.clusterLabel is %s: use the same cluster id in both" $i $i $cell $p.clusterLabel) }}
+{{- $errors = append $errors (include "obs.refusal.remoteWriteCell" (dict "index" $i "cell" $cell "clusterLabel" $p.clusterLabel)) }}
 {{- end }}
 {{- end }}
 {{- end }}
 {{- if and $g.enabled (not $g.image.repository) }}
-{{- $errors = append $errors "grafana.image.repository: grafana.enabled is true but grafana.image.repository is empty: this chart names no Grafana image (RLMesh builds and publishes none, so there is none it could vouch for); mirror the Grafana version you trust into your registry and set grafana.image.repository, grafana.image.tag and grafana.image.digest, or leave grafana.enabled=false" }}
+{{- $errors = append $errors (include "obs.refusal.grafanaNoImage" (dict)) }}
 {{- end }}
 {{- $ownTag := list "prometheus.image" }}
 {{- if and $g.enabled $g.image.repository }}{{ $ownTag = append $ownTag "grafana.image" }}{{ end }}
 {{- $errors = concat $errors (include "obs.imageErrors" (dict "images" (dict "prometheus.image" $p.image "grafana.image" $g.image) "ownTag" $ownTag) | fromJsonArray) }}
 {{- if eq $p.clusterLabel "" }}
-{{- $errors = append $errors "prometheus.clusterLabel: prometheus.clusterLabel is empty: set it to the cluster's public id (Clusters shows it) so every series is labelled cluster=<id>" }}
+{{- $errors = append $errors (include "obs.refusal.noClusterLabel" (dict)) }}
 {{- end }}
 {{- if $errors }}
 {{- fail (printf "\n\nrlmesh-observability: invalid values:\n  - %s\n" (join "\n  - " $errors)) }}
@@ -46,10 +46,10 @@ block's value path to the block; renders a JSON list.
 {{- $errors := list }}
 {{- range $path, $img := .images }}
 {{- if and $img.digest (not (regexMatch "^sha256:[a-f0-9]{64}$" $img.digest)) }}
-{{- $errors = append $errors (printf "%s.digest: %s.digest %q is not an image digest: set sha256: followed by the 64 lowercase hex digits your registry reports for the image, or leave it empty to pull %s.repository:%s.tag" $path $path $img.digest $path $path) }}
+{{- $errors = append $errors (include "obs.refusal.imageDigest" (dict "path" $path "digest" $img.digest)) }}
 {{- end }}
 {{- if and (has $path $.ownTag) (not $img.tag) (not $img.digest) }}
-{{- $errors = append $errors (printf "%s.tag: %s.tag and %s.digest are both empty: set the tag (or the digest) of the image to pull" $path $path $path) }}
+{{- $errors = append $errors (include "obs.refusal.imageTagMissing" (dict "path" $path)) }}
 {{- end }}
 {{- end }}
 {{- toJson $errors }}

@@ -1,5 +1,5 @@
 {{/* Names are fixed by the product (see DESIGN "Names"); only labels carry the release. */}}
-{{- define "rlmesh.runsNamespace" -}}rlmesh-runs{{- end }}
+{{- define "rlmesh.runsNamespace" -}}{{ include "rlmesh.name.runsNamespace" . }}{{- end }}
 
 {{- define "rlmesh.labels" -}}
 app.kubernetes.io/name: {{ .component }}
@@ -153,63 +153,15 @@ spec:
 {{- end }}
 {{- end }}
 
-{{- define "rlmesh.controlSecret" -}}{{ .Values.credentials.controlSecret | default "rlmesh-cluster-control" }}{{- end }}
-{{- define "rlmesh.pullSecret" -}}{{ .Values.credentials.pullSecret | default "rlmesh-registry-pull" }}{{- end }}
-{{- define "rlmesh.joinPullSecret" -}}rlmesh-registry-join{{- end }}
+{{- define "rlmesh.controlSecret" -}}{{ .Values.credentials.controlSecret | default (include "rlmesh.name.controlSecret" .) }}{{- end }}
+{{- define "rlmesh.pullSecret" -}}{{ .Values.credentials.pullSecret | default (include "rlmesh.name.pullSecret" .) }}{{- end }}
+{{- define "rlmesh.joinPullSecret" -}}{{ include "rlmesh.name.joinPullSecret" . }}{{- end }}
 
-{{/*
-The runtime config (ConfigMap rlmesh-runtime-config, key config.json). Must equal
-renderRuntimeConfig() in lib/values-schema.ts; test/chart/templates.test.ts checks it.
-*/}}
-{{- define "rlmesh.runtimeConfig" -}}
-{{- $v := .Values }}
-{{- $cp := $v.controlPlane }}
-{{- $domains := list $cp.apiHost $cp.registryHost }}
-{{- range concat $cp.outputHosts $v.egress.extraDomains }}{{ $domains = append $domains . }}{{ end }}
-{{- $controlPlane := dict "apiHost" $cp.apiHost "apiPort" 443 "registryHost" $cp.registryHost "outputHosts" $cp.outputHosts }}
-{{- if $cp.caBundle }}{{ $_ := set $controlPlane "caBundlePath" "/etc/rlmesh/ca/ca.crt" }}{{ end }}
-{{- $cfg := dict
-  "release" .Release.Name
-  "namespace" .Release.Namespace
-  "runsNamespace" (include "rlmesh.runsNamespace" .)
-  "controlPlane" $controlPlane
-  "credentials" (dict
-    "controlSecret" (include "rlmesh.controlSecret" .)
-    "pullSecret" (include "rlmesh.pullSecret" .)
-    "relaySecret" "rlmesh-cluster-relay-secret"
-    "crdHookPullSecret" "rlmesh-registry-join-crd-upgrade"
-    "ownerClusterRole" "rlmesh-cluster-agent"
-    "joinPullSecret" (ternary (include "rlmesh.joinPullSecret" .) "" (ne $v.joinToken ""))
-    "joinTokenProvided" (ne $v.joinToken ""))
-  "observability" (dict "enabled" $v.observability.enabled)
-  "gpuFeatureDiscovery" (dict "enabled" $v.gpuFeatureDiscovery.enabled)
-  "egress" (dict
-    "proxyUrl" (printf "http://rlmesh-egress-proxy.%s.svc:%d" .Release.Namespace (int $v.egress.port))
-    "allowedDomains" (uniq $domains)
-    "allowedPorts" $v.egress.allowedPorts
-    "allowRanges" $v.egress.allowRanges
-    "clusterRanges" $v.egress.clusterRanges)
-  "artifactCache" (dict "pvcName" "rlmesh-artifact-cache" "cacheName" "default" "accessModes" $v.artifactCache.storage.sharedPvc.accessModes)
-  "agent" (dict "nodeSelector" $v.agent.reportNodeSelector "spoolMaxBytes" (include "rlmesh.spoolMaxBytes" . | int64) "imageRegistries" (concat (list $cp.registryHost) $v.evaluations.extraRegistries | uniq))
-  "network" (dict "dnsPeers" $v.network.dnsPeers "dnsPorts" $v.network.dnsPorts)
-  "storage" (dict "className" $v.storage.className)
-  "preflight" (dict "networkPolicyProbe" (dict "enabled" $v.preflight.networkPolicyProbe.enabled "image" (include "rlmesh.image" (dict "image" $v.controller.image "defaultTag" .Chart.AppVersion))))
-  "ports" (dict "metrics" $v.metrics.port "health" 8081)
-}}
-{{- toPrettyJson $cfg }}
-{{- end }}
+{{- /* rlmesh.runtimeConfig is generated from lib/runtime-config-spec.ts (_runtime-config.tpl) */}}
 
-{{/* 90% of agent.spool.size in bytes (spoolMaxBytes() in lib/values-schema.ts) */}}
+{{/* 90% of agent.spool.size in bytes (spoolMaxBytes() in lib/values-schema.ts; rlmesh.quantityBytes is in the generated _quantity.tpl) */}}
 {{- define "rlmesh.spoolMaxBytes" -}}
 {{- mulf (include "rlmesh.quantityBytes" .Values.agent.spool.size | float64) 0.9 | floor | int64 }}
-{{- end }}
-
-{{/* A Kubernetes quantity (the string given) in bytes, as a float (quantityBytes() in lib/values-schema.ts) */}}
-{{- define "rlmesh.quantityBytes" -}}
-{{- $num := regexFind "^[0-9.]+" . }}
-{{- $unit := trimPrefix $num . }}
-{{- $units := dict "" 1.0 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
-{{- mulf (float64 $num) (get $units $unit) }}
 {{- end }}
 
 {{/* Pod annotations that roll a Deployment when its config changes */}}
@@ -224,33 +176,33 @@ checksum/ca-bundle: {{ .Values.controlPlane.caBundle | sha256sum }}
 {{- define "rlmesh.configVolumes" -}}
 - name: config
   configMap:
-    name: rlmesh-runtime-config
+    name: {{ include "rlmesh.name.runtimeConfigMap" . }}
 - name: tmp
   emptyDir:
     sizeLimit: {{ include "rlmesh.tmpSizeLimit" . }}
 {{- if .Values.controlPlane.caBundle }}
 - name: ca-bundle
   configMap:
-    name: rlmesh-ca-bundle
+    name: {{ include "rlmesh.name.caBundleConfigMap" . }}
 {{- end }}
 {{- end }}
 
 {{- define "rlmesh.configMounts" -}}
 - name: config
-  mountPath: /etc/rlmesh/config
+  mountPath: {{ include "rlmesh.mount.configDir" . }}
   readOnly: true
 - name: tmp
   mountPath: /tmp
 {{- if .Values.controlPlane.caBundle }}
 - name: ca-bundle
-  mountPath: /etc/rlmesh/ca
+  mountPath: {{ include "rlmesh.mount.caDir" . }}
   readOnly: true
 {{- end }}
 {{- end }}
 
 {{- define "rlmesh.commonEnv" -}}
 - name: RLMESH_CONFIG
-  value: /etc/rlmesh/config/config.json
+  value: {{ include "rlmesh.mount.configFile" . }}
 - name: POD_NAME
   valueFrom:
     fieldRef:
@@ -261,7 +213,7 @@ checksum/ca-bundle: {{ .Values.controlPlane.caBundle | sha256sum }}
       fieldPath: metadata.namespace
 {{- if .Values.controlPlane.caBundle }}
 - name: NODE_EXTRA_CA_CERTS
-  value: /etc/rlmesh/ca/ca.crt
+  value: {{ include "rlmesh.mount.caFile" . }}
 {{- end }}
 {{- end }}
 

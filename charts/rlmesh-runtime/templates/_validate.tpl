@@ -1,7 +1,7 @@
 {{/*
 Rules values.schema.json cannot express, checked before anything is applied.
-Each message names the value path and what is allowed; lib/values-schema.ts
-(crossFieldErrors) holds the same rules, a test keeps the two in step.
+crossFieldErrors() in lib/values-schema.ts holds the same rules (a test keeps the
+two in step); their messages come from the generated _refusals.tpl.
 */}}
 {{- define "rlmesh.validate" -}}
 {{- $v := .Values }}
@@ -9,40 +9,40 @@ Each message names the value path and what is allowed; lib/values-schema.ts
 {{- $cs := $v.credentials.controlSecret }}
 {{- $ps := $v.credentials.pullSecret }}
 {{- if and (eq $v.joinToken "") (eq $cs "") }}
-{{- $errors = append $errors "joinToken: neither joinToken nor credentials.controlSecret is set: pass --set joinToken=rlm_jt_… from Clusters → Connect your cluster, or name your own Secrets in credentials.controlSecret and credentials.pullSecret" }}
+{{- $errors = append $errors (include "rlmesh.refusal.noCredentials" (dict)) }}
 {{- end }}
 {{- if and (ne $v.joinToken "") (ne $cs "") }}
-{{- $errors = append $errors "credentials.controlSecret: joinToken and credentials.controlSecret are both set: use joinToken (the agent writes its own Secrets) or credentials.* (Secrets you deliver), not both" }}
+{{- $errors = append $errors (include "rlmesh.refusal.tokenAndSecrets" (dict)) }}
 {{- end }}
 {{- if and (ne $cs "") (eq $ps "") }}
-{{- $errors = append $errors "credentials.pullSecret: credentials.controlSecret is set but credentials.pullSecret is empty: name the dockerconfigjson Secret you deliver in rlmesh-system and rlmesh-runs" }}
+{{- $errors = append $errors (include "rlmesh.refusal.pullSecretMissing" (dict)) }}
 {{- end }}
 {{- if and (eq $cs "") (ne $ps "") }}
-{{- $errors = append $errors "credentials.controlSecret: credentials.pullSecret is set but credentials.controlSecret is empty: bring both Secrets, or neither and use joinToken" }}
+{{- $errors = append $errors (include "rlmesh.refusal.controlSecretMissing" (dict)) }}
 {{- end }}
 {{- $modes := $v.artifactCache.storage.sharedPvc.accessModes }}
 {{- range $modes }}
 {{- if or (eq . "ReadOnlyMany") (eq . "ReadWriteOncePod") }}
-{{- $errors = append $errors (printf "artifactCache.storage.sharedPvc.accessModes: %s cannot hold the artifact cache (the controller writes it while evaluation pods read it): use [ReadWriteOnce] or [ReadWriteMany]" .) }}
+{{- $errors = append $errors (include "rlmesh.refusal.cacheAccessMode" (dict "mode" .)) }}
 {{- end }}
 {{- end }}
 {{- if and (has "ReadWriteMany" $modes) (eq $v.storage.className "") }}
-{{- $errors = append $errors "storage.className: artifactCache.storage.sharedPvc.accessModes has ReadWriteMany but storage.className is empty: set storage.className to a StorageClass that provides ReadWriteMany (e.g. NFS, CephFS, Filestore)" }}
+{{- $errors = append $errors (include "rlmesh.refusal.readWriteManyClass" (dict)) }}
 {{- end }}
 {{- range $k, $_ := $v.evaluations.resourceQuota.hard }}
 {{- if not (regexMatch `^(pods|services|secrets|configmaps|persistentvolumeclaims|cpu|memory|ephemeral-storage|(count/[a-z0-9.-]+)|((requests|limits)\.[a-z0-9./-]+))$` $k) }}
-{{- $errors = append $errors (printf "evaluations.resourceQuota.hard.%s: %s is not a ResourceQuota resource name: use pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, count/<resource> and the like" $k $k) }}
+{{- $errors = append $errors (include "rlmesh.refusal.quotaResourceName" (dict "key" $k)) }}
 {{- end }}
 {{- end }}
 {{- range $i, $p := $v.network.dnsPeers }}
 {{- if not (or (hasKey $p "ipBlock") (hasKey $p "namespaceSelector") (hasKey $p "podSelector")) }}
-{{- $errors = append $errors (printf "network.dnsPeers.%d: this NetworkPolicy peer is empty: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your DNS resolver" $i) }}
+{{- $errors = append $errors (include "rlmesh.refusal.dnsPeerEmpty" (dict "index" $i)) }}
 {{- else if and (hasKey $p "ipBlock") (or (hasKey $p "namespaceSelector") (hasKey $p "podSelector")) }}
-{{- $errors = append $errors (printf "network.dnsPeers.%d: this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers" $i) }}
+{{- $errors = append $errors (include "rlmesh.refusal.dnsPeerMixed" (dict "index" $i)) }}
 {{- end }}
 {{- end }}
 {{- if and $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled }}
-{{- $errors = append $errors "metrics.podMonitor.enabled: metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one" }}
+{{- $errors = append $errors (include "rlmesh.refusal.bothMonitors" (dict)) }}
 {{- end }}
 {{- $errors = concat $errors (include "rlmesh.imageErrors" (dict "images" (dict
   "agent.image" $v.agent.image
@@ -56,12 +56,11 @@ Each message names the value path and what is allowed; lib/values-schema.ts
 {{- range $block, $c := dict "egress" $v.egress "artifactCache.filler" $v.artifactCache.filler "agent" $v.agent "controller" $v.controller "gpuFeatureDiscovery" $v.gpuFeatureDiscovery "crdUpgradeHook" $v.crdUpgradeHook }}
 {{- $req := index $c.resources.requests "ephemeral-storage" }}
 {{- $lim := index $c.resources.limits "ephemeral-storage" }}
-{{- $path := printf "%s.resources.limits.ephemeral-storage" $block }}
 {{- if lt (include "rlmesh.quantityBytes" $lim | float64) (include "rlmesh.quantityBytes" $req | float64) }}
-{{- $errors = append $errors (printf "%s: %s %s is below %s.resources.requests.ephemeral-storage %s: set the limit to at least the request" $path $path $lim $block $req) }}
+{{- $errors = append $errors (include "rlmesh.refusal.ephemeralBelowRequest" (dict "block" $block "limit" $lim "request" $req)) }}
 {{- end }}
 {{- if lt (include "rlmesh.quantityBytes" $lim | float64) (include "rlmesh.quantityBytes" $tmp | float64) }}
-{{- $errors = append $errors (printf "%s: %s %s is below %s, the size of the pod's /tmp emptyDir, which counts against it: set at least %s" $path $path $lim $tmp $tmp) }}
+{{- $errors = append $errors (include "rlmesh.refusal.ephemeralBelowTmp" (dict "block" $block "limit" $lim "tmp" $tmp)) }}
 {{- end }}
 {{- end }}
 {{- if $errors }}
@@ -79,10 +78,10 @@ or a digest. .images maps each block's value path to the block; renders a JSON l
 {{- $errors := list }}
 {{- range $path, $img := .images }}
 {{- if and $img.digest (not (regexMatch "^sha256:[a-f0-9]{64}$" $img.digest)) }}
-{{- $errors = append $errors (printf "%s.digest: %s.digest %q is not an image digest: set sha256: followed by the 64 lowercase hex digits your registry reports for the image, or leave it empty to pull %s.repository:%s.tag" $path $path $img.digest $path $path) }}
+{{- $errors = append $errors (include "rlmesh.refusal.imageDigest" (dict "path" $path "digest" $img.digest)) }}
 {{- end }}
 {{- if and (has $path $.ownTag) (not $img.tag) (not $img.digest) }}
-{{- $errors = append $errors (printf "%s.tag: %s.tag and %s.digest are both empty: set the tag (or the digest) of the image to pull" $path $path $path) }}
+{{- $errors = append $errors (include "rlmesh.refusal.imageTagMissing" (dict "path" $path)) }}
 {{- end }}
 {{- end }}
 {{- toJson $errors }}

@@ -2,11 +2,12 @@
 // cluster's DaemonSets. Inside the cluster (agent): the latest result of the
 // controller's probe pod, which it writes to ConfigMap rlmesh-network-policy-probe.
 import * as k8s from '@kubernetes/client-node';
+import { NAMES } from '../../fixed-names.ts';
 import { apiMessage, isForbidden, isNotFound } from '../../kube-errors.ts';
 import { cniVerdict, PROBE_ID, readCni } from '../network-policy.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
 
-export const PROBE_CONFIGMAP = 'rlmesh-network-policy-probe';
+export const PROBE_CONFIGMAP = NAMES.networkPolicyProbe;
 export const PROBE_KEY = 'result.json';
 const STALE_MS = 2 * 3600_000; // the controller probes hourly
 

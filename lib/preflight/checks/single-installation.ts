@@ -4,13 +4,14 @@
 // Secrets in any namespace other than the one being installed into.
 import { gunzipSync } from 'node:zlib';
 import * as k8s from '@kubernetes/client-node';
+import { NAMES } from '../../fixed-names.ts';
 import { apiMessage, isForbidden } from '../../kube-errors.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
 
 const ID = 'single-installation';
 export const AGENT_NAME = 'rlmesh-cluster-agent';
 export const CHART_NAME = 'rlmesh-runtime';
-export const CONTROL_SECRET = 'rlmesh-cluster-control';
+export const CONTROL_SECRET = NAMES.controlSecret;
 
 export type Installation = { namespace: string; what: string };
 

@@ -1,0 +1,26 @@
+{{/* Generated from lib/fixed-names.ts by `npm run generate`; do not edit. */}}
+{{- define "rlmesh.name.runsNamespace" -}}rlmesh-runs{{- end }}
+{{- define "rlmesh.name.controlSecret" -}}rlmesh-cluster-control{{- end }}
+{{- define "rlmesh.name.pullSecret" -}}rlmesh-registry-pull{{- end }}
+{{- define "rlmesh.name.joinPullSecret" -}}rlmesh-registry-join{{- end }}
+{{- define "rlmesh.name.crdHookPullSecret" -}}rlmesh-registry-join-crd-upgrade{{- end }}
+{{- define "rlmesh.name.relaySecret" -}}rlmesh-cluster-relay-secret{{- end }}
+{{- define "rlmesh.name.joinTokenSecret" -}}rlmesh-join-token{{- end }}
+{{- define "rlmesh.name.sourcesSecretSuffix" -}}-sources{{- end }}
+{{- define "rlmesh.name.egressProxyService" -}}rlmesh-egress-proxy{{- end }}
+{{- define "rlmesh.name.artifactCachePvc" -}}rlmesh-artifact-cache{{- end }}
+{{- define "rlmesh.name.agentSpoolPvc" -}}rlmesh-agent-spool{{- end }}
+{{- define "rlmesh.name.runtimeConfigMap" -}}rlmesh-runtime-config{{- end }}
+{{- define "rlmesh.name.caBundleConfigMap" -}}rlmesh-ca-bundle{{- end }}
+{{- define "rlmesh.name.clusterRangesConfigMap" -}}rlmesh-cluster-ranges{{- end }}
+{{- define "rlmesh.name.preflightConfigMap" -}}rlmesh-preflight{{- end }}
+{{- define "rlmesh.name.networkPolicyProbe" -}}rlmesh-network-policy-probe{{- end }}
+{{- define "rlmesh.name.agentClusterRole" -}}rlmesh-cluster-agent{{- end }}
+{{- define "rlmesh.mount.configDir" -}}/etc/rlmesh/config{{- end }}
+{{- define "rlmesh.mount.configFile" -}}/etc/rlmesh/config/config.json{{- end }}
+{{- define "rlmesh.mount.caDir" -}}/etc/rlmesh/ca{{- end }}
+{{- define "rlmesh.mount.caFile" -}}/etc/rlmesh/ca/ca.crt{{- end }}
+{{- define "rlmesh.mount.clusterRangesDir" -}}/etc/rlmesh/cluster-ranges{{- end }}
+{{- define "rlmesh.mount.clusterRangesKey" -}}ranges{{- end }}
+{{- define "rlmesh.mount.clusterRangesFile" -}}/etc/rlmesh/cluster-ranges/ranges{{- end }}
+{{- define "rlmesh.mount.agentSpoolDir" -}}/var/lib/rlmesh/spool{{- end }}

@@ -1,0 +1,57 @@
+{{/* Generated from lib/values-refusals.ts and lib/chart-values.ts by `npm run generate`; do not edit. The refusals _validate.tpl reports, as "path: message". */}}
+{{/* noCredentials */}}
+{{- define "rlmesh.refusal.noCredentials" -}}
+{{- printf "joinToken: neither joinToken nor credentials.controlSecret is set: pass --set joinToken=rlm_jt_… from Clusters → Connect your cluster, or name your own Secrets in credentials.controlSecret and credentials.pullSecret" -}}
+{{- end }}
+{{/* tokenAndSecrets */}}
+{{- define "rlmesh.refusal.tokenAndSecrets" -}}
+{{- printf "credentials.controlSecret: joinToken and credentials.controlSecret are both set: use joinToken (the agent writes its own Secrets) or credentials.* (Secrets you deliver), not both" -}}
+{{- end }}
+{{/* pullSecretMissing */}}
+{{- define "rlmesh.refusal.pullSecretMissing" -}}
+{{- printf "credentials.pullSecret: credentials.controlSecret is set but credentials.pullSecret is empty: name the dockerconfigjson Secret you deliver in rlmesh-system and rlmesh-runs" -}}
+{{- end }}
+{{/* controlSecretMissing */}}
+{{- define "rlmesh.refusal.controlSecretMissing" -}}
+{{- printf "credentials.controlSecret: credentials.pullSecret is set but credentials.controlSecret is empty: bring both Secrets, or neither and use joinToken" -}}
+{{- end }}
+{{/* cacheAccessMode; include with (dict "mode" …) */}}
+{{- define "rlmesh.refusal.cacheAccessMode" -}}
+{{- printf "artifactCache.storage.sharedPvc.accessModes: %v cannot hold the artifact cache (the controller writes it while evaluation pods read it): use [ReadWriteOnce] or [ReadWriteMany]" (index . "mode") -}}
+{{- end }}
+{{/* readWriteManyClass */}}
+{{- define "rlmesh.refusal.readWriteManyClass" -}}
+{{- printf "storage.className: artifactCache.storage.sharedPvc.accessModes has ReadWriteMany but storage.className is empty: set storage.className to a StorageClass that provides ReadWriteMany (e.g. NFS, CephFS, Filestore)" -}}
+{{- end }}
+{{/* quotaResourceName; include with (dict "key" …) */}}
+{{- define "rlmesh.refusal.quotaResourceName" -}}
+{{- printf "evaluations.resourceQuota.hard.%v: %v is not a ResourceQuota resource name: use pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, count/<resource> and the like" (index . "key") (index . "key") -}}
+{{- end }}
+{{/* dnsPeerEmpty; include with (dict "index" …) */}}
+{{- define "rlmesh.refusal.dnsPeerEmpty" -}}
+{{- printf "network.dnsPeers.%v: this NetworkPolicy peer is empty: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your DNS resolver" (index . "index") -}}
+{{- end }}
+{{/* dnsPeerMixed; include with (dict "index" …) */}}
+{{- define "rlmesh.refusal.dnsPeerMixed" -}}
+{{- printf "network.dnsPeers.%v: this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers" (index . "index") -}}
+{{- end }}
+{{/* bothMonitors */}}
+{{- define "rlmesh.refusal.bothMonitors" -}}
+{{- printf "metrics.podMonitor.enabled: metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one" -}}
+{{- end }}
+{{/* ephemeralBelowRequest; include with (dict "block" … "limit" … "request" …) */}}
+{{- define "rlmesh.refusal.ephemeralBelowRequest" -}}
+{{- printf "%v.resources.limits.ephemeral-storage: %v.resources.limits.ephemeral-storage %v is below %v.resources.requests.ephemeral-storage %v: set the limit to at least the request" (index . "block") (index . "block") (index . "limit") (index . "block") (index . "request") -}}
+{{- end }}
+{{/* ephemeralBelowTmp; include with (dict "block" … "limit" … "tmp" …) */}}
+{{- define "rlmesh.refusal.ephemeralBelowTmp" -}}
+{{- printf "%v.resources.limits.ephemeral-storage: %v.resources.limits.ephemeral-storage %v is below %v, the size of the pod's /tmp emptyDir, which counts against it: set at least %v" (index . "block") (index . "block") (index . "limit") (index . "tmp") (index . "tmp") -}}
+{{- end }}
+{{/* imageDigest; include with (dict "path" … "digest" …) */}}
+{{- define "rlmesh.refusal.imageDigest" -}}
+{{- printf "%v.digest: %v.digest %q is not an image digest: set sha256: followed by the 64 lowercase hex digits your registry reports for the image, or leave it empty to pull %v.repository:%v.tag" (index . "path") (index . "path") (index . "digest") (index . "path") (index . "path") -}}
+{{- end }}
+{{/* imageTagMissing; include with (dict "path" …) */}}
+{{- define "rlmesh.refusal.imageTagMissing" -}}
+{{- printf "%v.tag: %v.tag and %v.digest are both empty: set the tag (or the digest) of the image to pull" (index . "path") (index . "path") (index . "path") -}}
+{{- end }}

@@ -1,0 +1,66 @@
+{{/* Generated from lib/runtime-config-spec.ts by `npm run generate`; do not edit. */}}
+{{/* The runtime config (ConfigMap rlmesh-runtime-config, key config.json), as renderRuntimeConfig() in lib/values-schema.ts renders it */}}
+{{- define "rlmesh.runtimeConfig" -}}
+{{- $v := .Values }}
+{{- $o0 := dict }}
+{{- $_ := set $o0 "release" .Release.Name }}
+{{- $_ := set $o0 "namespace" .Release.Namespace }}
+{{- $_ := set $o0 "runsNamespace" "rlmesh-runs" }}
+{{- $o1 := dict }}
+{{- $_ := set $o1 "apiHost" $v.controlPlane.apiHost }}
+{{- $_ := set $o1 "apiPort" 443 }}
+{{- $_ := set $o1 "registryHost" $v.controlPlane.registryHost }}
+{{- $_ := set $o1 "outputHosts" $v.controlPlane.outputHosts }}
+{{- if $v.controlPlane.caBundle }}{{ $_ := set $o1 "caBundlePath" "/etc/rlmesh/ca/ca.crt" }}{{ end }}
+{{- $_ := set $o0 "controlPlane" $o1 }}
+{{- $o2 := dict }}
+{{- $_ := set $o2 "controlSecret" ($v.credentials.controlSecret | default "rlmesh-cluster-control") }}
+{{- $_ := set $o2 "pullSecret" ($v.credentials.pullSecret | default "rlmesh-registry-pull") }}
+{{- $_ := set $o2 "relaySecret" "rlmesh-cluster-relay-secret" }}
+{{- $_ := set $o2 "crdHookPullSecret" "rlmesh-registry-join-crd-upgrade" }}
+{{- $_ := set $o2 "ownerClusterRole" "rlmesh-cluster-agent" }}
+{{- $_ := set $o2 "joinPullSecret" (ternary "rlmesh-registry-join" "" (ne $v.joinToken "")) }}
+{{- $_ := set $o2 "joinTokenProvided" (ne $v.joinToken "") }}
+{{- $_ := set $o0 "credentials" $o2 }}
+{{- $o3 := dict }}
+{{- $_ := set $o3 "enabled" $v.observability.enabled }}
+{{- $_ := set $o0 "observability" $o3 }}
+{{- $o4 := dict }}
+{{- $_ := set $o4 "enabled" $v.gpuFeatureDiscovery.enabled }}
+{{- $_ := set $o0 "gpuFeatureDiscovery" $o4 }}
+{{- $o5 := dict }}
+{{- $_ := set $o5 "proxyUrl" (printf "http://rlmesh-egress-proxy.%v.svc:%v" .Release.Namespace $v.egress.port) }}
+{{- $_ := set $o5 "allowedDomains" (uniq (concat (list $v.controlPlane.apiHost) (list $v.controlPlane.registryHost) $v.controlPlane.outputHosts $v.egress.extraDomains)) }}
+{{- $_ := set $o5 "allowedPorts" $v.egress.allowedPorts }}
+{{- $_ := set $o5 "allowRanges" $v.egress.allowRanges }}
+{{- $_ := set $o5 "clusterRanges" $v.egress.clusterRanges }}
+{{- $_ := set $o0 "egress" $o5 }}
+{{- $o6 := dict }}
+{{- $_ := set $o6 "pvcName" "rlmesh-artifact-cache" }}
+{{- $_ := set $o6 "cacheName" "default" }}
+{{- $_ := set $o6 "accessModes" $v.artifactCache.storage.sharedPvc.accessModes }}
+{{- $_ := set $o0 "artifactCache" $o6 }}
+{{- $o7 := dict }}
+{{- $_ := set $o7 "nodeSelector" $v.agent.reportNodeSelector }}
+{{- $_ := set $o7 "spoolMaxBytes" (include "rlmesh.spoolMaxBytes" . | int64) }}
+{{- $_ := set $o7 "imageRegistries" (uniq (concat (list $v.controlPlane.registryHost) $v.evaluations.extraRegistries)) }}
+{{- $_ := set $o0 "agent" $o7 }}
+{{- $o8 := dict }}
+{{- $_ := set $o8 "dnsPeers" $v.network.dnsPeers }}
+{{- $_ := set $o8 "dnsPorts" $v.network.dnsPorts }}
+{{- $_ := set $o0 "network" $o8 }}
+{{- $o9 := dict }}
+{{- $_ := set $o9 "className" $v.storage.className }}
+{{- $_ := set $o0 "storage" $o9 }}
+{{- $o10 := dict }}
+{{- $o11 := dict }}
+{{- $_ := set $o11 "enabled" $v.preflight.networkPolicyProbe.enabled }}
+{{- $_ := set $o11 "image" (include "rlmesh.image" (dict "image" $v.controller.image "defaultTag" .Chart.AppVersion)) }}
+{{- $_ := set $o10 "networkPolicyProbe" $o11 }}
+{{- $_ := set $o0 "preflight" $o10 }}
+{{- $o12 := dict }}
+{{- $_ := set $o12 "metrics" $v.metrics.port }}
+{{- $_ := set $o12 "health" 8081 }}
+{{- $_ := set $o0 "ports" $o12 }}
+{{- toPrettyJson $o0 }}
+{{- end }}

@@ -1,0 +1,88 @@
+// The reconciler role, once it leads: informers on evaluations, their pods and
+// the caches; one work queue turning each evaluation into its pod, status,
+// Events, deadline, cancellation and garbage collection; and the NetworkPolicy
+// probe that decides whether new pods wait for their policies.
+import { EvaluationReconciler } from './evaluation-reconciler.ts';
+import { EventRecorder } from './events.ts';
+import { EVALUATION } from '../lib/crds/types.ts';
+import { keyOf } from './informers.ts';
+import { defaultProbeTargets, gateTargets, GATE_GRACE_SECONDS, startNetworkPolicyProbeLoop, storedProbePassed } from './network-policy-probe.ts';
+import { resolveProxyUrl } from './proxy-address.ts';
+import { meteredQueue, type RoleContext } from './role-context.ts';
+
+export async function startReconcilerRole(c: RoleContext): Promise<void> {
+  const { core, custom, config, kc, log, metrics, flags } = c;
+  const runs = config.runsNamespace;
+  // the queue only runs once started, after the reconciler below exists
+  const q = meteredQueue(c, 'evaluations', (key) => reconciler.reconcile(key));
+  const evaluations = c.informers.evaluations((ev) => q.add(keyOf(ev)));
+  // capacity freed (a pod finished or went away, the cache node became known): evaluations
+  // that are Waiting try again; everything else is driven by its own object's events
+  const requeueWaiting = (): void => {
+    for (const ev of evaluations.cache.list(runs)) if (ev.status?.phase === 'Waiting') q.add(keyOf(ev));
+  };
+  const finishedPods = new Set<string>();
+  const pods = c.informers.managedPods((pod, verb) => {
+    const owner = pod.metadata?.ownerReferences?.find((o) => o.kind === EVALUATION.kind);
+    if (owner) q.add(`${pod.metadata?.namespace}/${owner.name}`);
+    const name = pod.metadata?.name ?? '';
+    const finished = pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
+    if (verb === 'delete') finishedPods.delete(name);
+    if (verb === 'delete' || (finished && !finishedPods.has(name))) {
+      if (finished) finishedPods.add(name);
+      requeueWaiting();
+    }
+  });
+  const caches = c.informers.caches(() => requeueWaiting());
+  c.onStop(() => evaluations.stop(), () => pods.stop(), () => caches.stop(), () => q.stop());
+  await Promise.all([evaluations.synced, pods.synced, caches.synced]);
+  // new evaluation pods wait in an init container for their NetworkPolicies while the probe finds them enforced
+  const probe = config.preflight?.networkPolicyProbe;
+  const proxyUrl = await resolveProxyUrl(core, config.egress.proxyUrl, log);
+  log.info({ proxyUrl }, 'evaluation pods reach the egress proxy by its ClusterIP');
+  let enforced = probe?.enabled ? await storedProbePassed(kc, config.namespace) : false;
+  const reconciler = new EvaluationReconciler({
+    core,
+    custom,
+    evaluations: evaluations.cache,
+    pods: pods.cache,
+    caches: caches.cache,
+    events: new EventRecorder(core, 'rlmesh-cluster-controller', c.identity, log),
+    metrics,
+    log,
+    settings: {
+      namespace: runs,
+      pullSecret: config.credentials.pullSecret,
+      proxyUrl,
+      networkGate: () => {
+        const targets = gateTargets(proxyUrl);
+        return enforced && probe?.image && targets ? { image: probe.image, ...targets, graceSeconds: GATE_GRACE_SECONDS } : undefined;
+      },
+      cacheName: config.artifactCache.cacheName,
+      pvcName: config.artifactCache.pvcName,
+      accessModes: config.artifactCache.accessModes,
+      gcAfterMs: flags['gc-after-seconds'] * 1000,
+      waitingRetryMs: flags['waiting-retry-seconds'] * 1000,
+      ...(flags['max-concurrent'] ? { maxConcurrent: flags['max-concurrent'] } : {}),
+    },
+  });
+  q.start();
+  for (const ev of evaluations.cache.list(runs)) q.add(keyOf(ev));
+  log.info({ namespace: runs }, 'evaluation reconciler started');
+  // preflight: does the CNI enforce NetworkPolicy? (result read by the agent's preflight)
+  if (probe?.enabled) {
+    const stop = startNetworkPolicyProbeLoop({
+      kc,
+      namespace: config.namespace,
+      runsNamespace: runs,
+      image: probe.image,
+      // the probe may run before the join wrote the pull Secret: the join token's pulls the runtime image until then
+      pullSecrets: [config.credentials.pullSecret, config.credentials.joinPullSecret].filter(Boolean),
+      targets: defaultProbeTargets(proxyUrl, c.metricsPort),
+      log,
+      active: c.leading,
+      onResult: (r) => (enforced = r.verdict === 'pass'),
+    });
+    c.onStop(stop);
+  }
+}

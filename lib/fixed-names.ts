@@ -1,0 +1,59 @@
+// The names the product fixes (not the release: only labels carry it), once.
+// The TypeScript code imports them; scripts/generators/chart-names.ts writes them
+// into the chart's templates/_names.tpl as rlmesh.name.<key>, which the templates include.
+
+export const NAMES = {
+  /** the namespace evaluations run in */
+  runsNamespace: 'rlmesh-runs',
+  /** Secret: the agent's control-plane credential (default of credentials.controlSecret) */
+  controlSecret: 'rlmesh-cluster-control',
+  /** Secret: the registry pull credential the join writes (default of credentials.pullSecret) */
+  pullSecret: 'rlmesh-registry-pull',
+  /** Secret: the join token as a pull credential, until the join has written pullSecret */
+  joinPullSecret: 'rlmesh-registry-join',
+  /** Secret: the CRD upgrade hook's pull credential (kept on uninstall) */
+  crdHookPullSecret: 'rlmesh-registry-join-crd-upgrade',
+  /** Secret: the metrics relay credential (observability.enabled) */
+  relaySecret: 'rlmesh-cluster-relay-secret',
+  /** Secret: the join token, passed to the agent as env */
+  joinTokenSecret: 'rlmesh-join-token',
+  /** suffix of the per-evaluation Secret of source credentials the agent writes in the runs namespace */
+  sourcesSecretSuffix: '-sources',
+  /** Service of the egress proxy */
+  egressProxyService: 'rlmesh-egress-proxy',
+  /** PVC of the shared artifact cache (runs namespace) */
+  artifactCachePvc: 'rlmesh-artifact-cache',
+  /** PVC of the agent's spool */
+  agentSpoolPvc: 'rlmesh-agent-spool',
+  /** ConfigMap of the runtime config (key config.json) */
+  runtimeConfigMap: 'rlmesh-runtime-config',
+  /** ConfigMap of controlPlane.caBundle (key ca.crt) */
+  caBundleConfigMap: 'rlmesh-ca-bundle',
+  /** ConfigMap of the cluster's own address ranges, written by the agent, mounted by the egress proxy */
+  clusterRangesConfigMap: 'rlmesh-cluster-ranges',
+  /** ConfigMap of the agent's preflight report */
+  preflightConfigMap: 'rlmesh-preflight',
+  /** ConfigMap of the controller's NetworkPolicy probe result, and the probe pods' name */
+  networkPolicyProbe: 'rlmesh-network-policy-probe',
+  /** the agent's ClusterRole, owner of the Secrets it writes */
+  agentClusterRole: 'rlmesh-cluster-agent',
+} as const;
+
+const CONFIG_DIR = '/etc/rlmesh/config';
+const CA_DIR = '/etc/rlmesh/ca';
+const CLUSTER_RANGES_DIR = '/etc/rlmesh/cluster-ranges';
+const CLUSTER_RANGES_KEY = 'ranges';
+
+/** Where the chart mounts files into its pods. */
+export const MOUNTS = {
+  configDir: CONFIG_DIR,
+  configFile: `${CONFIG_DIR}/config.json`,
+  caDir: CA_DIR,
+  caFile: `${CA_DIR}/ca.crt`,
+  clusterRangesDir: CLUSTER_RANGES_DIR,
+  /** the key of ConfigMap clusterRangesConfigMap, one CIDR per line */
+  clusterRangesKey: CLUSTER_RANGES_KEY,
+  clusterRangesFile: `${CLUSTER_RANGES_DIR}/${CLUSTER_RANGES_KEY}`,
+  /** the agent's spool PVC (--spool-dir) */
+  agentSpoolDir: '/var/lib/rlmesh/spool',
+} as const;

@@ -1,0 +1,109 @@
+// How the runtime config (ConfigMap rlmesh-runtime-config, key config.json)
+// follows from the chart's values, as one declarative table. renderRuntimeConfig()
+// in lib/values-schema.ts evaluates it; scripts/generators/chart-runtime-config.ts
+// compiles it into the chart's rlmesh.runtimeConfig template.
+import { MOUNTS, NAMES } from './fixed-names.ts';
+
+/** Computed fields with a TypeScript and a template implementation of their own, each tested. */
+export type HelperName = 'spoolMaxBytes' | 'probeImage';
+
+export type Scalar =
+  | { kind: 'const'; value: string | number }
+  | { kind: 'value'; path: string }
+  | { kind: 'release'; field: 'name' | 'namespace' }
+  /** the value, or `fallback` when it is '' */
+  | { kind: 'valueOr'; path: string; fallback: string }
+  /** `then` when the value is not '', else '' */
+  | { kind: 'whenSet'; path: string; then: string }
+  /** whether the value is not '' */
+  | { kind: 'isSet'; path: string }
+  /** the parts joined, scalars in between */
+  | { kind: 'format'; parts: (string | Scalar)[] }
+  /** scalar values and lists, concatenated, without repeats */
+  | { kind: 'uniqueList'; items: ({ scalar: string } | { list: string })[] }
+  | { kind: 'helper'; name: HelperName };
+export type SpecNode = Scalar | { kind: 'object'; fields: Record<string, SpecNode | { kind: 'optional'; when: string; node: SpecNode }> };
+
+const v = (path: string): Scalar => ({ kind: 'value', path });
+const c = (value: string | number): Scalar => ({ kind: 'const', value });
+const object = (fields: Record<string, SpecNode | { kind: 'optional'; when: string; node: SpecNode }>): SpecNode => ({ kind: 'object', fields });
+
+export const RUNTIME_CONFIG_SPEC: SpecNode = object({
+  release: { kind: 'release', field: 'name' },
+  namespace: { kind: 'release', field: 'namespace' },
+  runsNamespace: c(NAMES.runsNamespace),
+  controlPlane: object({
+    apiHost: v('controlPlane.apiHost'),
+    apiPort: c(443),
+    registryHost: v('controlPlane.registryHost'),
+    outputHosts: v('controlPlane.outputHosts'),
+    caBundlePath: { kind: 'optional', when: 'controlPlane.caBundle', node: c(MOUNTS.caFile) },
+  }),
+  credentials: object({
+    controlSecret: { kind: 'valueOr', path: 'credentials.controlSecret', fallback: NAMES.controlSecret },
+    pullSecret: { kind: 'valueOr', path: 'credentials.pullSecret', fallback: NAMES.pullSecret },
+    relaySecret: c(NAMES.relaySecret),
+    crdHookPullSecret: c(NAMES.crdHookPullSecret),
+    ownerClusterRole: c(NAMES.agentClusterRole),
+    joinPullSecret: { kind: 'whenSet', path: 'joinToken', then: NAMES.joinPullSecret },
+    joinTokenProvided: { kind: 'isSet', path: 'joinToken' },
+  }),
+  observability: object({ enabled: v('observability.enabled') }),
+  gpuFeatureDiscovery: object({ enabled: v('gpuFeatureDiscovery.enabled') }),
+  egress: object({
+    proxyUrl: { kind: 'format', parts: [`http://${NAMES.egressProxyService}.`, { kind: 'release', field: 'namespace' }, '.svc:', v('egress.port')] },
+    // built-in platform hosts first, then egress.extraDomains
+    allowedDomains: { kind: 'uniqueList', items: [{ scalar: 'controlPlane.apiHost' }, { scalar: 'controlPlane.registryHost' }, { list: 'controlPlane.outputHosts' }, { list: 'egress.extraDomains' }] },
+    allowedPorts: v('egress.allowedPorts'),
+    allowRanges: v('egress.allowRanges'),
+    clusterRanges: v('egress.clusterRanges'),
+  }),
+  artifactCache: object({ pvcName: c(NAMES.artifactCachePvc), cacheName: c('default'), accessModes: v('artifactCache.storage.sharedPvc.accessModes') }),
+  agent: object({
+    nodeSelector: v('agent.reportNodeSelector'),
+    spoolMaxBytes: { kind: 'helper', name: 'spoolMaxBytes' },
+    imageRegistries: { kind: 'uniqueList', items: [{ scalar: 'controlPlane.registryHost' }, { list: 'evaluations.extraRegistries' }] },
+  }),
+  network: object({ dnsPeers: v('network.dnsPeers'), dnsPorts: v('network.dnsPorts') }),
+  storage: object({ className: v('storage.className') }),
+  // the probe runs the controller's image (it carries lib/preflight/netprobe.ts)
+  preflight: object({ networkPolicyProbe: object({ enabled: v('preflight.networkPolicyProbe.enabled'), image: { kind: 'helper', name: 'probeImage' } }) }),
+  ports: object({ metrics: v('metrics.port'), health: c(8081) }),
+});
+
+type Context = { values: unknown; release: { name: string; namespace: string }; helpers: Record<HelperName, () => unknown> };
+
+const lookup = (values: unknown, path: string): unknown =>
+  path.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], values);
+
+/** The config a spec node gives for these values (what the chart's template renders). */
+export function evaluateSpec(node: SpecNode, ctx: Context): unknown {
+  switch (node.kind) {
+    case 'const':
+      return node.value;
+    case 'value':
+      return lookup(ctx.values, node.path);
+    case 'release':
+      return ctx.release[node.field];
+    case 'valueOr':
+      return (lookup(ctx.values, node.path) as string) || node.fallback;
+    case 'whenSet':
+      return lookup(ctx.values, node.path) !== '' ? node.then : '';
+    case 'isSet':
+      return lookup(ctx.values, node.path) !== '';
+    case 'format':
+      return node.parts.map((p) => (typeof p === 'string' ? p : String(evaluateSpec(p, ctx)))).join('');
+    case 'uniqueList':
+      return [...new Set(node.items.flatMap((i) => ('scalar' in i ? [lookup(ctx.values, i.scalar)] : (lookup(ctx.values, i.list) as unknown[]))))];
+    case 'helper':
+      return ctx.helpers[node.name]();
+    case 'object': {
+      const out: Record<string, unknown> = {};
+      for (const [k, f] of Object.entries(node.fields)) {
+        if (f.kind !== 'optional') out[k] = evaluateSpec(f, ctx);
+        else if (lookup(ctx.values, f.when)) out[k] = evaluateSpec(f.node, ctx);
+      }
+      return out;
+    }
+  }
+}

@@ -1,0 +1,55 @@
+// The refusals of the runtime chart's values that JSON Schema cannot express:
+// crossFieldErrors() in lib/values-schema.ts decides when, and the chart's
+// templates/_validate.tpl includes the generated rlmesh.refusal.<name> templates.
+import type { Refusal } from './refusals.ts';
+
+export const VALUES_REFUSALS = {
+  noCredentials: {
+    path: 'joinToken',
+    message: 'neither joinToken nor credentials.controlSecret is set: pass --set joinToken=rlm_jt_… from Clusters → Connect your cluster, or name your own Secrets in credentials.controlSecret and credentials.pullSecret',
+  },
+  tokenAndSecrets: {
+    path: 'credentials.controlSecret',
+    message: 'joinToken and credentials.controlSecret are both set: use joinToken (the agent writes its own Secrets) or credentials.* (Secrets you deliver), not both',
+  },
+  pullSecretMissing: {
+    path: 'credentials.pullSecret',
+    message: 'credentials.controlSecret is set but credentials.pullSecret is empty: name the dockerconfigjson Secret you deliver in rlmesh-system and rlmesh-runs',
+  },
+  controlSecretMissing: {
+    path: 'credentials.controlSecret',
+    message: 'credentials.pullSecret is set but credentials.controlSecret is empty: bring both Secrets, or neither and use joinToken',
+  },
+  cacheAccessMode: {
+    path: 'artifactCache.storage.sharedPvc.accessModes',
+    message: '{mode} cannot hold the artifact cache (the controller writes it while evaluation pods read it): use [ReadWriteOnce] or [ReadWriteMany]',
+  },
+  readWriteManyClass: {
+    path: 'storage.className',
+    message: 'artifactCache.storage.sharedPvc.accessModes has ReadWriteMany but storage.className is empty: set storage.className to a StorageClass that provides ReadWriteMany (e.g. NFS, CephFS, Filestore)',
+  },
+  quotaResourceName: {
+    path: 'evaluations.resourceQuota.hard.{key}',
+    message: '{key} is not a ResourceQuota resource name: use pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, count/<resource> and the like',
+  },
+  dnsPeerEmpty: {
+    path: 'network.dnsPeers.{index}',
+    message: 'this NetworkPolicy peer is empty: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your DNS resolver',
+  },
+  dnsPeerMixed: {
+    path: 'network.dnsPeers.{index}',
+    message: 'this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers',
+  },
+  bothMonitors: {
+    path: 'metrics.podMonitor.enabled',
+    message: 'metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one',
+  },
+  ephemeralBelowRequest: {
+    path: '{block}.resources.limits.ephemeral-storage',
+    message: '{block}.resources.limits.ephemeral-storage {limit} is below {block}.resources.requests.ephemeral-storage {request}: set the limit to at least the request',
+  },
+  ephemeralBelowTmp: {
+    path: '{block}.resources.limits.ephemeral-storage',
+    message: "{block}.resources.limits.ephemeral-storage {limit} is below {tmp}, the size of the pod's /tmp emptyDir, which counts against it: set at least {tmp}",
+  },
+} as const satisfies Record<string, Refusal>;

@@ -1,0 +1,30 @@
+// templates/_egress-public-blocks.tpl: the egress proxy NetworkPolicy's public
+// ipBlocks, derived from the registry rows the proxy itself refuses
+// (egress/network-policy-ranges.ts over egress/special-purpose-registry.ts).
+import { NON_PUBLIC_RANGES } from '../../egress/network-policy-ranges.ts';
+
+const list = (cidrs: string[], indent: string): string => cidrs.map((c) => `${indent}- ${c}\n`).join('');
+
+export function egressPublicBlocksTemplate(): string {
+  return (
+    '{{/* Generated from egress/special-purpose-registry.ts by `npm run generate`; do not edit. */}}\n' +
+    '{{/* The public addresses the egress proxy may reach: every registry row it refuses is excepted */}}\n' +
+    '{{- define "rlmesh.egressPublicBlocks" -}}\n' +
+    '- ipBlock:\n' +
+    '    cidr: 0.0.0.0/0\n' +
+    '    # private, loopback, link-local, CGNAT, documentation, benchmarking, anycast, multicast, reserved\n' +
+    '    except:\n' +
+    list(NON_PUBLIC_RANGES.ipv4, '      ') +
+    '- ipBlock:\n' +
+    '    # global unicast only (ULA, link-local, multicast, NAT64, IPv4-mapped stay shut), minus\n' +
+    '    # Teredo/IETF, documentation, 6to4, AS112 and the new documentation block\n' +
+    `    cidr: ${NON_PUBLIC_RANGES.ipv6Cidr}\n` +
+    '    except:\n' +
+    list(NON_PUBLIC_RANGES.ipv6, '      ').replace(/\n$/, '') +
+    '\n{{- end }}\n'
+  );
+}
+
+export async function outputs(): Promise<Record<string, string>> {
+  return { 'charts/rlmesh-runtime/templates/_egress-public-blocks.tpl': egressPublicBlocksTemplate() };
+}
