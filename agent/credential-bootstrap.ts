@@ -10,7 +10,8 @@ import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { createBackoff, sleep } from '../lib/backoff.ts';
 import type { AgentConfig } from './config.ts';
-import { tokenHash, type ControlCredentials, type CredentialStore, type JoinResult } from './credentials.ts';
+import type { ControlCredentials, CredentialStore } from './credentials.ts';
+import { tokenHash, type JoinResult } from '../lib/credential-secret.ts';
 import { JoinError, join, type ControlPlaneClient } from './join.ts';
 import { acquireJoinLease } from './join-lease.ts';
 

@@ -5,6 +5,7 @@
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { parseControlSecret, type ControlCredentials } from './credentials.ts';
+import { CLUSTER_ID_KEY, CONTROL_KEY } from '../lib/credential-secret.ts';
 import { startInformer, type Informer } from '../lib/informer.ts';
 
 type SecretLite = { metadata: { name: string; namespace: string; resourceVersion?: string; annotations?: Record<string, string> }; type?: string; data?: Record<string, string> };
@@ -14,7 +15,7 @@ const trimSecret = (o: unknown): SecretLite => {
   return {
     metadata: { name: s.metadata?.name ?? '', namespace: s.metadata?.namespace ?? '', resourceVersion: s.metadata?.resourceVersion, annotations: s.metadata?.annotations },
     type: s.type,
-    data: { ...(s.data?.control ? { control: s.data.control } : {}), ...(s.data?.['cluster-id'] ? { 'cluster-id': s.data['cluster-id'] } : {}) },
+    data: Object.fromEntries([CONTROL_KEY, CLUSTER_ID_KEY].flatMap((k) => (s.data?.[k] ? [[k, s.data[k]]] : []))),
   };
 };
 

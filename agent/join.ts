@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { Agent, request } from 'undici';
 import { z } from 'zod';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
-import type { JoinResult } from './credentials.ts';
+import type { JoinResult } from '../lib/credential-secret.ts';
 
 export const infoSchema = z.object({
   grpc: z.object({ host: z.string().min(1), port: z.number().int().min(1).max(65535), tls: z.boolean().default(true) }),

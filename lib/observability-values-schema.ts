@@ -4,12 +4,13 @@
 // observabilityCrossFieldErrors() holds the rules JSON Schema cannot express; the
 // chart's templates/_validate.tpl fails the install with the same messages.
 import { z } from 'zod';
+import { RELAY_KEY } from './credential-secret.ts';
 import { imageErrors, podSettings, quantity, secretName } from './chart-values.ts';
 
 const DURATION = /^([0-9]+(ms|s|m|h|d|w|y))+$/;
 
 export const RELAY_MOUNT_DIR = '/etc/rlmesh/relay';
-export const RELAY_KEY = 'relay-secret';
+export { RELAY_KEY };
 export const RELAY_CREDENTIALS_FILE = `${RELAY_MOUNT_DIR}/${RELAY_KEY}`;
 export const CA_BUNDLE_FILE = '/etc/rlmesh/ca/ca.crt';
 const CELL_IN_URL = /\/v1\/cells\/([^/]+)\/metrics$/;

@@ -4,6 +4,7 @@
 // Secrets in any namespace other than the one being installed into.
 import { gunzipSync } from 'node:zlib';
 import * as k8s from '@kubernetes/client-node';
+import { CLUSTER_ID_KEY } from '../../credential-secret.ts';
 import { apiMessage, isForbidden } from '../../kube-errors.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
 
@@ -79,7 +80,8 @@ export async function checkSingleInstallation(ctx: PreflightContext): Promise<Ch
   await attempt('control Secrets', async () => {
     const list = await core.listSecretForAllNamespaces({ fieldSelector: `metadata.name=${CONTROL_SECRET}` });
     for (const s of list.items) {
-      const clusterId = s.data?.['cluster-id'] ? Buffer.from(s.data['cluster-id'], 'base64').toString('utf8') : '?';
+      const raw = s.data?.[CLUSTER_ID_KEY];
+      const clusterId = raw ? Buffer.from(raw, 'base64').toString('utf8') : '?';
       found.push({ namespace: s.metadata?.namespace ?? '', what: `control Secret ${CONTROL_SECRET} for cluster ${clusterId}` });
     }
   });
