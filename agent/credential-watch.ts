@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { parseControlSecret, type ControlCredentials } from './credentials.ts';
 import { CLUSTER_ID_KEY, CONTROL_KEY } from '../lib/credential-secret.ts';
 import { startInformer, type Informer } from '../lib/informer.ts';
+import type { InformerMetricsFor } from '../lib/informer-metrics.ts';
 
 type SecretLite = { metadata: { name: string; namespace: string; resourceVersion?: string; annotations?: Record<string, string> }; type?: string; data?: Record<string, string> };
 
@@ -20,6 +21,7 @@ const trimSecret = (o: unknown): SecretLite => {
 };
 
 export type CredentialWatchOptions = {
+  informerMetrics?: InformerMetricsFor;
   kc: k8s.KubeConfig;
   namespace: string;
   name: string;
@@ -65,6 +67,7 @@ export class CredentialWatch {
       list: (p) => core.listNamespacedSecret({ namespace, fieldSelector, ...p }),
       trim: trimSecret,
       watchSilenceMs: this.o.watchSilenceMs,
+      metrics: this.o.informerMetrics,
     });
     const onSecret = (s: SecretLite) => this.applySecret(s as k8s.V1Secret);
     this.informer.on('add', onSecret);

@@ -10,6 +10,7 @@ import { EVALUATION, GROUP, VERSION, type RLMeshEvaluation } from '../lib/crds/t
 import { EvaluationUpdateSchema, type EvaluationUpdate } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { evaluationName } from './assignments.ts';
 import { startInformer, type Informer } from '../lib/informer.ts';
+import type { InformerMetricsFor } from '../lib/informer-metrics.ts';
 import { SpoolFullError, type Json, type Spool, type SpooledUpdate } from './spool.ts';
 
 const FINISHED = new Set(['Succeeded', 'Failed', 'Cancelled']);
@@ -42,6 +43,7 @@ export const fingerprint = (o: Observed): string => JSON.stringify([o.phase, o.r
 export const toUpdate = (r: SpooledUpdate): EvaluationUpdate => fromJson(EvaluationUpdateSchema, r.message as JsonValue);
 
 export type EvaluationStatusOptions = {
+  informerMetrics?: InformerMetricsFor;
   kc: k8s.KubeConfig;
   namespace: string;
   spool: Spool;
@@ -74,6 +76,7 @@ export class EvaluationStatus {
       list: (p) => custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, ...p }) as Promise<{ items: unknown[] }>,
       trim: trimEvaluation,
       watchSilenceMs: this.o.watchSilenceMs,
+      metrics: this.o.informerMetrics,
     });
     const onEval = (e: EvalLite) => this.observe(e.spec.evaluationId, e.status!);
     this.informer.on('add', onEval);

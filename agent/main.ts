@@ -115,6 +115,7 @@ credWatch = new CredentialWatch({
   name: cfg.runtime.credentials.controlSecret,
   log,
   watchSilenceMs: cfg.timing.watchSilenceMs,
+  informerMetrics: metrics.informer,
   initial: creds,
   onChange: () => session?.reauthenticate(),
   onProblem: (p) => (credentialProblem = p),
@@ -135,6 +136,7 @@ const evaluations = new EvaluationStatus({
   spool,
   log,
   watchSilenceMs: cfg.timing.watchSilenceMs,
+  informerMetrics: metrics.informer,
   send: (u) => {
     if (session?.sendUpdate(u)) metrics.updatesSent.inc();
   },
@@ -148,6 +150,7 @@ const capacity = new CapacityReporter({
   nodeSelector: cfg.runtime.agent.nodeSelector,
   reportDelayMs: cfg.timing.reportDelayMs,
   watchSilenceMs: cfg.timing.watchSilenceMs,
+  informerMetrics: metrics.informer,
   send: (report, latencyMs) => {
     if (!session?.sendNodeReport(report)) return;
     metrics.reportsSent.inc();

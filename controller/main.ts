@@ -109,7 +109,7 @@ function informer<T extends k8s.KubernetesObject>(
   opts: Pick<Parameters<typeof startInformer<T>>[0], 'name' | 'path' | 'list' | 'labelSelector'>,
   onChange: (obj: T, verb: Verb) => void,
 ): Informer<T> {
-  const i = startInformer<T>({ kc, log, watchSilenceMs: watchdogMs, ...opts });
+  const i = startInformer<T>({ kc, log, watchSilenceMs: watchdogMs, metrics: metrics.informer, ...opts });
   for (const verb of ['add', 'update', 'delete'] as const) i.on(verb, (obj) => onChange(obj, verb));
   return i;
 }
@@ -137,8 +137,9 @@ function queue(name: string, worker: (key: string) => Promise<void | { requeueAf
     worker,
     concurrency: num('concurrency', 1),
     log,
+    metrics: metrics.workQueue(name),
     onProcessed: (_key, ok, ms) => {
-      metrics.reconciles.inc({ queue: name, result: ok ? 'ok' : 'error' });
+      metrics.reconciles.inc({ queue: name, outcome: ok ? 'ok' : 'error' });
       metrics.reconcileSeconds.observe({ queue: name }, ms / 1000);
     },
   });

@@ -11,6 +11,7 @@ import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { listPages, type Page } from './list-pages.ts';
 import { createBackoff } from './backoff.ts';
+import type { InformerMetricsFor } from './informer-metrics.ts';
 
 export type InformerOptions<T> = {
   name: string;
@@ -27,6 +28,7 @@ export type InformerOptions<T> = {
   watchSilenceMs: number;
   backoffBaseMs?: number;
   backoffMaxMs?: number;
+  metrics?: InformerMetricsFor;
 };
 
 export type Informer<T> = {
@@ -79,6 +81,7 @@ function keepingVersion<T>(trim: (o: unknown) => T): (o: unknown) => T {
 
 export function startInformer<T extends { metadata?: { name?: string; namespace?: string } }>(opts: InformerOptions<T>): Informer<T> {
   const { log } = opts;
+  const metrics = opts.metrics?.(opts.name);
   const trim = opts.trim ? keepingVersion(opts.trim) : (o: unknown) => o as T;
   const watch = new TrimmingWatch(opts.kc, trim as (o: unknown) => unknown);
   let relists = 0;
@@ -88,6 +91,7 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
     const { items, resourceVersion } = await listPages(opts.list, trim);
     watch.lastActivity = Date.now();
     relists++;
+    metrics?.relisted();
     // ListWatch adds the listed items right after this promise settles
     setImmediate(() => {
       resolveSynced();
@@ -101,18 +105,19 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
   let restarting = false;
   let timer: NodeJS.Timeout | undefined;
 
-  const restart = (why: string, delayMs: number) => {
+  const restart = (why: 'error' | 'start-failed' | 'watchdog', delayMs: number, detail?: string) => {
     if (stopped || restarting) return;
     restarting = true;
+    metrics?.restarted(why);
     void lw.stop();
     clearTimeout(timer);
     timer = setTimeout(() => {
       restarting = false;
       if (stopped) return;
       watch.lastActivity = Date.now();
-      lw.start().catch((err: unknown) => restart(`start failed: ${(err as Error).message}`, backoff.next()));
+      lw.start().catch((err: unknown) => restart('start-failed', backoff.next(), (err as Error).message));
     }, delayMs);
-    log.debug({ informer: opts.name, why, delayMs }, 'informer restarting');
+    log.debug({ informer: opts.name, why, ...(detail ? { err: detail } : {}), delayMs }, 'informer restarting');
   };
 
   lw.on('error', (err: unknown) => {
@@ -137,7 +142,7 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
   }, Math.min(opts.watchSilenceMs / 2, 10_000));
   watchdog.unref();
 
-  lw.start().catch((err: unknown) => restart(`start failed: ${(err as Error).message}`, backoff.next()));
+  lw.start().catch((err: unknown) => restart('start-failed', backoff.next(), (err as Error).message));
 
   return {
     on(verb, cb) {

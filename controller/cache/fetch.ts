@@ -119,10 +119,10 @@ export class ArtifactFetcher {
       try {
         await this.#download(src, a);
       } catch (err) {
-        this.#metrics?.cacheFetches.inc({ source: src.kind, result: err instanceof FetchError ? err.reason : 'error' });
+        this.#metrics?.cacheFetches.inc({ source: src.kind, outcome: err instanceof FetchError ? err.reason : 'error' });
         throw err;
       }
-      this.#metrics?.cacheFetches.inc({ source: src.kind, result: 'ok' });
+      this.#metrics?.cacheFetches.inc({ source: src.kind, outcome: 'ok' });
       this.#metrics?.cacheFetchBytes.inc(a.sizeBytes);
       this.#metrics?.cacheFetchSeconds.observe({ source: src.kind }, (performance.now() - started) / 1000);
       this.#log.info({ artifact: a.name, sha256: a.sha256, bytes: a.sizeBytes, source: src.describe, ms: Math.round(performance.now() - started) }, 'artifact cached');
