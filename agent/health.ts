@@ -5,6 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import { errorMessage } from '../lib/error-fields.ts';
 
 export type HealthSources = {
   /** why the agent is not ready, or undefined when it is */
@@ -49,7 +50,7 @@ export class Health {
             res.writeHead(200, { 'content-type': this.s.registry.contentType });
             res.end(body);
           },
-          (err: unknown) => text(res, 500, `${(err as Error).message}\n`),
+          (err: unknown) => text(res, 500, `${errorMessage(err)}\n`),
         );
         return;
       }

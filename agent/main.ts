@@ -14,7 +14,7 @@ import { createBackoff, sleep } from '../lib/backoff.ts';
 import { CapacityReporter } from './capacity.ts';
 import { startClusterRanges } from './cluster-ranges.ts';
 import { loadAgentConfig, type AgentConfig } from './config.ts';
-import { kubeMessage, obtainCredentials } from './credential-bootstrap.ts';
+import { obtainCredentials } from './credential-bootstrap.ts';
 import { CredentialWatch } from './credential-watch.ts';
 import { CredentialStore } from './credentials.ts';
 import { tokenHash } from '../lib/credential-secret.ts';
@@ -24,6 +24,7 @@ import { controlPlaneClient, fetchInfo, JoinError, type ControlPlaneClient, type
 import { createMetrics } from './metrics.ts';
 import { Session } from './session.ts';
 import { Spool } from './spool.ts';
+import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
 const log = createLogger('agent');
 const AGENT_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -43,7 +44,7 @@ let cfg: AgentConfig;
 try {
   cfg = loadAgentConfig();
 } catch (err) {
-  log.fatal((err as Error).message);
+  log.fatal(errorMessage(err));
   process.exit(2);
 }
 
@@ -54,7 +55,7 @@ let spool: Spool;
 try {
   spool = await Spool.open(cfg.spoolDir, { maxBytes: cfg.runtime.agent.spoolMaxBytes, log });
 } catch (err) {
-  log.fatal({ err: (err as Error).message }, `cannot open the spool at ${cfg.spoolDir}: check the spool PVC is mounted there and writable by the agent's user (or set RLMESH_SPOOL_DIR)`);
+  log.fatal(errorFields(err), `cannot open the spool at ${cfg.spoolDir}: check the spool PVC is mounted there and writable by the agent's user (or set RLMESH_SPOOL_DIR)`);
   process.exit(1);
 }
 
@@ -85,7 +86,7 @@ let cp: ControlPlaneClient;
 try {
   cp = controlPlaneClient(cfg.runtime);
 } catch (err) {
-  log.fatal((err as Error).message);
+  log.fatal(errorMessage(err));
   process.exit(2);
 }
 
@@ -218,7 +219,7 @@ function handle(m: ControlMessage): void {
           metrics.updatesAcked.inc(acked.length);
           if (acked.length) void evaluations.reported(acked);
         },
-        (err: unknown) => log.error({ err: (err as Error).message }, 'could not record acks in the spool; they will be redelivered and deduplicated'),
+        (err: unknown) => log.error(errorFields(err), 'could not record acks in the spool; they will be redelivered and deduplicated'),
       );
       return;
     }
@@ -265,11 +266,11 @@ async function retrying(what: string, fn: () => Promise<void>, opts: { forever?:
       return await fn();
     } catch (err) {
       if ((attempt >= 10 && !opts.forever) || abort.signal.aborted) {
-        log.error({ err: kubeMessage(err) }, `${what} failed ${attempt} times; giving up until the control plane sends it again (next session)`);
+        log.error(errorFields(err), `${what} failed ${attempt} times; giving up until the control plane sends it again (next session)`);
         throw err;
       }
       const delay = backoff.next();
-      log.warn({ err: kubeMessage(err), retryInMs: delay }, `${what} failed; retrying`);
+      log.warn({ ...errorFields(err), retryInMs: delay }, `${what} failed; retrying`);
       await sleep(delay, abort.signal);
     }
   }
@@ -277,7 +278,7 @@ async function retrying(what: string, fn: () => Promise<void>, opts: { forever?:
 
 /** settles once started, or once the failure is logged */
 function startWithRetry(what: string, fn: () => Promise<void>): Promise<void> {
-  return fn().catch((err: unknown) => void log.error({ err: kubeMessage(err) }, `${what} failed to start`));
+  return fn().catch((err: unknown) => void log.error(errorFields(err), `${what} failed to start`));
 }
 
 async function discover(client: ControlPlaneClient): Promise<ControlPlaneInfo> {
@@ -289,8 +290,8 @@ async function discover(client: ControlPlaneClient): Promise<ControlPlaneInfo> {
       return info;
     } catch (err) {
       const delay = backoff.next();
-      credentialProblem = `cannot discover the session endpoint: ${(err as Error).message}`;
-      log.error({ ...(err instanceof JoinError ? { code: err.code } : {}), retryInMs: delay }, err instanceof JoinError ? err.message : `GET /v1/info failed: ${(err as Error).message}`);
+      credentialProblem = `cannot discover the session endpoint: ${errorMessage(err)}`;
+      log.error({ ...(err instanceof JoinError ? { code: err.code } : {}), retryInMs: delay }, err instanceof JoinError ? err.message : `GET /v1/info failed: ${errorMessage(err)}`);
       await sleep(delay, abort.signal);
     }
   }

@@ -5,7 +5,8 @@
 // term. A leader that cannot renew within its renew deadline stops leading.
 import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { isConflict, isNotFound, apiMessage } from '../lib/kube-errors.ts';
+import { isConflict, isNotFound } from '../lib/kube-errors.ts';
+import { errorMessage as apiMessage } from '../lib/error-fields.ts';
 
 export type LeaderElectionOptions = {
   coordination: CoordinationV1Api;

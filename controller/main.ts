@@ -28,6 +28,7 @@ import { defaultProbeTargets, gateTargets, GATE_GRACE_SECONDS, startNetworkPolic
 import { LABEL_MANAGED_BY, MANAGED_BY } from './pod-spec.ts';
 import { resolveProxyUrl } from './proxy-address.ts';
 import { WorkQueue } from './work-queue.ts';
+import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
 const log = createLogger('controller');
 
@@ -86,7 +87,7 @@ let config: RuntimeConfig;
 try {
   config = loadRuntimeConfig();
 } catch (err) {
-  log.fatal((err as Error).message);
+  log.fatal(errorMessage(err));
   process.exit(1);
 }
 const runs = config.runsNamespace;
@@ -231,7 +232,7 @@ async function startFiller(): Promise<void> {
   try {
     await store.init();
   } catch (err) {
-    log.fatal({ cacheDir: a['cache-dir'] }, `cannot use the artifact cache directory: ${(err as Error).message}; mount the cache PVC read-write there (or pass --cache-dir)`);
+    log.fatal({ cacheDir: a['cache-dir'] }, `cannot use the artifact cache directory: ${errorMessage(err)}; mount the cache PVC read-write there (or pass --cache-dir)`);
     process.exit(1);
   }
   const fetcher = new ArtifactFetcher(store, log, metrics, {
@@ -319,7 +320,7 @@ const elector = new LeaderElector({
         synced = true;
       },
       (err: unknown) => {
-        log.fatal({ err: (err as Error).message }, 'could not start; exiting so Kubernetes restarts the controller');
+        log.fatal(errorFields(err), 'could not start; exiting so Kubernetes restarts the controller');
         process.exit(1);
       },
     );

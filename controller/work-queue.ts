@@ -3,6 +3,7 @@
 // run once, and a failing key is retried with per-key exponential backoff.
 import type { Logger } from 'pino';
 import type { WorkQueueMetrics } from './work-queue-metrics.ts';
+import { errorFields } from '../lib/error-fields.ts';
 
 export type WorkResult = void | { requeueAfterMs?: number };
 export type Worker = (key: string) => Promise<WorkResult>;
@@ -139,7 +140,7 @@ export class WorkQueue {
       const n = (this.#failures.get(key) ?? 0) + 1;
       this.#failures.set(key, n);
       const delay = this.backoffMs(n);
-      this.#log?.warn({ key, attempt: n, retryInMs: delay, err: (err as Error).message }, 'reconcile failed; retrying with backoff');
+      this.#log?.warn({ key, attempt: n, retryInMs: delay, ...errorFields(err) }, 'reconcile failed; retrying with backoff');
       this.#metrics?.retried();
       this.addAfter(key, delay);
     } finally {

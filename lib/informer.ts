@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import { listPages, type Page } from './list-pages.ts';
 import { createBackoff } from './backoff.ts';
 import type { InformerMetricsFor } from './informer-metrics.ts';
+import { errorFields, errorMessage } from './error-fields.ts';
 
 export type InformerOptions<T> = {
   name: string;
@@ -115,7 +116,7 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
       restarting = false;
       if (stopped) return;
       watch.lastActivity = Date.now();
-      lw.start().catch((err: unknown) => restart('start-failed', backoff.next(), (err as Error).message));
+      lw.start().catch((err: unknown) => restart('start-failed', backoff.next(), errorMessage(err)));
     }, delayMs);
     log.debug({ informer: opts.name, why, ...(detail ? { err: detail } : {}), delayMs }, 'informer restarting');
   };
@@ -123,7 +124,7 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
   lw.on('error', (err: unknown) => {
     if (restarting || stopped) return;
     const delay = backoff.next();
-    log.warn({ informer: opts.name, err: (err as Error)?.message ?? String(err), retryInMs: delay }, 'watch failed; restarting the informer');
+    log.warn({ informer: opts.name, ...errorFields(err), retryInMs: delay }, 'watch failed; restarting the informer');
     restart('error', delay);
   });
   lw.on('connect', () => {
@@ -142,7 +143,7 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
   }, Math.min(opts.watchSilenceMs / 2, 10_000));
   watchdog.unref();
 
-  lw.start().catch((err: unknown) => restart('start-failed', backoff.next(), (err as Error).message));
+  lw.start().catch((err: unknown) => restart('start-failed', backoff.next(), errorMessage(err)));
 
   return {
     on(verb, cb) {

@@ -5,8 +5,9 @@
 import { gunzipSync } from 'node:zlib';
 import * as k8s from '@kubernetes/client-node';
 import { CLUSTER_ID_KEY } from '../../credential-secret.ts';
-import { apiMessage, isForbidden } from '../../kube-errors.ts';
+import { isForbidden } from '../../kube-errors.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
+import { errorMessage } from '../../error-fields.ts';
 
 const ID = 'single-installation';
 export const AGENT_NAME = 'rlmesh-cluster-agent';
@@ -56,7 +57,7 @@ export async function checkSingleInstallation(ctx: PreflightContext): Promise<Ch
       await read();
     } catch (err) {
       if (!isForbidden(err)) throw err;
-      unread.push(`${what}: ${apiMessage(err)}`);
+      unread.push(`${what}: ${errorMessage(err)}`);
     }
   };
   if (ctx.mode === 'agent') {
