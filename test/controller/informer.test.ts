@@ -6,7 +6,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubernetesObject } from '@kubernetes/client-node';
+import { Registry } from 'prom-client';
 import { startInformer, type Informer } from '../../lib/informer.ts';
+import { createInformerMetrics } from '../../lib/informer-metrics.ts';
 import { GROUP, VERSION, type RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { adminKubeConfig } from '../support/cluster.ts';
 import { createEvaluation, evaluation, setupEnv, waitFor, type Env } from './harness.ts';
@@ -27,11 +29,16 @@ describe('kept-alive informer', () => {
     const seen = new Set<string>();
     const warnings: string[] = [];
     const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
-    const make = (watchSilenceMs: number) => {
+    const registry = new Registry();
+    const metrics = createInformerMetrics(registry, 'controller');
+    const counted = async (name: string, labels: Record<string, string>) =>
+      (await registry.getMetricsAsJSON()).find((m) => m.name === name)?.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))?.value ?? 0;
+    const make = (watchSilenceMs: number, name = 'test') => {
       const i = startInformer<Ev>({
         kc: adminKubeConfig(),
         log,
-        name: 'test',
+        name,
+        metrics,
         watchSilenceMs,
         path: `/apis/${GROUP}/${VERSION}/namespaces/${env.runs}/rlmeshevaluations`,
         list: (page) => env.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations', ...page }) as Promise<{ items: Ev[] }>,
@@ -47,19 +54,22 @@ describe('kept-alive informer', () => {
     await waitFor('the watchdog to re-open the silent watch twice', async () => silent() >= 2, 15_000, 100);
     // re-opening resumes from the last resourceVersion: no relist was needed
     expect(informer.relists).toBe(1);
+    expect(await counted('rlmesh_controller_informer_relists_total', { informer: 'test' })).toBe(1);
+    expect(await counted('rlmesh_controller_informer_watch_restarts_total', { informer: 'test', reason: 'watchdog' })).toBeGreaterThanOrEqual(2);
 
     await createEvaluation(env, evaluation('seen-after-reopen', {}));
     await waitFor('the informer to see a new object', async () => seen.has('seen-after-reopen'), 10_000, 100);
 
     // a resourceVersion older than the API server keeps answers 410 Gone: the informer
     // must relist (its watchdog is far off, so only the 410 can cause it)
-    const quiet = make(600_000);
+    const quiet = make(600_000, 'quiet');
     await quiet.synced;
     expect(quiet.relists).toBe(1);
     await sleep(1000); // the watch request is open once the list has been delivered
     (quiet.cache as unknown as { resourceVersion: string }).resourceVersion = '1';
     (quiet.cache as unknown as { _stop: () => void })._stop();
     await waitFor('a relist after 410 Gone', async () => quiet.relists === 2, 15_000, 50);
+    expect(await counted('rlmesh_controller_informer_relists_total', { informer: 'quiet' })).toBe(2);
     await createEvaluation(env, evaluation('seen-after-410', {}));
     // this informer's own cache (the first informer sees the object too, maybe sooner)
     await waitFor('events after the 410 relist', async () => quiet.cache.get('seen-after-410', env.runs) !== undefined, 10_000, 100);
