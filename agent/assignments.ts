@@ -11,8 +11,9 @@ import type { Logger } from 'pino';
 import { API_VERSION, EVALUATION, GROUP, VERSION, type EvaluationSpec, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { NAMES } from '../lib/fixed-names.ts';
 import type { Assignment, Cancellation } from '../lib/gen/rlmesh/v1/session_pb.ts';
-import { apiMessage, isConflict, isNotFound, isRbacDenial, statusCode } from '../lib/kube-errors.ts';
+import { isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
 import { imageRefusal } from './evaluation-image.ts';
+import { errorMessage, statusCode } from '../lib/error-fields.ts';
 
 export const EVALUATION_ID_ANNOTATION = 'rlmesh.dev/evaluation-id';
 
@@ -160,7 +161,7 @@ export class Assignments {
   #refused(a: Assignment, err: unknown): void {
     const status = statusCode(err);
     if (status === 422 || status === 400 || (status === 403 && !isRbacDenial(err))) {
-      const msg = apiMessage(err);
+      const msg = errorMessage(err);
       this.o.log.error({ evaluationId: a.evaluationId, status }, `the cluster refused the evaluation: ${msg}`);
       this.o.onOutcome(a.evaluationId, 'Failed', status === 403 ? 'Forbidden' : 'Invalid', `the cluster refused the RLMeshEvaluation: ${msg}`);
       return;

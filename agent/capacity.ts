@@ -17,6 +17,7 @@ import {
   type NodeReport,
 } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { startInformer, type Informer } from '../lib/informer.ts';
+import type { InformerMetricsFor } from '../lib/informer-metrics.ts';
 import { bytes, cpuMillis, parseQuantity } from '../lib/quantity.ts';
 
 export const GPU_RESOURCES = { nvidia: 'nvidia.com/gpu', amd: 'amd.com/gpu' } as const;
@@ -208,6 +209,7 @@ export function nodeCapacity(node: NodeLite, used: Usage): NodeCapacity {
 }
 
 export type CapacityOptions = {
+  informerMetrics?: InformerMetricsFor;
   kc: k8s.KubeConfig;
   log: Logger;
   nodeSelector: string;
@@ -252,6 +254,7 @@ export class CapacityReporter {
       list: (p) => core.listNode({ ...p, labelSelector }),
       trim: trimNode,
       watchSilenceMs,
+      metrics: this.opts.informerMetrics,
     });
     // non-terminal, scheduled pods of every namespace: only they hold resources on a node
     const fieldSelector = 'spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed';
@@ -264,6 +267,7 @@ export class CapacityReporter {
       list: (p) => core.listPodForAllNamespaces({ ...p, fieldSelector }),
       trim: trimPod,
       watchSilenceMs,
+      metrics: this.opts.informerMetrics,
     });
     const onNode = (n: NodeLite) => {
       this.nodes.set(n.metadata.name, n);

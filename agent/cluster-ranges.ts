@@ -8,7 +8,8 @@
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { MOUNTS, NAMES } from '../lib/fixed-names.ts';
-import { apiMessage, isNotFound } from '../lib/kube-errors.ts';
+import { isNotFound } from '../lib/kube-errors.ts';
+import { errorFields } from '../lib/error-fields.ts';
 
 export const CLUSTER_RANGES_CONFIGMAP = NAMES.clusterRangesConfigMap;
 /** the key of the ConfigMap holding one CIDR per line */
@@ -63,7 +64,7 @@ export function startClusterRanges(o: ClusterRangesOptions): () => void {
       o.log.info({ ranges: ranges.split('\n').filter(Boolean).length }, `wrote the cluster's own address ranges to ConfigMap ${CLUSTER_RANGES_CONFIGMAP} for the egress proxy`);
     } catch (err) {
       o.log.warn(
-        { err: apiMessage(err) },
+        errorFields(err),
         `cannot update ConfigMap ${o.namespace}/${CLUSTER_RANGES_CONFIGMAP} with the cluster's own address ranges; the egress proxy keeps refusing the ranges it has, and the next try is in ${Math.round((o.intervalMs ?? 300_000) / 1000)} s (the chart creates that ConfigMap; check the agent may list nodes and servicecidrs)`,
       );
     } finally {

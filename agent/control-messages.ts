@@ -4,10 +4,12 @@
 // used, and confirmed.
 import { create } from '@bufbuild/protobuf';
 import type { Logger } from 'pino';
+import { errorFields } from '../lib/error-fields.ts';
 import { CredentialRotatedSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import type { Assignments } from './assignments.ts';
 import type { CredentialWatch } from './credential-watch.ts';
-import { tokenHash, type CredentialStore } from './credentials.ts';
+import { tokenHash } from '../lib/credential-secret.ts';
+import type { CredentialStore } from './credentials.ts';
 import type { EvaluationStatus } from './evaluation-status.ts';
 import type { Metrics } from './metrics.ts';
 import type { Retrying } from './retrying.ts';
@@ -43,7 +45,7 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
             p.metrics.updatesAcked.inc(acked.length);
             if (acked.length) void p.evaluations.reported(acked);
           },
-          (err: unknown) => p.log.error({ err: (err as Error).message }, 'could not record acks in the spool; they will be redelivered and deduplicated'),
+          (err: unknown) => p.log.error(errorFields(err), 'could not record acks in the spool; they will be redelivered and deduplicated'),
         );
         return;
       }

@@ -10,7 +10,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { runtimeConfigSchema } from '../lib/runtime-config.ts';
 import type { AgentConfig } from './config.ts';
 import { obtainCredentials, pendingJoinFile, readPendingJoin, type BootstrapDeps } from './credential-bootstrap.ts';
-import { tokenHash, type CredentialStore, type JoinResult, type ReadResult, type ControlCredentials } from './credentials.ts';
+import type { CredentialStore, ReadResult, ControlCredentials } from './credentials.ts';
+import { tokenHash, type JoinResult } from '../lib/credential-secret.ts';
 import type { ControlPlaneClient } from './join.ts';
 
 const OLD = `rlm_jt_${'o'.repeat(40)}`;

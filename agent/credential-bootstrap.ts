@@ -10,9 +10,11 @@ import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { createBackoff, sleep } from '../lib/backoff.ts';
 import type { AgentConfig } from './config.ts';
-import { tokenHash, type ControlCredentials, type CredentialStore, type JoinResult } from './credentials.ts';
+import type { ControlCredentials, CredentialStore } from './credentials.ts';
+import { tokenHash, type JoinResult } from '../lib/credential-secret.ts';
 import { JoinError, join, type ControlPlaneClient } from './join.ts';
 import { acquireJoinLease } from './join-lease.ts';
+import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
 export type BootstrapDeps = {
   cfg: AgentConfig;
@@ -47,8 +49,8 @@ async function waitForSecrets(d: BootstrapDeps): Promise<ControlCredentials> {
       await sleep(retryInMs, d.signal);
     } catch (err) {
       const retryInMs = backoff.next();
-      d.setProblem(`cannot read the credential Secrets: ${(err as Error).message}`);
-      log.error({ retryInMs, err: kubeMessage(err) }, "cannot read the credential Secrets from the Kubernetes API; check the agent's RBAC (Role rlmesh-cluster-agent) and the API server");
+      d.setProblem(`cannot read the credential Secrets: ${errorMessage(err)}`);
+      log.error({ retryInMs, ...errorFields(err) }, "cannot read the credential Secrets from the Kubernetes API; check the agent's RBAC (Role rlmesh-cluster-agent) and the API server");
       await sleep(retryInMs, d.signal);
     }
     if (d.signal?.aborted) throw new Error('aborted');
@@ -107,8 +109,8 @@ async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredent
         log.error({ code: err.code, retryInMs }, err.message);
       } else {
         d.onJoinOutcome('error');
-        d.setProblem(`join failed: ${kubeMessage(err)}`);
-        log.error({ retryInMs, err: kubeMessage(err) }, "join failed while reading or writing the credential Secrets or the join Lease; check the agent's RBAC and the API server; retrying");
+        d.setProblem(`join failed: ${errorMessage(err)}`);
+        log.error({ retryInMs, ...errorFields(err) }, "join failed while reading or writing the credential Secrets or the join Lease; check the agent's RBAC and the API server; retrying");
       }
       await sleep(retryInMs, d.signal);
       if (d.signal?.aborted) throw new Error('aborted');
@@ -162,17 +164,3 @@ export function readPendingJoin(spoolDir: string, hash: string, log: Logger): Jo
   return undefined;
 }
 
-/** The message of a Kubernetes API error without its (possibly large) body. */
-export function kubeMessage(err: unknown): string {
-  const e = err as { code?: number; body?: unknown; message?: string };
-  if (typeof e.code === 'number') {
-    let reason = '';
-    try {
-      reason = (JSON.parse(String(e.body)) as { message?: string }).message ?? '';
-    } catch {
-      reason = '';
-    }
-    return `HTTP ${e.code}${reason ? `: ${reason}` : ''}`;
-  }
-  return e.message ?? String(err);
-}

@@ -5,7 +5,9 @@
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { parseControlSecret, type ControlCredentials } from './credentials.ts';
+import { CLUSTER_ID_KEY, CONTROL_KEY } from '../lib/credential-secret.ts';
 import { startInformer, type Informer } from '../lib/informer.ts';
+import type { InformerMetricsFor } from '../lib/informer-metrics.ts';
 
 type SecretLite = { metadata: { name: string; namespace: string; resourceVersion?: string; annotations?: Record<string, string> }; type?: string; data?: Record<string, string> };
 
@@ -14,11 +16,12 @@ const trimSecret = (o: unknown): SecretLite => {
   return {
     metadata: { name: s.metadata?.name ?? '', namespace: s.metadata?.namespace ?? '', resourceVersion: s.metadata?.resourceVersion, annotations: s.metadata?.annotations },
     type: s.type,
-    data: { ...(s.data?.control ? { control: s.data.control } : {}), ...(s.data?.['cluster-id'] ? { 'cluster-id': s.data['cluster-id'] } : {}) },
+    data: Object.fromEntries([CONTROL_KEY, CLUSTER_ID_KEY].flatMap((k) => (s.data?.[k] ? [[k, s.data[k]]] : []))),
   };
 };
 
 export type CredentialWatchOptions = {
+  informerMetrics?: InformerMetricsFor;
   kc: k8s.KubeConfig;
   namespace: string;
   name: string;
@@ -64,6 +67,7 @@ export class CredentialWatch {
       list: (p) => core.listNamespacedSecret({ namespace, fieldSelector, ...p }),
       trim: trimSecret,
       watchSilenceMs: this.o.watchSilenceMs,
+      metrics: this.o.informerMetrics,
     });
     const onSecret = (s: SecretLite) => this.applySecret(s as k8s.V1Secret);
     this.informer.on('add', onSecret);

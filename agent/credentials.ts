@@ -10,13 +10,10 @@
 // the garbage collector then deletes them, so no live credential outlives the
 // runtime. The hook pull Secret has no owner (the spec keeps it), and Secrets
 // delivered out of band are never written here, so they stay too.
-import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
 import { isConflict, isNotFound } from '../lib/kube-errors.ts';
-
-export const TOKEN_HASH_ANNOTATION = 'rlmesh.dev/join-token-sha256';
-export const RELAY_KEY = 'relay-secret';
+import { CLUSTER_ID_KEY, CONTROL_KEY, PULL_KEY, PULL_SECRET_TYPE, RELAY_KEY, TOKEN_HASH_ANNOTATION, controlSecretData, type JoinResult } from '../lib/credential-secret.ts';
 const LABELS = { 'app.kubernetes.io/part-of': 'rlmesh', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' };
 
 export type ControlCredentials = {
@@ -27,11 +24,6 @@ export type ControlCredentials = {
   resourceVersion: string | undefined;
 };
 
-export type JoinResult = { clusterId: string; control: string; pull: string; relay?: string };
-
-export const tokenHash = (token: string): string => createHash('sha256').update(token).digest('hex');
-
-
 const decode = (v: string | undefined): string | undefined => (v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8'));
 
 export type ReadResult<T> = { ok: true; value: T } | { ok: false; problem: string };
@@ -40,11 +32,11 @@ export type ReadResult<T> = { ok: true; value: T } | { ok: false; problem: strin
 export function parseControlSecret(secret: k8s.V1Secret | undefined, ns: string, name: string): ReadResult<ControlCredentials> {
   const where = `Secret ${ns}/${name}`;
   if (!secret) return { ok: false, problem: `${where} does not exist` };
-  const control = decode(secret.data?.control)?.trim();
-  const clusterId = decode(secret.data?.['cluster-id'])?.trim();
-  if (!control) return { ok: false, problem: `${where} has no key "control" (the control credential)` };
-  if (!/^\S+$/.test(control)) return { ok: false, problem: `${where} key "control" is malformed (it must be the credential alone, without spaces or newlines inside)` };
-  if (!clusterId) return { ok: false, problem: `${where} has no key "cluster-id"` };
+  const control = decode(secret.data?.[CONTROL_KEY])?.trim();
+  const clusterId = decode(secret.data?.[CLUSTER_ID_KEY])?.trim();
+  if (!control) return { ok: false, problem: `${where} has no key "${CONTROL_KEY}" (the control credential)` };
+  if (!/^\S+$/.test(control)) return { ok: false, problem: `${where} key "${CONTROL_KEY}" is malformed (it must be the credential alone, without spaces or newlines inside)` };
+  if (!clusterId) return { ok: false, problem: `${where} has no key "${CLUSTER_ID_KEY}"` };
   return { ok: true, value: { control, clusterId, tokenHash: secret.metadata?.annotations?.[TOKEN_HASH_ANNOTATION], resourceVersion: secret.metadata?.resourceVersion } };
 }
 
@@ -52,14 +44,14 @@ export function parseControlSecret(secret: k8s.V1Secret | undefined, ns: string,
 export function parsePullSecret(secret: k8s.V1Secret | undefined, ns: string, name: string): ReadResult<true> {
   const where = `Secret ${ns}/${name}`;
   if (!secret) return { ok: false, problem: `${where} (the registry pull Secret) does not exist` };
-  if (secret.type !== 'kubernetes.io/dockerconfigjson') return { ok: false, problem: `${where} has type ${secret.type ?? 'Opaque'}; it must be kubernetes.io/dockerconfigjson` };
-  const raw = decode(secret.data?.['.dockerconfigjson']);
-  if (!raw) return { ok: false, problem: `${where} has no key ".dockerconfigjson"` };
+  if (secret.type !== PULL_SECRET_TYPE) return { ok: false, problem: `${where} has type ${secret.type ?? 'Opaque'}; it must be ${PULL_SECRET_TYPE}` };
+  const raw = decode(secret.data?.[PULL_KEY]);
+  if (!raw) return { ok: false, problem: `${where} has no key "${PULL_KEY}"` };
   try {
     const parsed = JSON.parse(raw) as { auths?: Record<string, unknown> };
     if (!parsed.auths || Object.keys(parsed.auths).length === 0) throw new Error('no auths');
   } catch {
-    return { ok: false, problem: `${where} key ".dockerconfigjson" is malformed (it must be JSON with a non-empty "auths" object)` };
+    return { ok: false, problem: `${where} key "${PULL_KEY}" is malformed (it must be JSON with a non-empty "auths" object)` };
   }
   return { ok: true, value: true };
 }
@@ -151,15 +143,15 @@ export class CredentialStore {
     const { namespace, credentials, observability } = this.cfg;
     await this.writePull(r.pull);
     if (observability.enabled && r.relay) await this.put(namespace, credentials.relaySecret, 'Opaque', { [RELAY_KEY]: r.relay }, {}, 'agent');
-    await this.put(namespace, credentials.controlSecret, 'Opaque', { control: r.control, 'cluster-id': r.clusterId }, { [TOKEN_HASH_ANNOTATION]: joinTokenHash }, 'agent');
+    await this.put(namespace, credentials.controlSecret, 'Opaque', controlSecretData(r.control, r.clusterId), { [TOKEN_HASH_ANNOTATION]: joinTokenHash }, 'agent');
   }
 
   async writePull(dockerconfigjson: string, owner: 'agent' | 'unchanged' = 'agent'): Promise<void> {
     const { namespace, runsNamespace, credentials } = this.cfg;
-    const data = { '.dockerconfigjson': dockerconfigjson };
-    await this.put(namespace, credentials.pullSecret, 'kubernetes.io/dockerconfigjson', data, {}, owner);
-    await this.put(runsNamespace, credentials.pullSecret, 'kubernetes.io/dockerconfigjson', data, {}, owner);
-    await this.put(namespace, credentials.crdHookPullSecret, 'kubernetes.io/dockerconfigjson', data, {}, 'none');
+    const data = { [PULL_KEY]: dockerconfigjson };
+    await this.put(namespace, credentials.pullSecret, PULL_SECRET_TYPE, data, {}, owner);
+    await this.put(runsNamespace, credentials.pullSecret, PULL_SECRET_TYPE, data, {}, owner);
+    await this.put(namespace, credentials.crdHookPullSecret, PULL_SECRET_TYPE, data, {}, 'none');
   }
 
   /** A rotation the control plane sent over the session. */
@@ -169,7 +161,7 @@ export class CredentialStore {
       const current = await this.get(namespace, credentials.controlSecret);
       const cur = parseControlSecret(current, namespace, credentials.controlSecret);
       if (!cur.ok) throw new Error(`cannot store the rotated control credential: ${cur.problem}`);
-      await this.put(namespace, credentials.controlSecret, 'Opaque', { control: value, 'cluster-id': cur.value.clusterId }, {}, 'unchanged');
+      await this.put(namespace, credentials.controlSecret, 'Opaque', controlSecretData(value, cur.value.clusterId), {}, 'unchanged');
     } else if (purpose === 'pull') {
       await this.writePull(value, 'unchanged');
     } else if (purpose === 'relay') {

@@ -10,7 +10,9 @@ import { EVALUATION, GROUP, VERSION, type RLMeshEvaluation } from '../lib/crds/t
 import { EvaluationUpdateSchema, type EvaluationUpdate } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { evaluationName } from './assignments.ts';
 import { startInformer, type Informer } from '../lib/informer.ts';
+import type { InformerMetricsFor } from '../lib/informer-metrics.ts';
 import { SpoolFullError, type Json, type Spool, type SpooledUpdate } from './spool.ts';
+import { errorFields } from '../lib/error-fields.ts';
 
 const FINISHED = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
@@ -42,6 +44,7 @@ export const fingerprint = (o: Observed): string => JSON.stringify([o.phase, o.r
 export const toUpdate = (r: SpooledUpdate): EvaluationUpdate => fromJson(EvaluationUpdateSchema, r.message as JsonValue);
 
 export type EvaluationStatusOptions = {
+  informerMetrics?: InformerMetricsFor;
   kc: k8s.KubeConfig;
   namespace: string;
   spool: Spool;
@@ -74,6 +77,7 @@ export class EvaluationStatus {
       list: (p) => custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, ...p }) as Promise<{ items: unknown[] }>,
       trim: trimEvaluation,
       watchSilenceMs: this.o.watchSilenceMs,
+      metrics: this.o.informerMetrics,
     });
     const onEval = (e: EvalLite) => this.observe(e.spec.evaluationId, e.status!);
     this.informer.on('add', onEval);
@@ -141,7 +145,7 @@ export class EvaluationStatus {
     }
     pending.then(
       (r) => this.o.send(toUpdate(r)),
-      (err: unknown) => this.o.log.error({ err: (err as Error).message, evaluationId }, 'could not spool an evaluation update'),
+      (err: unknown) => this.o.log.error({ ...errorFields(err), evaluationId }, 'could not spool an evaluation update'),
     );
     return true;
   }
@@ -167,7 +171,7 @@ export class EvaluationStatus {
         if (code === 403) {
           log.warn({ evaluationId: r.evaluationId }, `cannot set status.reportedAt: the agent's Role in ${namespace} lacks "patch" on rlmeshevaluations/status (upgrade the chart); the controller keeps finished evaluations until it is set`);
         } else if (code !== 404) {
-          log.warn({ evaluationId: r.evaluationId, err: (err as Error).message }, 'could not mark a finished evaluation as reported; the controller keeps it until this succeeds');
+          log.warn({ evaluationId: r.evaluationId, ...errorFields(err) }, 'could not mark a finished evaluation as reported; the controller keeps it until this succeeds');
         }
       }
     }

@@ -4,6 +4,7 @@
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { sleep } from '../lib/backoff.ts';
+import { errorFields } from '../lib/error-fields.ts';
 import { isConflict } from '../lib/kube-errors.ts';
 import { Lease } from '../lib/lease.ts';
 
@@ -40,7 +41,7 @@ export async function acquireJoinLease(o: LeaseOptions): Promise<HeldLease> {
 
 function held(lease: Lease, o: LeaseOptions): HeldLease {
   const renew = setInterval(() => {
-    lease.renew().catch((err: unknown) => o.log.warn({ err: (err as Error).message }, 'could not renew the join Lease'));
+    lease.renew().catch((err: unknown) => o.log.warn(errorFields(err), 'could not renew the join Lease'));
   }, (o.durationSeconds * 1000) / 3);
   renew.unref();
   return {
@@ -49,7 +50,7 @@ function held(lease: Lease, o: LeaseOptions): HeldLease {
       try {
         await lease.release();
       } catch (err) {
-        o.log.warn({ err: (err as Error).message }, 'could not release the join Lease; it expires on its own');
+        o.log.warn(errorFields(err), 'could not release the join Lease; it expires on its own');
       }
     },
   };

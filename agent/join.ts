@@ -7,7 +7,8 @@ import { z } from 'zod';
 import type { Logger } from 'pino';
 import { createBackoff, sleep } from '../lib/backoff.ts';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
-import type { JoinResult } from './credentials.ts';
+import type { JoinResult } from '../lib/credential-secret.ts';
+import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
 export const infoSchema = z.object({
   grpc: z.object({ host: z.string().min(1), port: z.number().int().min(1).max(65535), tls: z.boolean().default(true) }),
@@ -51,7 +52,7 @@ export function controlPlaneClient(cfg: RuntimeConfig): ControlPlaneClient {
     try {
       ca = readFileSync(caBundlePath, 'utf8');
     } catch (err) {
-      throw new Error(`cannot read controlPlane.caBundlePath ${caBundlePath}: ${(err as Error).message}; mount the CA bundle there or unset it to trust the system roots`);
+      throw new Error(`cannot read controlPlane.caBundlePath ${caBundlePath}: ${errorMessage(err)}; mount the CA bundle there or unset it to trust the system roots`);
     }
   }
   const dispatcher = new Agent({ connect: { ...(ca ? { ca } : {}), timeout: 10_000 }, headersTimeout: 15_000, bodyTimeout: 15_000 });
@@ -68,11 +69,11 @@ async function call(cp: ControlPlaneClient, method: 'GET' | 'POST', path: string
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   } catch (err) {
-    const e = err as Error & { code?: string };
+    const { err: message, code } = errorFields(err);
     throw new JoinError(
       'unreachable',
-      `cannot reach the control plane at ${cp.baseUrl} (${e.code ?? e.message}): check that the cluster can open outbound HTTPS to it (firewall, proxy, DNS)` +
-        (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(e.code ?? '') ? ' and that controlPlane.caBundlePath holds its CA' : ''),
+      `cannot reach the control plane at ${cp.baseUrl} (${code ?? message}): check that the cluster can open outbound HTTPS to it (firewall, proxy, DNS)` +
+        (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code ?? '') ? ' and that controlPlane.caBundlePath holds its CA' : ''),
       false,
     );
   }
@@ -157,8 +158,8 @@ export async function discoverUntilReachable(
       return info;
     } catch (err) {
       const delay = backoff.next();
-      o.onProblem(`cannot discover the session endpoint: ${(err as Error).message}`);
-      o.log.error({ ...(err instanceof JoinError ? { code: err.code } : {}), retryInMs: delay }, err instanceof JoinError ? err.message : `GET /v1/info failed: ${(err as Error).message}`);
+      o.onProblem(`cannot discover the session endpoint: ${errorMessage(err)}`);
+      o.log.error({ ...(err instanceof JoinError ? { code: err.code } : {}), retryInMs: delay }, err instanceof JoinError ? err.message : `GET /v1/info failed: ${errorMessage(err)}`);
       await sleep(delay, o.signal);
     }
   }

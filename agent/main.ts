@@ -14,7 +14,7 @@ import { CapacityReporter } from './capacity.ts';
 import { controlMessageHandler } from './control-messages.ts';
 import { startClusterRanges } from './cluster-ranges.ts';
 import { loadAgentConfig, USAGE, wantsHelp, type AgentConfig } from './config.ts';
-import { kubeMessage, obtainCredentials } from './credential-bootstrap.ts';
+import { obtainCredentials } from './credential-bootstrap.ts';
 import { CredentialWatch } from './credential-watch.ts';
 import { CredentialStore } from './credentials.ts';
 import { EvaluationStatus, toUpdate } from './evaluation-status.ts';
@@ -24,6 +24,7 @@ import { Session } from './session.ts';
 import { Readiness } from './readiness.ts';
 import { retryingWrites } from './retrying.ts';
 import { Spool } from './spool.ts';
+import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
 const log = createLogger('agent');
 const AGENT_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -37,7 +38,7 @@ let cfg: AgentConfig;
 try {
   cfg = loadAgentConfig();
 } catch (err) {
-  log.fatal((err as Error).message);
+  log.fatal(errorMessage(err));
   process.exit(2);
 }
 
@@ -48,7 +49,7 @@ let spool: Spool;
 try {
   spool = await Spool.open(cfg.spoolDir, { maxBytes: cfg.runtime.agent.spoolMaxBytes, log });
 } catch (err) {
-  log.fatal({ err: (err as Error).message }, `cannot open the spool at ${cfg.spoolDir}: check the spool PVC is mounted there and writable by the agent's user (or set RLMESH_SPOOL_DIR)`);
+  log.fatal(errorFields(err), `cannot open the spool at ${cfg.spoolDir}: check the spool PVC is mounted there and writable by the agent's user (or set RLMESH_SPOOL_DIR)`);
   process.exit(1);
 }
 
@@ -70,7 +71,7 @@ let cp: ControlPlaneClient;
 try {
   cp = controlPlaneClient(cfg.runtime);
 } catch (err) {
-  log.fatal((err as Error).message);
+  log.fatal(errorMessage(err));
   process.exit(2);
 }
 
@@ -125,6 +126,7 @@ const credWatch = new CredentialWatch({
   name: cfg.runtime.credentials.controlSecret,
   log,
   watchSilenceMs: cfg.timing.watchSilenceMs,
+  informerMetrics: metrics.informer,
   initial: creds,
   onChange: () => session.reauthenticate(),
   onProblem: (p) => (readiness.credentialProblem = p),
@@ -138,6 +140,7 @@ const evaluations = new EvaluationStatus({
   spool,
   log,
   watchSilenceMs: cfg.timing.watchSilenceMs,
+  informerMetrics: metrics.informer,
   send: (u) => {
     if (session.sendUpdate(u)) metrics.updatesSent.inc();
   },
@@ -157,6 +160,7 @@ const capacity = new CapacityReporter({
   nodeSelector: cfg.runtime.agent.nodeSelector,
   reportDelayMs: cfg.timing.reportDelayMs,
   watchSilenceMs: cfg.timing.watchSilenceMs,
+  informerMetrics: metrics.informer,
   send: (report, latencyMs) => {
     if (!session.sendNodeReport(report)) return;
     metrics.reportsSent.inc();
@@ -193,7 +197,7 @@ const stopPreflight = startAgentPreflight({
 
 /** settles once started, or once the failure is logged */
 function startWithRetry(what: string, fn: () => Promise<void>): Promise<void> {
-  return fn().catch((err: unknown) => void log.error({ err: kubeMessage(err) }, `${what} failed to start`));
+  return fn().catch((err: unknown) => void log.error(errorFields(err), `${what} failed to start`));
 }
 
 let stopping = false;

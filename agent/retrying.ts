@@ -3,7 +3,7 @@
 // on only with a log line that says what happens next.
 import type { Logger } from 'pino';
 import { createBackoff, sleep } from '../lib/backoff.ts';
-import { kubeMessage } from './credential-bootstrap.ts';
+import { errorFields } from '../lib/error-fields.ts';
 
 export type Retrying = (what: string, fn: () => Promise<void>, opts?: { forever?: boolean }) => Promise<void>;
 
@@ -15,11 +15,11 @@ export function retryingWrites(o: { backoffBaseMs: number; backoffMaxMs: number;
         return await fn();
       } catch (err) {
         if ((attempt >= 10 && !opts.forever) || o.signal.aborted) {
-          o.log.error({ err: kubeMessage(err) }, `${what} failed ${attempt} times; giving up until the control plane sends it again (next session)`);
+          o.log.error(errorFields(err), `${what} failed ${attempt} times; giving up until the control plane sends it again (next session)`);
           throw err;
         }
         const delay = backoff.next();
-        o.log.warn({ err: kubeMessage(err), retryInMs: delay }, `${what} failed; retrying`);
+        o.log.warn({ ...errorFields(err), retryInMs: delay }, `${what} failed; retrying`);
         await sleep(delay, o.signal);
       }
     }

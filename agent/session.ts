@@ -19,6 +19,7 @@ import {
 } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { createBackoff, sleep } from '../lib/backoff.ts';
 import type { Timing } from './config.ts';
+import { errorMessage } from '../lib/error-fields.ts';
 
 export type SessionState = 'connecting' | 'connected' | 'backoff' | 'unauthenticated' | 'stopped';
 
@@ -170,7 +171,7 @@ export class Session {
           );
         } else {
           delay = backoff.next();
-          const msg = err instanceof ConnectError ? `${Code[err.code]}: ${err.rawMessage}` : (err as Error).message;
+          const msg = err instanceof ConnectError ? `${Code[err.code]}: ${err.rawMessage}` : errorMessage(err);
           log.warn({ err: msg, retryInMs: delay }, `session to ${this.d.target.host}:${this.d.target.port} lost; reconnecting`);
         }
       }

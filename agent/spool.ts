@@ -17,6 +17,7 @@ import { mkdirSync, openSync, closeSync, fsyncSync, readFileSync, renameSync, wr
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { errorFields } from '../lib/error-fields.ts';
 
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
@@ -187,7 +188,7 @@ export class Spool {
           break;
         } catch (err) {
           this.log.error(
-            { err: (err as Error).message, path: this.path },
+            { ...errorFields(err), path: this.path },
             'cannot write the agent spool (disk full or the volume is failing); retrying in 1 s — check the spool PVC',
           );
           await new Promise((r) => setTimeout(r, 1000));

@@ -10,6 +10,7 @@ import { runtimeConfigSchema } from '../lib/runtime-config.ts';
 import { NAMES } from '../lib/fixed-names.ts';
 import { PromptCancelled, readAll, readHidden } from './hidden-prompt.ts';
 import { secretsYaml } from './k8s-secrets.ts';
+import { errorMessage } from '../lib/error-fields.ts';
 
 export const JOIN_HELP = `Usage: rlmesh clusters join [--token <rlm_jt_…> | --token -] --format k8s-secret [--out <file>] [options]
 
@@ -78,7 +79,7 @@ export async function clustersJoin(argv: string[], io: Io): Promise<void> {
       allowPositionals: false,
     }).values;
   } catch (err) {
-    throw new CliError(`${(err as Error).message}; see rlmesh clusters join --help`, 2);
+    throw new CliError(`${errorMessage(err)}; see rlmesh clusters join --help`, 2);
   }
   if (values.help) {
     io.stdout.write(JOIN_HELP);
@@ -97,7 +98,7 @@ export async function clustersJoin(argv: string[], io: Io): Promise<void> {
     try {
       ca = readFileSync(values['ca-file'], 'utf8');
     } catch (err) {
-      throw new CliError(`cannot read --ca-file ${values['ca-file']}: ${(err as Error).message}`, 2);
+      throw new CliError(`cannot read --ca-file ${values['ca-file']}: ${errorMessage(err)}`, 2);
     }
   }
 

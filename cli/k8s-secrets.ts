@@ -1,17 +1,9 @@
 // The Secrets a GitOps user delivers instead of giving the chart a join token:
 // the same shapes the agent writes itself (agent/credentials.ts).
 import { stringify } from 'yaml';
+import { PULL_KEY, PULL_SECRET_TYPE, RELAY_KEY, TOKEN_HASH_ANNOTATION, controlSecretData, type JoinResult } from '../lib/credential-secret.ts';
 
-export type JoinResult = { clusterId: string; control: string; pull: string; relay?: string };
 export type SecretNames = { namespace: string; runsNamespace: string; control: string; pull: string; relay: string };
-
-// What the agent reads: keys of the control and relay Secrets, and the annotation
-// with the hash of the token that produced them (a later install with the same,
-// already used, token then does not try to trade it again).
-export const CONTROL_KEY = 'control';
-export const CLUSTER_ID_KEY = 'cluster-id';
-export const RELAY_KEY = 'relay-secret';
-export const TOKEN_HASH_ANNOTATION = 'rlmesh.dev/join-token-sha256';
 
 const labels = { 'app.kubernetes.io/part-of': 'rlmesh', 'app.kubernetes.io/managed-by': 'rlmesh-cli' };
 
@@ -44,9 +36,10 @@ function namespaces(names: SecretNames, release: string) {
 export function secretsYaml(r: JoinResult, names: SecretNames, tokenSha256: string, release = 'rlmesh'): string {
   const docs = [
     ...namespaces(names, release),
-    secret(names.control, names.namespace, 'Opaque', { [CONTROL_KEY]: r.control, [CLUSTER_ID_KEY]: r.clusterId }, { [TOKEN_HASH_ANNOTATION]: tokenSha256 }),
-    secret(names.pull, names.namespace, 'kubernetes.io/dockerconfigjson', { '.dockerconfigjson': r.pull }),
-    secret(names.pull, names.runsNamespace, 'kubernetes.io/dockerconfigjson', { '.dockerconfigjson': r.pull }),
+    // the token hash tells a later install with the same, already used, token not to trade it again
+    secret(names.control, names.namespace, 'Opaque', controlSecretData(r.control, r.clusterId), { [TOKEN_HASH_ANNOTATION]: tokenSha256 }),
+    secret(names.pull, names.namespace, PULL_SECRET_TYPE, { [PULL_KEY]: r.pull }),
+    secret(names.pull, names.runsNamespace, PULL_SECRET_TYPE, { [PULL_KEY]: r.pull }),
     ...(r.relay ? [secret(names.relay, names.namespace, 'Opaque', { [RELAY_KEY]: r.relay })] : []),
   ];
   return docs.map((d) => `---\n${stringify(d)}`).join('');

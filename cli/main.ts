@@ -4,6 +4,7 @@
 // join token as Secrets (rlmesh clusters join).
 import pkg from '../package.json' with { type: 'json' };
 import { CliError, clustersJoin, type Io } from './clusters-join.ts';
+import { errorMessage } from '../lib/error-fields.ts';
 
 /** The runtime's version (package.json), which the released CLI carries too. */
 export const VERSION: string = pkg.version;
@@ -56,7 +57,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
       io.stderr.write(`rlmesh: ${err.message}\n`);
       return err.exitCode;
     }
-    io.stderr.write(`rlmesh: unexpected failure: ${(err as Error).message}\n`);
+    io.stderr.write(`rlmesh: unexpected failure: ${errorMessage(err)}\n`);
     return 1;
   }
 }

@@ -9,6 +9,7 @@ import { runPreflight } from '../lib/preflight/run.ts';
 import { settingsFromValues } from '../lib/preflight/settings.ts';
 import { valuesObjectSchema, type Values } from '../lib/values-schema.ts';
 import type { Io } from './clusters-join.ts';
+import { errorMessage } from '../lib/error-fields.ts';
 
 export const PREFLIGHT_HELP = `Usage: rlmesh preflight [--kubeconfig <file>] [--context <name>] [--values <file>]... [--output table|json]
 
@@ -57,7 +58,7 @@ export async function preflight(argv: string[], io: Pick<Io, 'stdout' | 'stderr'
     return exitCode(report);
   } catch (err) {
     const usage = err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
-    io.stderr.write(`rlmesh preflight: ${(err as Error).message}${usage ? '; run rlmesh preflight --help' : ''}\n`);
+    io.stderr.write(`rlmesh preflight: ${errorMessage(err)}${usage ? '; run rlmesh preflight --help' : ''}\n`);
     return usage ? 2 : 1;
   }
 }
@@ -69,7 +70,7 @@ function readValues(files: string[]): Values {
     try {
       doc = parseYaml(readFileSync(file, 'utf8'));
     } catch (err) {
-      throw new UsageError(`cannot read values file ${file}: ${(err as Error).message}`);
+      throw new UsageError(`cannot read values file ${file}: ${errorMessage(err)}`);
     }
     if (doc !== null && doc !== undefined && (typeof doc !== 'object' || Array.isArray(doc))) throw new UsageError(`values file ${file} is not a YAML mapping`);
     merged = deepMerge(merged, (doc ?? {}) as Record<string, unknown>);
@@ -100,7 +101,7 @@ function loadKubeConfig(file: string | undefined, context: string | undefined): 
     if (file) kc.loadFromFile(file);
     else kc.loadFromDefault();
   } catch (err) {
-    throw new UsageError(`cannot load the kubeconfig ${file ?? '(default)'}: ${(err as Error).message}`);
+    throw new UsageError(`cannot load the kubeconfig ${file ?? '(default)'}: ${errorMessage(err)}`);
   }
   if (context) {
     if (!kc.getContextObject(context)) throw new UsageError(`the kubeconfig has no context "${context}" (it has: ${kc.getContexts().map((c) => c.name).join(', ') || 'none'})`);

@@ -23,9 +23,10 @@ import {
 import { planEviction } from './cache/evict.ts';
 import { FetchError, type ArtifactFetcher, type ResolvedSource } from './cache/fetch.ts';
 import type { ArtifactStore } from './cache/store.ts';
-import { MERGE_PATCH, apiMessage, isNotFound } from '../lib/kube-errors.ts';
+import { MERGE_PATCH, isNotFound } from '../lib/kube-errors.ts';
 import type { Metrics } from './metrics.ts';
 import type { WorkResult } from './work-queue.ts';
+import { errorFields } from '../lib/error-fields.ts';
 
 export type FillerSettings = {
   namespace: string;
@@ -271,7 +272,7 @@ export class CacheFiller {
     if (this.#housekeepingTimer) return;
     this.#housekeepingTimer = setTimeout(() => {
       this.#housekeepingTimer = undefined;
-      this.housekeeping().catch((err: unknown) => this.#d.log.warn({ err: apiMessage(err) }, 'cache housekeeping failed; retrying on the next pass'));
+      this.housekeeping().catch((err: unknown) => this.#d.log.warn(errorFields(err), 'cache housekeeping failed; retrying on the next pass'));
     }, delayMs);
   }
 

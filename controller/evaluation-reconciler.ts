@@ -15,10 +15,11 @@ import {
 } from '../lib/crds/types.ts';
 import { deadlineExceeded, msUntilDeadline, nextStatus, observePod, ownedFields, sameOwnedFields, type Observation } from './evaluation-status.ts';
 import type { EventRecorder } from './events.ts';
-import { MERGE_PATCH, apiMessage, isConflict, isNotFound, isRbacDenial, statusCode } from '../lib/kube-errors.ts';
+import { MERGE_PATCH, isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
 import type { Metrics } from './metrics.ts';
 import { buildEvaluationPod, needsCacheNode, podNameFor, type NetworkGate, type PodSettings } from './pod-spec.ts';
 import type { WorkResult } from './work-queue.ts';
+import { errorMessage, statusCode } from '../lib/error-fields.ts';
 
 export type ReconcilerSettings = {
   namespace: string;
@@ -200,7 +201,7 @@ export class EvaluationReconciler {
       void this.#d.events.record(ev, 'Normal', 'PodCreated', `created pod ${podName}${body.spec?.affinity ? ` pinned to node ${podSettings.cache.nodeName}, which holds the ReadWriteOnce artifact cache` : ''}`);
     } catch (err) {
       const code = statusCode(err);
-      const message = apiMessage(err);
+      const message = errorMessage(err);
       if (code === 409) {
         // already there (our own earlier create): follow it
       } else if (code === 403 && /quota/i.test(message)) {

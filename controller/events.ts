@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { API_VERSION, EVALUATION, type RLMeshEvaluation } from '../lib/crds/types.ts';
-import { apiMessage } from '../lib/kube-errors.ts';
+import { errorFields } from '../lib/error-fields.ts';
 
 export type EventType = 'Normal' | 'Warning';
 
@@ -65,7 +65,7 @@ export class EventRecorder {
         },
       });
     } catch (err) {
-      this.#log.warn({ evaluation: ev.metadata.name, reason, err: apiMessage(err) }, 'could not record an Event');
+      this.#log.warn({ evaluation: ev.metadata.name, reason, ...errorFields(err) }, 'could not record an Event');
     }
   }
 }

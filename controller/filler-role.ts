@@ -2,6 +2,7 @@
 // fetcher, informers on evaluations and caches, and one work queue filling each
 // evaluation's artifacts; housekeeping (eviction) every 30 s and on release.
 import { isFinished } from '../lib/crds/types.ts';
+import { errorMessage } from '../lib/error-fields.ts';
 import { ArtifactFetcher } from './cache/fetch.ts';
 import { ArtifactStore } from './cache/store.ts';
 import { CacheFiller } from './cache-filler.ts';
@@ -15,7 +16,7 @@ export async function startFillerRole(c: RoleContext): Promise<void> {
   try {
     await store.init();
   } catch (err) {
-    log.fatal({ cacheDir: flags['cache-dir'] }, `cannot use the artifact cache directory: ${(err as Error).message}; mount the cache PVC read-write there (or pass --cache-dir)`);
+    log.fatal({ cacheDir: flags['cache-dir'] }, `cannot use the artifact cache directory: ${errorMessage(err)}; mount the cache PVC read-write there (or pass --cache-dir)`);
     process.exit(1);
   }
   const fetcher = new ArtifactFetcher(store, log, metrics, {

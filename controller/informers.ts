@@ -5,6 +5,7 @@ import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CACHE, EVALUATION, GROUP, VERSION, type RLMeshCache, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { startInformer, type Informer } from '../lib/informer.ts';
+import type { InformerMetricsFor } from '../lib/informer-metrics.ts';
 import type { Page } from '../lib/list-pages.ts';
 import { LABEL_MANAGED_BY, MANAGED_BY } from './pod-spec.ts';
 
@@ -15,12 +16,14 @@ export type PodObject = k8s.V1Pod & k8s.KubernetesObject;
 
 export const keyOf = (o: { metadata?: { namespace?: string; name?: string } }): string => `${o.metadata?.namespace}/${o.metadata?.name}`;
 
+type InformersOptions = { kc: k8s.KubeConfig; log: Logger; runs: string; watchSilenceMs: number; metrics?: InformerMetricsFor };
+
 export class ControllerInformers {
-  readonly #o: { kc: k8s.KubeConfig; log: Logger; runs: string; watchSilenceMs: number };
+  readonly #o: InformersOptions;
   readonly #custom: k8s.CustomObjectsApi;
   readonly #core: k8s.CoreV1Api;
 
-  constructor(o: { kc: k8s.KubeConfig; log: Logger; runs: string; watchSilenceMs: number }) {
+  constructor(o: InformersOptions) {
     this.#o = o;
     this.#custom = o.kc.makeApiClient(k8s.CustomObjectsApi);
     this.#core = o.kc.makeApiClient(k8s.CoreV1Api);
@@ -30,7 +33,7 @@ export class ControllerInformers {
     opts: Pick<Parameters<typeof startInformer<T>>[0], 'name' | 'path' | 'list' | 'labelSelector'>,
     onChange: (obj: T, verb: Verb) => void,
   ): Informer<T> {
-    const i = startInformer<T>({ kc: this.#o.kc, log: this.#o.log, watchSilenceMs: this.#o.watchSilenceMs, ...opts });
+    const i = startInformer<T>({ kc: this.#o.kc, log: this.#o.log, watchSilenceMs: this.#o.watchSilenceMs, ...(this.#o.metrics ? { metrics: this.#o.metrics } : {}), ...opts });
     for (const verb of ['add', 'update', 'delete'] as const) i.on(verb, (obj) => onChange(obj, verb));
     return i;
   }

@@ -4,7 +4,8 @@
 // stops leading.
 import type { CoordinationV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { isConflict, apiMessage } from '../lib/kube-errors.ts';
+import { isConflict } from '../lib/kube-errors.ts';
+import { errorMessage } from '../lib/error-fields.ts';
 import { Lease } from '../lib/lease.ts';
 
 export type LeaderElectionOptions = {
@@ -54,7 +55,7 @@ export class LeaderElector {
     try {
       await this.#lease.release();
     } catch (err) {
-      this.#o.log.warn({ err: apiMessage(err) }, 'could not release the leader Lease; the standby takes over when it expires');
+      this.#o.log.warn({ err: errorMessage(err) }, 'could not release the leader Lease; the standby takes over when it expires');
     }
   }
 
@@ -74,9 +75,9 @@ export class LeaderElector {
       }
     } catch (err) {
       if (this.#leading && Date.now() - this.#lastRenew > this.#renewDeadlineMs) {
-        this.#lose(`could not renew the Lease within ${this.#renewDeadlineMs} ms: ${apiMessage(err)}`);
+        this.#lose(`could not renew the Lease within ${this.#renewDeadlineMs} ms: ${errorMessage(err)}`);
       } else if (!isConflict(err)) {
-        this.#o.log.warn({ err: apiMessage(err) }, 'leader election: Lease request failed; retrying');
+        this.#o.log.warn({ err: errorMessage(err) }, 'leader election: Lease request failed; retrying');
       }
     }
     if (!this.#stopped) {

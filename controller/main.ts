@@ -20,6 +20,7 @@ import { LeaderElector } from './leader-election.ts';
 import { createMetrics } from './metrics.ts';
 import { startReconcilerRole } from './reconciler-role.ts';
 import type { RoleContext } from './role-context.ts';
+import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
 const log = createLogger('controller');
 
@@ -27,7 +28,7 @@ let flags: ControllerFlags;
 try {
   flags = parseControllerFlags(process.argv.slice(2));
 } catch (err) {
-  log.fatal((err as Error).message);
+  log.fatal(errorMessage(err));
   process.exit(2);
 }
 if (flags.help) {
@@ -42,7 +43,7 @@ let config: RuntimeConfig;
 try {
   config = loadRuntimeConfig();
 } catch (err) {
-  log.fatal((err as Error).message);
+  log.fatal(errorMessage(err));
   process.exit(1);
 }
 const runs = config.runsNamespace;
@@ -79,7 +80,7 @@ const roleContext: RoleContext = {
   log,
   identity,
   nodeName: flags['node-name'] ?? process.env.NODE_NAME,
-  informers: new ControllerInformers({ kc, log, runs, watchSilenceMs: flags['watchdog-seconds'] * 1000 }),
+  informers: new ControllerInformers({ kc, log, runs, watchSilenceMs: flags['watchdog-seconds'] * 1000, metrics: metrics.informer }),
   metricsPort,
   leading: () => elector.leading,
   onStop: (...stop) => stoppers.push(...stop),
@@ -97,7 +98,7 @@ const elector = new LeaderElector({
         synced = true;
       },
       (err: unknown) => {
-        log.fatal({ err: (err as Error).message }, 'could not start; exiting so Kubernetes restarts the controller');
+        log.fatal(errorFields(err), 'could not start; exiting so Kubernetes restarts the controller');
         process.exit(1);
       },
     );

@@ -15,9 +15,10 @@ import { NAMES } from '../lib/fixed-names.ts';
 /** The probe's command in the runtime image, which holds lib/preflight/netprobe.ts compiled to .js. */
 export const NETPROBE_COMMAND = ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js'];
 import { PROBE_CONFIGMAP, PROBE_KEY, type StoredProbe } from '../lib/preflight/checks/network-policy.ts';
-import { apiMessage, isNotFound } from '../lib/kube-errors.ts';
+import { isNotFound } from '../lib/kube-errors.ts';
 import { probeVerdict, readCni, type ProbeOutcome, type ProbeTargets } from '../lib/preflight/network-policy.ts';
 import type { CheckResult } from '../lib/preflight/types.ts';
+import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
 export const PROBE_NAME = NAMES.networkPolicyProbe;
 export const PROBE_LABELS = { 'app.kubernetes.io/name': PROBE_NAME, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/component': 'preflight' };
@@ -153,7 +154,7 @@ async function runPod(core: k8s.CoreV1Api, o: ProbeOptions, timeoutMs: number): 
   try {
     created = await core.createNamespacedPod({ namespace: o.runsNamespace, body: probePod(o) });
   } catch (err) {
-    return { kind: 'not-run', reason: `creating it was refused: ${apiMessage(err)}` };
+    return { kind: 'not-run', reason: `creating it was refused: ${errorMessage(err)}` };
   }
   const name = created.metadata!.name!;
   const deadline = Date.now() + timeoutMs;
@@ -195,7 +196,7 @@ export function startNetworkPolicyProbeLoop(o: ProbeOptions & { intervalMs?: num
     running = true;
     runNetworkPolicyProbe(o)
       .then((r) => o.onResult?.(r))
-      .catch((err: unknown) => o.log.error({ err: apiMessage(err) }, 'NetworkPolicy probe could not run; next try in an hour'))
+      .catch((err: unknown) => o.log.error(errorFields(err), 'NetworkPolicy probe could not run; next try in an hour'))
       .finally(() => (running = false));
   };
   tick();

@@ -6,7 +6,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { createBackoff, sleep } from '../lib/backoff.ts';
-import { apiMessage } from '../lib/kube-errors.ts';
+import { errorFields } from '../lib/error-fields.ts';
 
 /** The Service a proxy URL names (`http://<name>.<namespace>.svc[.cluster.local]:<port>`), or undefined for an address. */
 export function proxyService(proxyUrl: string): { name: string; namespace: string } | undefined {
@@ -37,7 +37,7 @@ export async function resolveProxyUrl(core: k8s.CoreV1Api, proxyUrl: string, log
       log.error({ service: `${service.namespace}/${service.name}` },
         'the egress proxy Service has no ClusterIP, so evaluation pods (which have no DNS) cannot reach it: the chart creates it as a ClusterIP Service; reinstall or repair it');
     } catch (err) {
-      log.error({ service: `${service.namespace}/${service.name}`, error: apiMessage(err) },
+      log.error({ service: `${service.namespace}/${service.name}`, ...errorFields(err) },
         'cannot read the egress proxy Service, which evaluation pods reach by its ClusterIP (they have no DNS); evaluations wait until it can: check that the Service exists and that the controller Role allows get on it');
     }
     if (signal?.aborted) throw new Error('stopped before the egress proxy Service could be read');

@@ -32,8 +32,9 @@ export function meteredQueue(c: Pick<RoleContext, 'flags' | 'log' | 'metrics'>, 
     worker,
     concurrency: c.flags.concurrency,
     log: c.log,
+    metrics: c.metrics.workQueue(name),
     onProcessed: (_key, ok, ms) => {
-      c.metrics.reconciles.inc({ queue: name, result: ok ? 'ok' : 'error' });
+      c.metrics.reconciles.inc({ queue: name, outcome: ok ? 'ok' : 'error' });
       c.metrics.reconcileSeconds.observe({ queue: name }, ms / 1000);
     },
   });

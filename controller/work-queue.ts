@@ -3,6 +3,8 @@
 // run once, and a failing key is retried with per-key exponential backoff.
 import type { Logger } from 'pino';
 import { backoffDelayMs } from '../lib/backoff.ts';
+import type { WorkQueueMetrics } from './work-queue-metrics.ts';
+import { errorFields } from '../lib/error-fields.ts';
 
 export type WorkResult = void | { requeueAfterMs?: number };
 export type Worker = (key: string) => Promise<WorkResult>;
@@ -14,6 +16,7 @@ export type WorkQueueOptions = {
   maxDelayMs?: number;
   log?: Logger;
   onProcessed?: (key: string, ok: boolean, ms: number) => void;
+  metrics?: WorkQueueMetrics;
 };
 
 export class WorkQueue {
@@ -23,6 +26,8 @@ export class WorkQueue {
   readonly #maxDelayMs: number;
   readonly #log: Logger | undefined;
   readonly #onProcessed: WorkQueueOptions['onProcessed'];
+  readonly #metrics: WorkQueueMetrics | undefined;
+  readonly #queuedAt = new Map<string, number>();
   readonly #queue: string[] = [];
   readonly #queued = new Set<string>();
   readonly #active = new Set<string>();
@@ -40,6 +45,7 @@ export class WorkQueue {
     this.#maxDelayMs = opts.maxDelayMs ?? 60_000;
     this.#log = opts.log;
     this.#onProcessed = opts.onProcessed;
+    this.#metrics = opts.metrics;
   }
 
   start(): void {
@@ -59,11 +65,15 @@ export class WorkQueue {
 
   add(key: string): void {
     if (this.#active.has(key)) {
+      if (!this.#dirty.has(key)) this.#metrics?.added();
       this.#dirty.add(key);
       return;
     }
     if (this.#queued.has(key)) return;
+    this.#metrics?.added();
+    this.#metrics?.depth.inc();
     this.#queued.add(key);
+    this.#queuedAt.set(key, performance.now());
     this.#queue.push(key);
     this.#pump();
   }
@@ -106,6 +116,9 @@ export class WorkQueue {
     while (!this.#stopped && this.#running < this.#concurrency && this.#queue.length > 0) {
       const key = this.#queue.shift()!;
       this.#queued.delete(key);
+      this.#metrics?.depth.dec();
+      this.#metrics?.waited((performance.now() - (this.#queuedAt.get(key) ?? performance.now())) / 1000);
+      this.#queuedAt.delete(key);
       this.#active.add(key);
       this.#running++;
       void this.#process(key);
@@ -127,10 +140,13 @@ export class WorkQueue {
       const n = (this.#failures.get(key) ?? 0) + 1;
       this.#failures.set(key, n);
       const delay = this.backoffMs(n);
-      this.#log?.warn({ key, attempt: n, retryInMs: delay, err: (err as Error).message }, 'reconcile failed; retrying with backoff');
+      this.#log?.warn({ key, attempt: n, retryInMs: delay, ...errorFields(err) }, 'reconcile failed; retrying with backoff');
+      this.#metrics?.retried();
       this.addAfter(key, delay);
     } finally {
-      this.#onProcessed?.(key, ok, performance.now() - started);
+      const ms = performance.now() - started;
+      this.#metrics?.worked(ms / 1000);
+      this.#onProcessed?.(key, ok, ms);
       this.#active.delete(key);
       this.#running--;
       if (this.#dirty.delete(key)) this.add(key);

@@ -10,6 +10,7 @@ import { mint, PREFIX, sha256Hex } from './secrets.ts';
 import { startControlPlane } from './server.ts';
 import type { Clock } from './store.ts';
 import { ensureTls, readTls } from './tls.ts';
+import { errorMessage } from '../lib/error-fields.ts';
 
 const HELP = `rlmesh reference control plane
 
@@ -85,7 +86,7 @@ async function main(): Promise<void> {
       strict: true,
     }).values;
   } catch (err) {
-    fail(`${(err as Error).message}; see --help`);
+    fail(`${errorMessage(err)}; see --help`);
   }
   if (args.help) {
     process.stdout.write(HELP);

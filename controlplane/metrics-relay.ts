@@ -10,6 +10,7 @@ import type { ConnectNodeAdapterOptions } from '@connectrpc/connect-node';
 import { uncompress } from 'snappyjs';
 import { WriteRequestSchema } from '../lib/gen/prometheus/remote_pb.ts';
 import type { Store } from './store.ts';
+import { errorMessage } from '../lib/error-fields.ts';
 
 /** What connect-node's fallback handler gets: node:http or node:http2 (compat) objects. */
 type FallbackHandler = NonNullable<ConnectNodeAdapterOptions['fallback']>;
@@ -141,7 +142,7 @@ export async function handleRemoteWrite(req: RelayRequest, res: RelayResponse, c
       })),
     };
   } catch (err) {
-    send(res, 400, { code: 'malformed_body', message: `the body is not a snappy-compressed protobuf WriteRequest (${(err as Error).message}): send Prometheus remote write 1.0` });
+    send(res, 400, { code: 'malformed_body', message: `the body is not a snappy-compressed protobuf WriteRequest (${errorMessage(err)}): send Prometheus remote write 1.0` });
     return;
   }
   deps.sink.record(write);

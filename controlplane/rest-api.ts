@@ -15,6 +15,7 @@ import { credentialWireValue, dockerConfigJson } from './pull-secret.ts';
 import { looksLikeJoinToken, sameSecret } from './secrets.ts';
 import { assignmentMessage, cancellationMessage, rotationMessage } from './session.ts';
 import { PURPOSES, splitSecrets, type Cluster, type CredentialPurpose, type Evaluation, type Store } from './store.ts';
+import { errorMessage } from '../lib/error-fields.ts';
 
 export type ApiOptions = {
   store: Store;
@@ -212,7 +213,7 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
           const a = fromJson(AssignmentSchema, { ...(spec as Record<string, JsonValue>), evaluationId: '' });
           if (!a.image) throw new Error('field image is required');
         } catch (err) {
-          throw new ApiError(400, 'invalid_spec', `invalid evaluation spec: ${(err as Error).message}; fields are image, command, args, env, cpu, memory, gpuCount, gpuVendor, artifacts, deadlineSeconds, nodeSelector`);
+          throw new ApiError(400, 'invalid_spec', `invalid evaluation spec: ${errorMessage(err)}; fields are image, command, args, env, cpu, memory, gpuCount, gpuVendor, artifacts, deadlineSeconds, nodeSelector`);
         }
         const e = store.createEvaluation(c.id, spec as Record<string, unknown>);
         if (sessions.send(c.id, assignmentMessage(store, e))) store.markAssignmentSent(e.id);

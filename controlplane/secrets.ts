@@ -4,6 +4,7 @@
 // outside the database.
 import { createCipheriv, createDecipheriv, createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { errorMessage } from '../lib/error-fields.ts';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const RANDOM_LENGTH = 40; // ~238 bits
@@ -59,7 +60,7 @@ export class Sealer {
     try {
       writeFileSync(file, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600, flag: 'wx' });
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new Error(`cannot create the sealing key ${file}: ${(err as Error).message}`);
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new Error(`cannot create the sealing key ${file}: ${errorMessage(err)}`);
     }
     const key = Buffer.from(readFileSync(file, 'utf8').trim(), 'base64');
     if (key.length !== 32) throw new Error(`the sealing key ${file} is not 32 base64-encoded bytes; restore it from a backup (without it the sealed S3 keys of undelivered evaluations are lost) or remove it to start a new one`);

@@ -5,6 +5,7 @@ import { X509Certificate } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
+import { errorMessage } from '../lib/error-fields.ts';
 
 export type TlsFiles = { caFile: string; certFile: string; keyFile: string };
 export type TlsMaterial = TlsFiles & { ca: string; cert: string; key: string };
@@ -18,7 +19,7 @@ export function readTls(files: TlsFiles): TlsMaterial {
     try {
       return readFileSync(f, 'utf8');
     } catch (err) {
-      throw new Error(`cannot read the TLS ${what} ${f}: ${(err as Error).message}; pass an existing PEM file, or use --generate-tls <dir> for a local CA`);
+      throw new Error(`cannot read the TLS ${what} ${f}: ${errorMessage(err)}; pass an existing PEM file, or use --generate-tls <dir> for a local CA`);
     }
   };
   return { ...files, ca: existsSync(files.caFile) ? read(files.caFile, 'CA') : '', cert: read(files.certFile, 'certificate'), key: read(files.keyFile, 'key') };

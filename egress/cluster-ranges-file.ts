@@ -5,6 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { parseClusterRange, type ClusterRange } from './classify-address.ts';
+import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
 /** The ranges in the file's text; a line that is not a usable range is skipped, with its reason. */
 export function parseRangesFile(text: string): { ranges: ClusterRange[]; skipped: string[] } {
@@ -15,7 +16,7 @@ export function parseRangesFile(text: string): { ranges: ClusterRange[]; skipped
     try {
       ranges.push(parseClusterRange(line));
     } catch (err) {
-      skipped.push((err as Error).message);
+      skipped.push(errorMessage(err));
     }
   }
   return { ranges, skipped };
@@ -32,7 +33,7 @@ export async function followRangesFile(o: RangesFileOptions): Promise<() => void
       text = await readFile(o.path, 'utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
-        o.log.warn({ path: o.path, err: (err as Error).message }, "cannot read the cluster's own address ranges; keeping the ranges already in use");
+        o.log.warn({ path: o.path, ...errorFields(err) }, "cannot read the cluster's own address ranges; keeping the ranges already in use");
         return;
       }
     }

@@ -15,6 +15,7 @@ import { createMetrics } from './metrics.ts';
 import { OpsServer } from '../lib/ops-server.ts';
 import { createProxy } from './proxy.ts';
 import { DestinationResolver, localAddresses } from './resolve-destination.ts';
+import { errorMessage } from '../lib/error-fields.ts';
 
 const logger = createLogger('egress');
 
@@ -23,7 +24,7 @@ async function listen(server: Server, at: HostPort, what: string): Promise<void>
   await Promise.race([
     once(server, 'listening'),
     once(server, 'error').then(([err]) => {
-      throw new Error(`cannot listen for ${what} on ${at.host}:${at.port}: ${(err as Error).message}; choose another address or port`);
+      throw new Error(`cannot listen for ${what} on ${at.host}:${at.port}: ${errorMessage(err)}; choose another address or port`);
     }),
   ]);
 }

@@ -12,7 +12,7 @@ export function createMetrics() {
     decisions: new Counter({
       name: 'rlmesh_egress_decisions_total',
       help: 'Egress decisions by outcome (allowed, refused, dns-failure, connect-failure, connect-timeout, limited) and rule',
-      labelNames: ['decision', 'rule'] as const,
+      labelNames: ['outcome', 'rule'] as const,
       registers: [registry],
     }),
     activeTunnels: new Gauge({

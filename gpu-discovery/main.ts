@@ -7,6 +7,7 @@ import { createLogger } from '../lib/logger.ts';
 import { parseIntervalSeconds } from './interval.ts';
 import { applyLabels, gpuLabels } from './node-labels.ts';
 import { findGpus } from './pci-devices.ts';
+import { errorMessage } from '../lib/error-fields.ts';
 
 const USAGE = `usage: rlmesh-runtime gpu-discovery [--once] [--sysfs-root /sys] [--interval-seconds 600]
 Labels the node named by $NODE_NAME with its GPUs' vendor, model, memory and count
@@ -31,8 +32,8 @@ let intervalMs: number;
 try {
   intervalMs = parseIntervalSeconds(a['interval-seconds']);
 } catch (err) {
-  log.fatal((err as Error).message);
-  console.error(`rlmesh-gpu-discovery: ${(err as Error).message}\n${USAGE}`);
+  log.fatal(errorMessage(err));
+  console.error(`rlmesh-gpu-discovery: ${errorMessage(err)}\n${USAGE}`);
   process.exit(2);
 }
 const nodeName = process.env.NODE_NAME;

@@ -11,6 +11,8 @@ import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { listPages, type Page } from './list-pages.ts';
 import { createBackoff } from './backoff.ts';
+import type { InformerMetricsFor } from './informer-metrics.ts';
+import { errorFields, errorMessage } from './error-fields.ts';
 
 export type InformerOptions<T> = {
   name: string;
@@ -27,6 +29,7 @@ export type InformerOptions<T> = {
   watchSilenceMs: number;
   backoffBaseMs?: number;
   backoffMaxMs?: number;
+  metrics?: InformerMetricsFor;
 };
 
 export type Informer<T> = {
@@ -79,6 +82,7 @@ function keepingVersion<T>(trim: (o: unknown) => T): (o: unknown) => T {
 
 export function startInformer<T extends { metadata?: { name?: string; namespace?: string } }>(opts: InformerOptions<T>): Informer<T> {
   const { log } = opts;
+  const metrics = opts.metrics?.(opts.name);
   const trim = opts.trim ? keepingVersion(opts.trim) : (o: unknown) => o as T;
   const watch = new TrimmingWatch(opts.kc, trim as (o: unknown) => unknown);
   let relists = 0;
@@ -88,6 +92,7 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
     const { items, resourceVersion } = await listPages(opts.list, trim);
     watch.lastActivity = Date.now();
     relists++;
+    metrics?.relisted();
     // ListWatch adds the listed items right after this promise settles
     setImmediate(() => {
       resolveSynced();
@@ -101,24 +106,25 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
   let restarting = false;
   let timer: NodeJS.Timeout | undefined;
 
-  const restart = (why: string, delayMs: number) => {
+  const restart = (why: 'error' | 'start-failed' | 'watchdog', delayMs: number, detail?: string) => {
     if (stopped || restarting) return;
     restarting = true;
+    metrics?.restarted(why);
     void lw.stop();
     clearTimeout(timer);
     timer = setTimeout(() => {
       restarting = false;
       if (stopped) return;
       watch.lastActivity = Date.now();
-      lw.start().catch((err: unknown) => restart(`start failed: ${(err as Error).message}`, backoff.next()));
+      lw.start().catch((err: unknown) => restart('start-failed', backoff.next(), errorMessage(err)));
     }, delayMs);
-    log.debug({ informer: opts.name, why, delayMs }, 'informer restarting');
+    log.debug({ informer: opts.name, why, ...(detail ? { err: detail } : {}), delayMs }, 'informer restarting');
   };
 
   lw.on('error', (err: unknown) => {
     if (restarting || stopped) return;
     const delay = backoff.next();
-    log.warn({ informer: opts.name, err: (err as Error)?.message ?? String(err), retryInMs: delay }, 'watch failed; restarting the informer');
+    log.warn({ informer: opts.name, ...errorFields(err), retryInMs: delay }, 'watch failed; restarting the informer');
     restart('error', delay);
   });
   lw.on('connect', () => {
@@ -137,7 +143,7 @@ export function startInformer<T extends { metadata?: { name?: string; namespace?
   }, Math.min(opts.watchSilenceMs / 2, 10_000));
   watchdog.unref();
 
-  lw.start().catch((err: unknown) => restart(`start failed: ${(err as Error).message}`, backoff.next()));
+  lw.start().catch((err: unknown) => restart('start-failed', backoff.next(), errorMessage(err)));
 
   return {
     on(verb, cb) {

@@ -5,6 +5,7 @@
 // chart's templates/_validate.tpl fails the install with the same messages
 // (OBSERVABILITY_REFUSALS, generated into its _refusals.tpl).
 import { z } from 'zod';
+import { RELAY_KEY } from './credential-secret.ts';
 import { imageErrors, podSettings, quantity, secretName } from './chart-values.ts';
 import { NAMES } from './fixed-names.ts';
 import { OBSERVABILITY_REFUSALS } from './observability-refusals.ts';
@@ -13,7 +14,7 @@ import { refuse } from './refusals.ts';
 const DURATION = /^([0-9]+(ms|s|m|h|d|w|y))+$/;
 
 export const RELAY_MOUNT_DIR = '/etc/rlmesh/relay';
-export const RELAY_KEY = 'relay-secret';
+export { RELAY_KEY };
 export const RELAY_CREDENTIALS_FILE = `${RELAY_MOUNT_DIR}/${RELAY_KEY}`;
 export const CA_BUNDLE_FILE = '/etc/rlmesh/ca/ca.crt';
 const CELL_IN_URL = /\/v1\/cells\/([^/]+)\/metrics$/;

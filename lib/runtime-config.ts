@@ -5,6 +5,7 @@
 // both sides share these definitions.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { errorMessage } from './error-fields.ts';
 import { MOUNTS, NAMES } from './fixed-names.ts';
 
 export const DEFAULT_CONFIG_PATH = MOUNTS.configFile;
@@ -132,7 +133,7 @@ export function loadRuntimeConfig(path = process.env.RLMESH_CONFIG ?? DEFAULT_CO
     raw = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
     throw new Error(
-      `cannot read the runtime config ${path}: ${(err as Error).message}; it is rendered by the chart into ConfigMap rlmesh-runtime-config, check the volume mount or set RLMESH_CONFIG`,
+      `cannot read the runtime config ${path}: ${errorMessage(err)}; it is rendered by the chart into ConfigMap rlmesh-runtime-config, check the volume mount or set RLMESH_CONFIG`,
     );
   }
   const parsed = runtimeConfigSchema.safeParse(raw);

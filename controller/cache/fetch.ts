@@ -22,6 +22,7 @@ import type { Metrics } from '../metrics.ts';
 import { createHasher, InOrderHash, type OffThread } from './hasher.ts';
 import type { ArtifactStore } from './store.ts';
 import { BackgroundSync, PositionalWriter } from './writer.ts';
+import { errorMessage } from '../../lib/error-fields.ts';
 
 export type FetchFailure = 'DigestMismatch' | 'SizeMismatch' | 'SourceUnreachable' | 'TooLarge' | 'CredentialsMissing';
 
@@ -120,10 +121,10 @@ export class ArtifactFetcher {
       try {
         await this.#download(src, a);
       } catch (err) {
-        this.#metrics?.cacheFetches.inc({ source: src.kind, result: err instanceof FetchError ? err.reason : 'error' });
+        this.#metrics?.cacheFetches.inc({ source: src.kind, outcome: err instanceof FetchError ? err.reason : 'error' });
         throw err;
       }
-      this.#metrics?.cacheFetches.inc({ source: src.kind, result: 'ok' });
+      this.#metrics?.cacheFetches.inc({ source: src.kind, outcome: 'ok' });
       this.#metrics?.cacheFetchBytes.inc(a.sizeBytes);
       this.#metrics?.cacheFetchSeconds.observe({ source: src.kind }, (performance.now() - started) / 1000);
       this.#log.info({ artifact: a.name, sha256: a.sha256, bytes: a.sizeBytes, source: src.describe, ms: Math.round(performance.now() - started) }, 'artifact cached');
@@ -156,13 +157,13 @@ export class ArtifactFetcher {
         last = err;
         if (attempt === this.#o.attempts) break;
         const delay = backoffDelayMs(attempt, { baseMs: this.#o.baseDelayMs, maxMs: this.#o.maxDelayMs, jitter: 0 });
-        this.#log.warn({ artifact: a.name, source: src.describe, attempt, retryInMs: delay, err: describeError(err) }, 'artifact source failed; retrying');
+        this.#log.warn({ artifact: a.name, source: src.describe, attempt, retryInMs: delay, err: sourceFailure(err) }, 'artifact source failed; retrying');
         await sleep(delay, undefined, { signal });
       }
     }
     throw new FetchError(
       'SourceUnreachable',
-      `cannot fetch artifact ${a.name} from ${src.describe} after ${this.#o.attempts} attempts: ${describeError(last)}; check that the source is reachable from the cluster and that its URL or credentials have not expired`,
+      `cannot fetch artifact ${a.name} from ${src.describe} after ${this.#o.attempts} attempts: ${sourceFailure(last)}; check that the source is reachable from the cluster and that its URL or credentials have not expired`,
     );
   }
 
@@ -263,7 +264,7 @@ export class ArtifactFetcher {
           } finally {
             // what was received (and hashed) is on disk before a retry continues after it
             await out.end().catch((err: unknown) => {
-              throw new WriteFailed(`cannot write ${tmp}: ${describeError(err)}`);
+              throw new WriteFailed(`cannot write ${tmp}: ${errorMessage(err)}`);
             });
           }
           if (!abort.signal.aborted && got !== len) throw new Error(`range ${start}-${start + len - 1} returned ${got} of ${len} bytes`);
@@ -391,14 +392,11 @@ export function proxyAnswer(status: number, headers: Record<string, string | str
   return `the proxy answered the CONNECT with HTTP ${status}`;
 }
 
-function describeError(err: unknown): string {
-  const e = err as { name?: string; message?: string; code?: string; cause?: { code?: string; message?: string }; $metadata?: { httpStatusCode?: number } };
-  if (e?.$metadata?.httpStatusCode) return `${e.name ?? 'S3Error'} (HTTP ${e.$metadata.httpStatusCode}): ${e.message}`;
-  // undici keeps only the status of a refused CONNECT
-  const tunnel = /^Proxy response \((\d+)\) !== 200 when HTTP Tunneling/.exec(e?.message ?? '');
-  if (tunnel) return proxyRefused(`HTTP ${tunnel[1]}`);
-  const cause = e?.cause?.code ?? e?.cause?.message;
-  return `${e?.message ?? String(err)}${cause && !String(e?.message).includes(cause) ? ` (${cause})` : ''}`;
+/** Why a source failed; undici keeps only the status of a CONNECT the egress proxy refused. */
+function sourceFailure(err: unknown): string {
+  const message = errorMessage(err);
+  const tunnel = /^Proxy response \((\d+)\) !== 200 when HTTP Tunneling/.exec(message);
+  return tunnel ? proxyRefused(`HTTP ${tunnel[1]}`) : message;
 }
 
 function digestMessage(a: ArtifactRef, actual: string, src: Source): string {

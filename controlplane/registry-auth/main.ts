@@ -17,6 +17,7 @@ import { pino } from 'pino';
 import { accessFor, parseScope, type Identity, type Scope } from './grants.ts';
 import { Identifier, type Identified } from './identify.ts';
 import { issueToken, loadSigner } from './token.ts';
+import { errorFields } from '../../lib/error-fields.ts';
 
 const TOKEN_TTL_SECONDS = 300;
 
@@ -109,7 +110,7 @@ const subjectOf = (who: Identity): string => ('clusterId' in who ? `${who.kind}:
 
 const server = createServer((req, res) => {
   handle(req, res).catch((err: unknown) => {
-    log.error({ err: (err as Error).message }, 'token request failed');
+    log.error(errorFields(err), 'token request failed');
     if (!res.headersSent) answer(res, 500, { errors: [{ code: 'UNKNOWN', message: 'the token service failed; see its log' }] });
   });
 });

@@ -8,6 +8,7 @@ import { summaryLine } from './format.ts';
 import { preflightReportMessage, publishConfigMap } from './publish.ts';
 import { runPreflight, type PreflightReportData } from './run.ts';
 import { settingsFromRuntimeConfig } from './settings.ts';
+import { errorFields } from '../error-fields.ts';
 
 export const PREFLIGHT_INTERVAL_MS = 3600_000;
 
@@ -31,7 +32,7 @@ export async function agentPreflightOnce(opts: AgentPreflightOptions): Promise<P
   try {
     await publishConfigMap(opts.kc, report, opts.config.namespace);
   } catch (err) {
-    opts.log.warn({ err: (err as Error).message }, 'cannot write ConfigMap rlmesh-preflight; the report still goes to the control plane');
+    opts.log.warn(errorFields(err), 'cannot write ConfigMap rlmesh-preflight; the report still goes to the control plane');
   }
   await opts.send(preflightReportMessage(report));
   return report;
@@ -51,7 +52,7 @@ export function startAgentPreflight(opts: AgentPreflightOptions): () => void {
     if (stopped || running) return;
     running = true;
     agentPreflightOnce(guarded)
-      .catch((err: unknown) => opts.log.error({ err: (err as Error).message }, 'preflight run failed; next try in an hour'))
+      .catch((err: unknown) => opts.log.error(errorFields(err), 'preflight run failed; next try in an hour'))
       .finally(() => (running = false));
   };
   let waited: NodeJS.Timeout | undefined;

@@ -13,8 +13,9 @@ import { checkNodeArchitecture } from './checks/node-architecture.ts';
 import { checkOutbound } from './checks/outbound.ts';
 import { checkSingleInstallation } from './checks/single-installation.ts';
 import { checkStorageClass } from './checks/storage-class.ts';
-import { apiMessage, isForbidden } from '../kube-errors.ts';
+import { isForbidden } from '../kube-errors.ts';
 import type { Check, CheckResult, PreflightContext, Verdict } from './types.ts';
+import { errorMessage } from '../error-fields.ts';
 
 export type PreflightReportData = { id: string; at: string; mode: PreflightContext['mode']; checks: CheckResult[] };
 
@@ -61,7 +62,7 @@ async function runOne(entry: Entry, ctx: PreflightContext): Promise<CheckResult>
     return {
       id: entry.id,
       verdict: 'warn',
-      found: `could not check: ${apiMessage(err)}`,
+      found: `could not check: ${errorMessage(err)}`,
       fix: forbidden
         ? ctx.mode === 'agent'
           ? "The agent's ServiceAccount lacks this read right: upgrade the chart so its ClusterRole grants it."

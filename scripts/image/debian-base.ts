@@ -8,6 +8,7 @@ import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readd
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { walk } from './oci-layout.ts';
+import { errorMessage } from '../../lib/error-fields.ts';
 
 export const NONROOT = { uid: 65532, gid: 65532, name: 'nonroot', home: 'home/nonroot' } as const;
 
@@ -39,7 +40,7 @@ function download(dir: string, names: string[]): string[] {
       apt(['download', ...names], dir);
     } catch (err) {
       throw new Error(
-        `image base: apt-get download ${names.join(' ')} failed (${(err as { stderr?: Buffer }).stderr?.toString().trim() ?? (err as Error).message}). ` +
+        `image base: apt-get download ${names.join(' ')} failed (${(err as { stderr?: Buffer }).stderr?.toString().trim() ?? errorMessage(err)}). ` +
           'The base is assembled from Debian packages: run this on Debian 12 (bookworm) with a reachable Debian mirror in /etc/apt/sources.list(.d).',
         { cause: err },
       );

@@ -4,6 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { errorMessage } from '../../lib/error-fields.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -18,7 +19,7 @@ export function sourceFacts(): SourceFacts {
     revision = git('rev-parse', 'HEAD');
     seconds = Number(git('log', '-1', '--format=%ct'));
   } catch (err) {
-    throw new Error(`image: cannot read the source commit (${(err as Error).message.split('\n')[0]}); images are built from a git checkout, whose commit dates them`, { cause: err });
+    throw new Error(`image: cannot read the source commit (${errorMessage(err).split('\n')[0]}); images are built from a git checkout, whose commit dates them`, { cause: err });
   }
   // a tree with uncommitted changes is not that commit: say so in the label
   const dirty = git('status', '--porcelain', '--untracked-files=no') !== '';

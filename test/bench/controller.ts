@@ -321,7 +321,7 @@ async function benchFanout(env: Env): Promise<void> {
     );
     for (let i = 0; i < FANOUT; i++) await waitForPhase(env, `fan-${i}`, ['Succeeded'], 300_000);
     const stats = (await (await request(srv.statsUrl, { dispatcher: srv.dispatcher })).body.json()) as Record<string, number>;
-    const downloads = await metric(filler, 'rlmesh_cache_fetches_total{source="https",result="ok"}');
+    const downloads = await metric(filler, 'rlmesh_controller_cache_fetches_total{source="https",outcome="ok"}');
     report(`fan-out: ${FANOUT} evaluations wanting one 32 MiB artifact -> ${downloads} download(s), ${stats['/object.bin'] ?? 0} GET(s) at the source; all ${FANOUT} Succeeded`);
   } finally {
     await reconciler.stop();

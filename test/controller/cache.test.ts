@@ -68,7 +68,7 @@ describe('cache fill', () => {
     await Promise.all(Array.from({ length: 50 }, (_, i) => createEvaluation(env, evaluation(`shared-${i}`, { artifacts: [https('shared.bin', b, '/shared.bin')] }, { duration: '200ms' }))));
     for (let i = 0; i < 50; i++) await waitForPhase(env, `shared-${i}`, ['Succeeded'], 120_000);
     expect(server.requests.get('/shared.bin')).toBe(1);
-    expect(await metric(filler, 'rlmesh_cache_fetches_total{source="https",result="ok"}')).toBe(1);
+    expect(await metric(filler, 'rlmesh_controller_cache_fetches_total{source="https",outcome="ok"}')).toBe(1);
     expect(readFileSync(join(cacheDir, 'sha256', b.sha256)).equals(b.data)).toBe(true);
     const cache = await until('cache status to count the requests', async () => {
       const c = await getCache(env);
@@ -97,7 +97,7 @@ describe('cache fill', () => {
     const done = await waitForPhase(env, 's3eval', ['Succeeded', 'Failed']);
     expect(done.status!.phase).toBe('Succeeded');
     expect(readFileSync(join(cacheDir, 'sha256', b.sha256)).equals(b.data)).toBe(true);
-    expect(await metric(filler, 'rlmesh_cache_fetches_total{source="s3",result="ok"}')).toBe(1);
+    expect(await metric(filler, 'rlmesh_controller_cache_fetches_total{source="s3",outcome="ok"}')).toBe(1);
     expect(readFileSync(filler.logFile, 'utf8')).not.toContain(s3.secretAccessKey);
 
     // wrong credentials: retried, then failed with S3's own error
@@ -199,7 +199,7 @@ describe('eviction', () => {
       return c0?.status?.lastEviction && c0.status.usedBytes === 700_000 ? c0 : false;
     });
     expect(cache.status).toMatchObject({ capacityBytes: 1_000_000, entries: 2, phase: 'Ready' });
-    expect(await metric(filler, 'rlmesh_cache_evictions_total')).toBeGreaterThanOrEqual(2);
+    expect(await metric(filler, 'rlmesh_controller_cache_evictions_total')).toBeGreaterThanOrEqual(2);
 
     // once uses-a finishes, a is evictable like any other
     await env.custom.patchNamespacedCustomObject(

@@ -5,8 +5,10 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubernetesObject } from '@kubernetes/client-node';
+import { Registry } from 'prom-client';
 import { startInformer, type Informer } from '../../lib/informer.ts';
 import type { Page } from '../../lib/list-pages.ts';
+import { createInformerMetrics } from '../../lib/informer-metrics.ts';
 import { GROUP, VERSION, type RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { adminKubeConfig } from '../support/cluster.ts';
 import { createEvaluation, evaluation, setupEnv, type Env } from './harness.ts';
@@ -30,11 +32,16 @@ describe('kept-alive informer', () => {
     const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
     const list = (page: { limit: number; _continue?: string }) =>
       env.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations', ...page }) as Promise<Page<Ev>>;
-    const make = (watchSilenceMs: number, listPage: typeof list = list) => {
+    const registry = new Registry();
+    const metrics = createInformerMetrics(registry, 'controller');
+    const counted = async (name: string, labels: Record<string, string>) =>
+      (await registry.getMetricsAsJSON()).find((m) => m.name === name)?.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))?.value ?? 0;
+    const make = (watchSilenceMs: number, name = 'test', listPage: typeof list = list) => {
       const i = startInformer<Ev>({
         kc: adminKubeConfig(),
         log,
-        name: 'test',
+        name,
+        metrics,
         watchSilenceMs,
         path: `/apis/${GROUP}/${VERSION}/namespaces/${env.runs}/rlmeshevaluations`,
         list: listPage,
@@ -50,6 +57,8 @@ describe('kept-alive informer', () => {
     await until('the watchdog to re-open the silent watch twice', async () => silent() >= 2, { timeoutMs: 15_000, intervalMs: 100 });
     // re-opening resumes from the last resourceVersion: no relist was needed
     expect(informer.relists).toBe(1);
+    expect(await counted('rlmesh_controller_informer_relists_total', { informer: 'test' })).toBe(1);
+    expect(await counted('rlmesh_controller_informer_watch_restarts_total', { informer: 'test', reason: 'watchdog' })).toBeGreaterThanOrEqual(2);
 
     await createEvaluation(env, evaluation('seen-after-reopen', {}));
     await until('the informer to see a new object', async () => seen.has('seen-after-reopen'), { timeoutMs: 10_000, intervalMs: 100 });
@@ -63,10 +72,11 @@ describe('kept-alive informer', () => {
       const answer = await list(page);
       return lists++ === 0 ? { ...answer, metadata: { ...answer.metadata, resourceVersion: '1' } } : answer;
     };
-    const quiet = make(600_000, expiredFirst);
+    const quiet = make(600_000, 'quiet', expiredFirst);
     await quiet.synced;
     expect(quiet.relists).toBe(1);
     await until('a relist after 410 Gone', async () => quiet.relists === 2, { timeoutMs: 15_000, intervalMs: 50 });
+    expect(await counted('rlmesh_controller_informer_relists_total', { informer: 'quiet' })).toBe(2);
     await createEvaluation(env, evaluation('seen-after-410', {}));
     // this informer's own cache (the first informer sees the object too, maybe sooner)
     await until('events after the 410 relist', async () => quiet.cache.get('seen-after-410', env.runs) !== undefined, { timeoutMs: 10_000, intervalMs: 100 });

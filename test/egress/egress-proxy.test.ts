@@ -643,7 +643,7 @@ describe('limits', () => {
       expect((await rawConnect('ok.egress.test:7001', { localAddress: '127.0.0.4' })).status).toBe(200);
       const line = await waitForLog((l) => l.rule === 'max-connections-per-client');
       expect(line).toMatchObject({ client: '127.0.0.4', decision: 'limited', status: 429 });
-      expect(await metrics()).toMatch(/rlmesh_egress_decisions_total\{decision="limited",rule="max-connections"\} [1-9]/);
+      expect(await metrics()).toMatch(/rlmesh_egress_decisions_total\{outcome="limited",rule="max-connections"\} [1-9]/);
     } finally {
       for (const s of held) s.destroy();
     }
@@ -685,9 +685,9 @@ describe('observability', () => {
 
   it('exports rlmesh_egress_* metrics by decision and rule, never by host', async () => {
     const text = await metrics();
-    expect(text).toMatch(/rlmesh_egress_decisions_total\{decision="refused",rule="private-use"\} [1-9]/);
-    expect(text).toMatch(/rlmesh_egress_decisions_total\{decision="allowed",rule="allow-range"\} [1-9]/);
-    expect(text).toMatch(/rlmesh_egress_decisions_total\{decision="limited",rule="max-tunnels-per-client"\} [1-9]/);
+    expect(text).toMatch(/rlmesh_egress_decisions_total\{outcome="refused",rule="private-use"\} [1-9]/);
+    expect(text).toMatch(/rlmesh_egress_decisions_total\{outcome="allowed",rule="allow-range"\} [1-9]/);
+    expect(text).toMatch(/rlmesh_egress_decisions_total\{outcome="limited",rule="max-tunnels-per-client"\} [1-9]/);
     expect(text).toMatch(/rlmesh_egress_bytes_total\{direction="downstream"\} [1-9]/);
     expect(text).toMatch(/rlmesh_egress_upstream_connect_seconds_count [1-9]/);
     expect(text).toMatch(/^rlmesh_egress_active_tunnels \d+$/m);

@@ -81,7 +81,7 @@ beforeAll(async () => {
   controller.cacheCapacityBytes.set(100e9);
   controller.leader.set({ role: 'evaluations' }, 1);
   const egress = egressMetrics();
-  egress.decisions.inc({ decision: 'refused', rule: 'private-address' });
+  egress.decisions.inc({ outcome: 'refused', rule: 'private-address' });
   const ports = { agent: await serve(agent.registry), controller: await serve(controller.registry), egress: await serve(egress.registry) };
 
   // the chart, rendered for this cluster, installed namespace and relay
@@ -187,7 +187,7 @@ describe('Prometheus with the chart configuration', () => {
     expect(connected.lastValue).toBe(1);
     const succeeded = await until('controller phase transitions at the control plane', first({ __name__: 'rlmesh_controller_phase_transitions_total', phase: 'Succeeded' }));
     expect(succeeded.lastValue).toBe(3);
-    await until('egress decisions at the control plane', first({ __name__: 'rlmesh_egress_decisions_total', decision: 'refused' }));
+    await until('egress decisions at the control plane', first({ __name__: 'rlmesh_egress_decisions_total', outcome: 'refused' }));
     // Prometheus's own metrics travel too (the platform sees remote-write health)
     await until('prometheus self-scrape at the control plane', first({ __name__: 'up', job: 'prometheus' }));
     const all = await relayView(cp, cluster.clusterId);

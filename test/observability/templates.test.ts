@@ -281,20 +281,40 @@ describe('the dashboard', () => {
 
   it('shows connection state, evaluations by phase, cache and egress', () => {
     const all = exprs.join('\n');
-    for (const prefix of ['rlmesh_agent_session_state', 'rlmesh_controller_phase_transitions_total', 'rlmesh_cache_', 'rlmesh_egress_']) expect(all).toContain(prefix);
+    for (const prefix of ['rlmesh_agent_session_state', 'rlmesh_controller_phase_transitions_total', 'rlmesh_controller_cache_', 'rlmesh_egress_']) expect(all).toContain(prefix);
   });
 
+  const registries = [
+    agentMetrics({ spoolBytes: () => 0, spoolRecords: () => 0, spoolMaxBytes: 1, credentialAgeSeconds: () => 0 }).registry,
+    controllerMetrics().registry,
+    egressMetrics().registry,
+  ];
+
   it('queries only metrics the agent, controller and egress proxy really export', async () => {
-    const registries = [
-      agentMetrics({ spoolBytes: () => 0, spoolRecords: () => 0, spoolMaxBytes: 1, credentialAgeSeconds: () => 0 }).registry,
-      controllerMetrics().registry,
-      egressMetrics().registry,
-    ];
     const known = new Set<string>();
     for (const r of registries) for (const m of await r.getMetricsAsJSON()) known.add(m.name);
     const used = new Set(exprs.flatMap((e) => e.match(/rlmesh_[a-z0-9_]+/g) ?? []).map((n) => n.replace(/_(bucket|sum|count)$/, '')));
     expect(used.size).toBeGreaterThan(15);
     for (const n of used) expect(known, `${n} is not exported by any component`).toContain(n);
+  });
+
+  it('groups and filters only by labels the queried metrics carry, so a renamed label fails here too', () => {
+    // prom-client keeps each metric's configured labelNames on the metric
+    const labelsOf = new Map(registries.flatMap((r) => r.getMetricsAsArray()).map((m) => [m.name, (m as { labelNames?: readonly string[] }).labelNames ?? []]));
+    // added by Prometheus: histogram buckets, and the chart's relabelling of each target
+    const scrapeLabels = ['le', 'component', 'namespace', 'pod', 'job', 'instance'];
+    let checked = 0;
+    for (const e of exprs) {
+      const names = (e.match(/rlmesh_[a-z0-9_]+/g) ?? []).map((n) => n.replace(/_(bucket|sum|count)$/, ''));
+      const carried = new Set([...scrapeLabels, ...names.flatMap((n) => labelsOf.get(n) ?? [])]);
+      const grouped = [...e.matchAll(/\bby \(([^)]*)\)/g)].flatMap((m) => m[1]!.split(',').map((l) => l.trim()));
+      const filtered = [...e.matchAll(/\{([^}]*)\}/g)].flatMap((m) => [...m[1]!.matchAll(/([a-z_]+)\s*(=~|!~|!=|=)/g)].map((l) => l[1]!));
+      for (const l of [...grouped, ...filtered]) {
+        expect(carried, `${e}: no queried metric has the label ${l}`).toContain(l);
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(10);
   });
 });
 

@@ -3,6 +3,7 @@
 // valid credentials look expired (or the reverse).
 import { Agent, request } from 'undici';
 import type { CheckResult, PreflightContext } from '../types.ts';
+import { errorMessage } from '../../error-fields.ts';
 
 const ID = 'clock-skew';
 export const SKEW_WARN_MS = 30_000;
@@ -47,7 +48,7 @@ export async function checkClockSkew(ctx: PreflightContext): Promise<CheckResult
     return {
       id: ID,
       verdict: 'warn',
-      found: `could not read the time of ${url}: ${(err as Error).message}`,
+      found: `could not read the time of ${url}: ${errorMessage(err)}`,
       fix: 'Make the control plane reachable (see check outbound-443), then run preflight again.',
     };
   }

@@ -6,10 +6,11 @@
 import { readFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import ipaddr from 'ipaddr.js';
-import { apiMessage, isForbidden, isNotFound } from '../../kube-errors.ts';
+import { isForbidden, isNotFound } from '../../kube-errors.ts';
 import { listPages } from '../../list-pages.ts';
 import { describePeer, matchesSelector, type NetworkPolicyPeer } from '../label-selector.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
+import { errorMessage } from '../../error-fields.ts';
 
 const ID = 'dns-peers';
 
@@ -202,7 +203,7 @@ export async function gatherDnsFacts(ctx: PreflightContext): Promise<DnsFacts> {
   try {
     kubeDnsServiceIp = (await core.readNamespacedService({ namespace: 'kube-system', name: 'kube-dns' })).spec?.clusterIP;
   } catch (err) {
-    if (!isNotFound(err) && !isForbidden(err)) throw new Error(`reading Service kube-system/kube-dns: ${apiMessage(err)}`);
+    if (!isNotFound(err) && !isForbidden(err)) throw new Error(`reading Service kube-system/kube-dns: ${errorMessage(err)}`);
   }
   let podNameservers: string[] = [];
   if (ctx.mode === 'agent') {

@@ -2,9 +2,10 @@
 // amd.com/gpu; DRA: DeviceClasses of resource.k8s.io) and whether
 // gpuFeatureDiscovery.enabled fits them.
 import * as k8s from '@kubernetes/client-node';
-import { apiMessage, isForbidden, isNotFound } from '../../kube-errors.ts';
+import { isForbidden, isNotFound } from '../../kube-errors.ts';
 import { listNodes, nameList, nodeName } from '../kube.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
+import { errorMessage } from '../../error-fields.ts';
 
 const ID = 'gpu-resources';
 
@@ -95,7 +96,7 @@ export async function listDeviceClasses(kc: k8s.KubeConfig): Promise<DeviceClass
     return { names: list.items.map((d) => d.metadata?.name ?? '') };
   } catch (err) {
     if (isNotFound(err)) return { names: [] }; // resource.k8s.io/v1 not served: no DRA
-    if (isForbidden(err)) return { names: [], unreadable: apiMessage(err) };
+    if (isForbidden(err)) return { names: [], unreadable: errorMessage(err) };
     throw err;
   }
 }

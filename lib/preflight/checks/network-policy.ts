@@ -3,9 +3,10 @@
 // controller's probe pod, which it writes to ConfigMap rlmesh-network-policy-probe.
 import * as k8s from '@kubernetes/client-node';
 import { NAMES } from '../../fixed-names.ts';
-import { apiMessage, isForbidden, isNotFound } from '../../kube-errors.ts';
+import { isForbidden, isNotFound } from '../../kube-errors.ts';
 import { cniVerdict, PROBE_ID, readCni } from '../network-policy.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
+import { errorMessage } from '../../error-fields.ts';
 
 export const PROBE_CONFIGMAP = NAMES.networkPolicyProbe;
 export const PROBE_KEY = 'result.json';
@@ -46,7 +47,7 @@ export async function readStoredProbe(kc: k8s.KubeConfig, namespace: string): Pr
     return raw ? (JSON.parse(raw) as StoredProbe) : undefined;
   } catch (err) {
     if (isNotFound(err)) return undefined;
-    if (isForbidden(err)) throw new Error(`cannot read ConfigMap ${namespace}/${PROBE_CONFIGMAP}: ${apiMessage(err)}`);
+    if (isForbidden(err)) throw new Error(`cannot read ConfigMap ${namespace}/${PROBE_CONFIGMAP}: ${errorMessage(err)}`);
     throw err;
   }
 }

@@ -4,6 +4,7 @@
 import { isIP } from 'node:net';
 import { connect } from 'node:tls';
 import type { CheckResult, PreflightContext } from '../types.ts';
+import { errorMessage } from '../../error-fields.ts';
 
 const ID = 'outbound-443';
 
@@ -20,11 +21,12 @@ export async function probeTls(host: string, port: number, ca: string | undefine
     };
     socket.once('secureConnect', () => done());
     socket.once('timeout', () => done(`no TLS handshake within ${timeoutMs / 1000} s (dropped by a firewall or no route)`));
-    socket.once('error', (err: NodeJS.ErrnoException) => done(describeError(err)));
+    socket.once('error', (err: NodeJS.ErrnoException) => done(tlsFailure(err)));
   });
 }
 
-function describeError(err: NodeJS.ErrnoException): string {
+/** Why a TLS connection failed, in the terms of what usually causes it. */
+function tlsFailure(err: NodeJS.ErrnoException): string {
   switch (err.code) {
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
@@ -40,7 +42,7 @@ function describeError(err: NodeJS.ErrnoException): string {
     default:
       if (err.code?.startsWith('ERR_TLS') || /certificate|self.signed|CERT/i.test(err.message))
         return `TLS certificate not trusted (${err.code ?? err.message}): a TLS-inspecting proxy, or a private endpoint without controlPlane.caBundle`;
-      return err.message;
+      return errorMessage(err);
   }
 }
 

@@ -5,8 +5,10 @@
 import { gunzipSync } from 'node:zlib';
 import * as k8s from '@kubernetes/client-node';
 import { NAMES } from '../../fixed-names.ts';
-import { apiMessage, isForbidden } from '../../kube-errors.ts';
+import { CLUSTER_ID_KEY } from '../../credential-secret.ts';
+import { isForbidden } from '../../kube-errors.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
+import { errorMessage } from '../../error-fields.ts';
 
 const ID = 'single-installation';
 export const AGENT_NAME = 'rlmesh-cluster-agent';
@@ -56,7 +58,7 @@ export async function checkSingleInstallation(ctx: PreflightContext): Promise<Ch
       await read();
     } catch (err) {
       if (!isForbidden(err)) throw err;
-      unread.push(`${what}: ${apiMessage(err)}`);
+      unread.push(`${what}: ${errorMessage(err)}`);
     }
   };
   if (ctx.mode === 'agent') {
@@ -80,7 +82,8 @@ export async function checkSingleInstallation(ctx: PreflightContext): Promise<Ch
   await attempt('control Secrets', async () => {
     const list = await core.listSecretForAllNamespaces({ fieldSelector: `metadata.name=${CONTROL_SECRET}` });
     for (const s of list.items) {
-      const clusterId = s.data?.['cluster-id'] ? Buffer.from(s.data['cluster-id'], 'base64').toString('utf8') : '?';
+      const raw = s.data?.[CLUSTER_ID_KEY];
+      const clusterId = raw ? Buffer.from(raw, 'base64').toString('utf8') : '?';
       found.push({ namespace: s.metadata?.namespace ?? '', what: `control Secret ${CONTROL_SECRET} for cluster ${clusterId}` });
     }
   });
