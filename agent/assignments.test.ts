@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { evaluationSpecSchema } from '../lib/crds/types.ts';
 import { AssignmentSchema } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { evaluationFromAssignment, evaluationName } from './assignments.ts';
-import { fingerprint, trimEvaluation } from './evaluation-status.ts';
+import { fingerprint, trimEvaluation } from './evaluation-updates.ts';
 
 describe('assignment → RLMeshEvaluation', () => {
   it('uses a valid id as the name and hashes anything else into a stable valid name', () => {

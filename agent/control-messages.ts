@@ -10,10 +10,10 @@ import type { Assignments } from './assignments.ts';
 import type { CredentialWatch } from './credential-watch.ts';
 import { tokenHash } from '../lib/credential-secret.ts';
 import type { CredentialStore } from './credentials.ts';
-import type { EvaluationStatus } from './evaluation-status.ts';
+import type { EvaluationStatus } from './evaluation-updates.ts';
 import type { Metrics } from './metrics.ts';
 import type { Retrying } from './retrying.ts';
-import type { Session } from './session.ts';
+import type { Session } from './control-plane-session.ts';
 import type { Spool } from './spool.ts';
 
 export type ControlMessageParts = {

@@ -17,10 +17,10 @@ import { loadAgentConfig, USAGE, wantsHelp, type AgentConfig } from './config.ts
 import { obtainCredentials } from './credential-bootstrap.ts';
 import { CredentialWatch } from './credential-watch.ts';
 import { CredentialStore } from './credentials.ts';
-import { EvaluationStatus, toUpdate } from './evaluation-status.ts';
+import { EvaluationStatus, toUpdate } from './evaluation-updates.ts';
 import { controlPlaneClient, discoverUntilReachable, type ControlPlaneClient } from './join.ts';
 import { createMetrics } from './metrics.ts';
-import { Session } from './session.ts';
+import { Session } from './control-plane-session.ts';
 import { Readiness } from './readiness.ts';
 import { retryingWrites } from './retrying.ts';
 import { Spool } from './spool.ts';

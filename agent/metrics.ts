@@ -1,7 +1,7 @@
 // rlmesh_agent_* metrics, one registry per process.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { createInformerMetrics } from '../lib/informer-metrics.ts';
-import type { SessionState } from './session.ts';
+import type { SessionState } from './control-plane-session.ts';
 
 const STATES: SessionState[] = ['connecting', 'connected', 'backoff', 'unauthenticated', 'stopped'];
 

@@ -13,7 +13,7 @@ import {
   type RLMeshCache,
   type RLMeshEvaluation,
 } from '../lib/crds/types.ts';
-import { deadlineExceeded, msUntilDeadline, nextStatus, observePod, ownedFields, sameOwnedFields, type Observation } from './evaluation-status.ts';
+import { deadlineExceeded, msUntilDeadline, nextStatus, observePod, ownedFields, sameOwnedFields, type Observation } from './evaluation-phase.ts';
 import type { EventRecorder } from './events.ts';
 import { MERGE_PATCH, isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
 import type { Metrics } from './metrics.ts';

@@ -13,7 +13,7 @@ import type { RelaySeriesStore } from './metrics-relay.ts';
 import { installCommands as installCommandsFor } from './install-command.ts';
 import { credentialWireValue, dockerConfigJson } from './pull-secret.ts';
 import { looksLikeJoinToken, sameSecret } from './secrets.ts';
-import { assignmentMessage, cancellationMessage, rotationMessage } from './session.ts';
+import { assignmentMessage, cancellationMessage, rotationMessage } from './agent-session.ts';
 import { PURPOSES, splitSecrets, type Cluster, type CredentialPurpose, type Evaluation, type Store } from './store.ts';
 import { errorMessage } from '../lib/error-fields.ts';
 

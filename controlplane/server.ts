@@ -10,7 +10,7 @@ import pkg from '../package.json' with { type: 'json' };
 import { LiveSessions } from './live-sessions.ts';
 import { handleRemoteWrite, RelaySeriesStore, relayClusterId, storeRelayVerifier, type RelayResponse } from './metrics-relay.ts';
 import { createApiHandler } from './rest-api.ts';
-import { clusterSessionRoutes } from './session.ts';
+import { clusterSessionRoutes } from './agent-session.ts';
 import { Store, systemClock, type Clock } from './store.ts';
 
 export const DEFAULT_CHART_REF = 'oci://registry.rlmesh.dev/rlmesh/charts/rlmesh-runtime';

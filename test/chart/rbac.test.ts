@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { canIArgs, RBAC_TABLE } from '../../scripts/generators/values-rbac-table.ts';
+import { canIArgs, RBAC_TABLE } from '../../scripts/generators/rbac-rights.ts';
 import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { CHART, HOOK_ON_KWOK, TOKEN } from './chart.ts';
 

@@ -1,7 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { RLMeshEvaluation } from '../lib/crds/types.ts';
-import { msUntilDeadline, nextStatus, observePod } from './evaluation-status.ts';
+import { msUntilDeadline, nextStatus, observePod } from './evaluation-phase.ts';
 
 const ev: RLMeshEvaluation = {
   apiVersion: 'rlmesh.dev/v1alpha1',

@@ -6,7 +6,7 @@ import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { EvaluationUpdate } from '../lib/gen/rlmesh/v1/session_pb.ts';
-import { EvaluationStatus, trimEvaluation } from './evaluation-status.ts';
+import { EvaluationStatus, trimEvaluation } from './evaluation-updates.ts';
 import { Spool } from './spool.ts';
 
 async function tracker(maxBytes = 1 << 20) {
@@ -50,7 +50,7 @@ describe('evaluation status → updates', () => {
 
 describe('controller startTime feeds the rule', () => {
   it('is when a container started, not when the kubelet accepted the pod', async () => {
-    const { observePod } = await import('../controller/evaluation-status.ts');
+    const { observePod } = await import('../controller/evaluation-phase.ts');
     const ev = { metadata: { name: 'ev-1' }, spec: { evaluationId: 'ev-1', image: 'i', deadlineSeconds: 60 } } as Parameters<typeof observePod>[1];
     const pulling = observePod({ metadata: { name: 'p' }, spec: { nodeName: 'n', containers: [] }, status: { phase: 'Pending', startTime: new Date('2026-01-01T00:00:00Z'), containerStatuses: [{ name: 'c', image: 'i', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ErrImagePull' } } }] } }, ev);
     expect(pulling.startTime).toBeUndefined();
