@@ -49,7 +49,11 @@ export function template(args: string[], opts: { allowFail?: boolean; namespace?
 
 /** Every object the chart renders (hooks included), by `Kind/namespace/name`. */
 export function render(args: string[], namespace = 'rlmesh-system', chart = CHART): Map<string, K8sObject> {
-  const out = template(args, { namespace, chart }).stdout;
+  return renderedObjects(template(args, { namespace, chart }).stdout);
+}
+
+/** The objects of `helm template` output, by `Kind/namespace/name`; an object rendered twice is an error. */
+export function renderedObjects(out: string): Map<string, K8sObject> {
   const objects = new Map<string, K8sObject>();
   for (const doc of parseAllDocuments(out)) {
     const o = doc.toJS() as K8sObject | null;

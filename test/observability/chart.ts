@@ -3,9 +3,9 @@
 import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parse, parseAllDocuments } from 'yaml';
-import { helm, type RunResult } from '../support/cluster.ts';
-import { KUBE_VERSION, valuesFile, type K8sObject } from '../chart/chart.ts';
+import { parse } from 'yaml';
+import { helm, kubectl, type RunResult } from '../support/cluster.ts';
+import { KUBE_VERSION, renderedObjects, valuesFile, type K8sObject } from '../chart/chart.ts';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 export const CHART = join(root, 'charts/rlmesh-observability');
@@ -23,14 +23,33 @@ export function template(args: string[], opts: { allowFail?: boolean; namespace?
 }
 
 export function render(args: string[], namespace = 'rlmesh-system'): Map<string, K8sObject> {
-  const objects = new Map<string, K8sObject>();
-  for (const doc of parseAllDocuments(template(args, { namespace }).stdout)) {
-    const o = doc.toJS() as K8sObject | null;
-    if (!o) continue;
-    const key = `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
-    if (objects.has(key)) throw new Error(`rendered twice: ${key}`);
-    objects.set(key, o);
+  return renderedObjects(template(args, { namespace }).stdout);
+}
+
+/**
+ * The chart rendered for a cluster joined with a relay (remote write to the
+ * control plane, scraping every second), into a namespace created afresh with
+ * the chart's ServiceAccount, Role and RoleBinding applied, as Prometheus runs
+ * under them.
+ */
+export function renderIntoFreshNamespace(o: { clusterId: string; controlPlaneUrl: string; ca: string; namespace: string }): Map<string, K8sObject> {
+  const values = {
+    prometheus: {
+      clusterLabel: o.clusterId,
+      runtimeNamespace: o.namespace,
+      scrapeInterval: '1s',
+      caBundle: o.ca,
+      remoteWrite: [{ url: `${o.controlPlaneUrl}/v1/cells/${o.clusterId}/metrics`, queue_config: { batch_send_deadline: '1s', min_backoff: '100ms', max_backoff: '1s' } }],
+    },
+  };
+  const objects = render(['-f', valuesFile(values)], o.namespace);
+  kubectl(['delete', 'namespace', o.namespace, '--ignore-not-found', '--wait=true']);
+  kubectl(['create', 'namespace', o.namespace]);
+  const rbac = [...objects.values()].filter((x) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(x.kind));
+  if (rbac.map((x) => x.kind).sort().join() !== 'Role,RoleBinding,ServiceAccount') {
+    throw new Error(`the chart rendered ${rbac.map((x) => x.kind).join(', ') || 'none'} of its ServiceAccount, Role and RoleBinding`);
   }
+  kubectl(['apply', '-f', '-'], { input: rbac.map((x) => JSON.stringify(x)).join('\n') });
   return objects;
 }
 

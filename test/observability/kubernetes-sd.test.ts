@@ -18,7 +18,7 @@ import { createMetrics as controllerMetrics } from '../../controller/metrics.ts'
 import { createMetrics as egressMetrics } from '../../egress/metrics.ts';
 import { PROMETHEUS_IMAGE } from '../../lib/observability-values-schema.ts';
 import { kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { prometheusConfig, render, root, valuesFile, type K8sObject } from './chart.ts';
+import { prometheusConfig, renderIntoFreshNamespace, root, type K8sObject } from './chart.ts';
 import { activeTargets, freePort, ownMetric, logTail, serveRegistry, startPrometheus, type RunningPrometheus } from './prometheus-run.ts';
 import { until as untilFor, type Probe } from '../support/until.ts';
 import { joinWithRelay, relayView, rotateRelay, rotationUsed, startTestControlPlane, type RelayCluster, type TestControlPlane } from './control-plane.ts';
@@ -71,20 +71,7 @@ beforeAll(async () => {
     ports[name] = s.port;
   }
 
-  const values = {
-    prometheus: {
-      clusterLabel: cluster.clusterId,
-      runtimeNamespace: NS,
-      scrapeInterval: '1s',
-      caBundle: cp.ca,
-      remoteWrite: [{ url: `${cp.url}/v1/cells/${cluster.clusterId}/metrics`, queue_config: { batch_send_deadline: '1s', min_backoff: '100ms', max_backoff: '1s' } }],
-    },
-  };
-  const objects = render(['-f', valuesFile(values)], NS);
-  kubectl(['delete', 'namespace', NS, '--ignore-not-found', '--wait=true']);
-  kubectl(['create', 'namespace', NS]);
-  const rbac = [...objects.values()].filter((o) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind));
-  kubectl(['apply', '-f', '-'], { input: rbac.map((o) => JSON.stringify(o)).join('\n') });
+  const objects = renderIntoFreshNamespace({ clusterId: cluster.clusterId, controlPlaneUrl: cp.url, ca: cp.ca, namespace: NS });
   const pods = [
     runtimePod('rlmesh-cluster-agent-sd', 'rlmesh-cluster-agent', ports.agent!),
     runtimePod('rlmesh-cluster-controller-sd', 'rlmesh-cluster-controller', ports.controller!),

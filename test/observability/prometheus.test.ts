@@ -21,7 +21,7 @@ import { createMetrics as agentMetrics } from '../../agent/metrics.ts';
 import { createMetrics as controllerMetrics } from '../../controller/metrics.ts';
 import { createMetrics as egressMetrics } from '../../egress/metrics.ts';
 import { kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
-import { CHART, prometheusConfig, render, valuesFile, type K8sObject } from './chart.ts';
+import { CHART, prometheusConfig, renderIntoFreshNamespace, type K8sObject } from './chart.ts';
 import { activeTargets, freePort, ownMetric, logTail, serveRegistry, startPrometheus, type RunningPrometheus } from './prometheus-run.ts';
 import { until as untilFor, type Probe } from '../support/until.ts';
 import { joinWithRelay, relayView, rotateRelay, rotationUsed, startTestControlPlane, type RelayCluster, type TestControlPlane } from './control-plane.ts';
@@ -85,21 +85,7 @@ beforeAll(async () => {
   const ports = { agent: await serve(agent.registry), controller: await serve(controller.registry), egress: await serve(egress.registry) };
 
   // the chart, rendered for this cluster, installed namespace and relay
-  const values = {
-    prometheus: {
-      clusterLabel: cluster.clusterId,
-      runtimeNamespace: NS,
-      scrapeInterval: '1s',
-      caBundle: cp.ca,
-      remoteWrite: [{ url: `${cp.url}/v1/cells/${cluster.clusterId}/metrics`, queue_config: { batch_send_deadline: '1s', min_backoff: '100ms', max_backoff: '1s' } }],
-    },
-  };
-  const objects = render(['-f', valuesFile(values)], NS);
-  kubectl(['delete', 'namespace', NS, '--ignore-not-found', '--wait=true']);
-  kubectl(['create', 'namespace', NS]);
-  const rbac = [...objects.values()].filter((o) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind));
-  expect(rbac.map((o) => o.kind).sort()).toEqual(['Role', 'RoleBinding', 'ServiceAccount']);
-  kubectl(['apply', '-f', '-'], { input: rbac.map((o) => JSON.stringify(o)).join('\n') });
+  const objects = renderIntoFreshNamespace({ clusterId: cluster.clusterId, controlPlaneUrl: cp.url, ca: cp.ca, namespace: NS });
   const pods = [
     pod('rlmesh-cluster-agent-e2e', runtimeLabels('rlmesh-cluster-agent'), [{ name: 'metrics', containerPort: 9090 }, { name: 'health', containerPort: 8081 }]),
     pod('rlmesh-cluster-controller-e2e', runtimeLabels('rlmesh-cluster-controller'), [{ name: 'metrics', containerPort: 9090 }]),
