@@ -7,7 +7,8 @@ import type * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { parseControlSecret, parsePullSecret } from '../agent/credentials.ts';
-import { api, openSession, startTestControlPlane, type TestControlPlane } from '../test/support/control-plane.ts';
+import { openSession, startTestControlPlane, type TestControlPlane } from '../test/support/control-plane.ts';
+import { api } from '../test/support/api.ts';
 
 const MAIN = join(import.meta.dirname, 'main.ts');
 let cp: TestControlPlane;

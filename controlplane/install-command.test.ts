@@ -13,7 +13,8 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, startTestControlPlane, type TestControlPlane } from '../test/support/control-plane.ts';
+import { startTestControlPlane, type TestControlPlane } from '../test/support/control-plane.ts';
+import { api } from '../test/support/api.ts';
 import { installCommands } from './install-command.ts';
 
 const SHELLS = ['bash', 'zsh', 'dash'] as const;

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, expect, it } from 'vitest';
-import { api } from '../test/support/control-plane.ts';
+import { api } from '../test/support/api.ts';
 
 type Ready = { url: string; caFile: string; adminToken: string; grpc: { host: string; port: number; tls: boolean }; dbFile: string };
 
@@ -45,7 +45,7 @@ it('prints {url, caFile, adminToken} when ready and keeps CA, admin token and st
   expect(first.ready.adminToken).toMatch(/^rlm_admin_/);
   expect(first.ready.grpc).toEqual({ host: '127.0.0.1', port: Number(new URL(first.ready.url).port), tls: true });
   const ca = readFileSync(first.ready.caFile, 'utf8');
-  const cp1 = { url: first.ready.url, ca, adminToken: first.ready.adminToken };
+  const cp1 = { url: first.ready.url, caFile: first.ready.caFile, adminToken: first.ready.adminToken };
   const created = await api(cp1, 'POST', '/v1/clusters', { name: 'restart-me' });
   expect(created.status).toBe(201);
 
@@ -59,7 +59,7 @@ it('prints {url, caFile, adminToken} when ready and keeps CA, admin token and st
   const second = await startMain(args);
   expect(second.ready.adminToken).toBe(first.ready.adminToken);
   expect(readFileSync(second.ready.caFile, 'utf8')).toBe(ca);
-  const list = await api({ url: second.ready.url, ca, adminToken: second.ready.adminToken }, 'GET', '/v1/clusters');
+  const list = await api({ url: second.ready.url, caFile: second.ready.caFile, adminToken: second.ready.adminToken }, 'GET', '/v1/clusters');
   expect(list.body.clusters).toMatchObject([{ id: created.body.clusterId, name: 'restart-me', status: 'Pending' }]);
   expect(await stop(second.child)).toBe(0);
 });

@@ -7,7 +7,8 @@ import { compress } from 'snappyjs';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { WriteRequestSchema } from '../lib/gen/prometheus/remote_pb.ts';
-import { api, startTestControlPlane, type TestControlPlane } from '../test/support/control-plane.ts';
+import { startTestControlPlane, type TestControlPlane } from '../test/support/control-plane.ts';
+import { api } from '../test/support/api.ts';
 
 let cp: TestControlPlane;
 beforeAll(async () => {

@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import { afterEach, describe, expect, it } from 'vitest';
-import { api, joinedCluster, openSession, startTestControlPlane, type TestControlPlane, type TestSession } from '../test/support/control-plane.ts';
+import { joinedCluster, openSession, startTestControlPlane, type TestControlPlane, type TestSession } from '../test/support/control-plane.ts';
+import { api } from '../test/support/api.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;

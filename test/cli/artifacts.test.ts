@@ -18,7 +18,8 @@ import { CHECK_IDS } from '../../lib/preflight/run.ts';
 import { releaseInfo } from '../support/release.ts';
 import { buildCli, CLI_PACKAGE_NAME, pinnedNodeBinary, type CliArtifacts } from '../../scripts/release/cli.ts';
 import { clusterInfo } from '../support/cluster.ts';
-import { api, openSession, startTestControlPlane, type TestControlPlane } from '../support/control-plane.ts';
+import { openSession, startTestControlPlane, type TestControlPlane } from '../support/control-plane.ts';
+import { api } from '../support/api.ts';
 
 const root = join(import.meta.dirname, '../..');
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };

@@ -1,7 +1,8 @@
 // The reference control plane (controlplane/, real TLS, SQLite store, the
 // metrics relay on its one port) started on 127.0.0.1 for the observability
 // tests, and what they ask it through its own API.
-import { api, startTestControlPlane, type TestControlPlane } from '../support/control-plane.ts';
+import { startTestControlPlane, type TestControlPlane } from '../support/control-plane.ts';
+import { api } from '../support/runtime.ts';
 
 export type RelayCluster = { clusterId: string; relay: string };
 export type RelaySeries = { labels: Record<string, string>; samples: number; lastValue: number; lastTimestampMs: number };

@@ -7,7 +7,7 @@ import { create, toBinary } from '@bufbuild/protobuf';
 import { compress } from 'snappyjs';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api } from '../support/control-plane.ts';
+import { api } from '../support/runtime.ts';
 import { relayClusterId } from '../../controlplane/metrics-relay.ts';
 import { ROTATION_OVERLAP_MS } from '../../controlplane/store.ts';
 import { WriteRequestSchema } from '../../lib/gen/prometheus/remote_pb.ts';

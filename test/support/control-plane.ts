@@ -10,12 +10,12 @@ import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { pino } from 'pino';
-import { Agent, request } from 'undici';
 import { AgentMessageSchema, ClusterSession, type AgentMessage, type ControlMessage } from '../../lib/gen/rlmesh/v1/session_pb.ts';
 import { Outbox } from '../../controlplane/live-sessions.ts';
 import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from '../../controlplane/server.ts';
 import type { Clock } from '../../controlplane/store.ts';
 import { ensureTls } from '../../controlplane/tls.ts';
+import { api } from './api.ts';
 
 export type ManualClock = Clock & { advance(ms: number): void };
 
@@ -47,23 +47,6 @@ export async function startTestControlPlane(
     clock,
   });
   return { ...cp, ca: tls.ca, caFile: tls.caFile, adminToken, dir, clock, dbFile };
-}
-
-export type ApiResponse = { status: number; body: Record<string, unknown> };
-
-export async function api(cp: { url: string; ca: string; adminToken?: string }, method: string, path: string, body?: unknown, admin = true): Promise<ApiResponse> {
-  const dispatcher = new Agent({ connect: { ca: cp.ca } });
-  try {
-    const res = await request(`${cp.url}${path}`, {
-      method: method as 'GET',
-      dispatcher,
-      headers: { 'content-type': 'application/json', ...(admin && cp.adminToken ? { authorization: `Bearer ${cp.adminToken}` } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.statusCode, body: (await res.body.json()) as Record<string, unknown> };
-  } finally {
-    await dispatcher.close();
-  }
 }
 
 /** Registers a cluster and joins it: returns its id and credentials. */

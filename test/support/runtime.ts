@@ -2,12 +2,11 @@
 // control plane as a child process, its admin API, the released chart, and
 // waiting for something to happen.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { Agent, request } from 'undici';
 import { kubectl } from './cluster.ts';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -51,22 +50,7 @@ export async function startControlPlane(opts: { dataDir?: string; listen?: strin
   };
 }
 
-/** Calls the control plane's admin API. */
-export async function api<T = Record<string, unknown>>(cp: Pick<ControlPlane, 'url' | 'caFile' | 'adminToken'>, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const dispatcher = new Agent({ connect: { ca: readFileSync(cp.caFile, 'utf8') } });
-  try {
-    const res = await request(`${cp.url}${path}`, {
-      method: method as 'GET',
-      dispatcher,
-      headers: { authorization: `Bearer ${cp.adminToken}`, 'content-type': 'application/json' },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.body.text();
-    return { status: res.statusCode, body: (text ? JSON.parse(text) : {}) as T };
-  } finally {
-    await dispatcher.close();
-  }
-}
+export { api } from './api.ts';
 
 /** The runtime chart as the test command's release published it (oci:// in the local registry). */
 export { releasedChart } from './release.ts';
