@@ -34,7 +34,6 @@ export type FillerSettings = {
   pvcName: string;
   accessModes: readonly string[];
   nodeName?: string;
-  capacityBytes?: number;
   /** how long an S3 credential Secret may lag behind its evaluation before the evaluation fails */
   secretGraceMs: number;
 };
@@ -93,7 +92,7 @@ export class CacheFiller {
             apiVersion: API_VERSION,
             kind: CACHE.kind,
             metadata: { name: s.cacheName, labels: { 'app.kubernetes.io/part-of': 'rlmesh-runtime' } },
-            spec: { pvcName: s.pvcName, namespace: s.namespace, accessModes: [...s.accessModes], ...(s.capacityBytes ? { capacityBytes: s.capacityBytes } : {}) },
+            spec: { pvcName: s.pvcName, namespace: s.namespace, accessModes: [...s.accessModes] },
           },
         })
         .catch((e: unknown) => {
@@ -115,7 +114,6 @@ export class CacheFiller {
   async capacityBytes(): Promise<number> {
     const spec = this.#cache()?.spec;
     if (spec?.capacityBytes) return spec.capacityBytes;
-    if (this.#d.settings.capacityBytes) return this.#d.settings.capacityBytes;
     const fs = await statfs(this.#d.store.root);
     return fs.blocks * fs.bsize;
   }

@@ -51,7 +51,6 @@ export async function startFillerRole(c: RoleContext): Promise<void> {
       pvcName: config.artifactCache.pvcName,
       accessModes: config.artifactCache.accessModes,
       ...(c.nodeName ? { nodeName: c.nodeName } : {}),
-      ...(flags['capacity-bytes'] ? { capacityBytes: flags['capacity-bytes'] } : {}),
       secretGraceMs: flags['secret-grace-seconds'] * 1000,
     },
   });

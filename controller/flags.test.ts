@@ -5,7 +5,7 @@ describe('parseControllerFlags', () => {
   it('gives every default and converts numbers', () => {
     const f = parseControllerFlags(['--role=all', '--max-concurrent=3']);
     expect(f).toMatchObject({ role: 'all', 'lease-duration-seconds': 15, 'gc-after-seconds': 3600, concurrency: 16, 'max-concurrent': 3, 'cache-dir': '/var/lib/rlmesh/cache' });
-    expect(f['capacity-bytes']).toBeUndefined();
+    expect(f['node-name']).toBeUndefined();
   });
 
   it('refuses a bad flag at start, whichever role would use it, naming flag, value and rule', () => {

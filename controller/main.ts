@@ -23,6 +23,8 @@ import type { RoleContext } from './role-context.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
 const log = createLogger('controller');
+// a watch silent this long is re-opened from its last resourceVersion (the apiserver sends bookmarks well within it)
+const WATCH_SILENCE_MS = 300_000;
 
 let flags: ControllerFlags;
 try {
@@ -80,7 +82,7 @@ const roleContext: RoleContext = {
   log,
   identity,
   nodeName: flags['node-name'] ?? process.env.NODE_NAME,
-  informers: new ControllerInformers({ kc, log, runs, watchSilenceMs: flags['watchdog-seconds'] * 1000, metrics: metrics.informer }),
+  informers: new ControllerInformers({ kc, log, runs, watchSilenceMs: WATCH_SILENCE_MS, metrics: metrics.informer }),
   metricsPort,
   leading: () => elector.leading,
   onStop: (...stop) => stoppers.push(...stop),
