@@ -18,7 +18,7 @@ const { values: a } = parseArgs({
   options: {
     help: { type: 'boolean', short: 'h', default: false },
     once: { type: 'boolean', default: false },
-    'sysfs-root': { type: 'string', default: process.env.RLMESH_SYSFS_ROOT ?? '/sys' },
+    'sysfs-root': { type: 'string', default: '/sys' },
     'interval-seconds': { type: 'string', default: '600' },
   },
   strict: true,
