@@ -63,7 +63,7 @@ export async function release(opts: { registry: string; plainHttp: boolean; out:
     const t0 = Date.now();
     const image = await buildImage(name, recipe, join(out, 'images'));
     const target = `${registry}/${recipe.repository}`;
-    tool('skopeo', ['copy', '--quiet', '--preserve-digests', ...skopeoAuth, ...tls, `oci:${image.layout}:${image.tag}`, `docker://${target}:${image.tag}`]);
+    tool('skopeo', ['copy', '--quiet', '--retry-times', '3', '--preserve-digests', ...skopeoAuth, ...tls, `oci:${image.layout}:${image.tag}`, `docker://${target}:${image.tag}`]);
     // what the registry now serves by digest is exactly the manifest built here
     const served = tool('skopeo', ['inspect', '--raw', ...skopeoAuth, ...(plainHttp ? ['--tls-verify=false'] : []), `docker://${target}@${image.digest}`]);
     const builtManifest = readFileSync(join(image.layout, 'blobs/sha256', image.digest.slice(7)), 'utf8');

@@ -15,10 +15,13 @@ import { registryAuthFile } from '../support/cluster.ts';
 export type TreeEntry = { type: 'file' | 'directory' | 'symlink'; mode: number; uid: number; gid: number; sha256?: string; linkname?: string };
 export type Tree = Map<string, TreeEntry>;
 
-/** Pulls `ref` (host:port/repo@sha256:…) from the local plain-HTTP registry, as its publisher, into a fresh OCI layout; returns its folder. */
+/**
+ * Pulls `ref` (host:port/repo@sha256:…) from the local plain-HTTP registry, as its publisher, into a fresh OCI layout; returns its folder.
+ * skopeo retries a blob read the registry cut short (seen once under load: "happened during read: unexpected EOF").
+ */
 export function pullLayout(ref: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'rlmesh-pulled-'));
-  execFileSync('skopeo', ['copy', '--quiet', '--src-tls-verify=false', '--src-authfile', registryAuthFile(), '--preserve-digests', `docker://${ref}`, `oci:${dir}:img`], { stdio: ['ignore', 'ignore', 'pipe'] });
+  execFileSync('skopeo', ['copy', '--quiet', '--retry-times', '3', '--src-tls-verify=false', '--src-authfile', registryAuthFile(), '--preserve-digests', `docker://${ref}`, `oci:${dir}:img`], { stdio: ['ignore', 'ignore', 'pipe'] });
   return dir;
 }
 

@@ -139,7 +139,7 @@ beforeAll(() => {
   const oci = join(work, 'oci');
   // by digest, from the local registry only
   expect(published.ref).toBe(`${clusterInfo().registry}/${published.repository}@${published.digest}`);
-  must('skopeo', ['copy', '--quiet', '--src-tls-verify=false', '--src-authfile', registryAuthFile(), `docker://${published.ref}`, `oci:${oci}:img`]);
+  must('skopeo', ['copy', '--quiet', '--retry-times', '3', '--src-tls-verify=false', '--src-authfile', registryAuthFile(), `docker://${published.ref}`, `oci:${oci}:img`]);
   const index = JSON.parse(readFileSync(join(oci, 'index.json'), 'utf8')) as { manifests: { digest: string }[] };
   pulledDigest = index.manifests[0]!.digest;
   const blob = (digest: string) => readFileSync(join(oci, 'blobs', ...digest.split(':')), 'utf8');

@@ -68,7 +68,7 @@ export async function cachedTestImage(image: TestImage, cacheDir: string, inputs
 /** Pushes a layout to `target` (host:port/repository, plain HTTP) with its digest preserved, as the registry's publisher. */
 export function pushTestImage(layout: { layout: string; tag: string }, target: string): void {
   try {
-    execFileSync('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', '--dest-authfile', registryAuthFile(), '--preserve-digests', `oci:${layout.layout}:${layout.tag}`, `docker://${target}:${layout.tag}`], {
+    execFileSync('skopeo', ['copy', '--quiet', '--retry-times', '3', '--dest-tls-verify=false', '--dest-authfile', registryAuthFile(), '--preserve-digests', `oci:${layout.layout}:${layout.tag}`, `docker://${target}:${layout.tag}`], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
   } catch (err) {
