@@ -195,6 +195,7 @@ async function interleave(cands: Candidate[], before: () => Promise<void>): Prom
 }
 
 async function benchFill(): Promise<void> {
+  execFileSync('bash', [join(import.meta.dirname, 'install-rclone.sh')], { stdio: ['ignore', 'ignore', 'inherit'] });
   const srv = await startServerProcess(OBJECT);
   const s3 = await startS3Server();
   const dir = mkdtempSync(join(tmpdir(), 'rlmesh-bench-cache-'));
