@@ -22,7 +22,6 @@ const gpu = Number(a['gpu-nodes']);
 const backgroundPods = Number(a.pods);
 const evaluations = Number(a.evaluations);
 process.env.RLMESH_KWOK_POD_CIDR = '10.244.0.0/14'; // room for 150,000 pod addresses
-process.env.RLMESH_ADDONS_WAIT_SECONDS = '900'; // the real node's CoreDNS starts beside 5,000 kwok nodes
 process.env.RLMESH_CLUSTER_DIR = join(homedir(), '.cache/rlmesh-cluster-scale');
 process.env.RLMESH_KWOK_NODES = String(total - gpu);
 process.env.RLMESH_KWOK_GPU_NODES = String(gpu);

@@ -183,10 +183,8 @@ export async function applyAddons(): Promise<void> {
   apply([kubernetesEndpoint(), ...kubeRouterRbac(), ...coredns(`${SANDBOX_REGISTRY}/${dns.repository}@${dns.digest}`)]);
 }
 
-/** RLMESH_ADDONS_WAIT_SECONDS: longer for the scale benchmark, whose real node starts beside thousands of kwok nodes. */
 export function waitAddons(): void {
-  const seconds = Number(process.env.RLMESH_ADDONS_WAIT_SECONDS ?? 180);
-  kubectl(['-n', 'kube-system', 'rollout', 'status', 'deployment/coredns', `--timeout=${seconds}s`]);
+  kubectl(['-n', 'kube-system', 'rollout', 'status', 'deployment/coredns', '--timeout=180s']);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
