@@ -53,8 +53,8 @@ const envSchema = z.object({
 });
 
 const flagSchema = z.object({
-  help: z.boolean(),
-  'spool-dir': z.string().min(1),
+  help: z.boolean().default(false),
+  'spool-dir': z.string().min(1).default(MOUNTS.agentSpoolDir),
   'heartbeat-ms': ms(10_000),
   'silence-ms': ms(45_000),
   'backoff-base-ms': ms(250),
@@ -65,7 +65,10 @@ const flagSchema = z.object({
   'lease-seconds': z.coerce.number({ message: 'must be a number of seconds' }).int().min(5).default(60),
 });
 
-const FLAGS = ['spool-dir', 'heartbeat-ms', 'silence-ms', 'backoff-base-ms', 'backoff-max-ms', 'auth-backoff-ms', 'report-delay-ms', 'watch-silence-ms', 'lease-seconds'] as const;
+// every flag is a string on the command line (--help a switch); the schema above names, converts and defaults them
+const FLAG_OPTIONS = Object.fromEntries(
+  Object.keys(flagSchema.shape).map((name) => [name, name === 'help' ? { type: 'boolean' as const, short: 'h' } : { type: 'string' as const }]),
+);
 
 export const USAGE = `usage: rlmesh-runtime agent [--spool-dir DIR] [--heartbeat-ms 10000] [--silence-ms 45000]
   [--backoff-base-ms 250] [--backoff-max-ms 30000] [--auth-backoff-ms 30000] [--report-delay-ms 250]
@@ -88,15 +91,7 @@ export function loadAgentConfig(argv: string[] = process.argv.slice(2), env: Nod
     throw new Error(`invalid agent environment: ${issue.path.join('.')} ${issue.message}`);
   }
   const e = parsed.data;
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      help: { type: 'boolean', short: 'h', default: false },
-      'spool-dir': { type: 'string', default: MOUNTS.agentSpoolDir },
-      ...Object.fromEntries(FLAGS.filter((f) => f !== 'spool-dir').map((f) => [f, { type: 'string' as const }])),
-    },
-  });
+  const { values } = parseArgs({ args: argv, options: FLAG_OPTIONS, strict: true });
   const flags = flagSchema.safeParse(values);
   if (!flags.success) {
     const issue = flags.error.issues[0]!;

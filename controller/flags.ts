@@ -7,25 +7,30 @@ import { z } from 'zod';
 const count = (min: number) => z.coerce.number().int().min(min);
 
 const schema = z.object({
-  help: z.boolean(),
-  role: z.enum(['reconciler', 'cache-filler', 'all']),
+  help: z.boolean().default(false),
+  role: z.enum(['reconciler', 'cache-filler', 'all']).default('reconciler'),
   kubeconfig: z.string().optional(),
-  'cache-dir': z.string().min(1),
+  'cache-dir': z.string().min(1).default('/var/lib/rlmesh/cache'),
   'node-name': z.string().optional(),
   identity: z.string().optional(),
-  'lease-duration-seconds': count(1),
-  'gc-after-seconds': count(0),
-  'waiting-retry-seconds': count(0),
+  'lease-duration-seconds': count(1).default(15),
+  'gc-after-seconds': count(0).default(3600),
+  'waiting-retry-seconds': count(0).default(10),
   'max-concurrent': count(1).optional(),
-  'secret-grace-seconds': count(0),
-  concurrency: count(1),
-  'fetch-attempts': count(1),
-  'fetch-retry-ms': count(0),
-  'chunk-bytes': count(1024),
-  'ranged-threshold-bytes': count(0),
+  'secret-grace-seconds': count(0).default(60),
+  concurrency: count(1).default(16),
+  'fetch-attempts': count(1).default(5),
+  'fetch-retry-ms': count(0).default(500),
+  'chunk-bytes': count(1024).default(32 * 1024 * 1024),
+  'ranged-threshold-bytes': count(0).default(256 * 1024 * 1024),
   'metrics-port': count(0).max(65535).optional(),
   'health-port': count(0).max(65535).optional(),
 });
+
+// every flag is a string on the command line (--help a switch); the schema above names, converts and defaults them
+const OPTIONS = Object.fromEntries(
+  Object.keys(schema.shape).map((name) => [name, name === 'help' ? { type: 'boolean' as const, short: 'h' } : { type: 'string' as const }]),
+);
 
 export type ControllerFlags = z.infer<typeof schema>;
 
@@ -37,30 +42,7 @@ The runtime config comes from RLMESH_CONFIG (default /etc/rlmesh/config/config.j
 
 /** Parses argv; throws one message naming every bad flag, its value and what it must be. */
 export function parseControllerFlags(argv: string[]): ControllerFlags {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      help: { type: 'boolean', short: 'h', default: false },
-      role: { type: 'string', default: 'reconciler' },
-      kubeconfig: { type: 'string' },
-      'cache-dir': { type: 'string', default: '/var/lib/rlmesh/cache' },
-      'node-name': { type: 'string' },
-      identity: { type: 'string' },
-      'lease-duration-seconds': { type: 'string', default: '15' },
-      'gc-after-seconds': { type: 'string', default: '3600' },
-      'waiting-retry-seconds': { type: 'string', default: '10' },
-      'max-concurrent': { type: 'string' },
-      'secret-grace-seconds': { type: 'string', default: '60' },
-      concurrency: { type: 'string', default: '16' },
-      'fetch-attempts': { type: 'string', default: '5' },
-      'fetch-retry-ms': { type: 'string', default: '500' },
-      'chunk-bytes': { type: 'string', default: String(32 * 1024 * 1024) },
-      'ranged-threshold-bytes': { type: 'string', default: String(256 * 1024 * 1024) },
-      'metrics-port': { type: 'string' },
-      'health-port': { type: 'string' },
-    },
-    strict: true,
-  });
+  const { values } = parseArgs({ args: argv, options: OPTIONS, strict: true });
   // an empty value (--max-concurrent=) is a mistake, not "unset"
   const parsed = schema.safeParse(values);
   if (parsed.success) return parsed.data;

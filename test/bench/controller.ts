@@ -18,7 +18,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, statfsSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
@@ -34,6 +34,7 @@ import type { RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { apply, createEvaluation, evaluation, metric, setupEnv, startController, waitForPhase, type Env } from '../controller/harness.ts';
 import { startS3Server } from '../controller/s3-server.ts';
+import { allCpus, pin } from './pin.ts';
 
 const { values } = parseArgs({
   options: {
@@ -144,11 +145,6 @@ async function drain(body: AsyncIterable<Uint8Array>): Promise<number> {
 function statfsType(dir: string): string {
   const t = statfsSync(dir).type;
   return ({ 0xef53: 'ext4', 0x01021994: 'tmpfs', 0x58465342: 'xfs', 0x794c7630: 'overlayfs', 0x9123683e: 'btrfs' } as Record<number, string>)[t] ?? `filesystem 0x${t.toString(16)}`;
-}
-
-/** Sets the CPUs of every thread of a process (taskset -a); children started later inherit them. */
-function pin(pid: number, cpuList: string): void {
-  execFileSync('taskset', ['-a', '-p', '-c', cpuList, String(pid)], { stdio: 'ignore' });
 }
 
 /** CPU milliseconds of this process (all its threads) and of its waited-for children (cutime + cstime). */
@@ -288,8 +284,7 @@ async function benchFill(): Promise<void> {
     ];
     report(`cache fill, ${mib.toFixed(0)} MiB object, cache dir on ${statfsType(dir)}, ${ROUNDS} rounds, candidates interleaved; fill = ranged/streamed GET, SHA-256 verified, temp file, datasync, fsync, rename; hashing ${hashesOffThread(data) ? 'on a worker' : 'inline'} (auto); ${execFileSync('curl', ['--version'], { encoding: 'utf8' }).split(' ').slice(0, 2).join(' ')}, ${execFileSync('rclone', ['version'], { encoding: 'utf8' }).split('\n')[0]}`);
     report('  the pipelines write FILE to the page cache and do not sync it; the fill and the durable-write stage sync theirs');
-    if (cpus().length < 2) throw new Error(`the pinned mode needs 2 CPUs and this machine has ${cpus().length}`);
-    const all = `0-${cpus().length - 1}`;
+    const all = allCpus();
     for (const mode of ['shared', 'pinned'] as const) {
       // pinned: the servers on CPU 0, everything that fetches (this process, its workers, the pipelines) on CPU 1
       for (const [pid, cpu] of [[srv.child.pid!, '0'], [s3.pid, '0'], [process.pid, '1']] as const) pin(pid, mode === 'pinned' ? cpu : all);

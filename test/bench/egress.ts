@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startDnsServer } from '../egress/dns-server.ts';
 import { createNetns } from '../egress/netns.ts';
+import { allCpus, pin } from './pin.ts';
 
 const { values } = parseArgs({
   options: {
@@ -118,11 +119,6 @@ interface Spent { bytes: number; client: number; upstream: number; relay: number
 const nothingSpent = (): Spent => ({ bytes: 0, client: 0, upstream: 0, relay: 0, softirq: 0, idle: 0, machine: 0 });
 type BulkMode = 'shared' | 'pinned';
 const spentIn: Record<BulkMode, Record<Mode, Spent>> = { shared: perMode(nothingSpent), pinned: perMode(nothingSpent) };
-
-/** Sets the CPUs of every thread of a process (taskset -a), so the pinned mode holds for threads started later too. */
-function pin(pid: number, cpuList: string): void {
-  execFileSync('taskset', ['-a', '-p', '-c', cpuList, String(pid)], { stdio: 'ignore' });
-}
 
 async function throughput(mode: Mode, spent: Record<Mode, Spent>): Promise<number> {
   const s = await open(mode, 7000);
@@ -257,8 +253,7 @@ async function main(): Promise<void> {
   }
   const tputIn: Record<BulkMode, Record<Mode, number[]>> = { shared: perMode(() => []), pinned: perMode(() => []) };
   for (let r = 0; r < ROUNDS; r++) for (const m of modes) tputIn.shared[m].push(await throughput(m, spentIn.shared));
-  if (cpus().length < 2) throw new Error(`the pinned mode needs 2 CPUs and this machine has ${cpus().length}`);
-  const all = `0-${cpus().length - 1}`;
+  const all = allCpus();
   pin(process.pid, '0');
   pin(upstreamPid, '0');
   for (const relay of ['proxy', 'squid', 'smokescreen'] as const) pin(relayPid[relay]!, '1');
