@@ -233,7 +233,8 @@ export class Session {
           this.setState('connected');
           if (this.connectedOnce) this.d.onReconnect();
           this.connectedOnce = true;
-          log.info({ controlPlane: `${target.host}:${target.port}`, clusterId }, 'session connected');
+          // processUptimeMs: how long this process took to get here, what a restart costs (read from a pod's log too)
+          log.info({ controlPlane: `${target.host}:${target.port}`, clusterId, processUptimeMs: Math.round(performance.now()) }, 'session connected');
           this.d.onConnected();
         }
         if (m.msg.case === 'ping') {

@@ -5,7 +5,16 @@
 // message of a plain Error, and something readable for a non-Error throw.
 // URL query strings and user info are cut from the text: a presigned URL's
 // signature or a credential in a URL must never reach a log or an event.
-import { ApiException } from '@kubernetes/client-node';
+
+/**
+ * client-node's ApiException, recognized by its shape rather than its class:
+ * importing the class would pull the whole Kubernetes client into every
+ * bundle that reports an error, the egress proxy's among them.
+ */
+type ApiException = Error & { code: number; body: unknown; headers: unknown };
+function isApiException(err: unknown): err is ApiException {
+  return err instanceof Error && typeof (err as Partial<ApiException>).code === 'number' && 'body' in err && 'headers' in err;
+}
 
 type Thrown = {
   name?: unknown;
@@ -18,7 +27,7 @@ type Thrown = {
 
 /** The HTTP status a Kubernetes API (or other HTTP client) error carries. */
 export function statusCode(err: unknown): number | undefined {
-  if (err instanceof ApiException) return err.code;
+  if (isApiException(err)) return err.code;
   const e = err as Thrown | undefined;
   if (typeof e?.statusCode === 'number') return e.statusCode;
   if (typeof e?.code === 'number') return e.code;
@@ -38,7 +47,7 @@ export function errorFields(err: unknown): { err: string; status?: number; code?
 }
 
 function describe(err: unknown): string {
-  if (err instanceof ApiException) return apiStatusMessage(err);
+  if (isApiException(err)) return apiStatusMessage(err);
   if (typeof err === 'string') return err || 'an empty error';
   if (err === null || err === undefined || typeof err !== 'object') return String(err);
   const e = err as Thrown;
@@ -51,7 +60,7 @@ function describe(err: unknown): string {
 }
 
 /** The Status message ("pods \"x\" is forbidden: exceeded quota: ..."), the cluster's own words. */
-function apiStatusMessage(err: ApiException<unknown>): string {
+function apiStatusMessage(err: ApiException): string {
   let body: unknown = err.body;
   if (typeof body === 'string') {
     const raw = body;

@@ -16,11 +16,12 @@ import { assembleStaticImage } from './static-binary.ts';
 import { baseOwner, NONROOT } from './debian-base.ts';
 
 /** One image: how to assemble its layers in a scratch folder, and its tag, for the source being built. */
+type Assembled = { layers: LayerSource[]; config: ImageConfig };
 export type ImageRecipe = {
   /** repository path under the registry, e.g. rlmesh/rlmesh-runtime */
   repository: string;
   tag: (src: SourceFacts) => string;
-  assemble: (stage: string, src: SourceFacts) => { layers: LayerSource[]; config: ImageConfig };
+  assemble: (stage: string, src: SourceFacts) => Assembled | Promise<Assembled>;
 };
 
 export function chartField(chart: string, field: string): string {
@@ -45,12 +46,12 @@ export const RECIPES: Record<string, ImageRecipe> = {
       if (src.version !== appVersion) throw new Error(`package.json version ${src.version} differs from charts/rlmesh-runtime appVersion ${appVersion}; they name the same image tag, so make them equal`);
       return src.version;
     },
-    assemble: (stage, src) => {
-      const tree = assembleRuntime(stage);
+    assemble: async (stage, src) => {
+      const tree = await assembleRuntime(stage);
       return {
         layers: [
           { dir: tree.base, createdBy: `debian base + node ${tree.nodeVersion}`, owner: baseOwner },
-          { dir: tree.app, createdBy: '/app: compiled JavaScript, production node_modules, compile cache' },
+          { dir: tree.app, createdBy: '/app: one bundle per entrypoint, third-party notices, compile cache' },
         ],
         config: runtimeConfig(runtimeLabels(tree, src)),
       };
@@ -84,7 +85,7 @@ export async function buildImage(name: string, recipe: ImageRecipe, outDir: stri
   const stage = mkdtempSync(join(tmpdir(), `rlmesh-image-${name}-`));
   try {
     const src = sourceFacts();
-    const { layers, config } = recipe.assemble(stage, src);
+    const { layers, config } = await recipe.assemble(stage, src);
     const layout = join(outDir, name);
     rmSync(layout, { recursive: true, force: true });
     const image = await writeImage({ layout, tag: recipe.tag(src), layers, config, created: src.created });
@@ -101,7 +102,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   if (values.rootfs) {
     if (names.length !== 1 || names[0] !== 'rlmesh-runtime') throw new Error('--rootfs assembles the rlmesh-runtime image only');
     const stage = mkdtempSync(join(tmpdir(), 'rlmesh-rootfs-'));
-    const tree = assembleRuntime(stage);
+    const tree = await assembleRuntime(stage);
     const rootfs = resolve(values.rootfs);
     for (const dir of [tree.base, tree.app]) {
       cpSync(dir, rootfs, { recursive: true, verbatimSymlinks: true });

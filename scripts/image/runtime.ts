@@ -1,12 +1,13 @@
 // The rlmesh-runtime image: the Debian base, the Node binary of the npm `node`
-// package at the version package.json pins, and /app (the compiled JavaScript,
-// the production node_modules and a V8 compile cache filled by starting every
-// entrypoint once). The Dockerfile runs this same assembly (--rootfs), so an
+// package at the version package.json pins, and /app (one bundled file per
+// entrypoint, the licenses of the packages bundled into them, and a V8 compile
+// cache filled by starting every entrypoint once). The Dockerfile runs this same assembly (--rootfs), so an
 // engine build and this one hold the same files.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assembleDebianBase, NONROOT, type DebianPackage } from './debian-base.ts';
+import { bundleEntrypoints } from './bundle.ts';
 import { walk, type ImageConfig } from './oci-layout.ts';
 import { ociLabels, pinnedNodeBinary, ROOT, type SourceFacts } from './source.ts';
 
@@ -25,19 +26,10 @@ export function runtimeConfig(labels: Record<string, string>): ImageConfig {
   };
 }
 
-// what reaches the registry passes through (a proxy, a CA that a TLS-inspecting proxy needs, npm's
-// own settings): npm run by the pinned Node looks for its global npmrc beside that Node, not the machine's
-const PASS_THROUGH = /^(npm_config_|NODE_EXTRA_CA_CERTS$|HTTPS?_PROXY$|NO_PROXY$)/i;
-
-function run(cmd: string, args: string[], cwd: string, env: Record<string, string> = {}): void {
-  const passed = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => PASS_THROUGH.test(k) && v !== undefined)) as Record<string, string>;
-  execFileSync(cmd, args, { cwd, stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...passed, ...env } });
-}
-
 export type RuntimeTree = { base: string; app: string; packages: DebianPackage[]; nodeVersion: string };
 
 /** Assembles the two layers' folders under `stage`: base/ (OS + Node) and app/ (/app). */
-export function assembleRuntime(stage: string): RuntimeTree {
+export async function assembleRuntime(stage: string): Promise<RuntimeTree> {
   const t0 = Date.now();
   const step = (what: string) => console.error(`[image] ${what} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   const base = join(stage, 'base');
@@ -50,18 +42,10 @@ export function assembleRuntime(stage: string): RuntimeTree {
   step(`base: ${packages.map((p) => `${p.name}=${p.version}`).join(' ')}, node ${nodeVersion}`);
 
   const appDir = join(app, 'app');
-  run(join(ROOT, 'node_modules/.bin/tsc'), ['-p', 'tsconfig.build.json', '--outDir', appDir], ROOT);
-  const npmDir = join(stage, 'npm');
-  mkdirSync(npmDir);
-  for (const f of ['package.json', 'package-lock.json']) cpSync(join(ROOT, f), join(npmDir, f));
-  step('compiled');
-  run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], npmDir);
-  renameSync(join(npmDir, 'node_modules'), join(appDir, 'node_modules'));
-  rmSync(npmDir, { recursive: true });
+  await bundleEntrypoints(appDir);
   const { name, version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
   writeFileSync(join(appDir, 'package.json'), `${JSON.stringify({ name, version, private: true, type: 'module' }, null, 2)}\n`);
-
-  step('production node_modules');
+  step('bundled');
   // filled inside the image's own root filesystem: V8's cache bytes depend on the modules' absolute paths
   renameSync(appDir, join(base, 'app'));
   try {

@@ -16,12 +16,13 @@
 //   import { buildCli } from './scripts/release/cli.ts'; await buildCli({ outDir })
 import { execFileSync } from 'node:child_process';
 import { pinnedNodeBinary } from '../image/source.ts';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { build, formatMessages, type Metafile } from 'esbuild';
+import { build, type Metafile } from 'esbuild';
+import { COMMON, failOnWarnings, thirdPartyNotices } from '../image/bundle.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -49,7 +50,7 @@ export async function buildCli({ outDir }: { outDir: string }): Promise<CliArtif
     writeFileSync(join(pkgDir, 'rlmesh.cjs'), `#!/usr/bin/env node\n${code}`, { mode: 0o755 });
     writeFileSync(join(pkgDir, 'package.json'), `${JSON.stringify(packageJson(version), null, 2)}\n`);
     writeFileSync(join(pkgDir, 'README.md'), packageReadme(version));
-    writeFileSync(join(pkgDir, 'THIRD-PARTY-NOTICES.txt'), thirdPartyNotices(metafile));
+    writeFileSync(join(pkgDir, 'THIRD-PARTY-NOTICES.txt'), thirdPartyNotices(metafile, 'The rlmesh CLI bundles code from these open-source packages.'));
     const packed = JSON.parse(
       execFileSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', outDir], {
         cwd: pkgDir,
@@ -101,25 +102,14 @@ export { pinnedNodeBinary };
 
 async function bundle(): Promise<{ code: string; metafile: Metafile }> {
   const result = await build({
-    absWorkingDir: root,
+    ...COMMON,
     entryPoints: ['scripts/release/cli-entry.ts'],
-    bundle: true,
-    platform: 'node',
-    target: 'node24',
     format: 'cjs',
     // cli/main.ts and cli/preflight.ts start themselves under `if (import.meta.main)`; the entry starts the bundle
     define: { 'import.meta.main': 'false' },
-    // tr46 (via node-fetch) asks for "punycode", which outside node_modules/ gets Node's deprecated built-in and its warning
-    alias: { punycode: 'punycode/' },
-    minifyWhitespace: true,
-    minifySyntax: true,
-    legalComments: 'eof',
-    metafile: true,
     write: false,
-    logLevel: 'silent',
   });
-  // a warning here (import.meta in CommonJS, a require() that cannot resolve) is a CLI that breaks at run time
-  if (result.warnings.length > 0) throw new Error(`esbuild warned while bundling the CLI:\n${(await formatMessages(result.warnings, { kind: 'warning' })).join('\n')}`);
+  await failOnWarnings('the CLI', result.warnings);
   return { code: result.outputFiles[0]!.text, metafile: result.metafile };
 }
 
@@ -152,29 +142,6 @@ Without Node.js, use the single executable \`rlmesh-${version}-linux-amd64\` ins
 
 The licenses of the open-source packages bundled into \`rlmesh.cjs\` are in THIRD-PARTY-NOTICES.txt.
 `;
-}
-
-/** Each npm package the bundle took code from, with its license text, sorted by name. */
-function thirdPartyNotices(metafile: Metafile): string {
-  const dirs = new Set<string>();
-  for (const input of Object.keys(metafile.inputs)) {
-    const parts = input.split('/');
-    const at = parts.lastIndexOf('node_modules');
-    if (at < 0) continue;
-    const depth = parts[at + 1]!.startsWith('@') ? 2 : 1;
-    dirs.add(join(root, ...parts.slice(0, at + 1 + depth)));
-  }
-  const entries = [...dirs].map((dir) => {
-    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; version: string; license?: string };
-    const files = readdirSync(dir).sort();
-    const pick = (re: RegExp): string | undefined => files.find((f) => re.test(f) && statSync(join(dir, f)).isFile());
-    const license = pick(/^(licen[cs]e|copying)([.-]|$)/i);
-    const notice = pick(/^notice([.-]|$)/i); // Apache-2.0 asks for the NOTICE to travel with the code
-    const text = [license ? readFileSync(join(dir, license), 'utf8').trim() : `License: ${pkg.license ?? 'not stated'} (the package ships no license file)`, ...(notice ? [readFileSync(join(dir, notice), 'utf8').trim()] : [])].join('\n\n');
-    return { id: `${pkg.name}@${pkg.version}`, text: `${pkg.name} ${pkg.version} (${pkg.license ?? 'license not stated'})\n\n${text}\n` };
-  });
-  const unique = [...new Map(entries.map((e) => [e.id, e])).values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  return `The rlmesh CLI bundles code from these open-source packages.\n\n${unique.map((e) => e.text).join(`\n${'-'.repeat(78)}\n\n`)}`;
 }
 
 if (import.meta.main) {

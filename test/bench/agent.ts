@@ -2,16 +2,18 @@
 //   node test/bench/agent.ts
 // Env: RLMESH_BENCH_NODES (default 500) extra kwok nodes, RLMESH_BENCH_PODS (default 5000)
 // pods spread over them, RLMESH_BENCH_CHANGES (default 40) changes timed end to end,
-// RLMESH_BENCH_RUNS (default 5) starts/restarts timed.
-// The agent runs as the image runs it (compiled by `npm run build` into dist/, which this
-// does first) with production timing (backoff 0.25 s → 30 s, heartbeat 10 s, silence 45 s).
+// RLMESH_BENCH_RUNS (default 5) control-plane restarts timed.
+// Starts and restarts are test/bench/start.ts's.
+// The agent runs as the image runs it (its bundle, built into dist/app first, with a compile
+// cache) with production timing (backoff 0.25 s → 30 s, heartbeat 10 s, silence 45 s).
 // The agent gets the memory settings the chart gives its container (NODE_OPTIONS, MALLOC_*).
 // RLMESH_BENCH_NODE_OPTIONS replaces the chart's NODE_OPTIONS, '|'-separated to compare several
-// on one populated cluster ('' = none); RLMESH_BENCH_ONLY=scale skips the start/restart timings.
+// on one populated cluster ('' = none); RLMESH_BENCH_ONLY=scale skips the control-plane restarts.
 // RLMESH_CLUSTER_DIR picks the cluster (a separate one keeps 50,000 pods off the test cluster).
 // Bench nodes are tainted NoSchedule and labelled rlmesh.dev/bench=agent; all are removed at the end.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { bundleEntrypoints } from '../../scripts/image/bundle.ts';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { listPages } from '../../lib/list-pages.ts';
@@ -83,12 +85,13 @@ function benchNode(i: number): k8s.V1Node {
 }
 
 async function main() {
-  // the agent as the image runs it: compiled to JavaScript, not type-stripped at start
-  execFileSync(join(ROOT, 'node_modules/.bin/tsc'), ['-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
-  const AGENT_MAIN = join(ROOT, 'dist/agent/main.js');
-  // and with the compile cache the image bakes in (see the Dockerfile), filled the same way
-  const compileCache = { NODE_COMPILE_CACHE: join(ROOT, 'dist/.node-compile-cache'), NODE_COMPILE_CACHE_PORTABLE: '1' };
-  execFileSync(join(ROOT, 'node_modules/.bin/node'), [join(ROOT, 'dist/bin/rlmesh-runtime.js'), 'agent', '--help'], { env: { ...process.env, ...compileCache }, stdio: 'ignore' });
+  // the agent as the image runs it: its bundle, with the compile cache the image bakes in, filled the same way
+  const app = join(ROOT, 'dist/app');
+  await bundleEntrypoints(app);
+  writeFileSync(join(app, 'package.json'), readFileSync(join(ROOT, 'package.json')));
+  const AGENT_MAIN = join(app, 'agent/main.js');
+  const compileCache = { NODE_COMPILE_CACHE: join(app, '.node-compile-cache'), NODE_COMPILE_CACHE_PORTABLE: '1' };
+  execFileSync(join(ROOT, 'node_modules/.bin/node'), [join(app, 'bin/rlmesh-runtime.js'), 'agent', '--help'], { env: { ...process.env, ...compileCache }, stdio: 'ignore' });
   Object.assign(PRODUCTION, compileCache);
   useNamespaces('rlmesh-agent-bench', 'rlmesh-agent-bench-runs');
   installAgentRbac({ joinToken: true });
@@ -98,31 +101,18 @@ async function main() {
   const kc = adminKubeConfig();
   const core = kc.makeApiClient(k8s.CoreV1Api);
   try {
-    console.log(`agent benchmark: ${NODES} extra kwok nodes, ${PODS} pods, ${CHANGES} timed changes, ${RUNS} runs; the agent from dist/ with ${Object.entries({ ...CHART_ENV, NODE_OPTIONS }).map(([k, v]) => `${k}=${v}`).join(" ")}\n`);
+    console.log(`agent benchmark: ${NODES} extra kwok nodes, ${PODS} pods, ${CHANGES} timed changes, ${RUNS} runs; the agent bundle from dist/app with ${Object.entries({ ...CHART_ENV, NODE_OPTIONS }).map(([k, v]) => `${k}=${v}`).join(" ")}\n`);
     const { clusterId, joinToken } = await newCluster(cp, 'bench');
     const config = runtimeConfig(cp);
 
-    // 1. start → Connected: the first start joins; later ones find their credentials
-    let spool = '';
-    const starts: number[] = [];
-    let joinStart = 0;
-    const loads: number[] = [];
-    for (let r = 0; r <= (ONLY_SCALE ? 0 : RUNS); r++) {
-      const a = await startAgent({ main: AGENT_MAIN, configFile: config, token: joinToken, env: PRODUCTION, timing: [], ...(spool ? { spoolDir: spool } : {}) });
-      agents.push(a);
-      spool = a.spoolDir;
-      await a.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
-      const ms = logTime(a, 'session connected')! - a.startedAt;
-      loads.push(logTime(a, 'agent spool loaded')! - a.startedAt);
-      if (r === 0) joinStart = ms;
-      else starts.push(ms);
-      await a.stop();
-    }
-    if (!ONLY_SCALE) row('start → Connected, first start (joins)', `${joinStart} ms`, `${(joinStart / 1000).toFixed(2)}× the 1 s goal`);
-    if (!ONLY_SCALE) row(`start → Connected, restart (median of ${RUNS})`, `${pct(starts, 50)} ms (max ${Math.max(...starts)} ms)`, `${(pct(starts, 50) / 1000).toFixed(2)}× the 1 s goal`);
-    if (!ONLY_SCALE) row('  of which: process start and module loading (median)', `${pct(loads, 50)} ms`, '');
+    // the first start joins; the agents below find its credentials (test/bench/start.ts times the starts)
+    const joined = await startAgent({ main: AGENT_MAIN, configFile: config, token: joinToken, env: PRODUCTION, timing: [] });
+    agents.push(joined);
+    await joined.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
+    await joined.stop();
+    const spool = joined.spoolDir;
 
-    // 2. control-plane restart → reconnected
+    // 1. control-plane restart → reconnected
     const agent = await startAgent({ main: AGENT_MAIN, configFile: config, token: joinToken, env: PRODUCTION, timing: [], spoolDir: spool });
     agents.push(agent);
     await agent.waitFor('connected', /session connected/);
@@ -147,7 +137,7 @@ async function main() {
     row(`agent RSS, small cluster (3 nodes)${NODE_OPTIONS ? ` (NODE_OPTIONS=${NODE_OPTIONS})` : ''}`, `${rssSmall.toFixed(0)} MiB`, '');
     await agent.stop();
 
-    // 3. scale: many nodes and pods, then change → report end to end
+    // 2. scale: many nodes and pods, then change → report end to end
     await until('the previous run\'s pod namespace is gone', () => {
       const r = kubectl(['get', 'namespace', BENCH_NS, '-o', 'jsonpath={.status.phase}'], { allowFail: true });
       return r.status !== 0 || r.stdout === 'Active' ? true : undefined;

@@ -163,6 +163,7 @@ export async function startController(
   role: 'reconciler' | 'cache-filler',
   args: string[] = [],
   extraEnv: Record<string, string> = {},
+  main = join(root, 'controller/main.ts'),
 ): Promise<ControllerProcess> {
   const [ns, sa] = role === 'reconciler' ? [env.sys, RECONCILER_SA] : [env.runs, FILLER_SA];
   const kubeconfig = await serviceAccountKubeconfig(ns, sa);
@@ -171,7 +172,7 @@ export async function startController(
   const logFile = join(logDir, `${role}-${Date.now()}.log`);
   const child = spawn(
     NODE,
-    [join(root, 'controller/main.ts'), `--role=${role}`, `--kubeconfig=${kubeconfig}`, '--metrics-port=0', '--health-port=0', '--lease-duration-seconds=3', '--waiting-retry-seconds=1', ...args],
+    [main, `--role=${role}`, `--kubeconfig=${kubeconfig}`, '--metrics-port=0', '--health-port=0', '--lease-duration-seconds=3', '--waiting-retry-seconds=1', ...args],
     { env: { ...process.env, RLMESH_CONFIG: env.configPath, LOG_LEVEL: 'debug', ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const out = createWriteStream(logFile);

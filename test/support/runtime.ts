@@ -22,16 +22,16 @@ export type ControlPlane = {
   stop: (signal?: NodeJS.Signals) => Promise<void>;
 };
 
-/** Starts `node controlplane/main.ts` and resolves on its ready line. */
-export async function startControlPlane(opts: { dataDir?: string; listen?: string; args?: string[] } = {}): Promise<ControlPlane> {
+/** Starts `node controlplane/main.ts` (or `main`, a build of it) and resolves on its ready line. */
+export async function startControlPlane(opts: { dataDir?: string; listen?: string; args?: string[]; main?: string; env?: Record<string, string> } = {}): Promise<ControlPlane> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'rlmesh-cp-'));
   mkdirSync(dataDir, { recursive: true });
   const logFile = join(dataDir, 'controlplane.log');
   const proc = spawn(
     NODE,
-    [join(ROOT, 'controlplane/main.ts'), '--data-dir', dataDir, '--listen', opts.listen ?? '127.0.0.1:0', '--generate-tls', join(dataDir, 'tls'),
+    [opts.main ?? join(ROOT, 'controlplane/main.ts'), '--data-dir', dataDir, '--listen', opts.listen ?? '127.0.0.1:0', '--generate-tls', join(dataDir, 'tls'),
       '--tls-host', 'localhost', ...(opts.args ?? [])],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } },
   );
   const { createWriteStream } = await import('node:fs');
   proc.stderr!.pipe(createWriteStream(logFile, { flags: 'a' }));

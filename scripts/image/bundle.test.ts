@@ -1,0 +1,83 @@
+// The image's bundles: each entrypoint runs from its one file with no
+// node_modules/ anywhere above it, and carries only the packages it uses.
+// Nothing test-only ships: no file under test/ and no unit test goes into a
+// bundle, whatever a product file imports, and neither that code nor the
+// charts know the local cluster's ways of steering kwok
+// (test/cluster/kwok-stages.yaml).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import type { Metafile } from 'esbuild';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bundleEntrypoints, ENTRYPOINTS, packagesIn } from './bundle.ts';
+
+let dir: string;
+let metafile: Metafile;
+
+beforeAll(async () => {
+  // under the system's temporary folder: no node_modules/ of this repository to fall back on
+  dir = mkdtempSync(join(tmpdir(), 'rlmesh-bundle-'));
+  metafile = await bundleEntrypoints(dir);
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'rlmesh-runtime', version: '0.0.0-test', private: true, type: 'module' }));
+}, 60_000);
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const run = (args: string[]) => spawnSync(process.execPath, args, { cwd: dir, encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } });
+
+describe('the image bundles', () => {
+  it('gives each entrypoint one file at the path its source has', () => {
+    expect(Object.keys(metafile.outputs).map((p) => p.slice(p.indexOf(dir) + dir.length + 1)).sort()).toEqual(ENTRYPOINTS.map((e) => e.replace(/\.ts$/, '.js')).sort());
+  });
+
+  for (const c of ['agent', 'controller', 'egress', 'controlplane', 'cli', 'gpu-discovery']) {
+    it(`starts ${c} from its bundle alone (--help)`, () => {
+      const r = run([join(dir, 'bin/rlmesh-runtime.js'), c, '--help']);
+      expect(r.stderr).not.toMatch(/ERR_MODULE_NOT_FOUND|Cannot find (module|package)|Dynamic require/);
+      expect([r.status, `${r.stdout}${r.stderr}`]).toEqual([0, expect.stringMatching(/usage|Usage/)]);
+    });
+  }
+
+  it('runs the NetworkPolicy probe from its bundle (a usage error without arguments)', () => {
+    const r = run([join(dir, 'lib/preflight/netprobe.js')]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^usage: /);
+  });
+
+  it('leaves out what an entrypoint does not use', () => {
+    expect(packagesIn(metafile, 'agent/main.js')).not.toContain('@aws-sdk/client-s3');
+    expect(packagesIn(metafile, 'egress/main.js')).not.toContain('@kubernetes/client-node');
+    expect(packagesIn(metafile, 'egress/main.js')).not.toContain('@connectrpc/connect');
+    expect(packagesIn(metafile, 'lib/preflight/netprobe.js')).toEqual([]);
+    expect(packagesIn(metafile, 'bin/rlmesh-runtime.js')).toEqual([]);
+    // and what each does use is there
+    expect(packagesIn(metafile, 'controller/main.js')).toContain('@aws-sdk/client-s3');
+    expect(packagesIn(metafile, 'agent/main.js')).toContain('@connectrpc/connect');
+  });
+
+  it('ships the license of every bundled package', () => {
+    const notices = readFileSync(join(dir, 'THIRD-PARTY-NOTICES.txt'), 'utf8');
+    const all = new Set(ENTRYPOINTS.flatMap((e) => packagesIn(metafile, e.replace(/\.ts$/, '.js'))));
+    expect(all.size).toBeGreaterThan(20);
+    for (const p of all) expect(notices, p).toContain(`\n${p} `);
+  });
+});
+
+const root = resolve(import.meta.dirname, '../..');
+const filesUnder = (d: string): string[] => readdirSync(d).flatMap((n) => (statSync(join(d, n)).isDirectory() ? filesUnder(join(d, n)) : [join(d, n)]));
+
+describe('what the bundles take in', () => {
+  const ours = () => Object.keys(metafile.inputs).filter((f) => !f.includes('node_modules/'));
+
+  it('is the components and nothing under test/ or any unit test', () => {
+    expect(ours()).toContain('controlplane/server.ts');
+    expect(ours()).toContain('controller/pod-spec.ts');
+    expect(ours().filter((f) => f.startsWith('test/') || f.startsWith('../') || f.endsWith('.test.ts'))).toEqual([]);
+  });
+
+  it('has no rlmesh.dev/test-* annotation or kwok outcome variable in its code or charts', () => {
+    const charts = filesUnder(join(root, 'charts')).map((f) => relative(root, f));
+    const mentions = [...ours(), ...charts].filter((f) => /rlmesh\.dev\/test-|TEST_EXIT_CODE|TEST_DURATION/.test(readFileSync(join(root, f), 'utf8')));
+    expect(mentions).toEqual([]);
+  });
+});

@@ -1,0 +1,105 @@
+// The image's JavaScript: each entrypoint bundled by esbuild into one file at
+// the path tsc would give it (/app/agent/main.js, /app/lib/preflight/netprobe.js,
+// ...), holding only the code that entrypoint reaches. The agent carries no S3
+// client and the proxy no Kubernetes client (scripts/image/bundle.test.ts), and
+// a start reads one file instead of resolving hundreds in node_modules/. The
+// dispatcher, bin/rlmesh-runtime.js, imports the one bundle it is asked for.
+//
+//   node scripts/image/bundle.ts [--out DIR]    (default dist/app)
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { build, formatMessages, type BuildOptions, type Metafile } from 'esbuild';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+
+/** What the image starts: the dispatcher and each component it dispatches to, plus the probe the controller's pods run. */
+export const ENTRYPOINTS = [
+  'bin/rlmesh-runtime.ts',
+  'agent/main.ts',
+  'controller/main.ts',
+  'egress/main.ts',
+  'controlplane/main.ts',
+  'cli/main.ts',
+  'gpu-discovery/main.ts',
+  'lib/preflight/netprobe.ts',
+] as const;
+
+/** The esbuild settings every bundle this project ships shares (the image's and the CLI's). */
+export const COMMON = {
+  absWorkingDir: ROOT,
+  bundle: true,
+  platform: 'node',
+  target: 'node24',
+  // tr46 (via node-fetch) asks for "punycode", which outside node_modules/ gets Node's deprecated built-in and its warning
+  alias: { punycode: 'punycode/' },
+  minifyWhitespace: true,
+  minifySyntax: true,
+  legalComments: 'eof',
+  metafile: true,
+  logLevel: 'silent',
+} as const satisfies BuildOptions;
+
+// a CommonJS package's require() of a built-in, inside an ES module bundle, needs a require of its own
+const ESM_REQUIRE = "import { createRequire as __rlmeshCreateRequire } from 'node:module'; const require = __rlmeshCreateRequire(import.meta.url);";
+
+/** Fails on any esbuild warning: an import.meta in CommonJS or a require() that cannot resolve is a bundle that breaks at run time. */
+export async function failOnWarnings(what: string, warnings: Parameters<typeof formatMessages>[0]): Promise<void> {
+  if (warnings.length > 0) throw new Error(`esbuild warned while bundling ${what}:\n${(await formatMessages(warnings, { kind: 'warning' })).join('\n')}`);
+}
+
+/** Writes one ES module per entrypoint under `outDir`; returns esbuild's metafile (which inputs went into which output). */
+export async function bundleEntrypoints(outDir: string): Promise<Metafile> {
+  mkdirSync(outDir, { recursive: true });
+  const result = await build({
+    ...COMMON,
+    entryPoints: [...ENTRYPOINTS],
+    outbase: ROOT,
+    outdir: outDir,
+    format: 'esm',
+    splitting: false,
+    banner: { js: ESM_REQUIRE },
+  });
+  await failOnWarnings('the image', result.warnings);
+  writeFileSync(join(outDir, 'THIRD-PARTY-NOTICES.txt'), thirdPartyNotices(result.metafile, 'The rlmesh-runtime image bundles code from these open-source packages.'));
+  return result.metafile;
+}
+
+/** The npm packages whose code went into one output file, as `name` (no version), sorted. */
+export function packagesIn(metafile: Metafile, output: string): string[] {
+  const out = Object.entries(metafile.outputs).find(([path]) => path.endsWith(output));
+  if (!out) throw new Error(`no bundle ${output} in the metafile (outputs: ${Object.keys(metafile.outputs).join(', ')})`);
+  return [...new Set(Object.keys(out[1].inputs).map(packageDir).filter((d): d is string => d !== undefined).map((d) => d.slice(d.lastIndexOf('node_modules/') + 'node_modules/'.length)))].sort();
+}
+
+/** The package folder an input path lies in (node_modules/@scope/name or node_modules/name), if any. */
+function packageDir(input: string): string | undefined {
+  const parts = input.split('/');
+  const at = parts.lastIndexOf('node_modules');
+  if (at < 0) return undefined;
+  return parts.slice(0, at + 1 + (parts[at + 1]!.startsWith('@') ? 2 : 1)).join('/');
+}
+
+/** Each npm package a bundle took code from, with its license text (and NOTICE), sorted by name. */
+export function thirdPartyNotices(metafile: Metafile, heading: string): string {
+  const dirs = new Set(Object.keys(metafile.inputs).map(packageDir).filter((d): d is string => d !== undefined).map((d) => join(ROOT, d)));
+  const entries = [...dirs].map((dir) => {
+    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; version: string; license?: string };
+    const files = readdirSync(dir).sort();
+    const pick = (re: RegExp): string | undefined => files.find((f) => re.test(f) && statSync(join(dir, f)).isFile());
+    const license = pick(/^(licen[cs]e|copying)([.-]|$)/i);
+    const notice = pick(/^notice([.-]|$)/i); // Apache-2.0 asks for the NOTICE to travel with the code
+    const text = [license ? readFileSync(join(dir, license), 'utf8').trim() : `License: ${pkg.license ?? 'not stated'} (the package ships no license file)`, ...(notice ? [readFileSync(join(dir, notice), 'utf8').trim()] : [])].join('\n\n');
+    return { id: `${pkg.name}@${pkg.version}`, text: `${pkg.name} ${pkg.version} (${pkg.license ?? 'license not stated'})\n\n${text}\n` };
+  });
+  const unique = [...new Map(entries.map((e) => [e.id, e])).values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return `${heading}\n\n${unique.map((e) => e.text).join(`\n${'-'.repeat(78)}\n\n`)}`;
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({ options: { out: { type: 'string', default: join(ROOT, 'dist', 'app') } }, strict: true });
+  const t0 = performance.now();
+  const metafile = await bundleEntrypoints(resolve(values.out));
+  for (const [path, o] of Object.entries(metafile.outputs)) console.log(`${path}  ${(o.bytes / 2 ** 20).toFixed(2)} MiB`);
+  console.error(`bundled ${ENTRYPOINTS.length} entrypoints in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+}

@@ -1,0 +1,193 @@
+// Start benchmark (not a timed test): how fast the agent is Connected, and
+// how much memory each long-running component holds at idle, for the image's
+// JavaScript as it was (tsc's output beside node_modules/, "before") and as it
+// ships now (one esbuild bundle per entrypoint, "after"), side by side in one
+// run, both with a V8 compile cache filled the way the image fills it.
+//
+//   node test/bench/start.ts [--runs 5] [--parts process,pod]
+//
+// process: the agent as a process on the local cluster: first start (the
+//   join) and restart → "session connected", alternating before and after;
+//   then the agent, the controller (reconciler), the egress proxy and the
+//   control plane idle, their RSS.
+// pod: the released chart on the real node (test/support/release.ts first):
+//   the agent pod's first start with the join and `--runs` pod deletions →
+//   Connected, from the agent's own processUptimeMs (process start → session
+//   connected) and from the deletion (the kubelet's part included).
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { bundleEntrypoints } from '../../scripts/image/bundle.ts';
+import { ROOT, startControlPlane, stopper } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
+import { kubectl } from '../support/cluster.ts';
+import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces } from '../agent/harness.ts';
+
+const { values: a } = parseArgs({ options: { runs: { type: 'string', default: '5' }, parts: { type: 'string', default: 'process,pod' } } });
+const RUNS = Number(a.runs);
+const PARTS = new Set(a.parts.split(','));
+const NODE = join(ROOT, 'node_modules/.bin/node');
+
+const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor((xs.length - 1) / 2)]!;
+const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const rows: [string, string, string][] = [];
+const row = (what: string, figure: string, goal = '') => {
+  rows.push([what, figure, goal]);
+  console.log(`${what.padEnd(64)} ${figure.padEnd(34)} ${goal}`);
+};
+const verdict = (ms: number, goalMs: number) => `${(ms / goalMs).toFixed(2)}× the ${goalMs / 1000} s goal: ${ms <= goalMs ? 'met' : 'not met'}`;
+
+type Build = { name: 'before' | 'after'; dir: string; env: Record<string, string> };
+
+/** The two trees, each with its compile cache filled by `--help` of every component, as the image build does. */
+async function builds(): Promise<Build[]> {
+  const before = join(ROOT, 'dist/start-bench/before');
+  const after = join(ROOT, 'dist/start-bench/after');
+  rmSync(join(ROOT, 'dist/start-bench'), { recursive: true, force: true });
+  execFileSync(join(ROOT, 'node_modules/.bin/tsc'), ['-p', join(ROOT, 'tsconfig.build.json'), '--outDir', before], { stdio: 'inherit' });
+  await bundleEntrypoints(after);
+  for (const dir of [before, after]) writeFileSync(join(dir, 'package.json'), readFileSync(join(ROOT, 'package.json')));
+  return [before, after].map((dir, i) => {
+    const env = { NODE_ENV: 'production', NODE_COMPILE_CACHE: join(dir, '.node-compile-cache'), NODE_COMPILE_CACHE_PORTABLE: '1' };
+    for (const c of ['agent', 'controller', 'egress', 'controlplane']) execFileSync(NODE, [join(dir, 'bin/rlmesh-runtime.js'), c, '--help'], { env: { ...process.env, ...env }, stdio: 'ignore' });
+    return { name: i === 0 ? 'before' : 'after', dir, env } as Build;
+  });
+}
+
+const freePort = () =>
+  new Promise<number>((ok) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => ok(port));
+    });
+  });
+
+async function processPart(trees: Build[]): Promise<void> {
+  useNamespaces('rlmesh-start-bench', 'rlmesh-start-bench-runs');
+  installAgentRbac({ joinToken: true });
+  const cp = await controlPlane();
+  try {
+    const config = runtimeConfig(cp);
+    const joins: Record<string, number[]> = { before: [], after: [] };
+    const restarts: Record<string, number[]> = { before: [], after: [] };
+    const idle: Record<string, Record<string, number>> = { before: {}, after: {} };
+    for (let r = 0; r < RUNS; r++) {
+      for (const t of r % 2 === 0 ? trees : [...trees].reverse()) {
+        resetAgentState();
+        const { joinToken } = await newCluster(cp, `start-${t.name}-${r}`);
+        const main = join(t.dir, 'agent/main.js');
+        const first = await startAgent({ main, configFile: config, token: joinToken, env: t.env, timing: [] });
+        await first.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
+        joins[t.name]!.push(Date.parse(first.lines().find((l) => l.msg === 'session connected')!.time as string) - first.startedAt);
+        await first.stop();
+        const again = await startAgent({ main, configFile: config, env: t.env, timing: [], spoolDir: first.spoolDir });
+        await again.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
+        restarts[t.name]!.push(Date.parse(again.lines().find((l) => l.msg === 'session connected')!.time as string) - again.startedAt);
+        if (r === RUNS - 1) {
+          await sleep(3000);
+          idle[t.name]!.agent = rssMiB(again.proc.pid!);
+        }
+        await again.stop();
+      }
+    }
+    for (const t of trees) {
+      row(`agent first start (join) → Connected, ${t.name} (median of ${RUNS})`, `${median(joins[t.name]!)} ms (max ${Math.max(...joins[t.name]!)})`, t.name === 'after' ? verdict(median(joins[t.name]!), 700) : '');
+      row(`agent restart → Connected, ${t.name} (median of ${RUNS})`, `${median(restarts[t.name]!)} ms (max ${Math.max(...restarts[t.name]!)})`, t.name === 'after' ? verdict(median(restarts[t.name]!), 500) : '');
+    }
+    row('  bundled / compiled, restart', `${(median(restarts.after!) / median(restarts.before!)).toFixed(2)}×`);
+
+    // the others idle: started, ready, left alone for 3 s
+    const { setupEnv, startController } = await import('../controller/harness.ts');
+    const env = await setupEnv();
+    try {
+      for (const t of trees) {
+        const ctl = await startController(env, 'reconciler', [], t.env, join(t.dir, 'controller/main.js'));
+        await until('the reconciler started', () => (readFileSync(ctl.logFile, 'utf8').includes('evaluation reconciler started') ? true : undefined), { timeoutMs: 60_000 });
+        await sleep(3000);
+        idle[t.name]!.controller = rssMiB(ctl.child.pid!);
+        await ctl.stop();
+
+        const ports = [await freePort(), await freePort(), await freePort()];
+        const egress = spawn(NODE, [join(t.dir, 'egress/main.js'), '--port', String(ports[0]), '--health-port', String(ports[1]), '--metrics-port', String(ports[2]), '--allow', 'example.test'], {
+          env: { PATH: process.env.PATH ?? '', RLMESH_LISTEN_HOST: '127.0.0.1', ...t.env },
+          stdio: ['ignore', 'pipe', 'inherit'],
+        });
+        await readyLine(egress, 'egress proxy ready');
+        await sleep(3000);
+        idle[t.name]!.egress = rssMiB(egress.pid!);
+        await stopper(egress)();
+
+        const plane = await startControlPlane({ main: join(t.dir, 'controlplane/main.js'), env: t.env });
+        await sleep(3000);
+        idle[t.name]!.controlplane = rssMiB(plane.proc.pid!);
+        await plane.stop();
+      }
+    } finally {
+      await env.cleanup();
+    }
+    for (const c of ['agent', 'controller', 'egress', 'controlplane']) {
+      row(`${c} RSS at idle, before → after`, `${idle.before![c]!.toFixed(0)} → ${idle.after![c]!.toFixed(0)} MiB`, `${(idle.after![c]! / idle.before![c]!).toFixed(2)}×`);
+    }
+  } finally {
+    await cp.stop();
+  }
+}
+
+function readyLine(proc: ChildProcess, msg: string): Promise<void> {
+  return new Promise((ok, fail) => {
+    let seen = '';
+    proc.stdout!.on('data', (d: Buffer) => {
+      seen += d.toString();
+      if (seen.includes(`"msg":"${msg}"`)) ok();
+    });
+    proc.once('exit', (code) => fail(new Error(`exited with ${code} before "${msg}": ${seen.slice(-2000)}`)));
+  });
+}
+
+async function podPart(): Promise<void> {
+  const h = await import('../e2e/harness.ts');
+  const { api } = await import('../support/api.ts');
+  h.cleanSlate();
+  const chart = h.releasedChart();
+  const cp = await h.controlPlane(chart);
+  const rt = new h.Runtime();
+  const uptime = (log: string) => {
+    const line = log.split('\n').find((l) => l.includes('"msg":"session connected"'));
+    return line ? (JSON.parse(line) as { processUptimeMs: number }).processUptimeMs : undefined;
+  };
+  try {
+    const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'start-bench' });
+    h.runInstallCommand(cp, created.body.installCommand);
+    await h.waitConnected(cp, created.body.clusterId, 180);
+    const joined = await until('the agent pod connected', () => uptime(rt.log('agent')), { timeoutMs: 60_000 });
+    row('agent pod first start (join): process start → Connected', `${joined} ms (one install)`, verdict(joined, 700));
+    const inProcess: number[] = [];
+    const wall: number[] = [];
+    for (let r = 0; r < RUNS; r++) {
+      const old = rt.pod('agent');
+      const t0 = Date.now();
+      kubectl(['-n', h.NS, 'delete', 'pod', old.metadata.name, '--wait=false']);
+      const ms = await until('the new agent pod connected', () => {
+        const fresh = rt.pods('agent').find((p) => p.metadata.name !== old.metadata.name && p.status.phase === 'Running');
+        return fresh ? uptime(kubectl(['-n', h.NS, 'logs', fresh.metadata.name], { allowFail: true }).stdout) : undefined;
+      }, { timeoutMs: 120_000, intervalMs: 100 });
+      wall.push(Date.now() - t0);
+      inProcess.push(ms);
+      await sleep(2000);
+    }
+    row(`agent pod restart: process start → Connected (median of ${RUNS})`, `${median(inProcess)} ms (max ${Math.max(...inProcess)})`, verdict(median(inProcess), 500));
+    row('  pod deleted → new pod Connected, the kubelet included (median)', `${median(wall)} ms`);
+  } finally {
+    h.cleanSlate();
+    await cp.stop();
+  }
+}
+
+const trees = await builds();
+if (PARTS.has('process')) await processPart(trees);
+if (PARTS.has('pod')) await podPart();
+console.log('\n| measure | figure | against the goal |\n| --- | --- | --- |');
+for (const [w, f, g] of rows) console.log(`| ${w.trim()} | ${f} | ${g} |`);
