@@ -13,12 +13,10 @@ import * as k8s from '@kubernetes/client-node';
 import { createLogger } from '../lib/logger.ts';
 import { OpsServer } from '../lib/ops-server.ts';
 import { loadRuntimeConfig, type RuntimeConfig } from '../lib/runtime-config.ts';
-import { startFillerRole } from './filler-role.ts';
 import { parseControllerFlags, USAGE, type ControllerFlags } from './flags.ts';
 import { ControllerInformers } from './informers.ts';
 import { LeaderElector } from './leader-election.ts';
 import { createMetrics } from './metrics.ts';
-import { startReconcilerRole } from './reconciler-role.ts';
 import type { RoleContext } from './role-context.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
@@ -95,7 +93,11 @@ const elector = new LeaderElector({
   log,
   onStartedLeading: () => {
     metrics.leader.set({ role }, 1);
-    Promise.all([reconcilerOn ? startReconcilerRole(roleContext) : undefined, fillerOn ? startFillerRole(roleContext) : undefined]).then(
+    // each role's code runs only in a controller that plays it: the reconciler never initializes the S3 client
+    Promise.all([
+      reconcilerOn ? import('./reconciler-role.ts').then((m) => m.startReconcilerRole(roleContext)) : undefined,
+      fillerOn ? import('./filler-role.ts').then((m) => m.startFillerRole(roleContext)) : undefined,
+    ]).then(
       () => {
         synced = true;
       },
