@@ -23,6 +23,7 @@ import { AgentMessageSchema, ClusterSession } from '../../lib/gen/rlmesh/v1/sess
 import { adminKubeConfig, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { api, ROOT, startControlPlane, type ControlPlane } from '../support/runtime.ts';
 import { until, type UntilOptions } from '../support/until.ts';
+import { get, podTemplate, render, TOKEN } from '../chart/chart.ts';
 
 // reassigned by useNamespaces (live ESM bindings)
 export let SYSTEM = 'rlmesh-agent-it';
@@ -139,6 +140,13 @@ export const FAST_TIMING: string[] = [
   '--heartbeat-ms=1000', '--silence-ms=5000', '--backoff-base-ms=200', '--backoff-max-ms=2000',
   '--auth-backoff-ms=2000', '--report-delay-ms=250', '--lease-seconds=15',
 ];
+
+/** The memory settings the chart gives the agent container. */
+export function chartAgentEnv(): Record<string, string> {
+  const d = get(render(['--set', `joinToken=${TOKEN}`, '--show-only', 'templates/agent.yaml']), 'Deployment', 'rlmesh-system', 'rlmesh-cluster-agent');
+  const env = podTemplate(d).spec.containers[0]?.env ?? [];
+  return Object.fromEntries(env.filter((e) => e.value !== undefined && /^(NODE_OPTIONS|MALLOC_)/.test(e.name)).map((e) => [e.name, e.value!]));
+}
 
 export type AgentProcess = {
   proc: ChildProcess;

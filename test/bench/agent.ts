@@ -17,22 +17,15 @@ import { bundleEntrypoints } from '../../scripts/image/bundle.ts';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { listPages } from '../../lib/list-pages.ts';
-import { get, podTemplate, render, TOKEN } from '../chart/chart.ts';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { api, ROOT, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
-import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces, type AgentProcess } from '../agent/harness.ts';
+import { chartAgentEnv, controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces, type AgentProcess } from '../agent/harness.ts';
 
 const NODES = Number(process.env.RLMESH_BENCH_NODES ?? 500);
 const PODS = Number(process.env.RLMESH_BENCH_PODS ?? 5000);
 const CHANGES = Number(process.env.RLMESH_BENCH_CHANGES ?? 40);
 const RUNS = Number(process.env.RLMESH_BENCH_RUNS ?? 5);
-/** The memory settings the chart gives the agent container. */
-function chartAgentEnv(): Record<string, string> {
-  const d = get(render(['--set', `joinToken=${TOKEN}`, '--show-only', 'templates/agent.yaml']), 'Deployment', 'rlmesh-system', 'rlmesh-cluster-agent');
-  const env = podTemplate(d).spec.containers[0]?.env ?? [];
-  return Object.fromEntries(env.filter((e) => e.value !== undefined && /^(NODE_OPTIONS|MALLOC_)/.test(e.name)).map((e) => [e.name, e.value!]));
-}
 const CHART_ENV = chartAgentEnv();
 // Node options the scale part runs the agent with, '|'-separated to compare several on one
 // populated cluster, e.g. "|--max-semi-space-size=1" (nothing, then that flag)

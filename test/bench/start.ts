@@ -23,7 +23,7 @@ import { bundleEntrypoints } from '../../scripts/image/bundle.ts';
 import { ROOT, startControlPlane, stopper } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import { kubectl } from '../support/cluster.ts';
-import { controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces } from '../agent/harness.ts';
+import { chartAgentEnv, controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces } from '../agent/harness.ts';
 
 const { values: a } = parseArgs({ options: { runs: { type: 'string', default: '5' }, parts: { type: 'string', default: 'process,pod' } } });
 const RUNS = Number(a.runs);
@@ -69,6 +69,8 @@ async function processPart(trees: Build[]): Promise<void> {
   useNamespaces('rlmesh-start-bench', 'rlmesh-start-bench-runs');
   installAgentRbac({ joinToken: true });
   const cp = await controlPlane();
+  // the memory settings the chart gives the agent's container
+  const agentEnv = chartAgentEnv();
   try {
     const config = runtimeConfig(cp);
     const joins: Record<string, number[]> = { before: [], after: [] };
@@ -79,11 +81,11 @@ async function processPart(trees: Build[]): Promise<void> {
         resetAgentState();
         const { joinToken } = await newCluster(cp, `start-${t.name}-${r}`);
         const main = join(t.dir, 'agent/main.js');
-        const first = await startAgent({ main, configFile: config, token: joinToken, env: t.env, timing: [] });
+        const first = await startAgent({ main, configFile: config, token: joinToken, env: { ...agentEnv, ...t.env }, timing: [] });
         await first.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
         joins[t.name]!.push(Date.parse(first.lines().find((l) => l.msg === 'session connected')!.time as string) - first.startedAt);
         await first.stop();
-        const again = await startAgent({ main, configFile: config, env: t.env, timing: [], spoolDir: first.spoolDir });
+        const again = await startAgent({ main, configFile: config, env: { ...agentEnv, ...t.env }, timing: [], spoolDir: first.spoolDir });
         await again.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
         restarts[t.name]!.push(Date.parse(again.lines().find((l) => l.msg === 'session connected')!.time as string) - again.startedAt);
         if (r === RUNS - 1) {
