@@ -2,7 +2,7 @@
 // CLI's unit tests and the integration tests: a manual clock, a real control
 // plane on 127.0.0.1 with a generated CA and a fixed admin token, a REST client
 // that trusts that CA, and a Connect-ES gRPC session client. It lives under
-// test/ so that nothing of it is compiled into the product (tsconfig.build.json).
+// test/ so that nothing of it goes into the product (scripts/image/bundle.test.ts checks).
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
