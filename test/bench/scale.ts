@@ -26,8 +26,10 @@ process.env.RLMESH_CLUSTER_DIR = join(homedir(), '.cache/rlmesh-cluster-scale');
 process.env.RLMESH_KWOK_NODES = String(total - gpu);
 process.env.RLMESH_KWOK_GPU_NODES = String(gpu);
 process.env.RLMESH_KWOK_POD_MS = '600000'; // evaluations stay in flight for the measurement
-// kwok nodes untainted, so evaluations that select them land there; the chart's pods are pinned to the real node
-process.env.RLMESH_KWOK_TAINT = '0';
+// kwok nodes start tainted, so that the chart's pods and the controller's NetworkPolicy probe (which
+// select no node) land on the real node; the taint goes once the chart runs, and evaluations that
+// select kwok nodes land there (the platform's evaluation spec carries no tolerations)
+process.env.RLMESH_KWOK_TAINT = '1';
 
 const { ROOT, api, writeTemp } = await import('../support/runtime.ts');
 const { until } = await import('../support/until.ts');
@@ -89,7 +91,8 @@ const chart = h.releasedChart();
 const cp = await h.controlPlane(chart);
 const rt = new h.Runtime();
 const onRealNode = { nodeSelector: { 'rlmesh.dev/real-node': 'true' } };
-const pinned = writeTemp('scale-values.json', JSON.stringify({ agent: onRealNode, controller: onRealNode, egress: onRealNode, artifactCache: { filler: onRealNode } }));
+// GPU feature discovery is a DaemonSet tolerating NoSchedule taints: 5,000 pods on kwok nodes that have no PCI devices to read
+const pinned = writeTemp('scale-values.json', JSON.stringify({ agent: onRealNode, controller: onRealNode, egress: onRealNode, artifactCache: { filler: onRealNode }, gpuFeatureDiscovery: onRealNode }));
 try {
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'scale' });
   const id = created.body.clusterId;
@@ -97,6 +100,9 @@ try {
   h.runInstallCommand(cp, `${created.body.installCommand} -f ${pinned}`);
   await h.waitConnected(cp, id, 180);
   console.log(`helm install -> Connected with ${total} nodes: ${fmt(Date.now() - started)}`);
+  const untaint = Date.now();
+  kubectl(['taint', 'nodes', '-l', 'type=kwok', 'kwok.x-k8s.io/node-']);
+  console.log(`kwok taint removed from ${total} nodes in ${fmt(Date.now() - untaint)}`);
   const agentPod = rt.pod('agent');
   const holder = kubectl(['-n', h.NS, 'get', 'lease', 'rlmesh-cluster-controller', '-o', 'jsonpath={.spec.holderIdentity}']).stdout;
   const controllerPod = rt.pods('controller').find((p) => holder.includes(p.metadata.name))!;
