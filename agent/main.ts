@@ -75,7 +75,8 @@ try {
   process.exit(2);
 }
 
-const creds = await obtainCredentials({
+// credentials (the Secret, or the join) and discovery of the session endpoint do not depend on each other: both at once
+const credentialsObtained = obtainCredentials({
   cfg,
   kc,
   store,
@@ -86,9 +87,9 @@ const creds = await obtainCredentials({
   onJoinOutcome: (o) => metrics.joins.inc({ outcome: o }),
   setProblem: (p) => (readiness.credentialProblem = p),
 });
+const discovered = discoverUntilReachable(cp, { ...timing, onProblem: (p) => p && (readiness.credentialProblem = p) });
+const [creds] = await Promise.all([credentialsObtained, discovered]);
 readiness.credentialProblem = undefined;
-
-await discoverUntilReachable(cp, { ...timing, onProblem: (p) => (readiness.credentialProblem = p) });
 let kubernetesVersion = '';
 kc.makeApiClient(k8s.VersionApi)
   .getCode()
