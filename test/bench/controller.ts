@@ -35,6 +35,7 @@ import { BackgroundSync, PositionalWriter } from '../../controller/cache/writer.
 import { buildEvaluationPod } from '../../controller/pod-spec.ts';
 import { GROUP, VERSION, type RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { bundleEntrypoints } from '../../scripts/image/bundle.ts';
+import { reuseConnections } from '../../lib/kube-transport.ts';
 import { until } from '../support/until.ts';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { NODE, apply, createEvaluation, evaluation, metric, setupEnv, startController, waitForPhase, type Env } from '../controller/harness.ts';
@@ -126,7 +127,8 @@ const perEvaluation = (before: Record<string, number>, after: Record<string, num
   CALLS.map(({ name }) => `${name} ${(((after[name] ?? 0) - (before[name] ?? 0)) / N).toFixed(2)}`).join(', ');
 
 async function benchPods(env: Env): Promise<void> {
-  const kc = adminKubeConfig();
+  // the peer talks to the API as the controller does: over kept-alive connections (lib/kube-transport.ts)
+  const kc = reuseConnections(adminKubeConfig());
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const evs = Array.from({ length: N }, (_, i) => evaluation(`bench-${i}`, { resources: { cpu: '10m', memory: '16Mi' } }, { duration: '100ms' }) as RLMeshEvaluation);
   const settings = { namespace: '', pullSecret: 'rlmesh-registry-pull', proxyUrl: 'http://rlmesh-egress-proxy.rlmesh-system.svc:3128', cache: { pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteOnce'] } };
