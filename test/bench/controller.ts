@@ -126,6 +126,12 @@ const CALLS = [
 const perEvaluation = (before: Record<string, number>, after: Record<string, number>): string =>
   CALLS.map(({ name }) => `${name} ${(((after[name] ?? 0) - (before[name] ?? 0)) / N).toFixed(2)}`).join(', ');
 
+/** User + system CPU milliseconds of a process so far (/proc/PID/stat, clock ticks of 10 ms). */
+function processCpuMs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
+
 async function benchPods(env: Env): Promise<void> {
   // the peer talks to the API as the controller does: over kept-alive connections (lib/kube-transport.ts)
   const kc = reuseConnections(adminKubeConfig());
@@ -145,9 +151,11 @@ async function benchPods(env: Env): Promise<void> {
     const ns = `${env.id}-bare-${conc}`;
     apply([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }]);
     const pods = barePods(ns);
+    // timed as the controller is: to the Nth pod a watch of the namespace has seen
+    const appeared = podsAppear(ns, N);
     const t0 = performance.now();
     await pool(pods, conc, (body) => core.createNamespacedPod({ namespace: ns, body }));
-    const ms = performance.now() - t0;
+    const ms = (await appeared) - t0;
     report(`bare client (${label}): ${N} pods in ${(ms / 1000).toFixed(2)} s = ${((N * 1000) / ms).toFixed(0)} pods/s`);
     bare[label] = ms;
     // each candidate starts on a quiet cluster: the scheduler, kwok and the namespace's deletion of these pods are done first
@@ -167,12 +175,13 @@ async function benchPods(env: Env): Promise<void> {
   });
   const doneAt = await appeared;
   const calls1 = await apiCalls();
+  const cpu = processCpuMs(proc.child.pid!);
   const ms = doneAt - startedAt;
   const peer = bare[`${CONCURRENCY} at once`]! / ms;
   report(`controller (its image bundle, --concurrency=${CONCURRENCY}): ${N} evaluations -> ${N} pods in ${(ms / 1000).toFixed(2)} s = ${((N * 1000) / ms).toFixed(0)} pods/s`);
   report(`ratio controller / bare client at concurrency ${CONCURRENCY}: ${peer.toFixed(2)}x  (goal >= 0.8x: ${peer >= 0.8 ? 'met' : 'not met'})`);
   report(`ratio controller / bare sequential loop: ${(bare.sequential! / ms).toFixed(2)}x  (for information)`);
-  report(`  API calls per evaluation until the Nth pod: ${perEvaluation(calls0, calls1)}`);
+  report(`  API calls per evaluation until the Nth pod: ${perEvaluation(calls0, calls1)}; controller CPU ${(cpu / 1000).toFixed(1)} s (since its start)`);
   // then every evaluation to its end, and the Events behind it: the calls one evaluation costs in all
   const finished = async (): Promise<number> => {
     const list = (await env.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations' })) as { items: RLMeshEvaluation[] };
