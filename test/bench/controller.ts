@@ -38,7 +38,7 @@ import { bundleEntrypoints } from '../../scripts/image/bundle.ts';
 import { reuseConnections } from '../../lib/kube-transport.ts';
 import { until } from '../support/until.ts';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
-import { NODE, apply, createEvaluation, evaluation, metric, setupEnv, startController, waitForPhase, type Env } from '../controller/harness.ts';
+import { NODE, apply, createEvaluation, evaluation, metric, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from '../controller/harness.ts';
 import { startS3Server } from '../controller/s3-server.ts';
 import { allCpus, pin } from './pin.ts';
 
@@ -126,6 +126,17 @@ const CALLS = [
 const perEvaluation = (before: Record<string, number>, after: Record<string, number>): string =>
   CALLS.map(({ name }) => `${name} ${(((after[name] ?? 0) - (before[name] ?? 0)) / N).toFixed(2)}`).join(', ');
 
+/** The samples of one metric of a controller process, with their labels. */
+async function metricLines(proc: ControllerProcess, name: string): Promise<[Record<string, string>, number][]> {
+  const line = readFileSync(proc.logFile, 'utf8').split('\n').find((l) => l.includes('"server":"metrics"'))!;
+  const port = (JSON.parse(line) as { port: number }).port;
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{`))
+    .map((l) => [Object.fromEntries([...l.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!])), Number(l.split(' ').pop())]);
+}
+
 /** User + system CPU milliseconds of a process so far (/proc/PID/stat, clock ticks of 10 ms). */
 function processCpuMs(pid: number): number {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -196,6 +207,17 @@ async function benchPods(env: Env): Promise<void> {
     last = now;
   }
   report(`  API calls per evaluation until all ${N} Succeeded: ${perEvaluation(calls0, last)}`);
+  // what those were: the phases the controller wrote (all but the quiet PodCreated write count as transitions) and its Events
+  const transitions = (await metricLines(proc, 'rlmesh_controller_phase_transitions_total')).map(([labels, v]) => `${labels.phase}/${labels.reason} ${(v / N).toFixed(2)}`);
+  const events = (await env.core.listNamespacedEvent({ namespace: env.runs, fieldSelector: 'involvedObject.kind=RLMeshEvaluation' })).items;
+  const byReason = new Map<string, { events: number; occurrences: number }>();
+  for (const e of events) {
+    const r = byReason.get(e.reason ?? '') ?? { events: 0, occurrences: 0 };
+    r.events++;
+    r.occurrences += e.count ?? 1;
+    byReason.set(e.reason ?? '', r);
+  }
+  report(`  per evaluation: phase changes written ${transitions.join(', ')}; Events ${[...byReason].map(([reason, r]) => `${reason} ${(r.events / N).toFixed(2)}${r.occurrences > r.events ? ` (x${(r.occurrences / r.events).toFixed(2)})` : ''}`).join(', ')}`);
   await proc.stop();
   rmSync(bundle.dir, { recursive: true, force: true });
 }
