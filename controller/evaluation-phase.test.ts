@@ -1,7 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { RLMeshEvaluation } from '../lib/crds/types.ts';
-import { msUntilDeadline, nextStatus, observePod } from './evaluation-phase.ts';
+import { msUntilDeadline, nextStatus, observePod, worthWriting } from './evaluation-phase.ts';
 
 const ev: RLMeshEvaluation = {
   apiVersion: 'rlmesh.dev/v1alpha1',
@@ -57,5 +57,38 @@ describe('nextStatus', () => {
     const done = nextStatus(s2, { phase: 'Succeeded', reason: 'Completed', message: 'ok', exitCode: 0 }, 2);
     expect(done.finishTime).toBeDefined();
     expect(nextStatus(done, { phase: 'Running', reason: 'Started', message: '' }, 2)).toBe(done);
+  });
+});
+
+describe('worthWriting', () => {
+  const running = { name: 'evaluation', image: 'i', imageID: '', ready: true, restartCount: 0, state: { running: { startedAt: new Date('2026-01-01T00:00:05Z') } } };
+  const step = (current: ReturnType<typeof nextStatus> | undefined, p: V1Pod) => nextStatus(current, observePod(p, ev), 2);
+
+  it('writes once per phase: the scheduled step waits for Running, which carries the node', () => {
+    const created = step(undefined, pod({ phase: 'Pending' }));
+    expect(worthWriting(undefined, created)).toBe(true);
+    const scheduled = step(created, pod({ phase: 'Pending' }, 'n1'));
+    expect(scheduled).toMatchObject({ phase: 'Pending', reason: 'Scheduled', nodeName: 'n1' });
+    expect(worthWriting(created, scheduled)).toBe(false);
+    const started = step(created, pod({ phase: 'Running', containerStatuses: [running] }, 'n1'));
+    expect(worthWriting(created, started)).toBe(true);
+    expect(started).toMatchObject({ phase: 'Running', podName: 'rle-e', nodeName: 'n1', startTime: '2026-01-01T00:00:05.000Z' });
+    expect(worthWriting(started, step(started, pod({ phase: 'Running', containerStatuses: [running] }, 'n1')))).toBe(false);
+  });
+
+  it('writes what a user must act on at once, and its resolution, within Pending too', () => {
+    const created = step(undefined, pod({ phase: 'Pending' }));
+    const pulling = { name: 'evaluation', image: 'i', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason: 'ErrImagePull', message: 'not found' } } };
+    const stuck = step(created, pod({ phase: 'Pending', containerStatuses: [pulling] }, 'n1'));
+    expect(stuck.reason).toBe('ErrImagePull');
+    expect(worthWriting(created, stuck)).toBe(true);
+    const pulled = step(stuck, pod({ phase: 'Pending' }, 'n1'));
+    expect(pulled.reason).toBe('Scheduled');
+    expect(worthWriting(stuck, pulled)).toBe(true);
+  });
+
+  it('writes the pod name when the status does not hold it yet, whatever the step', () => {
+    const waiting = nextStatus(undefined, { phase: 'Pending', reason: 'PodCreated', message: 'created pod rle-e' }, 2);
+    expect(worthWriting(waiting, step(waiting, pod({ phase: 'Pending' }, 'n1')))).toBe(true);
   });
 });

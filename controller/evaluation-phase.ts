@@ -159,3 +159,19 @@ export function ownedFields(s: EvaluationStatus): Record<string, unknown> {
 export function sameOwnedFields(a: EvaluationStatus | undefined, b: EvaluationStatus): boolean {
   return JSON.stringify(ownedFields(a ?? {})) === JSON.stringify(ownedFields(b));
 }
+
+// progress within Pending that is not news: the pod was created, then scheduled
+const PENDING_STEPS = new Set(['PodCreated', 'Scheduled']);
+
+/**
+ * Whether `next` is worth a status write over `current`: one write per phase
+ * change, not per step. A Pending pod that is scheduled waits for its next
+ * phase (Running carries its node); anything a user must act on, such as an
+ * image that does not pull, is written at once, and so is its end.
+ */
+export function worthWriting(current: EvaluationStatus | undefined, next: EvaluationStatus): boolean {
+  if (sameOwnedFields(current, next)) return false;
+  const c = current ?? {};
+  const routine = c.phase === 'Pending' && next.phase === 'Pending' && PENDING_STEPS.has(c.reason ?? '') && PENDING_STEPS.has(next.reason ?? '');
+  return !(routine && c.podName === next.podName);
+}

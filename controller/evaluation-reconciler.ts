@@ -2,6 +2,11 @@
 // mirrors the pod's phase into the status (through the status subresource),
 // enforces the deadline and cancellation, records an Event for every phase
 // change and refusal, and garbage-collects it once the agent has reported it.
+//
+// A reconcile that creates a pod does nothing else on the API: the pod
+// informer's add queues the key again, and that reconcile writes the status
+// from the pod as it then is, so steps that happen meanwhile (scheduled,
+// started, even finished) cost one write, not one each.
 import type { CoreV1Api, CustomObjectsApi, ObjectCache, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
@@ -13,7 +18,7 @@ import {
   type RLMeshCache,
   type RLMeshEvaluation,
 } from '../lib/crds/types.ts';
-import { deadlineExceeded, msUntilDeadline, nextStatus, observePod, ownedFields, sameOwnedFields, type Observation } from './evaluation-phase.ts';
+import { deadlineExceeded, msUntilDeadline, nextStatus, observePod, ownedFields, worthWriting, type Observation } from './evaluation-phase.ts';
 import type { EventRecorder } from './events.ts';
 import { MERGE_PATCH, isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
 import type { Metrics } from './metrics.ts';
@@ -53,6 +58,12 @@ const podFinished = (pod: V1Pod): boolean => pod.status?.phase === 'Succeeded' |
 
 export class EvaluationReconciler {
   readonly #d: ReconcilerDeps;
+  /**
+   * Pods this process created whose names the status does not hold yet, by key:
+   * what status.podName says once written. One missing from the informer is
+   * read from the API, and one gone from it too was lost, never created again.
+   */
+  readonly #created = new Map<string, { uid: string; podName: string }>();
 
   constructor(deps: ReconcilerDeps) {
     this.#d = deps;
@@ -63,6 +74,7 @@ export class EvaluationReconciler {
     const ev = this.#d.evaluations.get(name, namespace);
     const pod = this.#ownPod(namespace, name, ev);
     if (!ev || ev.metadata.deletionTimestamp) {
+      this.#created.delete(key);
       // owner references make the garbage collector delete the pod too; deleting it
       // here stops the evaluation without waiting for that
       if (pod && !pod.metadata?.deletionTimestamp) await this.#deletePod(pod, 'its evaluation was deleted');
@@ -92,7 +104,7 @@ export class EvaluationReconciler {
     }
 
     if (pod) return this.#followPod(ev, pod);
-    return this.#startPod(ev);
+    return this.#startPod(key, ev);
   };
 
   #ownPod(namespace: string, name: string, ev: RLMeshEvaluation | undefined): V1Pod | undefined {
@@ -122,7 +134,7 @@ export class EvaluationReconciler {
     return;
   }
 
-  async #startPod(ev: RLMeshEvaluation): Promise<WorkResult> {
+  async #startPod(key: string, ev: RLMeshEvaluation): Promise<WorkResult> {
     const s = this.#d.settings;
     const artifacts = ev.spec.artifacts ?? [];
     if (artifacts.length > 0) {
@@ -151,15 +163,19 @@ export class EvaluationReconciler {
       }
     }
 
-    if (ev.status?.podName) {
+    const mine = this.#created.get(key);
+    const unrecorded = mine && mine.uid === ev.metadata.uid ? mine.podName : undefined;
+    const known = ev.status?.podName ?? unrecorded;
+    if (known) {
       // created before: the pod informer may lag behind our own create, so ask the API
-      const live = await this.#d.core.readNamespacedPod({ name: ev.status.podName, namespace: s.namespace }).catch((err: unknown) => {
+      const live = await this.#d.core.readNamespacedPod({ name: known, namespace: s.namespace }).catch((err: unknown) => {
         if (isNotFound(err)) return undefined;
         throw err;
       });
       if (live && live.metadata?.ownerReferences?.some((o) => o.uid === ev.metadata.uid)) return this.#followPod(ev, live);
-      if (ev.status.phase !== 'Waiting') {
-        const message = `pod ${ev.status.podName} was deleted before the evaluation finished (by a user, an eviction or a lost node)`;
+      // a Waiting pod (unschedulable) that went away is made again; one that may have run is not
+      if (unrecorded !== undefined || ev.status?.phase !== 'Waiting') {
+        const message = `pod ${known} was deleted before the evaluation finished (by a user, an eviction or a lost node)`;
         return this.#write(ev, { phase: 'Failed', reason: 'PodLost', message, conditions: [{ type: 'Completed', status: 'True', reason: 'PodLost', message }] });
       }
     }
@@ -184,7 +200,9 @@ export class EvaluationReconciler {
       return { requeueAfterMs: this.#d.settings.waitingRetryMs };
     }
     if (s.maxConcurrent !== undefined) {
-      const active = this.#d.pods.list(s.namespace).filter((p) => !podFinished(p) && !p.metadata?.deletionTimestamp).length;
+      // with the pods created but not in the informer yet
+      const unseen = [...this.#created.values()].filter((c) => !this.#d.pods.get(c.podName, s.namespace)).length;
+      const active = this.#d.pods.list(s.namespace).filter((p) => !podFinished(p) && !p.metadata?.deletionTimestamp).length + unseen;
       if (active >= s.maxConcurrent) {
         const message = `${active} evaluation pods are already running or pending, the limit of this cluster (--max-concurrent=${s.maxConcurrent}); it starts when one finishes`;
         await this.#write(ev, { phase: 'Waiting', reason: 'ConcurrencyLimit', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'ConcurrencyLimit', message }] });
@@ -197,13 +215,23 @@ export class EvaluationReconciler {
     try {
       await this.#d.core.createNamespacedPod({ namespace: s.namespace, body });
       this.#d.metrics.podsCreated.inc();
-      // recorded here, not with the status write, which may be retried after the pod exists
+      this.#created.set(key, { uid: ev.metadata.uid!, podName });
+      // recorded here: the status write that follows says PodCreated quietly, or may already say more
       void this.#d.events.record(ev, 'Normal', 'PodCreated', `created pod ${podName}${body.spec?.affinity ? ` pinned to node ${podSettings.cache.nodeName}, which holds the ReadWriteOnce artifact cache` : ''}`);
+      // the pod informer's add queues this key again, and that reconcile writes the status
+      return;
     } catch (err) {
       const code = statusCode(err);
       const message = errorMessage(err);
       if (code === 409) {
-        // already there (our own earlier create): follow it
+        // already there (our own earlier create, which this process does not remember): record it, then follow it
+        return this.#write(ev, {
+          phase: 'Pending',
+          reason: 'PodCreated',
+          message: `created pod ${podName}`,
+          podName,
+          conditions: artifacts.length > 0 ? [{ type: 'ArtifactsReady', status: 'True', reason: 'Cached', message: `${artifacts.length} artifact(s) in the cache` }] : [],
+        });
       } else if (code === 403 && /quota/i.test(message)) {
         // the cluster's own words, e.g. 'pods "rle-x" is forbidden: exceeded quota: runs, requested: requests.cpu=4, used: ..., limited: ...'
         await this.#write(ev, { phase: 'Waiting', reason: 'QuotaExceeded', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'QuotaExceeded', message }] }, { refusal: true });
@@ -221,14 +249,6 @@ export class EvaluationReconciler {
         throw err;
       }
     }
-    await this.#write(ev, {
-      phase: 'Pending',
-      reason: 'PodCreated',
-      message: `created pod ${podName}`,
-      podName,
-      conditions: artifacts.length > 0 ? [{ type: 'ArtifactsReady', status: 'True', reason: 'Cached', message: `${artifacts.length} artifact(s) in the cache` }] : [],
-    }, { quiet: true });
-    return;
   }
 
   async #finished(ev: RLMeshEvaluation, pod: V1Pod | undefined): Promise<WorkResult> {
@@ -263,12 +283,15 @@ export class EvaluationReconciler {
     }
   }
 
-  /** Writes the status if it changed, and records an Event when the phase or its reason did (or always, for a refusal). */
-  async #write(ev: RLMeshEvaluation, obs: Observation, opts: { refusal?: boolean; quiet?: boolean } = {}): Promise<WorkResult> {
+  /**
+   * Writes the status if it changed in a way worth a write, and records an Event when the
+   * phase or its reason did (or the message, for a refusal). PodCreated is recorded by the create.
+   */
+  async #write(ev: RLMeshEvaluation, obs: Observation, opts: { refusal?: boolean } = {}): Promise<WorkResult> {
     const next = nextStatus(ev.status, obs, ev.metadata.generation);
     const changedPhase = ev.status?.phase !== next.phase || ev.status?.reason !== next.reason;
     const changedMessage = ev.status?.message !== next.message;
-    if (sameOwnedFields(ev.status, next)) return;
+    if (!worthWriting(ev.status, next)) return;
     let updated: RLMeshEvaluation;
     try {
       updated = await this.#d.custom.patchNamespacedCustomObjectStatus(
@@ -294,7 +317,9 @@ export class EvaluationReconciler {
     // this key neither redoes the write nor conflicts with it before the watch delivers it
     ev.status = { ...ev.status, ...next };
     if (updated?.metadata?.resourceVersion) ev.metadata.resourceVersion = updated.metadata.resourceVersion;
-    if (!opts.quiet && (changedPhase || (opts.refusal && changedMessage))) {
+    const key = `${ev.metadata.namespace}/${ev.metadata.name}`;
+    if (this.#created.get(key)?.podName === next.podName || isFinished(next.phase)) this.#created.delete(key);
+    if (next.reason !== 'PodCreated' && (changedPhase || (opts.refusal && changedMessage))) {
       this.#d.metrics.phaseTransitions.inc({ phase: next.phase ?? '', reason: next.reason ?? '' });
       this.#d.log.info({ evaluation: ev.metadata.name, phase: next.phase, reason: next.reason }, next.message ?? '');
       void this.#d.events.record(ev, WARNING_PHASES.has(next.phase ?? '') ? 'Warning' : 'Normal', next.reason ?? next.phase ?? 'Updated', next.message ?? '');

@@ -10,6 +10,7 @@
 // Each role acts only while it holds its leader Lease.
 import { hostname } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
+import { reuseConnections } from '../lib/kube-transport.ts';
 import { createLogger } from '../lib/logger.ts';
 import { OpsServer } from '../lib/ops-server.ts';
 import { loadRuntimeConfig, type RuntimeConfig } from '../lib/runtime-config.ts';
@@ -50,6 +51,7 @@ const runs = config.runsNamespace;
 const kc = new k8s.KubeConfig();
 if (flags.kubeconfig) kc.loadFromFile(flags.kubeconfig);
 else kc.loadFromDefault();
+reuseConnections(kc);
 const metrics = createMetrics();
 const identity = flags.identity ?? process.env.POD_NAME ?? `${hostname()}-${process.pid}`;
 const stoppers: (() => Promise<void> | void)[] = [];

@@ -4,8 +4,10 @@
 //   node test/bench/controller.ts [--evaluations 1000] [--object-mib 256] [--rounds 5] [--fanout 50] [--parts fill,fanout,pods]
 //
 // 1. evaluations -> pods: the reconciler (as its ServiceAccount) turning N
-//    evaluations into pods, vs a bare client creating the same N pods in a
-//    loop (sequential, and with the controller's concurrency).
+//    evaluations into pods, run as the image runs it (its bundle, compile
+//    cache), vs its peer, a bare client creating the same N pods with the
+//    controller's concurrency (and, for information, one at a time); plus the
+//    API calls the controller made per evaluation (the API server's counters).
 // 2. cache fill throughput: the filler's fetch path (ranged GETs, SHA-256,
 //    temp file, fsync, rename) vs each of its stages alone on the same object
 //    (raw GET, GET + SHA-256, GET + durable write) and vs what an operator
@@ -15,7 +17,8 @@
 // 3. fan-out: `--fanout` evaluations wanting one artifact -> downloads counted.
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statfsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { open } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { tmpdir } from 'node:os';
@@ -30,9 +33,12 @@ import { hashesOffThread } from '../../controller/cache/hasher.ts';
 import { ArtifactStore } from '../../controller/cache/store.ts';
 import { BackgroundSync, PositionalWriter } from '../../controller/cache/writer.ts';
 import { buildEvaluationPod } from '../../controller/pod-spec.ts';
-import type { RLMeshEvaluation } from '../../lib/crds/types.ts';
+import { GROUP, VERSION, type RLMeshEvaluation } from '../../lib/crds/types.ts';
+import { bundleEntrypoints } from '../../scripts/image/bundle.ts';
+import { reuseConnections } from '../../lib/kube-transport.ts';
+import { until } from '../support/until.ts';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
-import { apply, createEvaluation, evaluation, metric, setupEnv, startController, waitForPhase, type Env } from '../controller/harness.ts';
+import { NODE, apply, createEvaluation, evaluation, metric, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from '../controller/harness.ts';
 import { startS3Server } from '../controller/s3-server.ts';
 import { allCpus, pin } from './pin.ts';
 
@@ -86,8 +92,60 @@ function podsAppear(namespace: string, count: number): Promise<number> {
   });
 }
 
+/** The controller as the image runs it: its bundle, with the compile cache the image bakes in, filled by `--help` as the image build does. */
+async function controllerBundle(): Promise<{ main: string; env: Record<string, string>; dir: string }> {
+  const root = join(import.meta.dirname, '../..');
+  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-bench-controller-'));
+  await bundleEntrypoints(dir);
+  writeFileSync(join(dir, 'package.json'), readFileSync(join(root, 'package.json')));
+  const env = { NODE_ENV: 'production', NODE_COMPILE_CACHE: join(dir, '.node-compile-cache'), NODE_COMPILE_CACHE_PORTABLE: '1' };
+  execFileSync(NODE, [join(dir, 'bin/rlmesh-runtime.js'), 'controller', '--help'], { env: { ...process.env, ...env }, stdio: 'ignore' });
+  return { main: join(dir, 'controller/main.js'), env, dir };
+}
+
+/** The API server's request counters (apiserver_request_total) for what the reconciler calls, summed over codes. */
+async function apiCalls(): Promise<Record<string, number>> {
+  const text = kubectl(['get', '--raw', '/metrics']).stdout;
+  const out: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    const labels = Object.fromEntries([...line.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+    const what = CALLS.find((c) => c.group === labels.group && c.resource === labels.resource && c.subresource === labels.subresource && c.verb === labels.verb);
+    if (what) out[what.name] = (out[what.name] ?? 0) + Number(line.split(' ').pop());
+  }
+  return out;
+}
+// core/v1 Events are the reconciler's (the scheduler writes events.k8s.io/v1 ones); pod GETs are its reads of a pod its informer has not shown yet
+const CALLS = [
+  { name: 'pod create', group: '', resource: 'pods', subresource: '', verb: 'POST' },
+  { name: 'pod get', group: '', resource: 'pods', subresource: '', verb: 'GET' },
+  { name: 'status patch', group: 'rlmesh.dev', resource: 'rlmeshevaluations', subresource: 'status', verb: 'PATCH' },
+  { name: 'Event create', group: '', resource: 'events', subresource: '', verb: 'POST' },
+  { name: 'Event patch', group: '', resource: 'events', subresource: '', verb: 'PATCH' },
+];
+const perEvaluation = (before: Record<string, number>, after: Record<string, number>): string =>
+  CALLS.map(({ name }) => `${name} ${(((after[name] ?? 0) - (before[name] ?? 0)) / N).toFixed(2)}`).join(', ');
+
+/** The samples of one metric of a controller process, with their labels. */
+async function metricLines(proc: ControllerProcess, name: string): Promise<[Record<string, string>, number][]> {
+  const line = readFileSync(proc.logFile, 'utf8').split('\n').find((l) => l.includes('"server":"metrics"'))!;
+  const port = (JSON.parse(line) as { port: number }).port;
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{`))
+    .map((l) => [Object.fromEntries([...l.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!])), Number(l.split(' ').pop())]);
+}
+
+/** User + system CPU milliseconds of a process so far (/proc/PID/stat, clock ticks of 10 ms). */
+function processCpuMs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
+
 async function benchPods(env: Env): Promise<void> {
-  const kc = adminKubeConfig();
+  // the peer talks to the API as the controller does: over kept-alive connections (lib/kube-transport.ts)
+  const kc = reuseConnections(adminKubeConfig());
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const evs = Array.from({ length: N }, (_, i) => evaluation(`bench-${i}`, { resources: { cpu: '10m', memory: '16Mi' } }, { duration: '100ms' }) as RLMeshEvaluation);
   const settings = { namespace: '', pullSecret: 'rlmesh-registry-pull', proxyUrl: 'http://rlmesh-egress-proxy.rlmesh-system.svc:3128', cache: { pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteOnce'] } };
@@ -97,24 +155,29 @@ async function benchPods(env: Env): Promise<void> {
       pod.metadata!.ownerReferences = [];
       return pod;
     });
+  const bundle = await controllerBundle();
 
   const bare: Record<string, number> = {};
   for (const [label, conc] of [['sequential', 1], [`${CONCURRENCY} at once`, CONCURRENCY]] as const) {
     const ns = `${env.id}-bare-${conc}`;
     apply([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }]);
     const pods = barePods(ns);
+    // timed as the controller is: to the Nth pod a watch of the namespace has seen
+    const appeared = podsAppear(ns, N);
     const t0 = performance.now();
     await pool(pods, conc, (body) => core.createNamespacedPod({ namespace: ns, body }));
-    const ms = performance.now() - t0;
+    const ms = (await appeared) - t0;
     report(`bare client (${label}): ${N} pods in ${(ms / 1000).toFixed(2)} s = ${((N * 1000) / ms).toFixed(0)} pods/s`);
     bare[label] = ms;
-    kubectl(['delete', 'namespace', ns, '--wait=false']);
+    // each candidate starts on a quiet cluster: the scheduler, kwok and the namespace's deletion of these pods are done first
+    kubectl(['delete', 'namespace', ns, '--wait=true', '--timeout=600s']);
   }
 
   // evaluations exist before the controller starts: its time runs from "reconciler started" to the Nth pod
   await pool(evs, 32, (ev) => createEvaluation(env, ev));
   const appeared = podsAppear(env.runs, N);
-  const proc = await startController(env, 'reconciler', [`--concurrency=${CONCURRENCY}`], { LOG_LEVEL: 'info' });
+  const calls0 = await apiCalls();
+  const proc = await startController(env, 'reconciler', [`--concurrency=${CONCURRENCY}`], { LOG_LEVEL: 'info', ...bundle.env }, bundle.main);
   const startedAt = await new Promise<number>((resolve) => {
     const rl = createInterface({ input: proc.child.stdout! });
     rl.on('line', (l) => {
@@ -122,11 +185,41 @@ async function benchPods(env: Env): Promise<void> {
     });
   });
   const doneAt = await appeared;
+  const calls1 = await apiCalls();
+  const cpu = processCpuMs(proc.child.pid!);
   const ms = doneAt - startedAt;
-  report(`controller: ${N} evaluations -> ${N} pods in ${(ms / 1000).toFixed(2)} s = ${((N * 1000) / ms).toFixed(0)} pods/s (each: pod create + status write + Event)`);
-  report(`ratio controller / bare sequential loop: ${(bare.sequential! / ms).toFixed(2)}x  (goal >= 0.8x)`);
-  report(`ratio controller / bare client at concurrency ${CONCURRENCY}: ${(bare[`${CONCURRENCY} at once`]! / ms).toFixed(2)}x`);
+  const peer = bare[`${CONCURRENCY} at once`]! / ms;
+  report(`controller (its image bundle, --concurrency=${CONCURRENCY}): ${N} evaluations -> ${N} pods in ${(ms / 1000).toFixed(2)} s = ${((N * 1000) / ms).toFixed(0)} pods/s`);
+  report(`ratio controller / bare client at concurrency ${CONCURRENCY}: ${peer.toFixed(2)}x  (goal >= 0.8x: ${peer >= 0.8 ? 'met' : 'not met'})`);
+  report(`ratio controller / bare sequential loop: ${(bare.sequential! / ms).toFixed(2)}x  (for information)`);
+  report(`  API calls per evaluation until the Nth pod: ${perEvaluation(calls0, calls1)}; controller CPU ${(cpu / 1000).toFixed(1)} s (since its start)`);
+  // then every evaluation to its end, and the Events behind it: the calls one evaluation costs in all
+  const finished = async (): Promise<number> => {
+    const list = (await env.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations' })) as { items: RLMeshEvaluation[] };
+    return list.items.filter((e) => e.status?.phase === 'Succeeded').length;
+  };
+  await until(`all ${N} evaluations to succeed`, async () => ((await finished()) >= N ? true : undefined), { timeoutMs: 600_000, intervalMs: 1000 });
+  let last = await apiCalls();
+  for (;;) {
+    await sleep(2000);
+    const now = await apiCalls();
+    if (JSON.stringify(now) === JSON.stringify(last)) break;
+    last = now;
+  }
+  report(`  API calls per evaluation until all ${N} Succeeded: ${perEvaluation(calls0, last)}`);
+  // what those were: the phases the controller wrote (all but the quiet PodCreated write count as transitions) and its Events
+  const transitions = (await metricLines(proc, 'rlmesh_controller_phase_transitions_total')).map(([labels, v]) => `${labels.phase}/${labels.reason} ${(v / N).toFixed(2)}`);
+  const events = (await env.core.listNamespacedEvent({ namespace: env.runs, fieldSelector: 'involvedObject.kind=RLMeshEvaluation' })).items;
+  const byReason = new Map<string, { events: number; occurrences: number }>();
+  for (const e of events) {
+    const r = byReason.get(e.reason ?? '') ?? { events: 0, occurrences: 0 };
+    r.events++;
+    r.occurrences += e.count ?? 1;
+    byReason.set(e.reason ?? '', r);
+  }
+  report(`  per evaluation: phase changes written ${transitions.join(', ')}; Events ${[...byReason].map(([reason, r]) => `${reason} ${(r.events / N).toFixed(2)}${r.occurrences > r.events ? ` (x${(r.occurrences / r.events).toFixed(2)})` : ''}`).join(', ')}`);
   await proc.stop();
+  rmSync(bundle.dir, { recursive: true, force: true });
 }
 
 async function startServerProcess(size: number): Promise<{ child: ChildProcess; url: string; sha256: string; caFile: string; statsUrl: string; dispatcher: Agent }> {

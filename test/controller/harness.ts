@@ -52,7 +52,7 @@ export function rbacManifests(sys: string, runs: string, suffix: string): object
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
       { apiGroups: [GROUP], resources: ['rlmeshevaluations'], verbs: ['get', 'list', 'watch', 'delete'] },
       { apiGroups: [GROUP], resources: ['rlmeshevaluations/status'], verbs: ['patch'] },
-      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
     ]),
     bind('Role', RECONCILER_SA, runs, RECONCILER_SA, sys),
     role(RECONCILER_SA, sys, [
