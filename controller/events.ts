@@ -38,10 +38,11 @@ export class EventRecorder {
   readonly #now: () => number;
   // the latest series per key, oldest first (a Map keeps insertion order): the least recently seen is dropped first
   readonly #series = new Map<string, Series>();
-  // Events are written off the reconcile path, a few at a time, in order of occurrence
+  // Events are written off the reconcile path, one at a time in order of occurrence, as client-go's
+  // broadcaster does: in a burst they queue here instead of taking the API server from the pod creates
   readonly #backlog: (() => Promise<void>)[] = [];
   #inFlight = 0;
-  static readonly MAX_IN_FLIGHT = 8;
+  static readonly MAX_IN_FLIGHT = 1;
   /** client-go's aggregation interval */
   static readonly REPEAT_WINDOW_MS = 10 * 60_000;
   /** client-go's cache size */

@@ -35,7 +35,6 @@ import { BackgroundSync, PositionalWriter } from '../../controller/cache/writer.
 import { buildEvaluationPod } from '../../controller/pod-spec.ts';
 import { GROUP, VERSION, type RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { bundleEntrypoints } from '../../scripts/image/bundle.ts';
-import { reuseConnections } from '../../lib/kube-transport.ts';
 import { until } from '../support/until.ts';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { NODE, apply, createEvaluation, evaluation, metric, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from '../controller/harness.ts';
@@ -144,9 +143,7 @@ function processCpuMs(pid: number): number {
 }
 
 async function benchPods(env: Env): Promise<void> {
-  // the peer talks to the API as the controller does: over kept-alive connections (lib/kube-transport.ts)
-  const kc = reuseConnections(adminKubeConfig());
-  const core = kc.makeApiClient(k8s.CoreV1Api);
+  // the peer (test/bench/bare-create.ts) talks to the API as the controller does: over kept-alive connections (lib/kube-transport.ts)
   const evs = Array.from({ length: N }, (_, i) => evaluation(`bench-${i}`, { resources: { cpu: '10m', memory: '16Mi' } }, { duration: '100ms' }) as RLMeshEvaluation);
   const settings = { namespace: '', pullSecret: 'rlmesh-registry-pull', proxyUrl: 'http://rlmesh-egress-proxy.rlmesh-system.svc:3128', cache: { pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteOnce'] } };
   const barePods = (ns: string) =>
@@ -161,12 +158,15 @@ async function benchPods(env: Env): Promise<void> {
   for (const [label, conc] of [['sequential', 1], [`${CONCURRENCY} at once`, CONCURRENCY]] as const) {
     const ns = `${env.id}-bare-${conc}`;
     apply([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }]);
-    const pods = barePods(ns);
-    // timed as the controller is: to the Nth pod a watch of the namespace has seen
+    const file = join(mkdtempSync(join(tmpdir(), 'bare-pods-')), 'pods.json');
+    writeFileSync(file, JSON.stringify(barePods(ns)));
+    // timed as the controller is: a process of its own, from its start to the Nth pod a watch of the namespace has seen
     const appeared = podsAppear(ns, N);
-    const t0 = performance.now();
-    await pool(pods, conc, (body) => core.createNamespacedPod({ namespace: ns, body }));
+    const client = spawn(NODE, [join(import.meta.dirname, 'bare-create.ts'), file, ns, String(conc)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise<number | null>((resolve) => client.once('exit', resolve));
+    const t0 = await new Promise<number>((resolve) => createInterface({ input: client.stdout! }).once('line', () => resolve(performance.now())));
     const ms = (await appeared) - t0;
+    if ((await exited) !== 0) throw new Error(`the bare client exited with ${client.exitCode}`);
     report(`bare client (${label}): ${N} pods in ${(ms / 1000).toFixed(2)} s = ${((N * 1000) / ms).toFixed(0)} pods/s`);
     bare[label] = ms;
     // each candidate starts on a quiet cluster: the scheduler, kwok and the namespace's deletion of these pods are done first
