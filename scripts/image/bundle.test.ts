@@ -12,6 +12,7 @@ import type { Metafile } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleEntrypoints, ENTRYPOINTS, packagesIn } from './bundle.ts';
 
+const root = resolve(import.meta.dirname, '../..');
 let dir: string;
 let metafile: Metafile;
 
@@ -27,7 +28,8 @@ const run = (args: string[]) => spawnSync(process.execPath, args, { cwd: dir, en
 
 describe('the image bundles', () => {
   it('gives each entrypoint one file at the path its source has', () => {
-    expect(Object.keys(metafile.outputs).map((p) => p.slice(p.indexOf(dir) + dir.length + 1)).sort()).toEqual(ENTRYPOINTS.map((e) => e.replace(/\.ts$/, '.js')).sort());
+    // esbuild names outputs relative to its working directory, the repository
+    expect(Object.keys(metafile.outputs).map((p) => relative(dir, resolve(root, p))).sort()).toEqual(ENTRYPOINTS.map((e) => e.replace(/\.ts$/, '.js')).sort());
   });
 
   for (const c of ['agent', 'controller', 'egress', 'controlplane', 'cli', 'gpu-discovery']) {
@@ -63,7 +65,6 @@ describe('the image bundles', () => {
   });
 });
 
-const root = resolve(import.meta.dirname, '../..');
 const filesUnder = (d: string): string[] => readdirSync(d).flatMap((n) => (statSync(join(d, n)).isDirectory() ? filesUnder(join(d, n)) : [join(d, n)]));
 
 describe('what the bundles take in', () => {
