@@ -11,9 +11,8 @@
 // on one populated cluster ('' = none); RLMESH_BENCH_ONLY=scale skips the control-plane restarts.
 // RLMESH_CLUSTER_DIR picks the cluster (a separate one keeps 50,000 pods off the test cluster).
 // Bench nodes are tainted NoSchedule and labelled rlmesh.dev/bench=agent; all are removed at the end.
-import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { bundleEntrypoints } from '../../scripts/image/bundle.ts';
+import { readFileSync } from 'node:fs';
+import { buildApp } from './app-build.ts';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { listPages } from '../../lib/list-pages.ts';
@@ -79,13 +78,9 @@ function benchNode(i: number): k8s.V1Node {
 
 async function main() {
   // the agent as the image runs it: its bundle, with the compile cache the image bakes in, filled the same way
-  const app = join(ROOT, 'dist/app');
-  await bundleEntrypoints(app);
-  writeFileSync(join(app, 'package.json'), readFileSync(join(ROOT, 'package.json')));
-  const AGENT_MAIN = join(app, 'agent/main.js');
-  const compileCache = { NODE_COMPILE_CACHE: join(app, '.node-compile-cache'), NODE_COMPILE_CACHE_PORTABLE: '1' };
-  execFileSync(join(ROOT, 'node_modules/.bin/node'), [join(app, 'bin/rlmesh-runtime.js'), 'agent', '--help'], { env: { ...process.env, ...compileCache }, stdio: 'ignore' });
-  Object.assign(PRODUCTION, compileCache);
+  const app = await buildApp(join(ROOT, 'dist/app'), 'bundles', ['agent']);
+  const AGENT_MAIN = app.main('agent');
+  Object.assign(PRODUCTION, app.env);
   useNamespaces('rlmesh-agent-bench', 'rlmesh-agent-bench-runs');
   installAgentRbac({ joinToken: true });
   resetAgentState();

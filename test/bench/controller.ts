@@ -34,7 +34,7 @@ import { ArtifactStore } from '../../controller/cache/store.ts';
 import { BackgroundSync, PositionalWriter } from '../../controller/cache/writer.ts';
 import { buildEvaluationPod } from '../../controller/pod-spec.ts';
 import { GROUP, VERSION, type RLMeshEvaluation } from '../../lib/crds/types.ts';
-import { bundleEntrypoints } from '../../scripts/image/bundle.ts';
+import { buildApp } from './app-build.ts';
 import { until } from '../support/until.ts';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { NODE, apply, createEvaluation, evaluation, metric, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from '../controller/harness.ts';
@@ -92,16 +92,6 @@ function podsAppear(namespace: string, count: number): Promise<number> {
 }
 
 /** The controller as the image runs it: its bundle, with the compile cache the image bakes in, filled by `--help` as the image build does. */
-async function controllerBundle(): Promise<{ main: string; env: Record<string, string>; dir: string }> {
-  const root = join(import.meta.dirname, '../..');
-  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-bench-controller-'));
-  await bundleEntrypoints(dir);
-  writeFileSync(join(dir, 'package.json'), readFileSync(join(root, 'package.json')));
-  const env = { NODE_ENV: 'production', NODE_COMPILE_CACHE: join(dir, '.node-compile-cache'), NODE_COMPILE_CACHE_PORTABLE: '1' };
-  execFileSync(NODE, [join(dir, 'bin/rlmesh-runtime.js'), 'controller', '--help'], { env: { ...process.env, ...env }, stdio: 'ignore' });
-  return { main: join(dir, 'controller/main.js'), env, dir };
-}
-
 /** The API server's request counters (apiserver_request_total) for what the reconciler calls, summed over codes. */
 async function apiCalls(): Promise<Record<string, number>> {
   const text = kubectl(['get', '--raw', '/metrics']).stdout;
@@ -152,7 +142,7 @@ async function benchPods(env: Env): Promise<void> {
       pod.metadata!.ownerReferences = [];
       return pod;
     });
-  const bundle = await controllerBundle();
+  const bundle = await buildApp(mkdtempSync(join(tmpdir(), 'rlmesh-bench-controller-')), 'bundles', ['controller']);
 
   const bare: Record<string, number> = {};
   for (const [label, conc] of [['sequential', 1], [`${CONCURRENCY} at once`, CONCURRENCY]] as const) {
@@ -177,7 +167,7 @@ async function benchPods(env: Env): Promise<void> {
   await pool(evs, 32, (ev) => createEvaluation(env, ev));
   const appeared = podsAppear(env.runs, N);
   const calls0 = await apiCalls();
-  const proc = await startController(env, 'reconciler', [`--concurrency=${CONCURRENCY}`], { LOG_LEVEL: 'info', ...bundle.env }, bundle.main);
+  const proc = await startController(env, 'reconciler', [`--concurrency=${CONCURRENCY}`], { LOG_LEVEL: 'info', ...bundle.env }, bundle.main('controller'));
   const startedAt = await new Promise<number>((resolve) => {
     const rl = createInterface({ input: proc.child.stdout! });
     rl.on('line', (l) => {

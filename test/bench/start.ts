@@ -14,14 +14,14 @@
 //   the agent pod's first start with the join and `--runs` pod deletions →
 //   Connected, from the agent's own processUptimeMs (process start → session
 //   connected) and from the deletion (the kubelet's part included).
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { bundleEntrypoints } from '../../scripts/image/bundle.ts';
+import { buildApp, type AppBuild } from './app-build.ts';
 import { ROOT, startControlPlane, stopper } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
+import { freePort } from '../support/free-port.ts';
 import { kubectl } from '../support/cluster.ts';
 import { chartAgentEnv, controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces } from '../agent/harness.ts';
 
@@ -40,30 +40,15 @@ const row = (what: string, figure: string, goal = '') => {
 };
 const verdict = (ms: number, goalMs: number) => `${(ms / goalMs).toFixed(2)}× the ${goalMs / 1000} s goal: ${ms <= goalMs ? 'met' : 'not met'}`;
 
-type Build = { name: 'before' | 'after'; dir: string; env: Record<string, string> };
+type Build = AppBuild & { name: 'before' | 'after' };
 
-/** The two trees, each with its compile cache filled by `--help` of every component, as the image build does. */
+/** The two trees side by side: before (tsc) and after (bundles). */
 async function builds(): Promise<Build[]> {
-  const before = join(ROOT, 'dist/start-bench/before');
-  const after = join(ROOT, 'dist/start-bench/after');
-  rmSync(join(ROOT, 'dist/start-bench'), { recursive: true, force: true });
-  execFileSync(join(ROOT, 'node_modules/.bin/tsc'), ['-p', join(ROOT, 'tsconfig.build.json'), '--outDir', before], { stdio: 'inherit' });
-  await bundleEntrypoints(after);
-  for (const dir of [before, after]) writeFileSync(join(dir, 'package.json'), readFileSync(join(ROOT, 'package.json')));
-  return [before, after].map((dir, i) => {
-    const env = { NODE_ENV: 'production', NODE_COMPILE_CACHE: join(dir, '.node-compile-cache'), NODE_COMPILE_CACHE_PORTABLE: '1' };
-    for (const c of ['agent', 'controller', 'egress', 'controlplane']) execFileSync(NODE, [join(dir, 'bin/rlmesh-runtime.js'), c, '--help'], { env: { ...process.env, ...env }, stdio: 'ignore' });
-    return { name: i === 0 ? 'before' : 'after', dir, env } as Build;
-  });
+  const components = ['agent', 'controller', 'egress', 'controlplane'];
+  const before = await buildApp(join(ROOT, 'dist/start-bench/before'), 'tsc', components);
+  const after = await buildApp(join(ROOT, 'dist/start-bench/after'), 'bundles', components);
+  return [{ ...before, name: 'before' }, { ...after, name: 'after' }];
 }
-
-const freePort = () =>
-  new Promise<number>((ok) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => ok(port));
-    });
-  });
 
 async function processPart(trees: Build[]): Promise<void> {
   useNamespaces('rlmesh-start-bench', 'rlmesh-start-bench-runs');
@@ -80,7 +65,7 @@ async function processPart(trees: Build[]): Promise<void> {
       for (const t of r % 2 === 0 ? trees : [...trees].reverse()) {
         resetAgentState();
         const { joinToken } = await newCluster(cp, `start-${t.name}-${r}`);
-        const main = join(t.dir, 'agent/main.js');
+        const main = t.main('agent');
         const first = await startAgent({ main, configFile: config, token: joinToken, env: { ...agentEnv, ...t.env }, timing: [] });
         await first.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
         joins[t.name]!.push(Date.parse(first.lines().find((l) => l.msg === 'session connected')!.time as string) - first.startedAt);
@@ -106,14 +91,14 @@ async function processPart(trees: Build[]): Promise<void> {
     const env = await setupEnv();
     try {
       for (const t of trees) {
-        const ctl = await startController(env, 'reconciler', [], t.env, join(t.dir, 'controller/main.js'));
+        const ctl = await startController(env, 'reconciler', [], t.env, t.main('controller'));
         await until('the reconciler started', () => (readFileSync(ctl.logFile, 'utf8').includes('evaluation reconciler started') ? true : undefined), { timeoutMs: 60_000 });
         await sleep(3000);
         idle[t.name]!.controller = rssMiB(ctl.child.pid!);
         await ctl.stop();
 
         const ports = [await freePort(), await freePort(), await freePort()];
-        const egress = spawn(NODE, [join(t.dir, 'egress/main.js'), '--port', String(ports[0]), '--health-port', String(ports[1]), '--metrics-port', String(ports[2]), '--allow', 'example.test'], {
+        const egress = spawn(NODE, [t.main('egress'), '--port', String(ports[0]), '--health-port', String(ports[1]), '--metrics-port', String(ports[2]), '--allow', 'example.test'], {
           env: { PATH: process.env.PATH ?? '', RLMESH_LISTEN_HOST: '127.0.0.1', ...t.env },
           stdio: ['ignore', 'pipe', 'inherit'],
         });
@@ -122,7 +107,7 @@ async function processPart(trees: Build[]): Promise<void> {
         idle[t.name]!.egress = rssMiB(egress.pid!);
         await stopper(egress)();
 
-        const plane = await startControlPlane({ main: join(t.dir, 'controlplane/main.js'), env: t.env });
+        const plane = await startControlPlane({ main: t.main('controlplane'), env: t.env });
         await sleep(3000);
         idle[t.name]!.controlplane = rssMiB(plane.proc.pid!);
         await plane.stop();

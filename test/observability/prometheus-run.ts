@@ -9,13 +9,7 @@ import type { Registry } from 'prom-client';
 import { stringify } from 'yaml';
 import { until } from '../support/until.ts';
 
-export async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
+export { freePort } from '../support/free-port.ts';
 
 /** Serves a prom-client registry at http://127.0.0.1:<port>/metrics. */
 export async function serveRegistry(registry: Registry): Promise<{ port: number; server: Server }> {
