@@ -166,7 +166,25 @@ function preflight(i: Info): void {
 
 // ---------------------------------------------------------------- host side: the bridge and the forwarder
 
+/** Another local cluster (a sibling state folder) whose forwarder runs: it owns the bridge and the node network names. */
+function otherClusterOnBridge(dir: string): string | undefined {
+  const parent = dirname(dir);
+  for (const d of readdirSync(parent)) {
+    const other = join(parent, d);
+    if (other === dir || !d.startsWith('rlmesh-cluster')) continue;
+    const pid = readPid(join(other, 'pids/hostnet-forward'));
+    if (pid && alive(pid)) return other;
+  }
+  return undefined;
+}
+
 function ensureHostNetwork(i: Info): void {
+  const owner = otherClusterOnBridge(i.dir);
+  if (owner) {
+    throw new Error(
+      `the cluster in ${owner} runs real nodes on ${NET.bridge} (${NET.hostAddress}), which a second cluster's real nodes would share: stop it with RLMESH_CLUSTER_DIR=${owner} test/cluster/down, or start this one with RLMESH_REAL_NODES=0`,
+    );
+  }
   if (!trySh('ip', ['link', 'show', NET.bridge])) {
     ip('link', 'add', NET.bridge, 'type', 'bridge');
     writeFileSync(`/proc/sys/net/ipv6/conf/${NET.bridge}/disable_ipv6`, '1');
@@ -206,7 +224,8 @@ function stopHostNetwork(dir: string): void {
   const pid = readPid(pidFile);
   if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
   rmSync(pidFile, { force: true });
-  if (trySh('ip', ['link', 'show', NET.bridge])) ip('link', 'del', NET.bridge);
+  // a half-started second cluster must not take the running one's bridge with it
+  if (!otherClusterOnBridge(dir) && trySh('ip', ['link', 'show', NET.bridge])) ip('link', 'del', NET.bridge);
 }
 
 // ---------------------------------------------------------------- state of the nodes
