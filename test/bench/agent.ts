@@ -80,7 +80,7 @@ async function main() {
   // the agent as the image runs it: its bundle, with the compile cache the image bakes in, filled the same way
   const app = await buildApp(join(ROOT, 'dist/app'), 'bundles', ['agent']);
   const AGENT_MAIN = app.main('agent');
-  Object.assign(PRODUCTION, app.env);
+  Object.assign(PRODUCTION, app.env());
   useNamespaces('rlmesh-agent-bench', 'rlmesh-agent-bench-runs');
   installAgentRbac({ joinToken: true });
   resetAgentState();

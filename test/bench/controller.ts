@@ -167,7 +167,7 @@ async function benchPods(env: Env): Promise<void> {
   await pool(evs, 32, (ev) => createEvaluation(env, ev));
   const appeared = podsAppear(env.runs, N);
   const calls0 = await apiCalls();
-  const proc = await startController(env, 'reconciler', [`--concurrency=${CONCURRENCY}`], { LOG_LEVEL: 'info', ...bundle.env }, bundle.main('controller'));
+  const proc = await startController(env, 'reconciler', [`--concurrency=${CONCURRENCY}`], { LOG_LEVEL: 'info', ...bundle.env() }, bundle.main('controller'));
   const startedAt = await new Promise<number>((resolve) => {
     const rl = createInterface({ input: proc.child.stdout! });
     rl.on('line', (l) => {

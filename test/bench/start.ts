@@ -60,19 +60,25 @@ async function processPart(trees: Build[]): Promise<void> {
     const config = runtimeConfig(cp);
     const joins: Record<string, number[]> = { before: [], after: [] };
     const restarts: Record<string, number[]> = { before: [], after: [] };
+    const joinCpu: Record<string, number[]> = { before: [], after: [] };
+    const restartCpu: Record<string, number[]> = { before: [], after: [] };
     const idle: Record<string, Record<string, number>> = { before: {}, after: {} };
     for (let r = 0; r < RUNS; r++) {
       for (const t of r % 2 === 0 ? trees : [...trees].reverse()) {
         resetAgentState();
         const { joinToken } = await newCluster(cp, `start-${t.name}-${r}`);
         const main = t.main('agent');
-        const first = await startAgent({ main, configFile: config, token: joinToken, env: { ...agentEnv, ...t.env }, timing: [] });
+        const first = await startAgent({ main, configFile: config, token: joinToken, env: { ...agentEnv, ...t.env() }, timing: [] });
         await first.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
-        joins[t.name]!.push(Date.parse(first.lines().find((l) => l.msg === 'session connected')!.time as string) - first.startedAt);
+        const joined = first.lines().find((l) => l.msg === 'session connected')!;
+        joins[t.name]!.push(Date.parse(joined.time as string) - first.startedAt);
+        joinCpu[t.name]!.push(joined.processCpuMs as number);
         await first.stop();
-        const again = await startAgent({ main, configFile: config, env: { ...agentEnv, ...t.env }, timing: [], spoolDir: first.spoolDir });
+        const again = await startAgent({ main, configFile: config, env: { ...agentEnv, ...t.env() }, timing: [], spoolDir: first.spoolDir });
         await again.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
-        restarts[t.name]!.push(Date.parse(again.lines().find((l) => l.msg === 'session connected')!.time as string) - again.startedAt);
+        const connected = again.lines().find((l) => l.msg === 'session connected')!;
+        restarts[t.name]!.push(Date.parse(connected.time as string) - again.startedAt);
+        restartCpu[t.name]!.push(connected.processCpuMs as number);
         if (r === RUNS - 1) {
           await sleep(3000);
           idle[t.name]!.agent = rssMiB(again.proc.pid!);
@@ -81,8 +87,8 @@ async function processPart(trees: Build[]): Promise<void> {
       }
     }
     for (const t of trees) {
-      row(`agent first start (join) → Connected, ${t.name} (median of ${RUNS})`, `${median(joins[t.name]!)} ms (max ${Math.max(...joins[t.name]!)})`, t.name === 'after' ? verdict(median(joins[t.name]!), 700) : '');
-      row(`agent restart → Connected, ${t.name} (median of ${RUNS})`, `${median(restarts[t.name]!)} ms (max ${Math.max(...restarts[t.name]!)})`, t.name === 'after' ? verdict(median(restarts[t.name]!), 500) : '');
+      row(`agent first start (join) → Connected, ${t.name} (median of ${RUNS})`, `${median(joins[t.name]!)} ms (max ${Math.max(...joins[t.name]!)}), CPU ${median(joinCpu[t.name]!)} ms`, t.name === 'after' ? verdict(median(joins[t.name]!), 700) : '');
+      row(`agent restart → Connected, ${t.name} (median of ${RUNS})`, `${median(restarts[t.name]!)} ms (max ${Math.max(...restarts[t.name]!)}), CPU ${median(restartCpu[t.name]!)} ms`, t.name === 'after' ? verdict(median(restarts[t.name]!), 500) : '');
     }
     row('  bundled / compiled, restart', `${(median(restarts.after!) / median(restarts.before!)).toFixed(2)}×`);
 
@@ -91,7 +97,7 @@ async function processPart(trees: Build[]): Promise<void> {
     const env = await setupEnv();
     try {
       for (const t of trees) {
-        const ctl = await startController(env, 'reconciler', [], t.env, t.main('controller'));
+        const ctl = await startController(env, 'reconciler', [], t.env(), t.main('controller'));
         await until('the reconciler started', () => (readFileSync(ctl.logFile, 'utf8').includes('evaluation reconciler started') ? true : undefined), { timeoutMs: 60_000 });
         await sleep(3000);
         idle[t.name]!.controller = rssMiB(ctl.child.pid!);
@@ -99,7 +105,7 @@ async function processPart(trees: Build[]): Promise<void> {
 
         const ports = [await freePort(), await freePort(), await freePort()];
         const egress = spawn(NODE, [t.main('egress'), '--port', String(ports[0]), '--health-port', String(ports[1]), '--metrics-port', String(ports[2]), '--allow', 'example.test'], {
-          env: { PATH: process.env.PATH ?? '', RLMESH_LISTEN_HOST: '127.0.0.1', ...t.env },
+          env: { PATH: process.env.PATH ?? '', RLMESH_LISTEN_HOST: '127.0.0.1', ...t.env() },
           stdio: ['ignore', 'pipe', 'inherit'],
         });
         await readyLine(egress, 'egress proxy ready');
@@ -107,7 +113,7 @@ async function processPart(trees: Build[]): Promise<void> {
         idle[t.name]!.egress = rssMiB(egress.pid!);
         await stopper(egress)();
 
-        const plane = await startControlPlane({ main: t.main('controlplane'), env: t.env });
+        const plane = await startControlPlane({ main: t.main('controlplane'), env: t.env() });
         await sleep(3000);
         idle[t.name]!.controlplane = rssMiB(plane.proc.pid!);
         await plane.stop();
@@ -141,31 +147,45 @@ async function podPart(): Promise<void> {
   const chart = h.releasedChart();
   const cp = await h.controlPlane(chart);
   const rt = new h.Runtime();
-  const uptime = (log: string) => {
+  const { podCgroupDir, realNodes } = await import('../cluster/real-node.ts');
+  const connected = (log: string) => {
     const line = log.split('\n').find((l) => l.includes('"msg":"session connected"'));
-    return line ? (JSON.parse(line) as { processUptimeMs: number }).processUptimeMs : undefined;
+    return line ? (JSON.parse(line) as { processUptimeMs: number; processCpuMs: number }) : undefined;
   };
+  /** How often and how long the CFS quota (the CPU limit) held the pod back since it started, from its cgroup. */
+  const throttled = (pod: { metadata: { uid: string }; spec: { nodeName?: string } }) => {
+    const node = realNodes().find((n) => n.name === pod.spec.nodeName)!;
+    const stat = readFileSync(join(podCgroupDir(node, pod.metadata.uid, 'cpu'), 'cpu.stat'), 'utf8');
+    const field = (k: string) => Number(new RegExp(`^${k} (\\d+)$`, 'm').exec(stat)?.[1] ?? NaN);
+    return { periods: field('nr_throttled'), ms: field('throttled_time') / 1e6 };
+  };
+  const describe = (c: { processUptimeMs: number; processCpuMs: number }, t: { periods: number; ms: number }) =>
+    `${c.processUptimeMs} ms, CPU ${c.processCpuMs} ms, throttled ${t.periods}× for ${t.ms.toFixed(0)} ms`;
   try {
     const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'start-bench' });
     h.runInstallCommand(cp, created.body.installCommand);
     await h.waitConnected(cp, created.body.clusterId, 180);
-    const joined = await until('the agent pod connected', () => uptime(rt.log('agent')), { timeoutMs: 60_000 });
-    row('agent pod first start (join): process start → Connected', `${joined} ms (one install)`, verdict(joined, 700));
+    const joined = await until('the agent pod connected', () => connected(rt.log('agent')), { timeoutMs: 60_000 });
+    row('agent pod first start (join): process start → Connected', `${describe(joined, throttled(rt.pod('agent')))} (one install)`, verdict(joined.processUptimeMs, 700));
     const inProcess: number[] = [];
     const wall: number[] = [];
+    const cpu: number[] = [];
     for (let r = 0; r < RUNS; r++) {
       const old = rt.pod('agent');
       const t0 = Date.now();
       kubectl(['-n', h.NS, 'delete', 'pod', old.metadata.name, '--wait=false']);
-      const ms = await until('the new agent pod connected', () => {
+      const [pod, c] = await until('the new agent pod connected', () => {
         const fresh = rt.pods('agent').find((p) => p.metadata.name !== old.metadata.name && p.status.phase === 'Running');
-        return fresh ? uptime(kubectl(['-n', h.NS, 'logs', fresh.metadata.name], { allowFail: true }).stdout) : undefined;
+        const line = fresh && connected(kubectl(['-n', h.NS, 'logs', fresh.metadata.name], { allowFail: true }).stdout);
+        return line ? ([fresh, line] as const) : undefined;
       }, { timeoutMs: 120_000, intervalMs: 100 });
       wall.push(Date.now() - t0);
-      inProcess.push(ms);
+      inProcess.push(c.processUptimeMs);
+      cpu.push(c.processCpuMs);
+      console.log(`  restart ${r + 1}: ${describe(c, throttled(pod))}`);
       await sleep(2000);
     }
-    row(`agent pod restart: process start → Connected (median of ${RUNS})`, `${median(inProcess)} ms (max ${Math.max(...inProcess)})`, verdict(median(inProcess), 500));
+    row(`agent pod restart: process start → Connected (median of ${RUNS})`, `${median(inProcess)} ms (max ${Math.max(...inProcess)}), CPU ${median(cpu)} ms`, verdict(median(inProcess), 500));
     row('  pod deleted → new pod Connected, the kubelet included (median)', `${median(wall)} ms`);
   } finally {
     h.cleanSlate();
