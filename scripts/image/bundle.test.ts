@@ -6,6 +6,7 @@
 // (test/cluster/kwok-stages.yaml).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import type { Metafile } from 'esbuild';
@@ -40,6 +41,15 @@ describe('the image bundles', () => {
     });
   }
 
+  it('imports built-ins through require(), so Node builds no ES module facade that reads their lazy exports', () => {
+    for (const e of ENTRYPOINTS) {
+      const code = readFileSync(join(dir, e.replace(/\.ts$/, '.js')), 'utf8');
+      // the banner's node:module import is the one ES module import a bundle keeps
+      const imported = [...code.matchAll(/(?:^|[;\n])\s*import\s*[^;"'()]*?from\s*["']([^"']+)["']/g)].map((m) => m[1]!.replace(/^node:/, ''));
+      expect(imported.filter((m) => builtinModules.includes(m) && m !== 'module'), e).toEqual([]);
+    }
+  });
+
   it('runs the NetworkPolicy probe from its bundle (a usage error without arguments)', () => {
     const r = run([join(dir, 'lib/preflight/netprobe.js')]);
     expect(r.status).toBe(2);
@@ -68,7 +78,8 @@ describe('the image bundles', () => {
 const filesUnder = (d: string): string[] => readdirSync(d).flatMap((n) => (statSync(join(d, n)).isDirectory() ? filesUnder(join(d, n)) : [join(d, n)]));
 
 describe('what the bundles take in', () => {
-  const ours = () => Object.keys(metafile.inputs).filter((f) => !f.includes('node_modules/'));
+  // files of this repository (not node_modules/, not the built-in shims in esbuild's builtin-require: namespace)
+  const ours = () => Object.keys(metafile.inputs).filter((f) => !f.includes('node_modules/') && !f.startsWith('builtin-require:'));
 
   it('is the components and nothing under test/ or any unit test', () => {
     expect(ours()).toContain('controlplane/server.ts');
