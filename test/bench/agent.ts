@@ -20,6 +20,7 @@ import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { api, ROOT, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import { chartAgentEnv, controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces, type AgentProcess } from '../agent/harness.ts';
+import { pool } from '../support/pool.ts';
 
 const NODES = Number(process.env.RLMESH_BENCH_NODES ?? 500);
 const PODS = Number(process.env.RLMESH_BENCH_PODS ?? 5000);
@@ -51,13 +52,6 @@ const row = (what: string, figure: string, vsGoal: string) => {
   rows.push([what, figure, vsGoal]);
   console.log(`${what.padEnd(58)} ${figure.padEnd(28)} ${vsGoal}`);
 };
-
-async function pool<T>(items: T[], n: number, fn: (t: T) => Promise<unknown>) {
-  let i = 0;
-  await Promise.all(Array.from({ length: n }, async () => {
-    while (i < items.length) await fn(items[i++]!);
-  }));
-}
 
 function benchNode(i: number): k8s.V1Node {
   const name = `bench-agent-${String(i).padStart(5, '0')}`;

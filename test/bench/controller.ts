@@ -40,6 +40,7 @@ import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { NODE, apply, createEvaluation, evaluation, metric, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from '../controller/harness.ts';
 import { startS3Server } from '../controller/s3-server.ts';
 import { allCpus, pin } from './pin.ts';
+import { pool } from '../support/pool.ts';
 
 const { values } = parseArgs({
   options: {
@@ -62,13 +63,6 @@ const report = (line: string): void => {
   console.log(line);
   results.push(line);
 };
-
-async function pool<T>(items: T[], concurrency: number, fn: (item: T) => Promise<unknown>): Promise<void> {
-  let i = 0;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (i < items.length) await fn(items[i++]!);
-  }));
-}
 
 /** Resolves with the time the namespace holds `count` pods, counting ADDED events of a watch opened now. */
 function podsAppear(namespace: string, count: number): Promise<number> {

@@ -36,6 +36,7 @@ process.env.RLMESH_KWOK_PARALLELISM = '32';
 
 const { ROOT, api, writeTemp } = await import('../support/runtime.ts');
 const { until } = await import('../support/until.ts');
+const { pool } = await import('../support/pool.ts');
 const { adminKubeConfig, kubectl } = await import('../support/cluster.ts');
 const k8s = await import('@kubernetes/client-node');
 const { MERGE_PATCH } = await import('../../lib/kube-errors.ts');
@@ -70,24 +71,20 @@ const BACKGROUND_NS = 'scale-background';
 kubectl(['create', 'namespace', BACKGROUND_NS]);
 const core = adminKubeConfig().makeApiClient(k8s.CoreV1Api);
 const cpuNodes = total - gpu;
-let next = 0;
 const t1 = Date.now();
-await Promise.all(Array.from({ length: 32 }, async () => {
-  while (next < backgroundPods) {
-    const i = next++;
-    await core.createNamespacedPod({
-      namespace: BACKGROUND_NS,
-      body: {
-        metadata: { name: `background-${i}`, labels: { app: `background-${i % 100}` } },
-        spec: {
-          nodeName: `kwok-cpu-${i % cpuNodes}`,
-          tolerations: [{ operator: 'Exists' }],
-          containers: [{ name: 'c', image: 'registry.rlmesh.dev/background:1', resources: { requests: { cpu: '100m', memory: '256Mi' } } }],
-        },
+await pool(Array.from({ length: backgroundPods }, (_, i) => i), 32, (i) =>
+  core.createNamespacedPod({
+    namespace: BACKGROUND_NS,
+    body: {
+      metadata: { name: `background-${i}`, labels: { app: `background-${i % 100}` } },
+      spec: {
+        nodeName: `kwok-cpu-${i % cpuNodes}`,
+        tolerations: [{ operator: 'Exists' }],
+        containers: [{ name: 'c', image: 'registry.rlmesh.dev/background:1', resources: { requests: { cpu: '100m', memory: '256Mi' } } }],
       },
-    });
-  }
-}));
+    },
+  }),
+);
 console.log(`created ${backgroundPods} pods on ${cpuNodes} kwok CPU nodes in ${fmt(Date.now() - t1)}`);
 // kwok starts them behind the creates; evaluations submitted before it is through would queue behind them
 await until('kwok to run every background pod', async () => {
@@ -98,8 +95,6 @@ await until('kwok to run every background pod', async () => {
 }, { timeoutMs: 3_600_000, intervalMs: 30_000 });
 console.log(`all ${backgroundPods} running ${fmt(Date.now() - t1)} after the first create`);
 h.cleanSlate();
-
-
 const chart = h.releasedChart();
 const cp = await h.controlPlane(chart);
 const rt = new h.Runtime();
@@ -116,14 +111,9 @@ try {
   const untaint = Date.now();
   // 32 at a time: kubectl taint patches 5,000 nodes one by one (683 s on the loaded apiserver)
   const kwokNodes = (await core.listNode({ labelSelector: 'type=kwok', resourceVersion: '0' })).items;
-  let nextNode = 0;
-  await Promise.all(Array.from({ length: 32 }, async () => {
-    while (nextNode < kwokNodes.length) {
-      const n = kwokNodes[nextNode++]!;
-      const taints = (n.spec?.taints ?? []).filter((t) => t.key !== 'kwok.x-k8s.io/node');
-      await core.patchNode({ name: n.metadata!.name!, body: { spec: { taints } } }, MERGE_PATCH);
-    }
-  }));
+  await pool(kwokNodes, 32, (n) =>
+    core.patchNode({ name: n.metadata!.name!, body: { spec: { taints: (n.spec?.taints ?? []).filter((t) => t.key !== 'kwok.x-k8s.io/node') } } }, MERGE_PATCH),
+  );
   console.log(`kwok taint removed from ${total} nodes in ${fmt(Date.now() - untaint)}`);
   const agentPod = rt.pod('agent');
   const holder = kubectl(['-n', h.NS, 'get', 'lease', 'rlmesh-cluster-controller', '-o', 'jsonpath={.spec.holderIdentity}']).stdout;

@@ -23,7 +23,7 @@ import { ROOT, startControlPlane, stopper } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import { freePort } from '../support/free-port.ts';
 import { kubectl } from '../support/cluster.ts';
-import { chartAgentEnv, controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces } from '../agent/harness.ts';
+import { chartAgentEnv, controlPlane, installAgentRbac, newCluster, resetAgentState, runtimeConfig, startAgent, useNamespaces, type AgentProcess } from '../agent/harness.ts';
 
 const { values: a } = parseArgs({ options: { runs: { type: 'string', default: '5' }, parts: { type: 'string', default: 'process,pod' } } });
 const RUNS = Number(a.runs);
@@ -58,10 +58,14 @@ async function processPart(trees: Build[]): Promise<void> {
   const agentEnv = chartAgentEnv();
   try {
     const config = runtimeConfig(cp);
-    const joins: Record<string, number[]> = { before: [], after: [] };
-    const restarts: Record<string, number[]> = { before: [], after: [] };
-    const joinCpu: Record<string, number[]> = { before: [], after: [] };
-    const restartCpu: Record<string, number[]> = { before: [], after: [] };
+    // per tree: ms from spawn to "session connected", and the CPU ms the agent logged there
+    type Start = { ms: number; cpu: number };
+    const joins: Record<string, Start[]> = { before: [], after: [] };
+    const restarts: Record<string, Start[]> = { before: [], after: [] };
+    const connectedAfter = (p: AgentProcess): Start => {
+      const l = p.lines().find((x) => x.msg === 'session connected')!;
+      return { ms: Date.parse(l.time as string) - p.startedAt, cpu: l.processCpuMs as number };
+    };
     const idle: Record<string, Record<string, number>> = { before: {}, after: {} };
     for (let r = 0; r < RUNS; r++) {
       for (const t of r % 2 === 0 ? trees : [...trees].reverse()) {
@@ -70,15 +74,11 @@ async function processPart(trees: Build[]): Promise<void> {
         const main = t.main('agent');
         const first = await startAgent({ main, configFile: config, token: joinToken, env: { ...agentEnv, ...t.env() }, timing: [] });
         await first.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
-        const joined = first.lines().find((l) => l.msg === 'session connected')!;
-        joins[t.name]!.push(Date.parse(joined.time as string) - first.startedAt);
-        joinCpu[t.name]!.push(joined.processCpuMs as number);
+        joins[t.name]!.push(connectedAfter(first));
         await first.stop();
         const again = await startAgent({ main, configFile: config, env: { ...agentEnv, ...t.env() }, timing: [], spoolDir: first.spoolDir });
         await again.waitFor('connected', /session connected/, { timeoutMs: 60_000 });
-        const connected = again.lines().find((l) => l.msg === 'session connected')!;
-        restarts[t.name]!.push(Date.parse(connected.time as string) - again.startedAt);
-        restartCpu[t.name]!.push(connected.processCpuMs as number);
+        restarts[t.name]!.push(connectedAfter(again));
         if (r === RUNS - 1) {
           await sleep(3000);
           idle[t.name]!.agent = rssMiB(again.proc.pid!);
@@ -86,11 +86,13 @@ async function processPart(trees: Build[]): Promise<void> {
         await again.stop();
       }
     }
+    const ms = (xs: Start[]) => xs.map((x) => x.ms);
+    const figure = (xs: Start[]) => `${median(ms(xs))} ms (max ${Math.max(...ms(xs))}), CPU ${median(xs.map((x) => x.cpu))} ms`;
     for (const t of trees) {
-      row(`agent first start (join) → Connected, ${t.name} (median of ${RUNS})`, `${median(joins[t.name]!)} ms (max ${Math.max(...joins[t.name]!)}), CPU ${median(joinCpu[t.name]!)} ms`, t.name === 'after' ? verdict(median(joins[t.name]!), 700) : '');
-      row(`agent restart → Connected, ${t.name} (median of ${RUNS})`, `${median(restarts[t.name]!)} ms (max ${Math.max(...restarts[t.name]!)}), CPU ${median(restartCpu[t.name]!)} ms`, t.name === 'after' ? verdict(median(restarts[t.name]!), 500) : '');
+      row(`agent first start (join) → Connected, ${t.name} (median of ${RUNS})`, figure(joins[t.name]!), t.name === 'after' ? verdict(median(ms(joins[t.name]!)), 700) : '');
+      row(`agent restart → Connected, ${t.name} (median of ${RUNS})`, figure(restarts[t.name]!), t.name === 'after' ? verdict(median(ms(restarts[t.name]!)), 500) : '');
     }
-    row('  bundled / compiled, restart', `${(median(restarts.after!) / median(restarts.before!)).toFixed(2)}×`);
+    row('  bundled / compiled, restart', `${(median(ms(restarts.after!)) / median(ms(restarts.before!))).toFixed(2)}×`);
 
     // the others idle: started, ready, left alone for 3 s
     const { setupEnv, startController } = await import('../controller/harness.ts');
