@@ -33,6 +33,13 @@ process.env.RLMESH_KWOK_TAINT = '1';
 // kwok's default of 4 patches at once trails 150,000 pods by most of an hour on this machine (about 17 pod
 // patches/s once the apiserver is loaded) and lets some of 5,000 node leases expire
 process.env.RLMESH_KWOK_PARALLELISM = '32';
+// a kubelet renews its Lease every 10 s: from 5,000 nodes, 500 writes/s, about five times what this
+// machine's apiserver writes in all, so the pods' creates and kwok's own status patches queued behind the
+// renewals, late renewals let the node lifecycle controller mark nodes and their pods not ready, and kwok
+// then wrote every pod's readiness back. Renewed every 5 minutes instead (17 writes/s), with a grace
+// period as long as the Lease, as kubelet's 40 s default is
+process.env.RLMESH_KWOK_LEASE_SECONDS = '1200';
+process.env.RLMESH_NODE_MONITOR_GRACE = '1200s';
 
 const { ROOT, api, writeTemp } = await import('../support/runtime.ts');
 const { until } = await import('../support/until.ts');
