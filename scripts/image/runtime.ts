@@ -66,6 +66,10 @@ export async function assembleRuntime(stage: string): Promise<RuntimeTree> {
  * fills (what runs before `--help` exits is not always the same) is left out:
  * it compiles at start as it would with no cache, and the image stays the
  * same bytes.
+ *
+ * The fill runs as the image's user: Node keeps a cache per user id
+ * (/app/.node-compile-cache/v24.x-x64-<flags>-<uid>/), and a pod running as
+ * 65532 does not read the entries root would write under -0.
  */
 function fillCompileCache(rootfs: string): void {
   if (process.getuid?.() !== 0) {
@@ -76,10 +80,12 @@ function fillCompileCache(rootfs: string): void {
   const chroot = execFileSync('sh', ['-c', 'command -v chroot'], { encoding: 'utf8' }).trim();
   const imageEnv = Object.fromEntries(runtimeConfig({}).Env.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
   const fill = (dir: string) => {
+    mkdirSync(join(rootfs, 'app', dir));
+    execFileSync('chown', [`${NONROOT.uid}:${NONROOT.gid}`, join(rootfs, 'app', dir)]);
     for (const c of COMPONENTS) {
       // stdout and stderr are pipes whoever runs the build: a module that looks at them (isTTY,
       // a file or a pipe) would otherwise load differently from a terminal, a log file or a test
-      execFileSync(chroot, [rootfs, NODE_PATH, '--predictable', '/app/bin/rlmesh-runtime.js', c, '--help'], {
+      execFileSync(chroot, [`--userspec=${NONROOT.uid}:${NONROOT.gid}`, rootfs, NODE_PATH, '--predictable', '/app/bin/rlmesh-runtime.js', c, '--help'], {
         cwd: '/',
         stdio: ['ignore', 'pipe', 'pipe'],
         env: { ...imageEnv, HOME: `/${NONROOT.home}`, NODE_COMPILE_CACHE: `/app/${dir}` },
@@ -104,6 +110,7 @@ function fillCompileCache(rootfs: string): void {
     } else chmodSync(a, 0o644); // written 0600; the image's user 65532 must read it
   }
   chmodSync(cache, 0o755);
+  execFileSync('chown', ['-R', '0:0', cache]); // the image's user reads the cache but cannot change it
   rmSync(second, { recursive: true });
   if (dropped > 0) console.error(`[image] compile cache: ${dropped} entries differed between two fills and were left out`);
 }

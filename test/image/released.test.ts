@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImage, RECIPES } from '../../scripts/image/build.ts';
 import { COMPONENTS, runtimeConfig } from '../../scripts/image/runtime.ts';
+import { NONROOT } from '../../scripts/image/debian-base.ts';
 import { ENTRYPOINTS } from '../../scripts/image/bundle.ts';
 import { NETPROBE_COMMAND } from '../../controller/network-policy-probe.ts';
 import { releaseInfo } from '../support/release.ts';
@@ -61,6 +62,10 @@ describe('the released rlmesh-runtime image', () => {
     const cached = [...tree.keys()].filter((p) => p.startsWith('app/.node-compile-cache/') && tree.get(p)!.type === 'file');
     // one entry per file V8 compiled at the fill: the dispatcher and each component's bundle
     expect(cached.length).toBeGreaterThanOrEqual(COMPONENTS.length + 1);
+    // Node reads only the entries of its own user id (v24.x-x64-<flags>-<uid>/): the image's user,
+    // as which the pods run (an image filled as root gave its pods no cache at all)
+    expect(runtimeConfig({}).User).toBe(`${NONROOT.uid}:${NONROOT.gid}`);
+    expect([...new Set(cached.map((p) => p.split('/')[2]!.split('-').at(-1)))]).toEqual([String(NONROOT.uid)]);
     // the image's user reads its code and cache but cannot change them
     for (const p of ['app/agent/main.js', cached[0]!]) expect([tree.get(p)!.uid, tree.get(p)!.mode & 0o022], p).toEqual([0, 0]);
     expect(cached.every((p) => (tree.get(p)!.mode & 0o004) !== 0)).toBe(true);

@@ -33,6 +33,7 @@ export async function startControlPlane(opts: { dataDir?: string; listen?: strin
       '--tls-host', 'localhost', ...(opts.args ?? [])],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } },
   );
+  stopWithUs(proc);
   const { createWriteStream } = await import('node:fs');
   proc.stderr!.pipe(createWriteStream(logFile, { flags: 'a' }));
   const line = await new Promise<string>((ok, fail) => {
@@ -58,6 +59,24 @@ export { releasedChart } from './release.ts';
 /** The runtime config the chart rendered, as the pods would read it from the ConfigMap. */
 export function renderedRuntimeConfig(namespace = 'rlmesh-system'): string {
   return kubectl(['-n', namespace, 'get', 'configmap', 'rlmesh-runtime-config', '-o', 'jsonpath={.data.config\\.json}']).stdout;
+}
+
+// A benchmark stopped with Ctrl-C or SIGTERM takes its control planes with it: one left behind keeps
+// 10.213.0.1:443, and the next run's fails to listen there (EADDRINUSE).
+const children = new Set<ChildProcess>();
+let listening = false;
+function stopWithUs(proc: ChildProcess): void {
+  if (!listening) {
+    listening = true;
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      process.once(signal, () => {
+        for (const c of children) c.kill('SIGKILL');
+        process.kill(process.pid, signal); // the listener is gone: the default action ends the process
+      });
+    }
+  }
+  children.add(proc);
+  proc.once('exit', () => children.delete(proc));
 }
 
 /** Stops a child process with a signal and resolves once it has exited. */
