@@ -125,14 +125,16 @@ try {
   const controllerPod = rt.pods('controller').find((p) => holder.includes(p.metadata.name))!;
   const before = { agent: sample(agentPod), controller: sample(controllerPod) };
   const peak = { agent: before.agent, controller: before.controller };
-  const sampler = setInterval(() => {
-    for (const [c, pod] of [['agent', agentPod], ['controller', controllerPod]] as const) {
-      const now = sample(pod);
-      peak[c] = { ...now, usageMiB: Math.max(peak[c].usageMiB, now.usageMiB), rssMiB: Math.max(peak[c].rssMiB, now.rssMiB) };
-    }
-  }, 250);
-  const memory = (when: string) => {
+  const sampleBoth = () => {
     const now = { agent: sample(agentPod), controller: sample(controllerPod) };
+    for (const c of ['agent', 'controller'] as const) {
+      peak[c] = { ...now[c], usageMiB: Math.max(peak[c].usageMiB, now[c].usageMiB), rssMiB: Math.max(peak[c].rssMiB, now[c].rssMiB) };
+    }
+    return now;
+  };
+  const sampler = setInterval(sampleBoth, 250);
+  const memory = (when: string) => {
+    const now = sampleBoth();
     for (const c of ['agent', 'controller'] as const) {
       console.log(`  ${when}: ${c.padEnd(10)} RSS ${now[c].rssMiB.toFixed(0)} MiB (peak ${peak[c].rssMiB.toFixed(0)}), cgroup usage ${now[c].usageMiB.toFixed(0)} MiB (peak ${peak[c].usageMiB.toFixed(0)}), CPU ${(now[c].cpuSeconds - before[c].cpuSeconds).toFixed(1)} s over ${((Date.now() - started) / 1000).toFixed(0)} s`);
     }
