@@ -138,17 +138,20 @@ try {
     for (const c of ['agent', 'controller'] as const) {
       console.log(`  ${when}: ${c.padEnd(10)} RSS ${now[c].rssMiB.toFixed(0)} MiB (peak ${peak[c].rssMiB.toFixed(0)}), cgroup usage ${now[c].usageMiB.toFixed(0)} MiB (peak ${peak[c].usageMiB.toFixed(0)}), CPU ${(now[c].cpuSeconds - before[c].cpuSeconds).toFixed(1)} s over ${((Date.now() - started) / 1000).toFixed(0)} s`);
     }
-    return now;
   };
   type Report = { nodeReport: { report: { nodes?: { name: string; schedulable?: boolean }[] } } | null };
   let reported = 0;
+  /** The nodes of the control plane's latest report from this cluster. */
+  const reportNodes = async () => {
+    const nodes = (await api<Report>(cp, 'GET', `/v1/clusters/${id}`)).body.nodeReport?.report.nodes ?? [];
+    reported = nodes.length;
+    return nodes;
+  };
   // what a timeout shows: how far the report got, and the agent's last words
   const context = () => `the report lists ${reported} nodes; the agent's log ends:\n${kubectl(['-n', h.NS, 'logs', agentPod.metadata.name, '--tail', '20'], { allowFail: true }).stdout}`;
   // the agent's first report follows its node and pod informers' first list: at this size, minutes after it connects
   await until('the first node report with every node', async () => {
-    const c = await api<Report>(cp, 'GET', `/v1/clusters/${id}`);
-    reported = c.body.nodeReport?.report.nodes?.length ?? 0;
-    return reported >= total ? true : undefined;
+    return (await reportNodes()).length >= total ? true : undefined;
   }, { timeoutMs: 1_800_000, intervalMs: 1000, context });
   console.log(`helm install -> the first node report with all ${total} nodes (informers synced): ${fmt(Date.now() - started)}`);
   memory('synced');
@@ -177,7 +180,8 @@ try {
     return ids.every((e) => runningAt.has(e)) ? true : undefined;
   }, { timeoutMs: 600_000, intervalMs: 200 });
   const toRunning = ids.map((e) => runningAt.get(e)! - submittedAt.get(e)!);
-  console.log(`  submission -> pod Running   p50 ${fmt(pct(toRunning, 50))}  p99 ${fmt(pct(toRunning, 99))}  max ${fmt(Math.max(...toRunning))}`);
+  const toRunningLine = `  submission -> pod Running   p50 ${fmt(pct(toRunning, 50))}  p99 ${fmt(pct(toRunning, 99))}  max ${fmt(Math.max(...toRunning))}`;
+  console.log(toRunningLine);
   memory('evaluations running');
 
   // node report latency: a node change (cordon) until the control plane's report shows it
@@ -187,9 +191,7 @@ try {
     const t = Date.now();
     kubectl(['cordon', node]);
     await until('the report to show the cordon', async () => {
-      const c = await api<Report>(cp, 'GET', `/v1/clusters/${id}`);
-      const n = c.body.nodeReport?.report.nodes?.find((x) => x.name === node);
-      reported = c.body.nodeReport?.report.nodes?.length ?? 0;
+      const n = (await reportNodes()).find((x) => x.name === node);
       return n && !n.schedulable ? true : undefined;
     }, { timeoutMs: 60_000, intervalMs: 20, context });
     latencies.push(Date.now() - t);
@@ -198,7 +200,7 @@ try {
   clearInterval(sampler);
 
   console.log(`\nscale: ${total} nodes, ${backgroundPods} other pods, ${evaluations} evaluations in flight`);
-  console.log(`  submission -> pod Running   p50 ${fmt(pct(toRunning, 50))}  p99 ${fmt(pct(toRunning, 99))}  max ${fmt(Math.max(...toRunning))}`);
+  console.log(toRunningLine);
   console.log(`  node change -> report       p50 ${fmt(pct(latencies, 50))}  p99 ${fmt(pct(latencies, 99))}`);
   memory('end');
   const p99 = pct(latencies, 99);
