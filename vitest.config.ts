@@ -2,14 +2,14 @@ import { defineConfig } from 'vitest/config';
 
 // Two projects: unit tests sit next to the code they test; integration tests
 // under test/ run against the real local cluster that test/cluster/up starts
-// (the test toolkit's own tests in test/support need no cluster: unit).
+// (the test toolkit's own tests in test/support and the cluster's forwarder test need no cluster: unit).
 export default defineConfig({
   test: {
     projects: [
       {
         test: {
           name: 'unit',
-          include: ['{agent,controller,egress,controlplane,gpu-discovery,lib,cli,bin,scripts}/**/*.test.ts', 'test/support/*.test.ts'],
+          include: ['{agent,controller,egress,controlplane,gpu-discovery,lib,cli,bin,scripts}/**/*.test.ts', 'test/support/*.test.ts', 'test/cluster/forward.test.ts'],
           testTimeout: 20_000,
         },
       },
@@ -17,7 +17,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/support/*.test.ts'],
+          exclude: ['test/support/*.test.ts', 'test/cluster/forward.test.ts'],
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 180_000,
           hookTimeout: 300_000,
