@@ -8,6 +8,7 @@ import { connect, createServer, type AddressInfo, type Server, type Socket } fro
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { until } from '../support/until.ts';
 
 const FORWARD = fileURLToPath(new URL('./forward.ts', import.meta.url));
 const cleanup: (() => void)[] = [];
@@ -32,13 +33,12 @@ async function forward(target: number): Promise<number> {
   let err = '';
   child.stdout!.on('data', (d: Buffer) => (out += d));
   child.stderr!.on('data', (d: Buffer) => (err += d));
-  for (let i = 0; i < 200; i++) {
-    const m = /^forwarding 127\.0\.0\.1:(\d+) -> /.exec(out);
-    if (m) return Number(m[1]);
-    if (child.exitCode !== null) break;
-    await sleep(50);
-  }
-  throw new Error(`forward.ts did not report its port: exit ${child.exitCode}, stdout ${JSON.stringify(out)}, stderr ${err}`);
+  const port = await until('forward.ts to print the port it listens on', () => /^forwarding 127\.0\.0\.1:(\d+) -> /.exec(out)?.[1], {
+    timeoutMs: 10_000,
+    intervalMs: 50,
+    context: () => `exit ${child.exitCode}, stdout ${JSON.stringify(out)}, stderr ${err}`,
+  });
+  return Number(port);
 }
 
 async function readAll(s: Socket, pauseMs = 0): Promise<Buffer> {
