@@ -65,7 +65,7 @@ export { releasedChart };
 type Pod = {
   metadata: { name: string; uid: string; deletionTimestamp?: string };
   spec: { nodeName?: string; containers?: { image: string }[] };
-  status: { phase?: string; containerStatuses?: { name: string; containerID?: string; restartCount: number; ready: boolean }[] };
+  status: { phase?: string; podIP?: string; containerStatuses?: { name: string; containerID?: string; restartCount: number; ready: boolean }[] };
 };
 
 /** The chart's workloads by what the suites call them: namespace and Deployment. */
