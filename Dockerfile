@@ -22,4 +22,4 @@ COPY --from=build /rootfs /
 USER 65532:65532
 WORKDIR /app
 ENV PATH=/usr/local/bin NODE_ENV=production NODE_COMPILE_CACHE=/app/.node-compile-cache NODE_COMPILE_CACHE_PORTABLE=1
-ENTRYPOINT ["/usr/local/bin/node", "/app/bin/rlmesh-runtime.js"]
+ENTRYPOINT ["/usr/local/bin/node", "--disable-warning=DEP0169", "--disable-warning=DEP0005", "--disable-warning=DEP0040", "/app/bin/rlmesh-runtime.js"]

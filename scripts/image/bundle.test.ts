@@ -41,6 +41,15 @@ describe('the image bundles', () => {
     });
   }
 
+  it('is pure ASCII, so V8 holds each bundle as a one-byte string, and the licence text a comment carries still reads the same', () => {
+    for (const e of ENTRYPOINTS) {
+      const code = readFileSync(join(dir, e.replace(/\.ts$/, '.js')), 'utf8');
+      expect(code.match(/[^\x00-\x7f]/g), e).toBeNull();
+    }
+    // a licence notice esbuild keeps as written (formdata-polyfill's, in undici), its one non-ASCII letter escaped
+    expect(readFileSync(join(dir, 'agent/main.js'), 'utf8')).toContain('W\\u00e4rting');
+  });
+
   it('imports built-ins through require(), so Node builds no ES module facade that reads their lazy exports', () => {
     for (const e of ENTRYPOINTS) {
       const code = readFileSync(join(dir, e.replace(/\.ts$/, '.js')), 'utf8');

@@ -57,6 +57,26 @@ const builtinsThroughRequire: Plugin = {
   },
 };
 
+/**
+ * Node keeps some deprecation warnings for code outside node_modules/, which a
+ * bundle is: node-fetch's url.parse() on every Kubernetes request (DEP0169),
+ * Buffer() (DEP0005), the punycode built-in (DEP0040). They name code we do
+ * not call, so every start of a bundle (the image's entrypoint, the CLI's
+ * single executable) turns these three off, and only these.
+ */
+export const BUNDLE_NODE_FLAGS = ['--disable-warning=DEP0169', '--disable-warning=DEP0005', '--disable-warning=DEP0040'] as const;
+
+/**
+ * esbuild escapes non-ASCII characters in code but keeps the legal comments as
+ * written, and one "ä" in a licence makes V8 hold the whole 5 MiB bundle as a
+ * two-byte string: twice the memory, and a slower read and hash at every
+ * start (agent: 5 MiB more RSS, about 10 ms more CPU to its first request).
+ * Escaped, the comment reads the same and the file is pure ASCII.
+ */
+export function asciiOnly(code: string): string {
+  return code.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /** Fails on any esbuild warning: an import.meta in CommonJS or a require() that cannot resolve is a bundle that breaks at run time. */
 export async function failOnWarnings(what: string, warnings: Parameters<typeof formatMessages>[0]): Promise<void> {
   if (warnings.length > 0) throw new Error(`esbuild warned while bundling ${what}:\n${(await formatMessages(warnings, { kind: 'warning' })).join('\n')}`);
@@ -76,6 +96,10 @@ export async function bundleEntrypoints(outDir: string): Promise<Metafile> {
     plugins: [builtinsThroughRequire],
   });
   await failOnWarnings('the image', result.warnings);
+  for (const out of Object.keys(result.metafile.outputs)) {
+    const file = join(ROOT, out);
+    writeFileSync(file, asciiOnly(readFileSync(file, 'utf8')));
+  }
   writeFileSync(join(outDir, 'THIRD-PARTY-NOTICES.txt'), thirdPartyNotices(result.metafile, 'The rlmesh-runtime image bundles code from these open-source packages.'));
   return result.metafile;
 }

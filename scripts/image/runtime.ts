@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assembleDebianBase, NONROOT, type DebianPackage } from './debian-base.ts';
-import { bundleEntrypoints } from './bundle.ts';
+import { BUNDLE_NODE_FLAGS, bundleEntrypoints } from './bundle.ts';
 import { walk, type ImageConfig } from './oci-layout.ts';
 import { ociLabels, pinnedNodeBinary, ROOT, type SourceFacts } from './source.ts';
 
@@ -19,7 +19,7 @@ const NODE_PATH = '/usr/local/bin/node';
 export function runtimeConfig(labels: Record<string, string>): ImageConfig {
   return {
     User: '65532:65532',
-    Entrypoint: [NODE_PATH, '/app/bin/rlmesh-runtime.js'],
+    Entrypoint: [NODE_PATH, ...BUNDLE_NODE_FLAGS, '/app/bin/rlmesh-runtime.js'],
     Env: ['PATH=/usr/local/bin', 'NODE_ENV=production', 'NODE_COMPILE_CACHE=/app/.node-compile-cache', 'NODE_COMPILE_CACHE_PORTABLE=1'],
     WorkingDir: '/app',
     Labels: labels,
@@ -85,7 +85,7 @@ function fillCompileCache(rootfs: string): void {
     for (const c of COMPONENTS) {
       // stdout and stderr are pipes whoever runs the build: a module that looks at them (isTTY,
       // a file or a pipe) would otherwise load differently from a terminal, a log file or a test
-      execFileSync(chroot, [`--userspec=${NONROOT.uid}:${NONROOT.gid}`, rootfs, NODE_PATH, '--predictable', '/app/bin/rlmesh-runtime.js', c, '--help'], {
+      execFileSync(chroot, [`--userspec=${NONROOT.uid}:${NONROOT.gid}`, rootfs, NODE_PATH, ...BUNDLE_NODE_FLAGS, '--predictable', '/app/bin/rlmesh-runtime.js', c, '--help'], {
         cwd: '/',
         stdio: ['ignore', 'pipe', 'pipe'],
         env: { ...imageEnv, HOME: `/${NONROOT.home}`, NODE_COMPILE_CACHE: `/app/${dir}` },

@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { build, type Metafile } from 'esbuild';
-import { COMMON, failOnWarnings, thirdPartyNotices } from '../image/bundle.ts';
+import { asciiOnly, BUNDLE_NODE_FLAGS, COMMON, failOnWarnings, thirdPartyNotices } from '../image/bundle.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -75,10 +75,8 @@ export async function buildCli({ outDir }: { outDir: string }): Promise<CliArtif
         disableExperimentalSEAWarning: true,
         useSnapshot: false,
         useCodeCache: false,
-        // Node.js keeps these deprecation warnings for code outside node_modules/, which the injected
-        // bundle is, unlike the npm package's: node-fetch's url.parse() on every Kubernetes request
-        // (DEP0169), Buffer() (DEP0005), the punycode built-in (DEP0040)
-        execArgv: ['--disable-warning=DEP0169', '--disable-warning=DEP0005', '--disable-warning=DEP0040'],
+        // the injected bundle is outside node_modules/, unlike the npm package's rlmesh.cjs
+        execArgv: [...BUNDLE_NODE_FLAGS],
       }),
     );
     execFileSync(node, ['--experimental-sea-config', 'sea-config.json'], { cwd: seaDir, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -110,7 +108,7 @@ async function bundle(): Promise<{ code: string; metafile: Metafile }> {
     write: false,
   });
   await failOnWarnings('the CLI', result.warnings);
-  return { code: result.outputFiles[0]!.text, metafile: result.metafile };
+  return { code: asciiOnly(result.outputFiles[0]!.text), metafile: result.metafile };
 }
 
 function packageJson(version: string): Record<string, unknown> {

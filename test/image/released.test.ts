@@ -42,7 +42,7 @@ describe('the released rlmesh-runtime image', () => {
     const config = image.config as unknown as { architecture: string; os: string; config: { User: string; Entrypoint: string[]; WorkingDir: string } };
     expect([config.os, config.architecture]).toEqual(['linux', 'amd64']);
     expect(config.config.User).toBe('65532:65532');
-    expect(config.config.Entrypoint).toEqual(['/usr/local/bin/node', '/app/bin/rlmesh-runtime.js']);
+    expect(config.config.Entrypoint).toEqual(['/usr/local/bin/node', '--disable-warning=DEP0169', '--disable-warning=DEP0005', '--disable-warning=DEP0040', '/app/bin/rlmesh-runtime.js']);
     expect(config.config.WorkingDir).toBe('/app');
   });
 

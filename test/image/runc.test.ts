@@ -166,7 +166,7 @@ describe(`the released ${IMAGE} image`, () => {
 
   it('runs as 65532:65532 with its entrypoint, and umoci carried that config into the bundle', () => {
     expect(imageConfig.config.User).toBe('65532:65532');
-    expect(imageConfig.config.Entrypoint).toEqual(['/usr/local/bin/node', '/app/bin/rlmesh-runtime.js']);
+    expect(imageConfig.config.Entrypoint).toEqual(['/usr/local/bin/node', '--disable-warning=DEP0169', '--disable-warning=DEP0005', '--disable-warning=DEP0040', '/app/bin/rlmesh-runtime.js']);
     expect(imageConfig.config.WorkingDir).toBe('/app');
     expect(unpacked.process.user).toMatchObject({ uid: NONROOT, gid: NONROOT });
     expect(unpacked.process.args).toEqual([...entrypoint(), ...(imageConfig.config.Cmd ?? [])]);
