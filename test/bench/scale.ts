@@ -153,17 +153,18 @@ try {
   };
   type Report = { nodeReport: { receivedAt: string; report: { nodes?: { name: string; schedulable?: boolean }[] } } | null };
   let reported = 0;
-  /** The nodes of the control plane's latest report from this cluster. */
-  const reportNodes = async () => {
-    const nodes = (await api<Report>(cp, 'GET', `/v1/clusters/${id}`)).body.nodeReport?.report.nodes ?? [];
+  /** The control plane's latest report from this cluster: its nodes, and when the control plane received it. */
+  const latestReport = async () => {
+    const r = (await api<Report>(cp, 'GET', `/v1/clusters/${id}`)).body.nodeReport;
+    const nodes = r?.report.nodes ?? [];
     reported = nodes.length;
-    return nodes;
+    return { nodes, receivedAt: r ? Date.parse(r.receivedAt) : NaN };
   };
   // what a timeout shows: how far the report got, and the agent's last words
   const context = () => `the report lists ${reported} nodes; the agent's log ends:\n${kubectl(['-n', h.NS, 'logs', agentPod.metadata.name, '--tail', '20'], { allowFail: true }).stdout}`;
   // the agent's first report follows its node and pod informers' first list: at this size, minutes after it connects
   await until('the first node report with every node', async () => {
-    return (await reportNodes()).length >= total ? true : undefined;
+    return (await latestReport()).nodes.length >= total ? true : undefined;
   }, { timeoutMs: 1_800_000, intervalMs: 1000, context });
   console.log(`helm install -> the first node report with all ${total} nodes (informers synced): ${fmt(Date.now() - started)}`);
   memory('synced');
@@ -209,9 +210,9 @@ try {
     const t = Date.now();
     await cordon(node, true);
     const receivedAt = await until('the report to show the cordon', async () => {
-      const r = (await api<Report>(cp, 'GET', `/v1/clusters/${id}`)).body.nodeReport;
-      const n = r?.report.nodes?.find((x) => x.name === node);
-      return n && !n.schedulable ? Date.parse(r!.receivedAt) : undefined;
+      const r = await latestReport();
+      const n = r.nodes.find((x) => x.name === node);
+      return n && !n.schedulable ? r.receivedAt : undefined;
     }, { timeoutMs: 60_000, intervalMs: 20, context });
     seen.push(Date.now() - t);
     arrived.push(receivedAt - t);
