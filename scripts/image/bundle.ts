@@ -7,7 +7,7 @@
 //
 //   node scripts/image/bundle.ts [--out DIR]    (default dist/app)
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { builtinModules } from 'node:module';
 import { build, formatMessages, type BuildOptions, type Metafile, type Plugin } from 'esbuild';
@@ -94,11 +94,12 @@ export async function bundleEntrypoints(outDir: string): Promise<Metafile> {
     splitting: false,
     banner: { js: ESM_REQUIRE },
     plugins: [builtinsThroughRequire],
+    write: false,
   });
   await failOnWarnings('the image', result.warnings);
-  for (const out of Object.keys(result.metafile.outputs)) {
-    const file = join(ROOT, out);
-    writeFileSync(file, asciiOnly(readFileSync(file, 'utf8')));
+  for (const f of result.outputFiles) {
+    mkdirSync(dirname(f.path), { recursive: true });
+    writeFileSync(f.path, asciiOnly(f.text));
   }
   writeFileSync(join(outDir, 'THIRD-PARTY-NOTICES.txt'), thirdPartyNotices(result.metafile, 'The rlmesh-runtime image bundles code from these open-source packages.'));
   return result.metafile;

@@ -78,14 +78,18 @@ function fillCompileCache(rootfs: string): void {
   // exactly the image's environment: what a module sees at load (PATH, HOME, ...) changes which
   // of its functions run, and so the cache's bytes
   const chroot = execFileSync('sh', ['-c', 'command -v chroot'], { encoding: 'utf8' }).trim();
-  const imageEnv = Object.fromEntries(runtimeConfig({}).Env.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+  const image = runtimeConfig({});
+  const imageEnv = Object.fromEntries(image.Env.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+  // the image's own entrypoint, with --predictable among node's flags (before the script)
+  const [nodeBinary, ...entrypoint] = image.Entrypoint;
+  const script = entrypoint.pop()!;
   const fill = (dir: string) => {
     mkdirSync(join(rootfs, 'app', dir));
     execFileSync('chown', [`${NONROOT.uid}:${NONROOT.gid}`, join(rootfs, 'app', dir)]);
     for (const c of COMPONENTS) {
       // stdout and stderr are pipes whoever runs the build: a module that looks at them (isTTY,
       // a file or a pipe) would otherwise load differently from a terminal, a log file or a test
-      execFileSync(chroot, [`--userspec=${NONROOT.uid}:${NONROOT.gid}`, rootfs, NODE_PATH, ...BUNDLE_NODE_FLAGS, '--predictable', '/app/bin/rlmesh-runtime.js', c, '--help'], {
+      execFileSync(chroot, [`--userspec=${NONROOT.uid}:${NONROOT.gid}`, rootfs, nodeBinary!, ...entrypoint, '--predictable', script, c, '--help'], {
         cwd: '/',
         stdio: ['ignore', 'pipe', 'pipe'],
         env: { ...imageEnv, HOME: `/${NONROOT.home}`, NODE_COMPILE_CACHE: `/app/${dir}` },

@@ -55,19 +55,24 @@ const { MERGE_PATCH } = await import('../../lib/kube-errors.ts');
 const h = await import('../e2e/harness.ts');
 const { podCgroupDir, realNodes } = await import('../cluster/real-node.ts');
 
-/** A pod's memory (cgroup usage, which counts page cache too, and its RSS from memory.stat) and CPU seconds so far, from its cgroups on the real node. */
-const sample = (p: { metadata: { uid: string }; spec: { nodeName?: string } }) => {
+/** The real node a pod runs on. */
+const realNodeOf = (p: { metadata: { name: string }; spec: { nodeName?: string } }) => {
   const node = realNodes().find((n) => n.name === p.spec.nodeName);
-  if (!node) throw new Error(`pod ${p.metadata.uid} is not on a real node`);
+  if (!node) throw new Error(`pod ${p.metadata.name} is not on a real node`);
+  return node;
+};
+/** A pod's memory (cgroup usage, which counts page cache too, and its RSS from memory.stat) and CPU seconds so far, from its cgroups on the real node. */
+const sample = (p: { metadata: { name: string; uid: string }; spec: { nodeName?: string } }) => {
+  const node = realNodeOf(p);
   const read = (hierarchy: string, file: string) => Number(readFileSync(join(podCgroupDir(node, p.metadata.uid, hierarchy), file), 'utf8'));
   const stat = readFileSync(join(podCgroupDir(node, p.metadata.uid, 'memory'), 'memory.stat'), 'utf8');
   const rss = Number(/^total_rss (\d+)$/m.exec(stat)?.[1] ?? NaN) + Number(/^total_rss_huge (\d+)$/m.exec(stat)?.[1] ?? 0);
   return { usageMiB: read('memory', 'memory.usage_in_bytes') / 2 ** 20, rssMiB: rss / 2 ** 20, cpuSeconds: read('cpuacct', 'cpuacct.usage') / 1e9 };
 };
 /** The agent's rlmesh_agent_node_report_latency_seconds histogram, read from its metrics port inside the real node's network namespace. */
-const agentReportLatency = (p: { spec: { nodeName?: string }; status: { podIP?: string } }) => {
-  const node = realNodes().find((n) => n.name === p.spec.nodeName);
-  if (!node || !p.status.podIP) throw new Error('the agent pod has no address on a real node');
+const agentReportLatency = (p: { metadata: { name: string }; spec: { nodeName?: string }; status: { podIP?: string } }) => {
+  const node = realNodeOf(p);
+  if (!p.status.podIP) throw new Error(`pod ${p.metadata.name} has no address yet`);
   const script = `fetch('http://${p.status.podIP}:9090/metrics').then((r) => r.text()).then((t) => process.stdout.write(t))`;
   const text = execFileSync('ip', ['netns', 'exec', node.netns, process.execPath, '-e', script], { encoding: 'utf8' });
   const metric = 'rlmesh_agent_node_report_latency_seconds';
