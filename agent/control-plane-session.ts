@@ -78,11 +78,24 @@ export class Session {
   private sentUpdates = new Set<string>();
   private loop: Promise<void> | undefined;
   private resetBackoff: () => void = () => undefined;
+  /** the first connection, opened by preconnect() before start() */
+  private early: Http2SessionManager | undefined;
   /** when the session last reached Connected (ms since epoch) */
   connectedAt = 0;
 
   constructor(d: SessionDeps) {
     this.d = d;
+  }
+
+  /**
+   * Opens the first connection (TLS and HTTP/2 to the configured target, nothing
+   * sent) while the agent still reads its credential and checks /v1/info, so the
+   * first Hello does not wait for a handshake. The credential goes out only in
+   * Hello, after start().
+   */
+  preconnect(): void {
+    this.early ??= this.newSessionManager();
+    void this.early.connect();
   }
 
   start(): void {
@@ -91,6 +104,7 @@ export class Session {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.early?.abort();
     this.abort?.abort('stop' satisfies EndReason);
     this.wakeUp.abort();
     await this.loop;
@@ -190,17 +204,13 @@ export class Session {
 
   private async connectOnce(): Promise<void> {
     const { target, timing, log } = this.d;
-    const url = `https://${target.host}:${target.port}`;
     // a fresh HTTP/2 connection per attempt: after a control-plane restart the old one is dead
-    // No HTTP/2 PINGs of connect-node's own: a PING timeout that fires after the
-    // stream ended destroys the connection with no error listener left, which
-    // crashes the process. The session's own pings and the silence timer above
-    // detect a dead peer instead.
-    const sessionManager = new Http2SessionManager(url, undefined, {
-      ...(this.d.ca ? { ca: this.d.ca } : {}),
-      servername: isIp(target.host) ? undefined : target.host,
-    });
-    const client = createClient(ClusterSession, createGrpcTransport({ baseUrl: url, sessionManager }));
+    // (the early one only if it did not fail: an error state would just fail this attempt too)
+    const early = this.early;
+    this.early = undefined;
+    if (early && early.state() === 'error') early.abort();
+    const sessionManager = early && early.state() !== 'error' ? early : this.newSessionManager();
+    const client = createClient(ClusterSession, createGrpcTransport({ baseUrl: sessionManager.authority, sessionManager }));
     const abort = new AbortController();
     this.abort = abort;
     const outbox = new Outbox<AgentMessage>();
@@ -255,6 +265,18 @@ export class Session {
       sessionManager.abort();
       if (this.state === 'connected') this.setState('backoff');
     }
+  }
+
+  // No HTTP/2 PINGs of connect-node's own: a PING timeout that fires after the
+  // stream ended destroys the connection with no error listener left, which
+  // crashes the process. The session's own pings and the silence timer above
+  // detect a dead peer instead.
+  private newSessionManager(): Http2SessionManager {
+    const { target, ca } = this.d;
+    return new Http2SessionManager(`https://${target.host}:${target.port}`, undefined, {
+      ...(ca ? { ca } : {}),
+      servername: isIp(target.host) ? undefined : target.host,
+    });
   }
 }
 

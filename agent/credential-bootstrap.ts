@@ -82,6 +82,7 @@ async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredent
         d.onJoinOutcome('resumed');
         return { control: saved.control, clusterId: saved.clusterId, tokenHash: hash, resourceVersion: undefined };
       }
+      const facts = clusterFacts(d); // read while the Lease is taken
       const lease = await acquireJoinLease({ kc: d.kc, namespace: cfg.runtime.namespace, holder: cfg.podName, durationSeconds: cfg.timing.leaseSeconds, log, signal: d.signal });
       try {
         const again = await store.readControl();
@@ -91,7 +92,7 @@ async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredent
           { controlPlane: d.cp.baseUrl, replacing: existing.ok ? existing.value.clusterId : undefined },
           existing.ok ? 'a new join token was given: joining again and replacing the credentials' : 'joining the control plane with the join token',
         );
-        const result = await join(d.cp, token, await clusterFacts(d));
+        const result = await join(d.cp, token, await facts);
         savePendingJoin(cfg, hash, result);
         await store.writeJoined(result, hash);
         rmSync(pendingJoinFile(cfg.spoolDir), { force: true });
@@ -99,7 +100,9 @@ async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredent
         d.onJoinOutcome('joined');
         return { control: result.control, clusterId: result.clusterId, tokenHash: hash, resourceVersion: undefined };
       } finally {
-        await lease.release();
+        // not waited for: the Secrets are written (or the attempt failed), and the Lease only keeps another
+        // replica from trading the token meanwhile; a release that fails is logged and the Lease expires
+        void lease.release();
       }
     } catch (err) {
       const retryInMs = err instanceof JoinError && err.permanent ? cfg.timing.backoffMaxMs : backoff.next();

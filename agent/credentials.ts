@@ -60,7 +60,7 @@ export class CredentialStore {
   private readonly core: k8s.CoreV1Api;
   private readonly rbac: k8s.RbacAuthorizationV1Api;
   private readonly cfg: RuntimeConfig;
-  private ownerRef: k8s.V1OwnerReference | undefined;
+  private ownerRef: Promise<k8s.V1OwnerReference> | undefined;
 
   constructor(kc: k8s.KubeConfig, cfg: RuntimeConfig) {
     this.core = kc.makeApiClient(k8s.CoreV1Api);
@@ -68,9 +68,16 @@ export class CredentialStore {
     this.cfg = cfg;
   }
 
-  /** The agent's ClusterRole as an owner reference (read once: its uid changes only with a new release). */
-  private async owner(): Promise<k8s.V1OwnerReference> {
-    if (this.ownerRef) return this.ownerRef;
+  /** The agent's ClusterRole as an owner reference (read once: its uid changes only with a new release; a failed read is tried again next time). */
+  private owner(): Promise<k8s.V1OwnerReference> {
+    this.ownerRef ??= this.readOwner().catch((err: unknown) => {
+      this.ownerRef = undefined;
+      throw err;
+    });
+    return this.ownerRef;
+  }
+
+  private async readOwner(): Promise<k8s.V1OwnerReference> {
     let role: k8s.V1ClusterRole;
     try {
       role = await this.rbac.readClusterRole({ name: this.cfg.credentials.ownerClusterRole });
@@ -78,8 +85,7 @@ export class CredentialStore {
       if (!isNotFound(err)) throw err;
       throw new Error(`the ClusterRole ${this.cfg.credentials.ownerClusterRole} does not exist, so the agent cannot give its Secrets an owner that helm uninstall removes; install the agent with the rlmesh-runtime chart`, { cause: err });
     }
-    this.ownerRef = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name: this.cfg.credentials.ownerClusterRole, uid: role.metadata!.uid! };
-    return this.ownerRef;
+    return { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name: this.cfg.credentials.ownerClusterRole, uid: role.metadata!.uid! };
   }
 
   private async get(namespace: string, name: string): Promise<k8s.V1Secret | undefined> {
@@ -141,17 +147,21 @@ export class CredentialStore {
   /** Writes everything a join returned. The control Secret goes last: its token hash marks the join complete. */
   async writeJoined(r: JoinResult, joinTokenHash: string): Promise<void> {
     const { namespace, credentials, observability } = this.cfg;
-    await this.writePull(r.pull);
-    if (observability.enabled && r.relay) await this.put(namespace, credentials.relaySecret, 'Opaque', { [RELAY_KEY]: r.relay }, {}, 'agent');
+    await allWritten([
+      this.writePull(r.pull),
+      observability.enabled && r.relay ? this.put(namespace, credentials.relaySecret, 'Opaque', { [RELAY_KEY]: r.relay }, {}, 'agent') : undefined,
+    ]);
     await this.put(namespace, credentials.controlSecret, 'Opaque', controlSecretData(r.control, r.clusterId), { [TOKEN_HASH_ANNOTATION]: joinTokenHash }, 'agent');
   }
 
   async writePull(dockerconfigjson: string, owner: 'agent' | 'unchanged' = 'agent'): Promise<void> {
     const { namespace, runsNamespace, credentials } = this.cfg;
     const data = { [PULL_KEY]: dockerconfigjson };
-    await this.put(namespace, credentials.pullSecret, PULL_SECRET_TYPE, data, {}, owner);
-    await this.put(runsNamespace, credentials.pullSecret, PULL_SECRET_TYPE, data, {}, owner);
-    await this.put(namespace, credentials.crdHookPullSecret, PULL_SECRET_TYPE, data, {}, 'none');
+    await allWritten([
+      this.put(namespace, credentials.pullSecret, PULL_SECRET_TYPE, data, {}, owner),
+      this.put(runsNamespace, credentials.pullSecret, PULL_SECRET_TYPE, data, {}, owner),
+      this.put(namespace, credentials.crdHookPullSecret, PULL_SECRET_TYPE, data, {}, 'none'),
+    ]);
   }
 
   /** A rotation the control plane sent over the session. */
@@ -170,4 +180,15 @@ export class CredentialStore {
       throw new Error(`unknown credential purpose "${purpose}" in a rotation; this agent knows control, pull and relay — upgrade the chart`);
     }
   }
+}
+
+/**
+ * Independent Secret writes at once (each is a read and a write on the API; one
+ * after another they were most of a join's wait). Settles only when every write
+ * has, so a retry never overlaps a write still in flight, then throws the first
+ * failure.
+ */
+async function allWritten(writes: (Promise<void> | undefined)[]): Promise<void> {
+  const failed = (await Promise.allSettled(writes)).find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }

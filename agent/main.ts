@@ -75,28 +75,9 @@ try {
   process.exit(2);
 }
 
-// credentials (the Secret, or the join) and discovery of the session endpoint do not depend on each other: both at once
-const credentialsObtained = obtainCredentials({
-  cfg,
-  kc,
-  store,
-  cp,
-  log,
-  agentVersion: AGENT_VERSION,
-  signal: abort.signal,
-  onJoinOutcome: (o) => metrics.joins.inc({ outcome: o }),
-  setProblem: (p) => (readiness.credentialProblem = p),
-});
-const discovered = discoverUntilReachable(cp, { ...timing, onProblem: (p) => p && (readiness.credentialProblem = p) });
-const [creds] = await Promise.all([credentialsObtained, discovered]);
-readiness.credentialProblem = undefined;
+// The session is made first and started last: the parts below send through it, and it calls back into them
+// once started. Its connection opens now, while the credential and /v1/info are under way.
 let kubernetesVersion = '';
-kc.makeApiClient(k8s.VersionApi)
-  .getCode()
-  .then((v) => (kubernetesVersion = v.gitVersion))
-  .catch(() => undefined);
-
-// the session is made first and started last: the parts below send through it, and it calls back into them once started
 let capacityReady = false;
 let lastPreflight: PreflightReport | undefined;
 const session: Session = new Session({
@@ -120,6 +101,27 @@ const session: Session = new Session({
   onState: (s) => metrics.setState(s),
   onReconnect: () => metrics.reconnects.inc(),
 });
+session.preconnect();
+
+// credentials (the Secret, or the join) and discovery of the session endpoint do not depend on each other: both at once
+const credentialsObtained = obtainCredentials({
+  cfg,
+  kc,
+  store,
+  cp,
+  log,
+  agentVersion: AGENT_VERSION,
+  signal: abort.signal,
+  onJoinOutcome: (o) => metrics.joins.inc({ outcome: o }),
+  setProblem: (p) => (readiness.credentialProblem = p),
+});
+const discovered = discoverUntilReachable(cp, { ...timing, onProblem: (p) => p && (readiness.credentialProblem = p) });
+const [creds] = await Promise.all([credentialsObtained, discovered]);
+readiness.credentialProblem = undefined;
+kc.makeApiClient(k8s.VersionApi)
+  .getCode()
+  .then((v) => (kubernetesVersion = v.gitVersion))
+  .catch(() => undefined);
 
 const credWatch = new CredentialWatch({
   kc,

@@ -1,7 +1,8 @@
 // The session: control-plane-initiated rotation written into the Secrets and
 // followed without a restart (the old credential refused after the overlap),
 // and a control-plane restart: the agent goes unready within the silence
-// window, reconnects, and lastSeenAt advances again.
+// window, reconnects, and lastSeenAt advances again; and a restart while the
+// control plane is away: not ready naming it, connected once it is back.
 import { Code, ConnectError } from '@connectrpc/connect';
 import { describe, expect, it } from 'vitest';
 import { api } from '../support/runtime.ts';
@@ -76,5 +77,31 @@ describe('agent session', () => {
     await until('ready again', async () => ((await agent.readyz()).status === 200 ? true : undefined), { timeoutMs: 10_000 });
     expect(await agent.metrics()).toMatch(/rlmesh_agent_session_reconnects_total [1-9]/);
     await agent.stop();
+  });
+
+  it('a restart while the control plane is away: not ready naming it, then connected once it is back', async () => {
+    resetAgentState();
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'away-at-start');
+    const configFile = runtimeConfig(suite.cp);
+    const first = await suite.start({ configFile, token: joinToken });
+    await first.waitFor('connected', /session connected/);
+    await first.stop();
+
+    const port = new URL(suite.cp.url).port;
+    const { dataDir } = suite.cp;
+    await suite.cp.stop('SIGKILL');
+    // the restart opens its session connection early, while discovery runs: that attempt fails here
+    const again = await suite.start({ configFile, spoolDir: first.spoolDir });
+    await until('not ready, naming the unreachable control plane', async () => {
+      const r = await again.readyz();
+      return r.status === 503 && /cannot discover the session endpoint: cannot reach the control plane at https:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/.test(r.body) ? true : undefined;
+    }, { timeoutMs: 15_000 });
+    expect(again.log()).not.toMatch(/session connected/);
+
+    suite.cp = await controlPlane(dataDir, `127.0.0.1:${port}`);
+    await again.waitFor('connected', /session connected/, { timeoutMs: 30_000 });
+    await until('Connected', async () => ((await cluster(suite.cp, clusterId)).status === 'Connected' ? true : undefined), { timeoutMs: 10_000 });
+    await until('ready', async () => ((await again.readyz()).status === 200 ? true : undefined), { timeoutMs: 10_000 });
+    await again.stop();
   });
 });
