@@ -2,7 +2,7 @@
 # is the same image `npm run image` builds without one: the build stage runs
 # that same assembly (scripts/image/build.ts --rootfs: the Debian base from
 # packages, the Node binary of the npm `node` package package.json pins, /app
-# with the compiled JavaScript, production node_modules and compile cache),
+# with the compiled JavaScript, and the V8 code cache beside each component),
 # and the final stage is that folder and nothing else: no shell, no package
 # manager. test/image/dockerfile.test.ts fails if this file and the
 # engine-free build would differ (files, user, workdir, env, entrypoint).
@@ -21,5 +21,5 @@ FROM scratch
 COPY --from=build /rootfs /
 USER 65532:65532
 WORKDIR /app
-ENV PATH=/usr/local/bin NODE_ENV=production NODE_COMPILE_CACHE=/app/.node-compile-cache NODE_COMPILE_CACHE_PORTABLE=1
+ENV PATH=/usr/local/bin NODE_ENV=production
 ENTRYPOINT ["/usr/local/bin/node", "--disable-warning=DEP0169", "--disable-warning=DEP0005", "--disable-warning=DEP0040", "/app/bin/rlmesh-runtime.js"]

@@ -8,10 +8,13 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
+import { Script } from 'node:vm';
 import { join, relative, resolve } from 'node:path';
 import type { Metafile } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bundleEntrypoints, ENTRYPOINTS, packagesIn } from './bundle.ts';
+import { BUNDLES, bundleEntrypoints, packagesIn } from './bundle.ts';
+import { COMPONENTS } from '../../bin/components.ts';
+import { CODE_CACHE_SUFFIX, WRITE_CODE_CACHE_ENV } from '../../bin/run-bundle.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 let dir: string;
@@ -28,12 +31,21 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const run = (args: string[]) => spawnSync(process.execPath, args, { cwd: dir, encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } });
 
 describe('the image bundles', () => {
-  it('gives each entrypoint one file at the path its source has', () => {
+  it('gives each module entrypoint one file at the path its source has, and each component one at <name>/main.js', () => {
     // esbuild names outputs relative to its working directory, the repository
-    expect(Object.keys(metafile.outputs).map((p) => relative(dir, resolve(root, p))).sort()).toEqual(ENTRYPOINTS.map((e) => e.replace(/\.ts$/, '.js')).sort());
+    expect(Object.keys(metafile.outputs).map((p) => relative(dir, resolve(root, p))).sort()).toEqual([...BUNDLES].sort());
+    expect(BUNDLES).toEqual(expect.arrayContaining(['bin/rlmesh-runtime.js', 'lib/preflight/netprobe.js', 'agent/main.js', 'cli/main.js']));
   });
 
-  for (const c of ['agent', 'controller', 'egress', 'controlplane', 'cli', 'gpu-discovery']) {
+  it('makes each component one script that evaluates to its main function, with no ES module syntax left', () => {
+    for (const c of COMPONENTS) {
+      const code = readFileSync(join(dir, c, 'main.js'), 'latin1');
+      expect(typeof new Script(code, { filename: `${c}/main.js` }).runInThisContext(), c).toBe('function');
+      expect(code, c).not.toMatch(/\bimport\.meta\b/);
+    }
+  });
+
+  for (const c of COMPONENTS) {
     it(`starts ${c} from its bundle alone (--help)`, () => {
       const r = run([join(dir, 'bin/rlmesh-runtime.js'), c, '--help']);
       expect(r.stderr).not.toMatch(/ERR_MODULE_NOT_FOUND|Cannot find (module|package)|Dynamic require/);
@@ -41,9 +53,38 @@ describe('the image bundles', () => {
     });
   }
 
+  it('writes a component\'s code cache after its code ran, only when asked; V8 accepts it, and it holds more than a cache taken at compile time', () => {
+    const bundle = join(dir, 'agent/main.js');
+    const cacheFile = bundle + CODE_CACHE_SUFFIX;
+    const dispatch = (env: Record<string, string>) =>
+      spawnSync(process.execPath, [join(dir, 'bin/rlmesh-runtime.js'), 'agent', '--help'], { cwd: dir, encoding: 'utf8', env: { PATH: process.env.PATH ?? '', ...env } });
+    rmSync(cacheFile, { force: true });
+    expect(dispatch({}).status).toBe(0);
+    expect(() => statSync(cacheFile)).toThrow(/ENOENT/);
+    expect(dispatch({ [WRITE_CODE_CACHE_ENV]: '1' }).status).toBe(0);
+    const written = statSync(cacheFile);
+    // a start that reads it leaves it as it is
+    expect(dispatch({}).stdout).toMatch(/usage|Usage/);
+    expect(statSync(cacheFile).mtimeMs).toBe(written.mtimeMs);
+    // each in a process of its own: V8 would hand the second Script of one source the first one's functions
+    const probe = (cachedData: string) => {
+      const code = [
+        "const { Script } = require('node:vm'); const { readFileSync } = require('node:fs');",
+        `const file = ${JSON.stringify(bundle)};`,
+        `const s = new Script(readFileSync(file, 'latin1'), { filename: file, cachedData: ${cachedData} });`,
+        'console.log(JSON.stringify({ rejected: s.cachedDataRejected, atCompile: s.createCachedData().length }));',
+      ].join('\n');
+      return JSON.parse(spawnSync(process.execPath, ['-e', code], { encoding: 'utf8' }).stdout) as { rejected: boolean | undefined; atCompile: number };
+    };
+    const { rejected } = probe(`readFileSync(${JSON.stringify(cacheFile)})`);
+    const { atCompile } = probe('undefined');
+    expect(rejected).toBe(false);
+    expect(written.size).toBeGreaterThan(1.5 * atCompile);
+  });
+
   it('is pure ASCII, so V8 holds each bundle as a one-byte string, and the licence text a comment carries still reads the same', () => {
-    for (const e of ENTRYPOINTS) {
-      const code = readFileSync(join(dir, e.replace(/\.ts$/, '.js')), 'utf8');
+    for (const e of BUNDLES) {
+      const code = readFileSync(join(dir, e), 'utf8');
       expect(code.match(/[^\x00-\x7f]/g), e).toBeNull();
     }
     // a licence notice esbuild keeps as written (formdata-polyfill's, in undici), its one non-ASCII letter escaped
@@ -51,9 +92,9 @@ describe('the image bundles', () => {
   });
 
   it('imports built-ins through require(), so Node builds no ES module facade that reads their lazy exports', () => {
-    for (const e of ENTRYPOINTS) {
-      const code = readFileSync(join(dir, e.replace(/\.ts$/, '.js')), 'utf8');
-      // the banner's node:module import is the one ES module import a bundle keeps
+    for (const e of BUNDLES) {
+      const code = readFileSync(join(dir, e), 'utf8');
+      // the banner's node:module import is the one ES module import a module entrypoint keeps
       const imported = [...code.matchAll(/(?:^|[;\n])\s*import\s*[^;"'()]*?from\s*["']([^"']+)["']/g)].map((m) => m[1]!.replace(/^node:/, ''));
       expect(imported.filter((m) => builtinModules.includes(m) && m !== 'module'), e).toEqual([]);
     }
@@ -78,7 +119,7 @@ describe('the image bundles', () => {
 
   it('ships the license of every bundled package', () => {
     const notices = readFileSync(join(dir, 'THIRD-PARTY-NOTICES.txt'), 'utf8');
-    const all = new Set(ENTRYPOINTS.flatMap((e) => packagesIn(metafile, e.replace(/\.ts$/, '.js'))));
+    const all = new Set(BUNDLES.flatMap((e) => packagesIn(metafile, e)));
     expect(all.size).toBeGreaterThan(20);
     for (const p of all) expect(notices, p).toContain(`\n${p} `);
   });

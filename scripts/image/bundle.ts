@@ -1,30 +1,30 @@
-// The image's JavaScript: each entrypoint bundled by esbuild into one file at
-// the path tsc would give it (/app/agent/main.js, /app/lib/preflight/netprobe.js,
-// ...), holding only the code that entrypoint reaches. The agent carries no S3
+// The image's JavaScript: each entrypoint bundled by esbuild into one file,
+// holding only the code that entrypoint reaches. The agent carries no S3
 // client and the proxy no Kubernetes client (scripts/image/bundle.test.ts), and
-// a start reads one file instead of resolving hundreds in node_modules/. The
-// dispatcher, bin/rlmesh-runtime.js, imports the one bundle it is asked for.
+// a start reads one file instead of resolving hundreds in node_modules/.
+//
+// Node starts two of them as ES modules: the dispatcher (/app/bin/rlmesh-runtime.js)
+// and the probe the controller's pods run. Each component the dispatcher runs
+// (/app/agent/main.js, ...) is one script instead: its code inside
+// `(async function (require, importMetaUrl) { ... })`, which bin/run-bundle.ts
+// compiles with the V8 code cache the image build writes beside it.
 //
 //   node scripts/image/bundle.ts [--out DIR]    (default dist/app)
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { builtinModules } from 'node:module';
+import { Script } from 'node:vm';
 import { build, formatMessages, type BuildOptions, type Metafile, type Plugin } from 'esbuild';
+import { COMPONENT_SOURCES } from '../../bin/components.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 
-/** What the image starts: the dispatcher and each component it dispatches to, plus the probe the controller's pods run. */
-export const ENTRYPOINTS = [
-  'bin/rlmesh-runtime.ts',
-  'agent/main.ts',
-  'controller/main.ts',
-  'egress/main.ts',
-  'controlplane/main.ts',
-  'cli/main.ts',
-  'gpu-discovery/main.ts',
-  'lib/preflight/netprobe.ts',
-] as const;
+/** What Node itself starts as an ES module: the dispatcher, and the probe the controller's pods run. */
+export const MODULE_ENTRYPOINTS = ['bin/rlmesh-runtime.ts', 'lib/preflight/netprobe.ts'] as const;
+
+/** Every bundle in /app, by its path there. */
+export const BUNDLES = [...MODULE_ENTRYPOINTS.map((e) => e.replace(/\.ts$/, '.js')), ...Object.keys(COMPONENT_SOURCES).map((c) => `${c}/main.js`)];
 
 /** The esbuild settings every bundle this project ships shares (the image's and the CLI's). */
 export const COMMON = {
@@ -82,27 +82,46 @@ export async function failOnWarnings(what: string, warnings: Parameters<typeof f
   if (warnings.length > 0) throw new Error(`esbuild warned while bundling ${what}:\n${(await formatMessages(warnings, { kind: 'warning' })).join('\n')}`);
 }
 
-/** Writes one ES module per entrypoint under `outDir`; returns esbuild's metafile (which inputs went into which output). */
+/**
+ * Writes every bundle under `outDir`: the ES modules at the path tsc would give them, each component's
+ * script at <name>/main.js. Returns esbuild's metafile of both (which inputs went into which output).
+ */
 export async function bundleEntrypoints(outDir: string): Promise<Metafile> {
   mkdirSync(outDir, { recursive: true });
-  const result = await build({
-    ...COMMON,
-    entryPoints: [...ENTRYPOINTS],
-    outbase: ROOT,
-    outdir: outDir,
-    format: 'esm',
-    splitting: false,
-    banner: { js: ESM_REQUIRE },
-    plugins: [builtinsThroughRequire],
-    write: false,
-  });
-  await failOnWarnings('the image', result.warnings);
-  for (const f of result.outputFiles) {
-    mkdirSync(dirname(f.path), { recursive: true });
-    writeFileSync(f.path, asciiOnly(f.text));
+  const shared = { ...COMMON, outbase: ROOT, outdir: outDir, format: 'esm', splitting: false, plugins: [builtinsThroughRequire], write: false } satisfies BuildOptions;
+  const [modules, components] = await Promise.all([
+    build({ ...shared, entryPoints: [...MODULE_ENTRYPOINTS], banner: { js: ESM_REQUIRE } }),
+    build({
+      ...shared,
+      entryPoints: Object.entries(COMPONENT_SOURCES).map(([name, source]) => ({ in: source, out: `${name}/main` })),
+      banner: { js: '(async function (require, __rlmeshImportMetaUrl) {"use strict";' },
+      footer: { js: '\n})' },
+      // a script has no import.meta; the dispatcher runs the component, so none is the main module
+      define: { 'import.meta.url': '__rlmeshImportMetaUrl', 'import.meta.main': 'false' },
+    }),
+  ]);
+  await failOnWarnings('the image', [...modules.warnings, ...components.warnings]);
+  for (const [path, out] of Object.entries(components.metafile.outputs)) {
+    if (out.exports.length > 0) throw new Error(`the component bundle ${path} exports ${out.exports.join(', ')}, which a script cannot: start it from an entry that runs the component (as scripts/release/cli-entry.ts does) instead`);
   }
-  writeFileSync(join(outDir, 'THIRD-PARTY-NOTICES.txt'), thirdPartyNotices(result.metafile, 'The rlmesh-runtime image bundles code from these open-source packages.'));
-  return result.metafile;
+  for (const f of [...modules.outputFiles, ...components.outputFiles]) {
+    const code = asciiOnly(f.text);
+    // a component bundle that is not a valid script (an import or export statement, import.meta) fails here, not in a pod
+    if (components.outputFiles.includes(f)) checkScript(f.path, code);
+    mkdirSync(dirname(f.path), { recursive: true });
+    writeFileSync(f.path, code);
+  }
+  const metafile: Metafile = { inputs: { ...modules.metafile.inputs, ...components.metafile.inputs }, outputs: { ...modules.metafile.outputs, ...components.metafile.outputs } };
+  writeFileSync(join(outDir, 'THIRD-PARTY-NOTICES.txt'), thirdPartyNotices(metafile, 'The rlmesh-runtime image bundles code from these open-source packages.'));
+  return metafile;
+}
+
+function checkScript(path: string, code: string): void {
+  try {
+    new Script(code, { filename: path });
+  } catch (err) {
+    throw new Error(`esbuild's bundle ${path} does not compile as a script (${String(err)}): a component's code must not keep ES module syntax`, { cause: err });
+  }
 }
 
 /** The npm packages whose code went into one output file, as `name` (no version), sorted. */
@@ -141,5 +160,5 @@ if (import.meta.main) {
   const t0 = performance.now();
   const metafile = await bundleEntrypoints(resolve(values.out));
   for (const [path, o] of Object.entries(metafile.outputs)) console.log(`${path}  ${(o.bytes / 2 ** 20).toFixed(2)} MiB`);
-  console.error(`bundled ${ENTRYPOINTS.length} entrypoints in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  console.error(`bundled ${BUNDLES.length} entrypoints in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 }

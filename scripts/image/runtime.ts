@@ -1,17 +1,20 @@
 // The rlmesh-runtime image: the Debian base, the Node binary of the npm `node`
 // package at the version package.json pins, and /app (one bundled file per
-// entrypoint, the licenses of the packages bundled into them, and a V8 compile
-// cache filled by starting every entrypoint once). The Dockerfile runs this same assembly (--rootfs), so an
+// entrypoint, the licenses of the packages bundled into them, and beside each
+// component's bundle the V8 code cache taken after running its --help). The Dockerfile runs this same assembly (--rootfs), so an
 // engine build and this one hold the same files.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assembleDebianBase, NONROOT, type DebianPackage } from './debian-base.ts';
 import { BUNDLE_NODE_FLAGS, bundleEntrypoints } from './bundle.ts';
-import { walk, type ImageConfig } from './oci-layout.ts';
+import type { ImageConfig } from './oci-layout.ts';
 import { ociLabels, pinnedNodeBinary, ROOT, type SourceFacts } from './source.ts';
 
-export const COMPONENTS = ['agent', 'controller', 'egress', 'controlplane', 'cli', 'gpu-discovery'] as const;
+import { COMPONENTS } from '../../bin/components.ts';
+import { CODE_CACHE_SUFFIX, WRITE_CODE_CACHE_ENV } from '../../bin/run-bundle.ts';
+
+export { COMPONENTS };
 
 const NODE_PATH = '/usr/local/bin/node';
 
@@ -20,7 +23,7 @@ export function runtimeConfig(labels: Record<string, string>): ImageConfig {
   return {
     User: '65532:65532',
     Entrypoint: [NODE_PATH, ...BUNDLE_NODE_FLAGS, '/app/bin/rlmesh-runtime.js'],
-    Env: ['PATH=/usr/local/bin', 'NODE_ENV=production', 'NODE_COMPILE_CACHE=/app/.node-compile-cache', 'NODE_COMPILE_CACHE_PORTABLE=1'],
+    Env: ['PATH=/usr/local/bin', 'NODE_ENV=production'],
     WorkingDir: '/app',
     Labels: labels,
   };
@@ -49,31 +52,27 @@ export async function assembleRuntime(stage: string): Promise<RuntimeTree> {
   // filled inside the image's own root filesystem: V8's cache bytes depend on the modules' absolute paths
   renameSync(appDir, join(base, 'app'));
   try {
-    fillCompileCache(base);
+    fillCodeCache(base);
   } finally {
     renameSync(join(base, 'app'), appDir);
   }
-  step('compile cache filled');
+  step('code caches written');
   return { base, app, packages, nodeVersion };
 }
 
 /**
- * Starts each entrypoint once, chrooted into the image's root filesystem, so
- * V8's compile cache holds its modules as the pods load them from /app.
+ * Runs each component's --help once, chrooted into the image's root filesystem
+ * as the image's user, with the image's environment and entrypoint, and has
+ * bin/run-bundle.ts write its code cache (/app/<name>/main.js.cache) at exit.
  * --predictable fixes the hash seed and V8's threads, which otherwise change
  * the bytes on every run; it is not part of V8's flag hash, so pods, running
- * without it, accept the cache. A module whose entry still differs between two
- * fills (what runs before `--help` exits is not always the same) is left out:
- * it compiles at start as it would with no cache, and the image stays the
- * same bytes.
- *
- * The fill runs as the image's user: Node keeps a cache per user id
- * (/app/.node-compile-cache/v24.x-x64-<flags>-<uid>/), and a pod running as
- * 65532 does not read the entries root would write under -0.
+ * without it, accept the cache. Each cache is written twice and kept only if
+ * both are the same bytes, so the image stays reproducible; a component whose
+ * two caches differ starts without one, compiling as it would with no cache.
  */
-function fillCompileCache(rootfs: string): void {
+function fillCodeCache(rootfs: string): void {
   if (process.getuid?.() !== 0) {
-    throw new Error('image: filling the compile cache runs node chrooted into the image (chroot needs root); run the build as root, as the Dockerfile build does');
+    throw new Error('image: writing the code caches runs node chrooted into the image (chroot needs root); run the build as root, as the Dockerfile build does');
   }
   // exactly the image's environment: what a module sees at load (PATH, HOME, ...) changes which
   // of its functions run, and so the cache's bytes
@@ -83,40 +82,38 @@ function fillCompileCache(rootfs: string): void {
   // the image's own entrypoint, with --predictable among node's flags (before the script)
   const [nodeBinary, ...entrypoint] = image.Entrypoint;
   const script = entrypoint.pop()!;
-  const fill = (dir: string) => {
-    mkdirSync(join(rootfs, 'app', dir));
-    execFileSync('chown', [`${NONROOT.uid}:${NONROOT.gid}`, join(rootfs, 'app', dir)]);
-    for (const c of COMPONENTS) {
-      // stdout and stderr are pipes whoever runs the build: a module that looks at them (isTTY,
-      // a file or a pipe) would otherwise load differently from a terminal, a log file or a test
-      execFileSync(chroot, [`--userspec=${NONROOT.uid}:${NONROOT.gid}`, rootfs, nodeBinary!, ...entrypoint, '--predictable', script, c, '--help'], {
-        cwd: '/',
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...imageEnv, HOME: `/${NONROOT.home}`, NODE_COMPILE_CACHE: `/app/${dir}` },
-      });
-    }
+  const cacheOf = (c: string) => join(rootfs, 'app', c, `main.js${CODE_CACHE_SUFFIX}`);
+  const write = (c: string) => {
+    // stdout and stderr are pipes whoever runs the build: a module that looks at them (isTTY,
+    // a file or a pipe) would otherwise load differently from a terminal, a log file or a test
+    execFileSync(chroot, [`--userspec=${NONROOT.uid}:${NONROOT.gid}`, rootfs, nodeBinary!, ...entrypoint, '--predictable', script, c, '--help'], {
+      cwd: '/',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...imageEnv, HOME: `/${NONROOT.home}`, [WRITE_CODE_CACHE_ENV]: '1' },
+    });
+    if (!existsSync(cacheOf(c))) throw new Error(`image: ${c} --help wrote no code cache at /app/${c}/main.js${CODE_CACHE_SUFFIX}`);
   };
-  const cache = join(rootfs, 'app/.node-compile-cache');
-  const second = join(rootfs, 'app/.node-compile-cache-check');
-  fill('.node-compile-cache');
-  fill('.node-compile-cache-check');
-  let dropped = 0;
-  for (const rel of walk(cache)) {
-    const a = join(cache, rel);
-    if (lstatSync(a).isDirectory()) {
-      chmodSync(a, 0o755);
-      continue;
+  const dropped: string[] = [];
+  for (const c of COMPONENTS) {
+    const dir = join(rootfs, 'app', c);
+    execFileSync('chown', [`${NONROOT.uid}:${NONROOT.gid}`, dir]); // only while the cache is written
+    try {
+      write(c);
+      const first = readFileSync(cacheOf(c));
+      rmSync(cacheOf(c));
+      write(c);
+      if (readFileSync(cacheOf(c)).equals(first)) {
+        execFileSync('chown', ['0:0', cacheOf(c)]); // the image's user reads the cache but cannot change it
+        chmodSync(cacheOf(c), 0o644);
+      } else {
+        rmSync(cacheOf(c));
+        dropped.push(c);
+      }
+    } finally {
+      execFileSync('chown', ['0:0', dir]);
     }
-    const b = join(second, rel);
-    if (!existsSync(b) || !readFileSync(a).equals(readFileSync(b))) {
-      rmSync(a);
-      dropped++;
-    } else chmodSync(a, 0o644); // written 0600; the image's user 65532 must read it
   }
-  chmodSync(cache, 0o755);
-  execFileSync('chown', ['-R', '0:0', cache]); // the image's user reads the cache but cannot change it
-  rmSync(second, { recursive: true });
-  if (dropped > 0) console.error(`[image] compile cache: ${dropped} entries differed between two fills and were left out`);
+  if (dropped.length > 0) console.error(`[image] code cache: ${dropped.join(', ')} gave different bytes in two runs and ship without one`);
 }
 
 export function runtimeLabels(tree: RuntimeTree, src: SourceFacts): Record<string, string> {

@@ -71,7 +71,7 @@ function benchNode(i: number): k8s.V1Node {
 }
 
 async function main() {
-  // the agent as the image runs it: its bundle, with the compile cache the image bakes in, filled the same way
+  // the agent as the image runs it: its bundle, with the code cache the image bakes in, written the same way
   const app = await buildApp(join(ROOT, 'dist/app'), 'bundles', ['agent']);
   const AGENT_MAIN = app.main('agent');
   Object.assign(PRODUCTION, app.env());

@@ -85,7 +85,7 @@ function podsAppear(namespace: string, count: number): Promise<number> {
   });
 }
 
-/** The controller as the image runs it: its bundle, with the compile cache the image bakes in, filled by `--help` as the image build does. */
+/** The controller as the image runs it: its bundle, with the code cache the image bakes in, written after `--help` as the image build does. */
 /** The API server's request counters (apiserver_request_total) for what the reconciler calls, summed over codes. */
 async function apiCalls(): Promise<Record<string, number>> {
   const text = kubectl(['get', '--raw', '/metrics']).stdout;

@@ -2,7 +2,8 @@
 // how much memory each long-running component holds at idle, for the image's
 // JavaScript as it was (tsc's output beside node_modules/, "before") and as it
 // ships now (one esbuild bundle per entrypoint, "after"), side by side in one
-// run, both with a V8 compile cache filled the way the image fills it.
+// run: "after" with the code cache the image writes beside each bundle,
+// "before" with Node's compile cache filled by the same --help runs.
 //
 //   node test/bench/start.ts [--runs 5] [--parts process,pod]
 //

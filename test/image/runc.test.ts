@@ -31,10 +31,12 @@ import { clusterInfo, registryAuthFile } from '../support/cluster.ts';
 import { releaseInfo, type PublishedImage } from '../support/release.ts';
 import { createNetns, type Netns } from '../egress/netns.ts';
 import { until, type UntilOptions } from '../support/until.ts';
+import { CODE_CACHE_SUFFIX } from '../../bin/run-bundle.ts';
+import { COMPONENTS } from '../../bin/components.ts';
+import { AGENT_NODE_OPTIONS } from '../../lib/values-schema.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const IMAGE = 'rlmesh-runtime';
-const COMPONENTS = ['agent', 'controller', 'egress', 'controlplane', 'cli', 'gpu-discovery'] as const;
 const NONROOT = 65532;
 const execFileAsync = promisify(execFile);
 
@@ -212,6 +214,17 @@ describe(`the released ${IMAGE} image`, () => {
     const r = runContainer(`help-${component}`, { args: [...entrypoint(), component, '--help'] });
     expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
     expect(r.stdout, `${component} --help from the image printed ${r.stdout ? 'another text' : 'nothing'}`).toBe(source.stdout);
+  });
+
+  it.each(COMPONENTS)('%s: V8 accepts the code cache beside its bundle, with the entrypoint\'s flags and the agent\'s NODE_OPTIONS', (component) => {
+    const file = `/app/${component}/main.js`;
+    const probe = `const { Script } = require('node:vm'); const { readFileSync } = require('node:fs');
+      const s = new Script(readFileSync('${file}', 'latin1'), { filename: '${file}', cachedData: readFileSync('${file}${CODE_CACHE_SUFFIX}') });
+      console.log(JSON.stringify({ rejected: s.cachedDataRejected }));`;
+    const [node, ...flags] = entrypoint().slice(0, -1);
+    const r = runContainer(`cache-${component}`, { args: [node!, ...flags, '-e', probe], env: { NODE_OPTIONS: AGENT_NODE_OPTIONS } });
+    expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(JSON.parse(r.stdout)).toEqual({ rejected: false });
   });
 
   it('gets no capabilities, no new privileges, a read-only root and a writable /tmp', () => {
