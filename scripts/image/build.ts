@@ -51,7 +51,7 @@ export const RECIPES: Record<string, ImageRecipe> = {
       return {
         layers: [
           { dir: tree.base, createdBy: `debian base + node ${tree.nodeVersion}`, owner: baseOwner },
-          { dir: tree.app, createdBy: '/app: one bundle per entrypoint, third-party notices, compile cache' },
+          { dir: tree.app, createdBy: '/app: one bundle per entrypoint, third-party notices, code caches' },
         ],
         config: runtimeConfig(runtimeLabels(tree, src)),
       };
