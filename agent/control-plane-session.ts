@@ -208,8 +208,9 @@ export class Session {
     // (the early one only if it did not fail: an error state would just fail this attempt too)
     const early = this.early;
     this.early = undefined;
-    if (early && early.state() === 'error') early.abort();
-    const sessionManager = early && early.state() !== 'error' ? early : this.newSessionManager();
+    const failed = early?.state() === 'error';
+    if (failed) early!.abort();
+    const sessionManager = early && !failed ? early : this.newSessionManager();
     const client = createClient(ClusterSession, createGrpcTransport({ baseUrl: sessionManager.authority, sessionManager }));
     const abort = new AbortController();
     this.abort = abort;
