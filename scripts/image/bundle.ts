@@ -101,15 +101,11 @@ export async function bundleEntrypoints(outDir: string): Promise<Metafile> {
     }),
   ]);
   await failOnWarnings('the image', [...modules.warnings, ...components.warnings]);
-  for (const [path, out] of Object.entries(components.metafile.outputs)) {
-    if (out.exports.length > 0) throw new Error(`the component bundle ${path} exports ${out.exports.join(', ')}, which a script cannot: start it from an entry that runs the component (as scripts/release/cli-entry.ts does) instead`);
-  }
+  // a component bundle that is not a valid script (an export, an import statement, import.meta) fails here, not in a pod
+  for (const f of components.outputFiles) checkScript(f.path, f.text);
   for (const f of [...modules.outputFiles, ...components.outputFiles]) {
-    const code = asciiOnly(f.text);
-    // a component bundle that is not a valid script (an import or export statement, import.meta) fails here, not in a pod
-    if (components.outputFiles.includes(f)) checkScript(f.path, code);
     mkdirSync(dirname(f.path), { recursive: true });
-    writeFileSync(f.path, code);
+    writeFileSync(f.path, asciiOnly(f.text));
   }
   const metafile: Metafile = { inputs: { ...modules.metafile.inputs, ...components.metafile.inputs }, outputs: { ...modules.metafile.outputs, ...components.metafile.outputs } };
   writeFileSync(join(outDir, 'THIRD-PARTY-NOTICES.txt'), thirdPartyNotices(metafile, 'The rlmesh-runtime image bundles code from these open-source packages.'));
@@ -120,7 +116,11 @@ function checkScript(path: string, code: string): void {
   try {
     new Script(code, { filename: path });
   } catch (err) {
-    throw new Error(`esbuild's bundle ${path} does not compile as a script (${String(err)}): a component's code must not keep ES module syntax`, { cause: err });
+    throw new Error(
+      `esbuild's bundle ${path} does not compile as a script (${String(err)}): a component's code must not keep ES module syntax; ` +
+        'a component whose entry exports something must start from an entry that runs it instead (as scripts/release/cli-entry.ts does)',
+      { cause: err },
+    );
   }
 }
 

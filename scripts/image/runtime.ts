@@ -1,20 +1,18 @@
 // The rlmesh-runtime image: the Debian base, the Node binary of the npm `node`
 // package at the version package.json pins, and /app (one bundled file per
 // entrypoint, the licenses of the packages bundled into them, and beside each
-// component's bundle the V8 code cache taken after running its --help). The Dockerfile runs this same assembly (--rootfs), so an
-// engine build and this one hold the same files.
+// component's bundle the V8 code cache taken after running its --help). The
+// Dockerfile runs this same assembly (--rootfs), so an engine build and this
+// one hold the same files.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assembleDebianBase, NONROOT, type DebianPackage } from './debian-base.ts';
 import { BUNDLE_NODE_FLAGS, bundleEntrypoints } from './bundle.ts';
 import type { ImageConfig } from './oci-layout.ts';
 import { ociLabels, pinnedNodeBinary, ROOT, type SourceFacts } from './source.ts';
-
 import { COMPONENTS } from '../../bin/components.ts';
 import { CODE_CACHE_SUFFIX, WRITE_CODE_CACHE_ENV } from '../../bin/run-bundle.ts';
-
-export { COMPONENTS };
 
 const NODE_PATH = '/usr/local/bin/node';
 
@@ -96,21 +94,21 @@ function fillCodeCache(rootfs: string): void {
   const dropped: string[] = [];
   for (const c of COMPONENTS) {
     const dir = join(rootfs, 'app', c);
-    execFileSync('chown', [`${NONROOT.uid}:${NONROOT.gid}`, dir]); // only while the cache is written
+    chownSync(dir, NONROOT.uid, NONROOT.gid); // only while the cache is written
     try {
       write(c);
       const first = readFileSync(cacheOf(c));
       rmSync(cacheOf(c));
       write(c);
       if (readFileSync(cacheOf(c)).equals(first)) {
-        execFileSync('chown', ['0:0', cacheOf(c)]); // the image's user reads the cache but cannot change it
+        chownSync(cacheOf(c), 0, 0); // the image's user reads the cache but cannot change it
         chmodSync(cacheOf(c), 0o644);
       } else {
         rmSync(cacheOf(c));
         dropped.push(c);
       }
     } finally {
-      execFileSync('chown', ['0:0', dir]);
+      chownSync(dir, 0, 0);
     }
   }
   if (dropped.length > 0) console.error(`[image] code cache: ${dropped.join(', ')} gave different bytes in two runs and ship without one`);
