@@ -8,6 +8,7 @@ import type { RLMeshCache, RLMeshEvaluation } from '../lib/crds/types.ts';
 import { EvaluationReconciler } from './evaluation-reconciler.ts';
 import type { EventRecorder } from './events.ts';
 import { createMetrics } from './metrics.ts';
+import type { FenceDecision } from './network-fence.ts';
 
 const NS = 'rlmesh-runs';
 const KEY = `${NS}/e1`;
@@ -17,7 +18,7 @@ function cache<T extends { metadata?: { name?: string } }>(): ObjectCache<T> & {
   return { items, get: (name: string) => items.get(name), list: () => [...items.values()] } as unknown as ObjectCache<T> & { items: Map<string, T> };
 }
 
-function world() {
+function world(fence: () => FenceDecision = () => ({ start: true })) {
   const evaluations = cache<RLMeshEvaluation>();
   const pods = cache<V1Pod>();
   const caches = cache<RLMeshCache>();
@@ -65,7 +66,7 @@ function world() {
     events: recorder,
     metrics: createMetrics(),
     log: pino({ level: 'silent' }),
-    settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs: 1000 },
+    settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs: 1000, networkFence: fence },
   });
   evaluations.items.set('e1', {
     apiVersion: 'rlmesh.dev/v1alpha1',
@@ -86,6 +87,19 @@ function world() {
 }
 
 describe('EvaluationReconciler', () => {
+  it('creates no pod while the fence is closed: Waiting with its reason, then the pod once it opens', async () => {
+    let decision: FenceDecision = { start: false, message: 'NetworkPolicy enforcement has not been seen: no' };
+    const w = world(() => decision);
+    expect(await w.reconciler.reconcile(KEY)).toEqual({ requeueAfterMs: 1000 });
+    expect(w.calls).toEqual(['status Waiting/NetworkPolicyNotEnforced']);
+    expect(w.status()).toMatchObject({ phase: 'Waiting', reason: 'NetworkPolicyNotEnforced', message: decision.start ? '' : decision.message });
+    expect(w.events).toEqual(['NetworkPolicyNotEnforced']);
+    decision = { start: true, gate: { image: 'probe@sha256:1', forbidden: '10.96.0.1:443', allowed: '10.96.0.9:3128', graceSeconds: 60 } };
+    await w.reconciler.reconcile(KEY);
+    expect(w.calls).toEqual(['status Waiting/NetworkPolicyNotEnforced', 'create pod']);
+    expect(w.server.get('rle-e1')?.spec?.initContainers?.map((c) => c.name)).toEqual(['network-ready']);
+  });
+
   it('creates the pod and nothing else, then writes once per phase as the pod informer reports it', async () => {
     const w = world();
     await w.reconciler.reconcile(KEY);

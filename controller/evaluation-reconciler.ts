@@ -22,7 +22,8 @@ import { deadlineExceeded, msUntilDeadline, nextStatus, observePod, ownedFields,
 import type { EventRecorder } from './events.ts';
 import { MERGE_PATCH, isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
 import type { Metrics } from './metrics.ts';
-import { buildEvaluationPod, needsCacheNode, podNameFor, type NetworkGate, type PodSettings } from './pod-spec.ts';
+import { buildEvaluationPod, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
+import { NOT_ENFORCED_REASON, type FenceDecision } from './network-fence.ts';
 import type { WorkResult } from './work-queue.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
 
@@ -30,8 +31,8 @@ export type ReconcilerSettings = {
   namespace: string;
   pullSecret: string;
   proxyUrl: string;
-  /** the network-ready init container for new pods, while the probe finds NetworkPolicy enforced */
-  networkGate?: () => NetworkGate | undefined;
+  /** whether a new pod may start (the probe has seen NetworkPolicy enforced), and its network-ready init container */
+  networkFence: () => FenceDecision;
   noProxy?: string;
   cacheName: string;
   pvcName: string;
@@ -180,11 +181,15 @@ export class EvaluationReconciler {
       }
     }
 
+    const fence = s.networkFence();
+    if (!fence.start) {
+      await this.#write(ev, { phase: 'Waiting', reason: NOT_ENFORCED_REASON, message: fence.message, conditions: [{ type: 'Scheduled', status: 'False', reason: NOT_ENFORCED_REASON, message: fence.message }] }, { refusal: true });
+      return { requeueAfterMs: this.#d.settings.waitingRetryMs };
+    }
     const cache = this.#d.caches.get(s.cacheName);
-    const gate = s.networkGate?.();
     const podSettings: PodSettings = {
       namespace: s.namespace,
-      ...(gate ? { networkGate: gate } : {}),
+      ...(fence.gate ? { networkGate: fence.gate } : {}),
       pullSecret: s.pullSecret,
       proxyUrl: s.proxyUrl,
       ...(s.noProxy ? { noProxy: s.noProxy } : {}),

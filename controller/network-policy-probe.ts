@@ -28,13 +28,18 @@ const ENFORCEMENT_GRACE_SECONDS = 15;
 /** How long an evaluation pod's network-ready init container waits for its policies (pods start in bursts). */
 export const GATE_GRACE_SECONDS = 60;
 
-/** The last stored probe verdict (another replica may have written it), if any. */
-export async function storedProbePassed(kc: k8s.KubeConfig, namespace: string): Promise<boolean> {
+/** How long a stored verdict counts at start before this controller's own probe replaces it (the probe runs hourly). */
+const STORED_FRESH_MS = 2 * 3600_000;
+
+/** The last stored probe result (another replica may have written it) if it is recent enough to count, else undefined. */
+export async function storedProbe(kc: k8s.KubeConfig, namespace: string, now = Date.now()): Promise<CheckResult | undefined> {
   const cm = await kc.makeApiClient(k8s.CoreV1Api).readNamespacedConfigMap({ namespace, name: PROBE_CONFIGMAP }).catch(() => undefined);
   try {
-    return (JSON.parse(cm?.data?.[PROBE_KEY] ?? '{}') as Partial<StoredProbe>).verdict === 'pass';
+    const stored = JSON.parse(cm?.data?.[PROBE_KEY] ?? '{}') as Partial<StoredProbe>;
+    if (!stored.verdict || !stored.at || !(now - Date.parse(stored.at) <= STORED_FRESH_MS)) return undefined;
+    return { id: stored.id ?? '', verdict: stored.verdict, found: stored.found ?? '', fix: stored.fix ?? '' };
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -188,19 +193,37 @@ async function storeResult(core: k8s.CoreV1Api, namespace: string, stored: Store
   }
 }
 
-/** Probes now and every hour while `active()` (the leader) says so; returns stop(). */
-export function startNetworkPolicyProbeLoop(o: ProbeOptions & { intervalMs?: number; active?: () => boolean; onResult?: (r: CheckResult) => void }): () => void {
-  let running = false;
-  const tick = (): void => {
-    if (running || (o.active && !o.active())) return;
-    running = true;
-    runNetworkPolicyProbe(o)
-      .then((r) => o.onResult?.(r))
-      .catch((err: unknown) => o.log.error(errorFields(err), 'NetworkPolicy probe could not run; next try in an hour'))
-      .finally(() => (running = false));
+/**
+ * Probes now, then every hour while enforcement is seen and every `retryMs` while it is not
+ * (evaluations wait for it), while `active()` (the leader) says so; returns stop().
+ */
+export function startNetworkPolicyProbeLoop(
+  o: ProbeOptions & { intervalMs?: number; retryMs?: number; active?: () => boolean; onResult?: (r: CheckResult) => void },
+): () => void {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const schedule = (ms: number): void => {
+    if (stopped) return;
+    timer = setTimeout(tick, ms);
+    timer.unref();
   };
+  const interval = o.intervalMs ?? PROBE_INTERVAL_MS;
+  const retry = Math.min(o.retryMs ?? interval, interval);
+  function tick(): void {
+    if (o.active && !o.active()) return schedule(retry);
+    runNetworkPolicyProbe(o)
+      .then((r) => {
+        o.onResult?.(r);
+        schedule(r.verdict === 'pass' ? interval : retry);
+      })
+      .catch((err: unknown) => {
+        o.log.error(errorFields(err), `NetworkPolicy probe could not run; next try in ${Math.round(retry / 1000)} s`);
+        schedule(retry);
+      });
+  }
   tick();
-  const timer = setInterval(tick, o.intervalMs ?? PROBE_INTERVAL_MS);
-  timer.unref();
-  return () => clearInterval(timer);
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
 }

@@ -1,12 +1,13 @@
 // The reconciler role, once it leads: informers on evaluations, their pods and
 // the caches; one work queue turning each evaluation into its pod, status,
 // Events, deadline, cancellation and garbage collection; and the NetworkPolicy
-// probe that decides whether new pods wait for their policies.
+// probe without whose word no evaluation pod starts (controller/network-fence.ts).
 import { EvaluationReconciler } from './evaluation-reconciler.ts';
 import { EventRecorder } from './events.ts';
 import { EVALUATION } from '../lib/crds/types.ts';
 import { keyOf } from './informers.ts';
-import { defaultProbeTargets, gateTargets, GATE_GRACE_SECONDS, startNetworkPolicyProbeLoop, storedProbePassed } from './network-policy-probe.ts';
+import { defaultProbeTargets, gateTargets, GATE_GRACE_SECONDS, startNetworkPolicyProbeLoop, storedProbe } from './network-policy-probe.ts';
+import { NetworkFence, UNENFORCED_REPROBE_MS } from './network-fence.ts';
 import { resolveProxyUrl } from './proxy-address.ts';
 import { meteredQueue, type RoleContext } from './role-context.ts';
 
@@ -36,11 +37,24 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
   const caches = c.informers.caches(() => requeueWaiting());
   c.onStop(() => evaluations.stop(), () => pods.stop(), () => caches.stop(), () => q.stop());
   await Promise.all([evaluations.synced, pods.synced, caches.synced]);
-  // new evaluation pods wait in an init container for their NetworkPolicies while the probe finds them enforced
+  // no evaluation pod starts until the probe has seen NetworkPolicy enforced; then each waits in
+  // an init container until its own policies are in place
   const probe = config.preflight?.networkPolicyProbe;
   const proxyUrl = await resolveProxyUrl(core, config.egress.proxyUrl, log);
   log.info({ proxyUrl }, 'evaluation pods reach the egress proxy by its ClusterIP');
-  let enforced = probe?.enabled ? await storedProbePassed(kc, config.namespace) : false;
+  const stored = probe?.enabled ? await storedProbe(kc, config.namespace) : undefined;
+  const fence = new NetworkFence({
+    probeEnabled: probe?.enabled ?? false,
+    runWithoutEnforcement: config.evaluations?.runWithoutNetworkPolicyEnforcement ?? false,
+    ...(stored ? { stored } : {}),
+    gate: () => {
+      const targets = gateTargets(proxyUrl);
+      return probe?.image && targets ? { image: probe.image, ...targets, graceSeconds: GATE_GRACE_SECONDS } : undefined;
+    },
+  });
+  if (config.evaluations?.runWithoutNetworkPolicyEnforcement && !fence.enforced) {
+    log.warn('evaluations.runWithoutNetworkPolicyEnforcement=true: evaluation pods start although NetworkPolicy enforcement has not been seen');
+  }
   const reconciler = new EvaluationReconciler({
     core,
     custom,
@@ -54,10 +68,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
       namespace: runs,
       pullSecret: config.credentials.pullSecret,
       proxyUrl,
-      networkGate: () => {
-        const targets = gateTargets(proxyUrl);
-        return enforced && probe?.image && targets ? { image: probe.image, ...targets, graceSeconds: GATE_GRACE_SECONDS } : undefined;
-      },
+      networkFence: () => fence.decide(),
       cacheName: config.artifactCache.cacheName,
       pvcName: config.artifactCache.pvcName,
       accessModes: config.artifactCache.accessModes,
@@ -81,7 +92,10 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
       targets: defaultProbeTargets(proxyUrl, c.metricsPort),
       log,
       active: c.leading,
-      onResult: (r) => (enforced = r.verdict === 'pass'),
+      retryMs: UNENFORCED_REPROBE_MS,
+      onResult: (r) => {
+        if (fence.observe(r)) requeueWaiting();
+      },
     });
     c.onStop(stop);
   }

@@ -89,7 +89,12 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
     return { clusterId, joinToken: token, expiresAt, ...installCommandsFor(helm, token) };
   };
 
-  const clusterView = (c: Cluster) => ({ ...c, live: sessions.get(c.id) !== undefined });
+  const clusterView = (c: Cluster) => {
+    // the agent's last preflight says whether the cluster can run evaluations (NetworkPolicy enforcement seen)
+    const p = store.preflight(c.id) as { evaluationsBlocked?: boolean; evaluationsBlockedReason?: string } | null;
+    const blocked = p?.evaluationsBlocked ? { evaluationsBlockedReason: p.evaluationsBlockedReason ?? '' } : {};
+    return { ...c, live: sessions.get(c.id) !== undefined, acceptsEvaluations: p ? !p.evaluationsBlocked : null, ...blocked };
+  };
   const evaluationView = (e: Evaluation) => ({ ...e, spec: redactSpec(e.spec), updates: store.listUpdates(e.id) });
 
   type Route = { method: string; path: RegExp; admin: boolean; handle: (m: string[], body: () => Promise<unknown>, query: URLSearchParams) => unknown };

@@ -117,6 +117,8 @@ export const runtimeConfigSchema = z
       })
       .strict()
       .optional(),
+    // evaluations.runWithoutNetworkPolicyEnforcement; absent (a config rendered before it existed): false, fail closed
+    evaluations: z.object({ runWithoutNetworkPolicyEnforcement: z.boolean() }).strict().optional(),
     ports: z
       .object({ metrics: z.number().int().default(9090), health: z.number().int().default(8081) })
       .strict()

@@ -254,6 +254,12 @@ export const valuesObjectSchema = z
           .describe(
             'Registries whose images evaluations may run besides controlPlane.registryHost (host or host:port, no scheme or path). The agent refuses an assignment whose image comes from anywhere else, and evaluation pods always pull (imagePullPolicy Always), so an image already on a node is not run without the registry\'s say.',
           ),
+        runWithoutNetworkPolicyEnforcement: z
+          .boolean()
+          .default(false)
+          .describe(
+            'Start evaluation pods even though the controller has not seen NetworkPolicy enforced (its probe failed, has not finished, or preflight.networkPolicyProbe.enabled=false). By default they wait as NetworkPolicyNotEnforced, because without enforcement nothing keeps them from the cluster network, the API server or cloud metadata. Set it only when another layer fences rlmesh-runs.',
+          ),
         limitRange: z
           .object({
             defaultRequest: containerResources('request').default({ cpu: '500m', memory: '1Gi', 'ephemeral-storage': '1Gi' })
@@ -266,7 +272,7 @@ export const valuesObjectSchema = z
           .describe('LimitRange rlmesh-runs-defaults.'),
         resourceQuota: z
           .object({
-            enabled: z.boolean().default(true).describe('Install ResourceQuota rlmesh-runs.'),
+            enabled: z.boolean().default(true).describe('Apply evaluations.resourceQuota.hard in ResourceQuota rlmesh-runs (false: the quota holds nothing; it is kept on uninstall with the namespace, so it always exists).'),
             hard: z
               .record(z.string(), quantity('quota'))
               .default({ pods: '1000' })

@@ -5,12 +5,17 @@ import type { Logger } from 'pino';
 import type { PreflightReport } from '../gen/rlmesh/v1/session_pb.ts';
 import type { RuntimeConfig } from '../runtime-config.ts';
 import { summaryLine } from './format.ts';
-import { preflightReportMessage, publishConfigMap } from './publish.ts';
+import { evaluationsBlocked, preflightReportMessage, publishConfigMap } from './publish.ts';
 import { runPreflight, type PreflightReportData } from './run.ts';
 import { settingsFromRuntimeConfig } from './settings.ts';
 import { errorFields } from '../error-fields.ts';
+import { readStoredProbe } from './checks/network-policy.ts';
 
 export const PREFLIGHT_INTERVAL_MS = 3600_000;
+/** While evaluations are blocked, the checks run this often, so the platform hears soon once they are not. */
+export const BLOCKED_INTERVAL_MS = 60_000;
+/** How often the agent reads the controller's probe verdict (one GET), to report a change without waiting for the next run. */
+const PROBE_POLL_MS = 15_000;
 
 export type AgentPreflightOptions = {
   kc: k8s.KubeConfig;
@@ -23,7 +28,7 @@ export type AgentPreflightOptions = {
   firstRunAfter?: Promise<unknown>;
 };
 
-export async function agentPreflightOnce(opts: AgentPreflightOptions): Promise<PreflightReportData> {
+export async function agentPreflightOnce(opts: AgentPreflightOptions): Promise<PreflightReportData & { blocked: string | undefined }> {
   const report = await runPreflight({ mode: 'agent', kc: opts.kc, settings: settingsFromRuntimeConfig(opts.config) });
   const summary = summaryLine(report);
   const failed = report.checks.filter((c) => c.verdict === 'fail');
@@ -34,37 +39,63 @@ export async function agentPreflightOnce(opts: AgentPreflightOptions): Promise<P
   } catch (err) {
     opts.log.warn(errorFields(err), 'cannot write ConfigMap rlmesh-preflight; the report still goes to the control plane');
   }
-  await opts.send(preflightReportMessage(report));
-  return report;
+  const blocked = evaluationsBlocked(report, opts.config.evaluations?.runWithoutNetworkPolicyEnforcement ?? false);
+  if (blocked) opts.log.warn({ fix: 'make NetworkPolicy enforced (see the network-policy check above)' }, `this cluster cannot run evaluations: ${blocked}`);
+  await opts.send(preflightReportMessage(report, blocked));
+  return { ...report, blocked };
 }
 
 const FIRST_RUN_MAX_WAIT_MS = 30_000;
 
 /**
- * Runs once `firstRunAfter` settles (or after 30 s), then every interval (never two at once);
- * returns stop(), after which nothing more is sent.
+ * Runs once `firstRunAfter` settles (or after 30 s), then every interval, or every minute while
+ * evaluations are blocked (never two at once); returns stop(), after which nothing more is sent.
  */
-export function startAgentPreflight(opts: AgentPreflightOptions): () => void {
+export function startAgentPreflight(opts: AgentPreflightOptions & { blockedIntervalMs?: number; probePollMs?: number }): () => void {
   let stopped = false;
   let running = false;
+  let timer: NodeJS.Timeout | undefined;
   const guarded: AgentPreflightOptions = { ...opts, send: (r) => (stopped ? undefined : opts.send(r)) };
-  const tick = (): void => {
+  const interval = opts.intervalMs ?? PREFLIGHT_INTERVAL_MS;
+  const blockedInterval = Math.min(opts.blockedIntervalMs ?? BLOCKED_INTERVAL_MS, interval);
+  const next = (ms: number): void => {
+    if (stopped) return;
+    timer = setTimeout(tick, ms);
+    timer.unref();
+  };
+  function tick(): void {
     if (stopped || running) return;
     running = true;
+    clearTimeout(timer);
     agentPreflightOnce(guarded)
-      .catch((err: unknown) => opts.log.error(errorFields(err), 'preflight run failed; next try in an hour'))
+      .then((r) => next(r.blocked ? blockedInterval : interval))
+      .catch((err: unknown) => {
+        opts.log.error(errorFields(err), `preflight run failed; next try in ${Math.round(blockedInterval / 1000)} s`);
+        next(blockedInterval);
+      })
       .finally(() => (running = false));
-  };
-  let waited: NodeJS.Timeout | undefined;
-  void Promise.race([opts.firstRunAfter, new Promise((r) => (waited = setTimeout(r, FIRST_RUN_MAX_WAIT_MS)))]).then(() => {
-    clearTimeout(waited);
+  }
+  // the controller's probe verdict decides whether evaluations can run: a change is reported at once, not within the hour
+  let lastVerdict: string | undefined;
+  const poll = opts.config.preflight?.networkPolicyProbe.enabled
+    ? setInterval(() => {
+        readStoredProbe(opts.kc, opts.config.namespace)
+          .then((p) => {
+            const verdict = p?.verdict ?? 'none';
+            if (lastVerdict !== undefined && verdict !== lastVerdict) tick();
+            lastVerdict = verdict;
+          })
+          .catch(() => undefined);
+      }, opts.probePollMs ?? PROBE_POLL_MS)
+    : undefined;
+  poll?.unref();
+  void Promise.race([opts.firstRunAfter, new Promise((r) => (timer = setTimeout(r, FIRST_RUN_MAX_WAIT_MS)))]).then(() => {
+    clearTimeout(timer);
     tick();
   });
-  const timer = setInterval(tick, opts.intervalMs ?? PREFLIGHT_INTERVAL_MS);
-  timer.unref();
   return () => {
     stopped = true;
-    clearTimeout(waited);
-    clearInterval(timer);
+    clearTimeout(timer);
+    clearInterval(poll);
   };
 }

@@ -7,6 +7,7 @@ import { create } from '@bufbuild/protobuf';
 import * as k8s from '@kubernetes/client-node';
 import { PreflightReportSchema, type PreflightReport } from '../gen/rlmesh/v1/session_pb.ts';
 import { summaryLine } from './format.ts';
+import { PROBE_ID } from './network-policy.ts';
 import { NAMES } from '../fixed-names.ts';
 import { isNotFound } from '../kube-errors.ts';
 import type { PreflightReportData } from './run.ts';
@@ -39,9 +40,24 @@ export async function publishConfigMap(kc: k8s.KubeConfig, report: PreflightRepo
 }
 
 /** The report as the agent sends it on the ClusterSession stream (AgentMessage.preflight_report). */
-export function preflightReportMessage(report: PreflightReportData): PreflightReport {
+export function preflightReportMessage(report: PreflightReportData, blocked?: string): PreflightReport {
   return create(PreflightReportSchema, {
     id: report.id,
     checks: report.checks.map((c) => ({ id: c.id, verdict: c.verdict, found: c.found, fix: c.fix })),
+    evaluationsBlocked: blocked !== undefined,
+    evaluationsBlockedReason: blocked ?? '',
   });
+}
+
+/**
+ * Why this cluster cannot run evaluations, or undefined when it can: the controller starts no
+ * evaluation pod until NetworkPolicy enforcement has been seen (controller/network-fence.ts),
+ * unless evaluations.runWithoutNetworkPolicyEnforcement is set.
+ */
+export function evaluationsBlocked(report: PreflightReportData, runWithoutEnforcement: boolean): string | undefined {
+  if (runWithoutEnforcement) return undefined;
+  const np = report.checks.find((c) => c.id === PROBE_ID);
+  if (np?.verdict === 'pass') return undefined;
+  const found = np ? `${np.found}; ${np.fix}` : 'the NetworkPolicy check did not run';
+  return `evaluations wait as NetworkPolicyNotEnforced until NetworkPolicy enforcement is seen: ${found}`;
 }

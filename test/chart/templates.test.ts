@@ -119,8 +119,17 @@ describe('objects', () => {
     const custom = render([...token, '--set-json', 'evaluations.resourceQuota.hard={"requests.nvidia.com/gpu":"16","limits.memory":"2Ti"}']);
     // entries are added to the default pods entry (helm merges maps)
     expect((get(custom, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { pods: '1000', 'requests.nvidia.com/gpu': '16', 'limits.memory': '2Ti' } });
+    // disabled, the kept quota holds nothing (Helm would not delete it once it stopped being rendered)
     const none = render([...token, '--set', 'evaluations.resourceQuota.enabled=false']);
-    expect([...none.values()].some((o) => o.kind === 'ResourceQuota')).toBe(false);
+    expect((get(none, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: {} });
+  });
+
+  it('the fences of rlmesh-runs are kept on uninstall, as the namespace is: its policies, LimitRange and ResourceQuota', () => {
+    const inRuns = [...objs.values()].filter((o) => o.metadata.namespace === RUNS && ['NetworkPolicy', 'LimitRange', 'ResourceQuota'].includes(o.kind));
+    expect(inRuns.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
+      'LimitRange/rlmesh-runs-defaults', 'NetworkPolicy/rlmesh-runs-default-deny', 'NetworkPolicy/rlmesh-runs-egress', 'ResourceQuota/rlmesh-runs',
+    ]);
+    for (const o of inRuns) expect(o.metadata.annotations?.['helm.sh/resource-policy'], `${o.kind}/${o.metadata.name}`).toBe('keep');
   });
 
   it('the join-token Secret exists only with joinToken; GitOps has none and no token env', () => {

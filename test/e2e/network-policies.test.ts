@@ -11,19 +11,22 @@
 // each custom network.dnsPeers shape (an ipBlock resolver; a namespace + pod
 // selector with dnsPorts [53, 5353]); and once with no policies at all, where
 // every attempt gets through, so each refusal above is a policy's and not a
-// missing listener or route.
+// missing listener or route. Between them: helm uninstall while an evaluation
+// runs leaves rlmesh-runs fenced; and at the end, with enforcement gone (the
+// probe fails) or unverified (the probe off), new evaluations wait with the
+// reason until the named opt-out lets them run.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NET, realNodes } from '../cluster/real-node.ts';
 import { intended, key, simulate, writePolicies, type Pod, type Probe, type Scenario } from '../egress/network-model.ts';
-import { kubectl } from '../support/cluster.ts';
+import { helm, kubectl } from '../support/cluster.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import {
-  NS, RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected,
-  type Chart, type Workload,
+  NS, RUNS, Runtime, cleanSlate, clusterRow, controlPlane, evaluation, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing,
+  waitConnected, waitFinished, type Chart, type Workload,
 } from './harness.ts';
 import { startPublicServer, type PublicServer } from './public-server.ts';
 
@@ -256,6 +259,7 @@ function clientObjects(): object[] {
 
 let evalSource = '';
 let evalTarget = '';
+let clusterId = '';
 
 beforeAll(async () => {
   cleanSlate();
@@ -268,13 +272,14 @@ beforeAll(async () => {
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'netpol' });
   // the "public" server's benchmarking address is let through the proxy, as in the spec journey
   runInstallCommand(cp, `${created.body.installCommand} --set 'egress.allowRanges={${NET.publicAddress}/32}'`);
-  await waitConnected(cp, created.body.clusterId);
+  clusterId = created.body.clusterId;
+  await waitConnected(cp, clusterId);
   const corednsImage = kubectl(['-n', 'kube-system', 'get', 'deployment', 'coredns', '-o', 'jsonpath={.spec.template.spec.containers[0].image}']).stdout;
   kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [...dnsServerObjects(corednsImage), ...clientObjects()] }) });
   // two long evaluations: one to attempt from, one to be attempted
   const long = { ...smallEvaluation(image, { TEST_DURATION: '2h', TEST_LISTEN: String(LISTEN_PORT) }), deadlineSeconds: '7200' };
-  evalSource = await submit(cp, created.body.clusterId, long);
-  evalTarget = await submit(cp, created.body.clusterId, long);
+  evalSource = await submit(cp, clusterId, long);
+  evalTarget = await submit(cp, clusterId, long);
   await until('the evaluation pods, the other resolver and the client to run', () => {
     try {
       evaluationPod(evalSource);
@@ -337,10 +342,76 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
     expect(await table(`network.apiServerAddresses {${NET.hostAddress}/32}`, scenario)).toEqual([]);
   });
 
+  it('helm uninstall mid-run keeps rlmesh-runs fenced: direct attempts stay refused, the evaluation ends cleanly, a reinstall adopts the fences', async () => {
+    const short = await submit(cp, clusterId, { ...smallEvaluation(image, { TEST_DURATION: '100s' }), deadlineSeconds: '600' });
+    await until(`evaluation ${short} to run`, () => { try { return evaluationPod(short); } catch { return undefined; } }, { timeoutMs: 120_000, intervalMs: 1000 });
+    helm(['uninstall', 'rlmesh', '-n', NS, '--wait', '--timeout', '3m']);
+    const fences = (): string[] => kubectl(['-n', RUNS, 'get', 'networkpolicies,limitranges,resourcequotas', '-o', 'name']).stdout.split('\n').filter(Boolean).sort();
+    expect(fences()).toEqual(['limitrange/rlmesh-runs-defaults', 'networkpolicy.networking.k8s.io/rlmesh-runs-default-deny', 'networkpolicy.networking.k8s.io/rlmesh-runs-egress', 'resourcequota/rlmesh-runs']);
+    // every way out that does not lead through the (now uninstalled) proxy
+    const direct = targets.filter((t) => !t.attempt.name.startsWith('egress proxy')).map((t) => t.attempt);
+    const p = evaluationPod(short);
+    const seen = await attemptFrom({ pod: modelled(p, 'eval-short', 'eval'), podName: p.metadata.name }, direct);
+    const through = direct.filter((a) => seen.get(a.name)).map((a) => `${a.name} (${a.addr})`);
+    expect(through, 'attempts that got through after helm uninstall').toEqual([]);
+    await until(`pod of ${short} to finish`, () => {
+      const pod = JSON.parse(kubectl(['-n', RUNS, 'get', 'pod', p.metadata.name, '-o', 'json']).stdout) as KubePod & { status: { containerStatuses?: { name: string; state?: { terminated?: { exitCode: number } } }[] } };
+      return pod.status.phase === 'Succeeded' || pod.status.phase === 'Failed' ? pod : undefined;
+    }, { timeoutMs: 180_000, intervalMs: 2000 }).then((pod) => {
+      expect(pod.status.phase).toBe('Succeeded');
+      expect(pod.status.containerStatuses?.find((c) => c.name === 'evaluation')?.state?.terminated?.exitCode).toBe(0);
+    });
+    // the same cluster's New install command installs again over the kept namespace and fences
+    const again = await api<{ installCommand: string }>(cp, 'POST', `/v1/clusters/${clusterId}/install-command`);
+    runInstallCommand(cp, again.body.installCommand);
+    await waitConnected(cp, clusterId);
+    const manifest = helm(['get', 'manifest', 'rlmesh', '-n', NS]).stdout;
+    for (const name of ['rlmesh-runs-default-deny', 'rlmesh-runs-egress', 'rlmesh-runs-defaults']) expect(manifest).toContain(`name: ${name}`);
+    expect(fences()).toHaveLength(4);
+    // the reinstalled controller takes the finished evaluation over and reports it
+    expect((await waitFinished(cp, short, 120)).phase).toBe('Succeeded');
+    for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
+    survey(evalSource, evalTarget);
+  });
+
   it('with no NetworkPolicy at all every attempt gets through: each refusal above was a policy', async () => {
     kubectl(['-n', RUNS, 'delete', 'networkpolicies', '--all']);
     kubectl(['-n', NS, 'delete', 'networkpolicies', '--all']);
     await applied('the policies to be lifted', 'rlmesh-runs/eval', 'public server directly tcp/443', true);
     expect(await table('no NetworkPolicy', 'no policies')).toEqual([]);
+  });
+
+  it('NetworkPolicy not enforced, or the probe off: evaluations wait with the reason, the platform is told; the named opt-out lets them run', async () => {
+    const probeAt = (): { verdict?: string; at?: string } => JSON.parse(kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-network-policy-probe', '-o', 'jsonpath={.data.result\\.json}']).stdout || '{}') as { verdict?: string; at?: string };
+    const before = new Date().toISOString();
+    // the policies are gone (above): the controller's probe at start finds the forbidden target reachable
+    await rt.restart('controller');
+    await until('the probe to fail', () => { const r = probeAt(); return r.verdict === 'fail' && r.at! > before ? r : undefined; }, { timeoutMs: 180_000, intervalMs: 2000 });
+    const waiting = await submit(cp, clusterId, smallEvaluation(image));
+    const reasonOf = (): { reason?: string; message?: string } => JSON.parse(kubectl(['-n', RUNS, 'get', 'rle', waiting, '-o', 'jsonpath={.status}'], { allowFail: true }).stdout || '{}') as { reason?: string; message?: string };
+    const st = await until('the evaluation to wait for enforcement', () => (reasonOf().reason === 'NetworkPolicyNotEnforced' ? reasonOf() : undefined), { timeoutMs: 60_000, intervalMs: 1000 });
+    expect(st.message).toMatch(/NetworkPolicy enforcement has not been seen: the probe found .*CNI that enforces it.*evaluations\.runWithoutNetworkPolicyEnforcement=true/);
+    expect(kubectl(['-n', RUNS, 'get', 'pods', '-o', 'name']).stdout).not.toContain(`rle-${waiting}`);
+    // the platform receives the Waiting update with that reason, and is told the cluster cannot run evaluations
+    await until('the platform to hold the Waiting update', async () => ((await evaluation(cp, waiting)).updates.some((u) => u.phase === 'Waiting' && /NetworkPolicy/.test(u.message ?? '')) ? true : undefined), { timeoutMs: 60_000 });
+    const row = await until('the cluster to say it cannot run evaluations', async () => {
+      const r = (await clusterRow(cp, clusterId)) as Awaited<ReturnType<typeof clusterRow>> & { acceptsEvaluations?: boolean | null; evaluationsBlockedReason?: string };
+      return r.acceptsEvaluations === false ? r : undefined;
+    }, { timeoutMs: 90_000, intervalMs: 2000 });
+    expect(row.evaluationsBlockedReason).toContain('NetworkPolicyNotEnforced');
+
+    // the probe off (the upgrade also puts the policies back): still no pod, and the reason says the probe is off
+    upgradeReusing(chart, ['--set', 'preflight.networkPolicyProbe.enabled=false', '--wait', '--timeout', '4m']);
+    await until('the reason to name the probe off', () => (/the probe is off/.test(reasonOf().message ?? '') ? true : undefined), { timeoutMs: 90_000, intervalMs: 1000 });
+    expect(reasonOf().reason).toBe('NetworkPolicyNotEnforced');
+    expect(kubectl(['-n', RUNS, 'get', 'pods', '-o', 'name']).stdout).not.toContain(`rle-${waiting}`);
+
+    // the opt-out, by its name: the evaluation runs
+    upgradeReusing(chart, ['--set', 'evaluations.runWithoutNetworkPolicyEnforcement=true', '--wait', '--timeout', '4m']);
+    expect((await waitFinished(cp, waiting, 180)).phase).toBe('Succeeded');
+    await until('the cluster to accept evaluations again', async () => {
+      const r = (await clusterRow(cp, clusterId)) as Awaited<ReturnType<typeof clusterRow>> & { acceptsEvaluations?: boolean | null };
+      return r.acceptsEvaluations === true ? true : undefined;
+    }, { timeoutMs: 120_000, intervalMs: 2000 });
   });
 });

@@ -67,10 +67,15 @@ describe('agent preflight', () => {
     expect(sent).toHaveLength(1);
     expect(sent[0]!.id).toBe(report.id);
     expect(sent[0]!.checks.map((c) => `${c.id}:${c.verdict}`)).toEqual(report.checks.map((c) => `${c.id}:${c.verdict}`));
+    // no probe result yet: the platform is told this cluster cannot run evaluations, and why
+    expect(sent[0]!.evaluationsBlocked).toBe(true);
+    expect(sent[0]!.evaluationsBlockedReason).toMatch(/^evaluations wait as NetworkPolicyNotEnforced .*the controller has not reported a NetworkPolicy probe yet/);
 
-    // a second run replaces the ConfigMap
-    const again = await agentPreflightOnce({ kc: await agentKubeConfig(), config, log: pino({ level: 'silent' }), send: (r) => void sent.push(r) });
+    // a second run replaces the ConfigMap; with the opt-out set, evaluations are not blocked
+    const optedOut = { ...config, evaluations: { runWithoutNetworkPolicyEnforcement: true } };
+    const again = await agentPreflightOnce({ kc: await agentKubeConfig(), config: optedOut, log: pino({ level: 'silent' }), send: (r) => void sent.push(r) });
     expect(JSON.parse(kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-preflight', '-o', 'jsonpath={.data.report\\.json}']).stdout).id).toBe(again.id);
+    expect(sent[1]!.evaluationsBlocked).toBe(false);
   });
 
   it('runs at start and on every interval until stopped', async () => {

@@ -59,8 +59,11 @@
 {{- $_ := set $o10 "networkPolicyProbe" $o11 }}
 {{- $_ := set $o0 "preflight" $o10 }}
 {{- $o12 := dict }}
-{{- $_ := set $o12 "metrics" $v.metrics.port }}
-{{- $_ := set $o12 "health" 8081 }}
-{{- $_ := set $o0 "ports" $o12 }}
+{{- $_ := set $o12 "runWithoutNetworkPolicyEnforcement" $v.evaluations.runWithoutNetworkPolicyEnforcement }}
+{{- $_ := set $o0 "evaluations" $o12 }}
+{{- $o13 := dict }}
+{{- $_ := set $o13 "metrics" $v.metrics.port }}
+{{- $_ := set $o13 "health" 8081 }}
+{{- $_ := set $o0 "ports" $o13 }}
 {{- toPrettyJson $o0 }}
 {{- end }}
