@@ -32,10 +32,11 @@ describe('assignment → RLMeshEvaluation', () => {
         { name: 'b.bin', sha256: 'c'.repeat(64), sizeBytes: 6n, source: { source: { case: 'httpsUrl', value: 'https://x/y' } } },
       ],
     });
-    const { evaluation, sources } = evaluationFromAssignment(a, 'rlmesh-runs');
+    const { evaluation, sources } = evaluationFromAssignment(a, 'docker.io/library/img:1', 'rlmesh-runs');
     expect(evaluation.metadata).toMatchObject({ name: 'ev-1', namespace: 'rlmesh-runs' });
     expect(evaluationSpecSchema.parse(evaluation.spec)).toMatchObject({
       evaluationId: 'ev-1',
+      image: 'docker.io/library/img:1',
       resources: { cpu: '500m', memory: '1Gi', gpu: { count: 2, vendor: 'amd' } },
       deadlineSeconds: 30,
       placement: { nodeSelector: { pool: 'gpu' } },
@@ -50,7 +51,7 @@ describe('assignment → RLMeshEvaluation', () => {
   });
 
   it('gives a deadline to an assignment without one', () => {
-    const { evaluation } = evaluationFromAssignment(create(AssignmentSchema, { evaluationId: 'ev-2', image: 'i' }), 'r');
+    const { evaluation } = evaluationFromAssignment(create(AssignmentSchema, { evaluationId: 'ev-2', image: 'i' }), 'docker.io/library/i', 'r');
     expect(evaluation.spec.deadlineSeconds).toBe(86_400);
   });
 });

@@ -4,7 +4,8 @@
 // artifacts (S3 credentials, presigned URLs) goes into one Secret owned by the
 // evaluation, never into the evaluation itself.
 // Cancellations set spec.cancelled; the controller stops the pod. An image from
-// a registry this cluster does not run is refused before anything is created.
+// a registry this cluster does not run, or a reference the kubelet would refuse,
+// is refused before anything is created; an admitted one is written fully qualified.
 import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -12,7 +13,7 @@ import { API_VERSION, EVALUATION, GROUP, VERSION, type EvaluationSpec, type RLMe
 import { NAMES } from '../lib/fixed-names.ts';
 import type { Assignment, Cancellation } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
-import { imageRefusal } from './evaluation-image.ts';
+import { admitImage } from './evaluation-image.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
 
 export const EVALUATION_ID_ANNOTATION = 'rlmesh.dev/evaluation-id';
@@ -29,13 +30,14 @@ export const sourcesSecretName = (evalName: string) => `${evalName.slice(0, 230)
 /** The key of an artifact's presigned URL in that Secret. */
 export const urlKey = (artifactName: string) => `url.${artifactName}`;
 
-export function evaluationFromAssignment(a: Assignment, namespace: string): { evaluation: RLMeshEvaluation; sources: Record<string, string> } {
+/** `image`: the reference admitImage admitted for the assignment. */
+export function evaluationFromAssignment(a: Assignment, image: string, namespace: string): { evaluation: RLMeshEvaluation; sources: Record<string, string> } {
   const name = evaluationName(a.evaluationId);
   // the S3 credentials are the assignment's (one set for all its objects), the URLs one per artifact
   const sources: Record<string, string> = {};
   const spec: EvaluationSpec = {
     evaluationId: a.evaluationId,
-    image: a.image,
+    image,
     ...(a.command.length ? { command: a.command } : {}),
     ...(a.args.length ? { args: a.args } : {}),
     ...(Object.keys(a.env).length ? { env: Object.entries(a.env).map(([k, v]) => ({ name: k, value: v })) } : {}),
@@ -117,13 +119,13 @@ export class Assignments {
 
   async assign(a: Assignment): Promise<void> {
     const { namespace, log } = this.o;
-    const refusal = imageRefusal(a.image, this.o.imageRegistries);
-    if (refusal) {
-      log.warn({ evaluationId: a.evaluationId, image: a.image }, `assignment refused: ${refusal}`);
-      this.o.onOutcome(a.evaluationId, 'Failed', 'ImageNotAllowed', refusal);
+    const admitted = admitImage(a.image, this.o.imageRegistries);
+    if ('refusal' in admitted) {
+      log.warn({ evaluationId: a.evaluationId, image: a.image }, `assignment refused: ${admitted.refusal}`);
+      this.o.onOutcome(a.evaluationId, 'Failed', admitted.reason, admitted.refusal);
       return;
     }
-    const { evaluation, sources } = evaluationFromAssignment(a, namespace);
+    const { evaluation, sources } = evaluationFromAssignment(a, admitted.image, namespace);
     const name = evaluation.metadata.name;
     let created: RLMeshEvaluation;
     try {
