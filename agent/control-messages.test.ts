@@ -1,7 +1,7 @@
 import { create } from '@bufbuild/protobuf';
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
-import { AckSchema, ControlMessageSchema, CredentialRotationSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { AckSchema, ClusterStateSchema, ControlMessageSchema, CredentialRotationSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { controlMessageHandler, type ControlMessageParts } from './control-messages.ts';
 
 const flush = () => new Promise((r) => setTimeout(r, 10));
@@ -16,7 +16,7 @@ function parts(overrides: Partial<ControlMessageParts> = {}) {
     assignments: { assign: vi.fn(async () => undefined), cancel: vi.fn(async () => undefined) },
     store: { writeRotation: vi.fn(async () => undefined) },
     credWatch: { credentials: { control: 'old', clusterId: 'c1' }, use: vi.fn() },
-    metrics: { updatesAcked: { inc: vi.fn() }, assignments: { inc: vi.fn() } },
+    metrics: { updatesAcked: { inc: vi.fn() }, assignments: { inc: vi.fn() }, draining: { set: vi.fn() } },
     retrying: async (_what: string, fn: () => Promise<void>) => fn(),
     ...overrides,
   };
@@ -33,6 +33,23 @@ describe('controlMessageHandler', () => {
     expect(p.session.acked).toHaveBeenCalledWith(['u1', 'unknown']);
     expect(p.metrics.updatesAcked.inc).toHaveBeenCalledWith(1);
     expect(p.evaluations.reported).toHaveBeenCalledWith(['u1']);
+  });
+
+  it('shows a drain: the gauge follows the cluster state, and one log line names each change', () => {
+    const lines: string[] = [];
+    const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l).msg as string) });
+    const set = vi.fn();
+    const { handle } = parts({ log, metrics: { updatesAcked: { inc: vi.fn() }, assignments: { inc: vi.fn() }, draining: { set } } as unknown as ControlMessageParts['metrics'] });
+    const state = (draining: boolean) => msg({ case: 'clusterState', value: create(ClusterStateSchema, { draining }) });
+    handle(state(false));
+    handle(state(true));
+    handle(state(true));
+    handle(state(false));
+    expect(set.mock.calls.map((c: unknown[]) => c[0])).toEqual([0, 1, 1, 0]);
+    expect(lines).toEqual([
+      'the platform is draining this cluster: no new evaluations arrive, those running finish; once GET /v1/clusters shows none unfinished, helm uninstall is safe',
+      'the platform ended the drain: this cluster takes new evaluations again',
+    ]);
   });
 
   it('writes a rotation once while the control plane resends it, then uses and confirms it', async () => {

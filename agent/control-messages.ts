@@ -1,8 +1,9 @@
 // What the agent does with each message the control plane sends on the
 // session: acks release spooled updates, assignments become RLMeshEvaluations,
-// cancellations stop them, and a rotated credential is written to its Secret,
-// used, and confirmed.
+// cancellations stop them, a rotated credential is written to its Secret,
+// used, and confirmed, and the cluster's state (draining) is logged and exported.
 import { create } from '@bufbuild/protobuf';
+import { timestampDate } from '@bufbuild/protobuf/wkt';
 import type { Logger } from 'pino';
 import { errorFields } from '../lib/error-fields.ts';
 import { CredentialRotatedSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
@@ -24,13 +25,14 @@ export type ControlMessageParts = {
   assignments: Pick<Assignments, 'assign' | 'cancel'>;
   store: Pick<CredentialStore, 'writeRotation'>;
   credWatch: Pick<CredentialWatch, 'use' | 'credentials'>;
-  metrics: Pick<Metrics, 'updatesAcked' | 'assignments'>;
+  metrics: Pick<Metrics, 'updatesAcked' | 'assignments' | 'draining'>;
   retrying: Retrying;
 };
 
 export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessage) => void {
   // the control plane sends an unconfirmed rotation again while the session lives: one writer per value
   const rotationsInFlight = new Set<string>();
+  let draining: boolean | undefined;
 
   return (m) => {
     switch (m.msg.case) {
@@ -76,6 +78,20 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
         })()
           .catch(() => undefined)
           .finally(() => rotationsInFlight.delete(key));
+        return;
+      }
+      case 'clusterState': {
+        const { drainingSince } = m.msg.value;
+        const now = m.msg.value.draining;
+        p.metrics.draining.set(now ? 1 : 0);
+        if (now === draining) return;
+        if (now) {
+          const since = drainingSince ? timestampDate(drainingSince).toISOString() : 'now';
+          p.log.warn({ drainingSince: since }, 'the platform is draining this cluster: no new evaluations arrive, those running finish; once GET /v1/clusters shows none unfinished, helm uninstall is safe');
+        } else if (draining) {
+          p.log.info('the platform ended the drain: this cluster takes new evaluations again');
+        }
+        draining = now;
         return;
       }
       default:

@@ -24,6 +24,7 @@ export function createMetrics(sources: { spoolBytes: () => number; spoolRecords:
     updatesSent: new Counter({ name: 'rlmesh_agent_evaluation_updates_sent_total', help: 'Evaluation updates sent (including redeliveries after a reconnect)', registers: [registry] }),
     updatesAcked: new Counter({ name: 'rlmesh_agent_evaluation_updates_acked_total', help: 'Evaluation updates the control plane acknowledged', registers: [registry] }),
     assignments: new Counter({ name: 'rlmesh_agent_assignments_total', help: 'Assignments received, by outcome', labelNames: ['outcome'], registers: [registry] }),
+    draining: new Gauge({ name: 'rlmesh_agent_cluster_draining', help: '1 while the platform drains this cluster (no new assignments arrive), else 0', registers: [registry] }),
     informer: createInformerMetrics(registry, 'agent'),
     setState(s: SessionState) {
       for (const st of STATES) sessionState.set({ state: st }, st === s ? 1 : 0);

@@ -19,7 +19,7 @@ import {
 import { LiveSessions, Outbox, type LiveSession } from './live-sessions.ts';
 import { credentialWireValue } from './pull-secret.ts';
 import { randomBase62 } from './secrets.ts';
-import type { AuthResult, CredentialPurpose, Evaluation, Store } from './store.ts';
+import type { AuthResult, Cluster, CredentialPurpose, Evaluation, Store } from './store.ts';
 
 export type SessionOptions = {
   store: Store;
@@ -94,6 +94,13 @@ export function rotationMessage(registryHost: string, clusterId: string, purpose
   });
 }
 
+/** What the platform has decided about the cluster (draining): sent after Welcome and on every change. */
+export function clusterStateMessage(c: Cluster): ControlMessage {
+  return create(ControlMessageSchema, {
+    msg: { case: 'clusterState', value: { draining: c.drainingSince !== null, ...(c.drainingSince ? { drainingSince: timestampFromDate(new Date(c.drainingSince)) } : {}) } },
+  });
+}
+
 /** Sends every assignment the cluster has not acknowledged, then every pending cancellation. */
 export function sendBacklog(store: Store, session: LiveSession): void {
   for (const ev of store.unacknowledgedAssignments(session.clusterId)) {
@@ -132,6 +139,8 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
       },
     }),
   );
+  const c = store.getCluster(clusterId);
+  if (c) out.push(clusterStateMessage(c));
   for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
   sendBacklog(store, session);
 
@@ -149,7 +158,9 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
       out.push(create(ControlMessageSchema, { msg: { case: 'ping', value: { nonce: randomBase62(12), sentAt: timestampFromDate(new Date()) } } }));
       if (Date.now() - lastRotationSend >= resendMs) {
         lastRotationSend = Date.now();
-        for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
+        const c = store.getCluster(clusterId);
+  if (c) out.push(clusterStateMessage(c));
+  for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
       }
     } catch (err) {
       slog.error({ err }, 'ping failed');

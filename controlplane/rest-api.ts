@@ -13,7 +13,7 @@ import type { RelaySeriesStore } from './metrics-relay.ts';
 import { installCommands as installCommandsFor } from './install-command.ts';
 import { credentialWireValue, dockerConfigJson } from './pull-secret.ts';
 import { looksLikeJoinToken, sameSecret } from './secrets.ts';
-import { assignmentMessage, cancellationMessage, rotationMessage } from './agent-session.ts';
+import { assignmentMessage, cancellationMessage, clusterStateMessage, rotationMessage, sendBacklog } from './agent-session.ts';
 import { PURPOSES, splitSecrets, type Cluster, type CredentialPurpose, type Evaluation, type Store } from './store.ts';
 import { errorMessage } from '../lib/error-fields.ts';
 
@@ -93,7 +93,23 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
     // the agent's last preflight says whether the cluster can run evaluations (NetworkPolicy enforcement seen)
     const p = store.preflight(c.id) as { evaluationsBlocked?: boolean; evaluationsBlockedReason?: string } | null;
     const blocked = p?.evaluationsBlocked ? { evaluationsBlockedReason: p.evaluationsBlockedReason ?? '' } : {};
-    return { ...c, live: sessions.get(c.id) !== undefined, acceptsEvaluations: p ? !p.evaluationsBlocked : null, ...blocked };
+    return {
+      ...c,
+      live: sessions.get(c.id) !== undefined,
+      draining: c.drainingSince !== null,
+      unfinishedEvaluations: store.unfinishedEvaluations(c.id),
+      acceptsEvaluations: p ? !p.evaluationsBlocked : null,
+      ...blocked,
+    };
+  };
+  /** Drain on or off: stored, then told to the live session; a drain's end sends what waited meanwhile. */
+  const setDraining = (id: string, draining: boolean) => {
+    const c = store.setDraining(liveCluster(id).id, draining)!;
+    const live = sessions.get(c.id);
+    sessions.send(c.id, clusterStateMessage(c));
+    if (!draining && live) sendBacklog(store, live);
+    log.info({ clusterId: c.id, draining }, draining ? 'cluster draining: no new assignments' : 'cluster drain ended');
+    return clusterView(c);
   };
   const evaluationView = (e: Evaluation) => ({ ...e, spec: redactSpec(e.spec), updates: store.listUpdates(e.id) });
 
@@ -206,12 +222,17 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
         return clusterView(store.getCluster(c.id)!);
       },
     },
+    { method: 'POST', path: /^\/v1\/clusters\/(c_[0-9a-z]+)\/drain$/, admin: true, handle: ([, id]) => setDraining(id!, true) },
+    { method: 'POST', path: /^\/v1\/clusters\/(c_[0-9a-z]+)\/resume$/, admin: true, handle: ([, id]) => setDraining(id!, false) },
     {
       method: 'POST',
       path: /^\/v1\/clusters\/(c_[0-9a-z]+)\/evaluations$/,
       admin: true,
       handle: async ([, id], body) => {
         const c = liveCluster(id!);
+        if (c.drainingSince) {
+          throw new ApiError(409, 'cluster_draining', `cluster ${c.id} is draining (since ${c.drainingSince}) and takes no new evaluations; submit to another cluster, or end the drain with POST /v1/clusters/${c.id}/resume`);
+        }
         const spec = await body();
         if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) throw new ApiError(400, 'invalid_spec', 'the evaluation spec must be a JSON object (an Assignment in protobuf JSON, without evaluationId)');
         try {

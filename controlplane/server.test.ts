@@ -267,6 +267,43 @@ describe('ClusterSession', () => {
     expect(nc.body).toMatchObject({ phase: 'Cancelled', result: { reason: 'CancelledBeforeDelivery' } });
   });
 
+  it('drain: no new assignments (a submission is refused, one that waited is held), the session is told, GET /v1/clusters counts what still runs; resume sends what waited', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    // submitted while the cluster is away: never delivered
+    const waited = String((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:1' })).body.id);
+    const s = session(cp, c.control);
+    expect(await s.waitFor('clusterState')).toMatchObject({ draining: false });
+    expect((await s.waitFor('assignment')).evaluationId).toBe(waited);
+    const running = String((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:2' })).body.id);
+    await s.waitFor('assignment', (a) => a.evaluationId === running);
+    s.send({ case: 'evaluationUpdate', value: { id: 'u-1', evaluationId: running, phase: 'Running', sequence: 1n } });
+    s.send({ case: 'evaluationUpdate', value: { id: 'u-2', evaluationId: waited, phase: 'Succeeded', sequence: 1n } });
+    await s.waitFor('ack', (a) => a.ids.includes('u-2'));
+
+    const drained = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/drain`);
+    expect(drained.body).toMatchObject({ draining: true, unfinishedEvaluations: 1 });
+    expect(await s.waitFor('clusterState', (m) => m.draining)).toMatchObject({ draining: true });
+    const refused = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:3' });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ code: 'cluster_draining' });
+    expect(String(refused.body.message)).toMatch(/is draining \(since .*\) and takes no new evaluations; submit to another cluster, or end the drain with POST \/v1\/clusters\/c_[0-9a-z]+\/resume/);
+
+    s.send({ case: 'evaluationUpdate', value: { id: 'u-3', evaluationId: running, phase: 'Succeeded', sequence: 2n } });
+    await s.waitFor('ack', (a) => a.ids.includes('u-3'));
+    const list = await api(cp, 'GET', '/v1/clusters');
+    expect(list.body.clusters).toMatchObject([{ id: c.clusterId, draining: true, unfinishedEvaluations: 0 }]);
+
+    // a drain survives a reconnect, and resume ends it
+    s.close();
+    await s.ended;
+    const s2 = session(cp, c.control);
+    expect(await s2.waitFor('clusterState')).toMatchObject({ draining: true });
+    expect((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/resume`)).body).toMatchObject({ draining: false });
+    expect(await s2.waitFor('clusterState', (m) => !m.draining)).toMatchObject({ draining: false });
+    expect((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:4' })).status).toBe(201);
+  });
+
   it('rotation: sent again on the live session until the agent confirms it, then no more', async () => {
     const cp = await start({ rotationResendMs: 300 });
     const c = await joinedCluster(cp);

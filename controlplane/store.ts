@@ -35,6 +35,8 @@ export type Cluster = {
   facts: Record<string, unknown> | null;
   agentVersion: string | null;
   kubernetesVersion: string | null;
+  /** set while the cluster drains: no new assignments reach it */
+  drainingSince: string | null;
 };
 
 export type NodeReportRecord = { report: unknown; receivedAt: string; received: number };
@@ -499,15 +501,33 @@ export class Store {
     return (this.db.prepare('SELECT * FROM evaluations WHERE cluster_id = ? ORDER BY created_at, id').all(clusterId) as Row[]).map(toEvaluation);
   }
 
-  /** Submitted evaluations the agent has not acknowledged with an update yet: (re)sent on every connect. */
+  /**
+   * Submitted evaluations the agent has not acknowledged with an update yet: (re)sent on every connect.
+   * While the cluster drains, only those already sent once (the cluster may hold them); the rest wait.
+   */
   unacknowledgedAssignments(clusterId: string): Evaluation[] {
+    const draining = this.getCluster(clusterId)?.drainingSince ? ' AND first_assigned_at IS NOT NULL' : '';
     return (
       this.db
         .prepare(
-          'SELECT * FROM evaluations WHERE cluster_id = ? AND spec IS NOT NULL AND acknowledged_at IS NULL AND cancel_requested_at IS NULL ORDER BY created_at, id',
+          `SELECT * FROM evaluations WHERE cluster_id = ? AND spec IS NOT NULL AND acknowledged_at IS NULL AND cancel_requested_at IS NULL${draining} ORDER BY created_at, id`,
         )
         .all(clusterId) as Row[]
     ).map(toEvaluation);
+  }
+
+  /** Starts (or ends) draining: a draining cluster gets no new assignments. */
+  setDraining(clusterId: string, draining: boolean): Cluster | undefined {
+    this.db.prepare('UPDATE clusters SET draining_since = ? WHERE id = ?').run(draining ? (this.getCluster(clusterId)?.drainingSince ?? this.nowIso()) : null, clusterId);
+    return this.getCluster(clusterId);
+  }
+
+  /** Evaluations of the cluster that have not reached a final phase (what a drain waits for). */
+  unfinishedEvaluations(clusterId: string): number {
+    const row = this.db
+      .prepare("SELECT COUNT(*) AS n FROM evaluations WHERE cluster_id = ? AND phase NOT IN ('Succeeded','Failed','Cancelled')")
+      .get(clusterId) as Row;
+    return Number(row.n);
   }
 
   markAssignmentSent(id: string): void {
@@ -605,6 +625,8 @@ function migrate(db: DatabaseSync): void {
   if (!have.has('issued_by')) db.exec("ALTER TABLE credentials ADD COLUMN issued_by TEXT NOT NULL DEFAULT 'join'");
   if (!have.has('confirmed_at')) db.exec('ALTER TABLE credentials ADD COLUMN confirmed_at TEXT; UPDATE credentials SET confirmed_at = created_at');
   if (!have.has('revoke_reason')) db.exec('ALTER TABLE credentials ADD COLUMN revoke_reason TEXT');
+  const clusterColumns = new Set((db.prepare('PRAGMA table_info(clusters)').all() as Row[]).map((c) => str(c.name)));
+  if (!clusterColumns.has('draining_since')) db.exec('ALTER TABLE clusters ADD COLUMN draining_since TEXT');
   const evaluationColumns = new Set((db.prepare('PRAGMA table_info(evaluations)').all() as Row[]).map((c) => str(c.name)));
   if (!evaluationColumns.has('sealed_secrets')) db.exec('ALTER TABLE evaluations ADD COLUMN sealed_secrets TEXT');
 }
@@ -621,6 +643,7 @@ function toCluster(r: Row): Cluster {
     facts: jsonOrNull(r.facts),
     agentVersion: strOrNull(r.agent_version),
     kubernetesVersion: strOrNull(r.kubernetes_version),
+    drainingSince: strOrNull(r.draining_since),
   };
 }
 

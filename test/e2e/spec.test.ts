@@ -333,9 +333,20 @@ describe('Rotate credentials and upgrade', () => {
 });
 
 describe('Uninstall', () => {
-  it('drain first: evaluations finish', async () => {
-    const id = await submit(cp, clusterId, smallEvaluation(image));
+  it('drain first: no new evaluations reach the cluster, the agent shows it, what runs finishes, GET /v1/clusters shows none unfinished', async () => {
+    const id = await submit(cp, clusterId, smallEvaluation(image, { TEST_DURATION: '15s' }));
+    await until('the evaluation to run', async () => ((await evaluation(cp, id)).updates.some((u) => u.phase === 'Running') ? true : undefined), { timeoutMs: 120_000 });
+    const drained = await api<{ draining: boolean; unfinishedEvaluations: number }>(cp, 'POST', `/v1/clusters/${clusterId}/drain`);
+    expect(drained.body).toMatchObject({ draining: true, unfinishedEvaluations: 1 });
+    const refused = await api<{ code: string; message: string }>(cp, 'POST', `/v1/clusters/${clusterId}/evaluations`, smallEvaluation(image));
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe('cluster_draining');
+    await until('the agent to show the drain', () => (/the platform is draining this cluster/.test(rt.log('agent')) ? true : undefined), { timeoutMs: 30_000 });
     expect((await waitFinished(cp, id)).phase).toBe('Succeeded');
+    await until('no evaluation unfinished', async () => {
+      const row = (await clusterRow(cp, clusterId)) as Awaited<ReturnType<typeof clusterRow>> & { unfinishedEvaluations?: number };
+      return row.unfinishedEvaluations === 0 ? true : undefined;
+    }, { timeoutMs: 30_000 });
   });
 
   it('archiving the registration revokes every credential: the agent is refused with a clear message', async () => {
