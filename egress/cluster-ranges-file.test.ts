@@ -14,18 +14,24 @@ describe('the cluster ranges file', () => {
     expect(skipped[1]).toContain('covers every address');
   });
 
-  it('is read at start (missing: no ranges) and again whenever its text changes', async () => {
+  it('is read at start and again whenever its text changes; missing or empty is a problem that keeps the ranges in use', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'ranges-')), 'ranges');
     const seen: string[][] = [];
-    const stop = await followRangesFile({ path: file, log: pino({ level: 'silent' }), intervalMs: 20, onChange: (r: ClusterRange[]) => seen.push(r.map((x) => x.cidr)) });
-    expect(seen).toEqual([[]]);
+    const f = await followRangesFile({ path: file, log: pino({ level: 'silent' }), intervalMs: 20, onChange: (r: ClusterRange[]) => seen.push(r.map((x) => x.cidr)) });
+    expect(seen).toEqual([]);
+    expect(f.problem()).toMatch(/ranges file .* is missing: ConfigMap rlmesh-cluster-ranges holds no ranges yet, so the proxy cannot refuse the cluster's own addresses and stays not ready/);
     writeFileSync(file, '10.244.1.0/24\n');
-    await expect.poll(() => seen.length).toBe(2);
+    await expect.poll(() => seen.length).toBe(1);
+    expect(f.problem()).toBeUndefined();
     await new Promise((r) => setTimeout(r, 100));
-    expect(seen).toEqual([[], ['10.244.1.0/24']]); // unchanged text: no second call
+    expect(seen).toEqual([['10.244.1.0/24']]); // unchanged text: no second call
+    writeFileSync(file, '# nothing\n');
+    await expect.poll(() => f.problem()).toMatch(/holds no ranges/);
     rmSync(file);
-    await expect.poll(() => seen.length).toBe(3);
-    expect(seen[2]).toEqual([]);
-    stop();
+    await expect.poll(() => f.problem()).toMatch(/is missing/);
+    expect(seen).toEqual([['10.244.1.0/24']]); // the ranges in use stay
+    writeFileSync(file, '10.244.1.0/24\n');
+    await expect.poll(() => f.problem()).toBeUndefined();
+    f.stop();
   });
 });

@@ -1,7 +1,9 @@
 // The cluster's own ranges the agent reads from the API (ConfigMap
 // rlmesh-cluster-ranges, mounted as a file with one CIDR per line). The kubelet
 // replaces the file when the ConfigMap changes, so it is read again every few
-// seconds; a missing file (the ConfigMap not written yet) is no ranges.
+// seconds. A cluster always has ranges (its nodes' addresses at least), so a
+// file that is missing, unreadable or holds none is a problem that keeps the
+// proxy not ready (fail closed), and the ranges already in use stay.
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { parseClusterRange, type ClusterRange } from './classify-address.ts';
@@ -23,29 +25,44 @@ export function parseRangesFile(text: string): { ranges: ClusterRange[]; skipped
 }
 
 export type RangesFileOptions = { path: string; log: Logger; onChange: (ranges: ClusterRange[]) => void; intervalMs?: number };
+export type RangesFollower = { stop: () => void; /** why the proxy must not be ready, or undefined */ problem: () => string | undefined };
 
-/** Reads the file now and whenever its text changes; returns stop(). */
-export async function followRangesFile(o: RangesFileOptions): Promise<() => void> {
+const WHY = "so the proxy cannot refuse the cluster's own addresses and stays not ready until it can";
+
+/** Reads the file now and whenever its text changes. */
+export async function followRangesFile(o: RangesFileOptions): Promise<RangesFollower> {
   let last: string | undefined;
+  let problem: string | undefined;
+  const fail = (p: string, fields: object = {}): void => {
+    if (p !== problem) o.log.warn({ path: o.path, ...fields }, p);
+    problem = p;
+  };
   const read = async (): Promise<void> => {
-    let text = '';
+    let text: string;
     try {
       text = await readFile(o.path, 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
-        o.log.warn({ path: o.path, ...errorFields(err) }, "cannot read the cluster's own address ranges; keeping the ranges already in use");
-        return;
-      }
+      const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
+      last = undefined;
+      return fail(
+        missing
+          ? `the cluster ranges file ${o.path} is missing: ConfigMap rlmesh-cluster-ranges holds no ranges yet, ${WHY}; the agent writes them at start (check that it runs and may list nodes)`
+          : `cannot read the cluster ranges file ${o.path}: ${errorMessage(err)}, ${WHY}; check the pod's volume from ConfigMap rlmesh-cluster-ranges`,
+        missing ? {} : errorFields(err),
+      );
     }
     if (text === last) return;
     last = text;
     const { ranges, skipped } = parseRangesFile(text);
     if (skipped.length) o.log.warn({ path: o.path, skipped }, 'skipped lines of the cluster ranges file that are not ranges');
+    if (ranges.length === 0) return fail(`the cluster ranges file ${o.path} holds no ranges (every cluster has at least its nodes' addresses), ${WHY}; check the agent's log for why it wrote none`);
+    if (problem) o.log.info({ path: o.path }, 'the cluster ranges file is usable again');
+    problem = undefined;
     o.log.info({ path: o.path, ranges: ranges.length }, "the cluster's own address ranges changed");
     o.onChange(ranges);
   };
   await read();
   const timer = setInterval(() => void read(), o.intervalMs ?? 5_000);
   timer.unref();
-  return () => clearInterval(timer);
+  return { stop: () => clearInterval(timer), problem: () => problem };
 }

@@ -39,18 +39,21 @@ async function main(): Promise<void> {
   const allowRanges = config.allowRanges.map(parseAllowRange);
   const clusterRanges = config.clusterRanges.map(parseClusterRange);
   const metrics = createMetrics();
+  let rangesProblem = (): string | undefined => undefined;
   const resolver = new DestinationResolver({
-    servers: config.dns, timeoutMs: config.dnsTimeoutMs, allowRanges, clusterRanges, self: localAddresses(),
+    servers: config.dns, timeoutMs: config.dnsTimeoutMs, allowRanges, clusterRanges, self: localAddresses(), rangesProblem: () => rangesProblem(),
   });
-  // the ranges the agent reads from the API come on top of the configured ones, and follow the cluster
-  const stopFollowing = config.clusterRangesFile
+  // the ranges the agent reads from the API come on top of the configured ones, and follow the cluster;
+  // while they are unknown the proxy is not ready and refuses every destination
+  const ranges = config.clusterRangesFile
     ? await followRangesFile({ path: config.clusterRangesFile, log: logger, onChange: (more) => resolver.setClusterRanges([...clusterRanges, ...more]) })
-    : () => undefined;
+    : { stop: () => undefined, problem: () => undefined };
+  rangesProblem = ranges.problem;
   const proxy = createProxy({ config, allowList, resolver, metrics, logger });
   let ready = false;
   const ops = new OpsServer({
     registry: metrics.registry,
-    notReady: () => (!ready ? 'starting' : proxy.isDraining() ? 'draining: the pod is stopping' : undefined),
+    notReady: () => (!ready ? 'starting' : proxy.isDraining() ? 'draining: the pod is stopping' : ranges.problem()),
   });
   await ops.listen(config.healthListen, config.metricsListen);
   await listen(proxy.server, config.listen, 'the proxy');
@@ -66,7 +69,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal, activeTunnels: proxy.activeTunnels(), drainTimeoutMs: config.drainTimeoutMs }, 'egress proxy draining');
-    stopFollowing();
+    ranges.stop();
     await proxy.drain(config.drainTimeoutMs);
     await ops.close();
     logger.info('egress proxy stopped');

@@ -41,6 +41,8 @@ export interface ResolverOptions {
   clusterRanges?: readonly ClusterRange[];
   /** addresses that are the proxy itself (its interfaces); refused whatever the ranges say */
   self: ReadonlySet<string>;
+  /** why the cluster's own ranges are not known (their file is missing or empty): every destination is refused with it */
+  rangesProblem?: () => string | undefined;
 }
 
 const MAX_CACHE_SECONDS = 30;
@@ -62,6 +64,9 @@ export class DestinationResolver {
   }
 
   async resolve(dest: Destination): Promise<Resolution> {
+    // fail closed: without the cluster's own ranges a public address of the cluster would pass
+    const unknown = this.options.rangesProblem?.();
+    if (unknown) return { outcome: 'refused', rule: 'cluster-ranges-unknown', reason: unknown };
     if (dest.kind === 'ip') return this.decide(dest, [dest.host]);
     const cached = this.cache.get(dest.host);
     if (cached && cached.expires > Date.now()) return this.decide(dest, cached.answers);

@@ -13,7 +13,7 @@ import { once } from 'node:events';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -66,8 +66,11 @@ beforeAll(async () => {
     'models.hub.example': { A: ['127.0.0.1'] },
     'elsewhere.example': { A: ['10.0.0.4'] },
   });
+  // in a pod the ranges file comes from ConfigMap rlmesh-cluster-ranges, which the agent writes
+  const rangesFile = join(dirname(configFile), 'cluster-ranges');
+  writeFileSync(rangesFile, '10.244.0.0/16\n');
   proxy = spawn(process.execPath, [join(ROOT, 'bin/rlmesh-runtime.ts'), 'egress',
-    '--port', String(PORT), '--health-port', '23229', '--metrics-port', '23230', '--dns', dns.address,
+    '--port', String(PORT), '--health-port', '23229', '--metrics-port', '23230', '--dns', dns.address, '--cluster-ranges-file', rangesFile,
   ], { env: { ...process.env, RLMESH_CONFIG: configFile, RLMESH_LISTEN_HOST: '127.0.0.1' }, stdio: ['ignore', 'pipe', 'pipe'] });
   createInterface({ input: proxy.stdout! }).on('line', (l) => logs.push(l));
   createInterface({ input: proxy.stderr! }).on('line', (l) => logs.push(l));

@@ -11,7 +11,7 @@
 // network-policies.test.ts and spec.test.ts go through them.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,7 +56,7 @@ async function startProxy(extra: string[] = []): Promise<void> {
     // namespace's dark /24 (routed into it and dropped there) and part of its
     // on-link /64 where nothing answers, so nothing would leave this machine
     '--cluster-range', '198.18.110.128/25', '--cluster-range', '2001:2:0:a:c::/80',
-    // more of them as the agent writes them (ConfigMap rlmesh-cluster-ranges), absent at start
+    // more of them as the agent writes them (ConfigMap rlmesh-cluster-ranges)
     '--cluster-ranges-file', rangesFile(),
     '--dns', dns.address,
     '--connect-timeout-ms', '1500',
@@ -181,6 +181,8 @@ beforeAll(async () => {
     'incluster.egress.test': { A: ['198.18.110.200'], AAAA: ['2001:2:0:a:c::7'] },
     'followed.egress.test': { A: [ns.nsAddress] },
   });
+  // as the agent writes it (ConfigMap rlmesh-cluster-ranges): a range of the cluster's that no test address is in
+  writeFileSync(rangesFile(), '10.244.0.0/16\n');
   await startProxy();
 });
 
@@ -364,7 +366,7 @@ describe('hostile DNS answers', () => {
     expect(await waitForLog((l) => l.host === 'incluster.egress.test')).toMatchObject({ decision: 'refused', rule: 'cluster-range', status: 403 });
   });
 
-  it('follows the cluster ranges file the agent keeps: a range written there is refused without a restart, and reachable again once removed', async () => {
+  it('follows the cluster ranges file the agent keeps: gone or empty, every destination is refused and the proxy not ready; a range written there is refused without a restart, and reachable again once removed', async () => {
     const attempt = async () => {
       const r = await rawConnect('followed.egress.test:443');
       r.socket.destroy();
@@ -381,11 +383,26 @@ describe('hostile DNS answers', () => {
         { timeoutMs: 20_000 },
       );
     expect((await attempt()).status).toBe(200);
+    // the file gone (the ConfigMap deleted): the proxy is not ready and refuses every destination, saying why
+    rmSync(rangesFile());
+    const missing = await answered('the proxy to refuse while the ranges are unknown', (r) => r.status === 403);
+    expect(missing.headers['x-rlmesh-egress-refused']).toBe('cluster-ranges-unknown');
+    expect(missing.body).toMatch(/the cluster ranges file .* is missing: ConfigMap rlmesh-cluster-ranges holds no ranges yet/);
+    const notReady = await fetch(`http://127.0.0.1:${HEALTH_PORT}/readyz`);
+    expect(notReady.status).toBe(503);
+    expect(await notReady.text()).toContain('is missing');
+    writeFileSync(rangesFile(), '10.244.0.0/16\n');
+    await answered('the proxy to know the cluster ranges again', (r) => r.status === 200);
+    expect((await fetch(`http://127.0.0.1:${HEALTH_PORT}/readyz`)).status).toBe(200);
     writeFileSync(rangesFile(), `${ns.nsAddress}/32\nnot-a-range\n`);
     await answered('the range from the file to be refused', (r) => r.status === 403 && r.headers['x-rlmesh-egress-refused'] === 'cluster-range');
     expect((await attempt()).body).toContain(`${ns.nsAddress} is in ${ns.nsAddress}/32, one of the cluster's own ranges`);
     expect(await waitForLog((l) => l.msg === 'skipped lines of the cluster ranges file that are not ranges')).toMatchObject({ path: rangesFile() });
+    // emptied: not usable, so the ranges in use stay (still refused)
     writeFileSync(rangesFile(), '');
+    expect(await waitForLog((l) => typeof l.msg === 'string' && /holds no ranges/.test(l.msg))).toBeDefined();
+    expect((await attempt()).headers['x-rlmesh-egress-refused']).toBe('cluster-ranges-unknown');
+    writeFileSync(rangesFile(), '10.244.0.0/16\n');
     await answered('the address to be reachable again', (r) => r.status === 200);
   });
 
