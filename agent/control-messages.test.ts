@@ -1,15 +1,21 @@
 import { create } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { AckSchema, ClusterStateSchema, ControlMessageSchema, CredentialRotationSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { dockerConfigJson } from '../lib/credential-secret.ts';
 import { controlMessageHandler, type ControlMessageParts } from './control-messages.ts';
 
 const flush = () => new Promise((r) => setTimeout(r, 10));
+const REGISTRY = 'registry.rlmesh.dev';
+const NEW_CONTROL = `rlm_cc_${'N'.repeat(40)}`;
+const NEW_PULL = `rlm_rp_${'P'.repeat(40)}`;
 
 function parts(overrides: Partial<ControlMessageParts> = {}) {
   const sent: unknown[] = [];
+  const logLines: Record<string, unknown>[] = [];
   const p = {
-    log: pino({ level: 'silent' }),
+    log: pino({ level: 'debug' }, { write: (line: string) => void logLines.push(JSON.parse(line) as Record<string, unknown>) }),
     session: { acked: vi.fn(), send: vi.fn((m: unknown) => (sent.push(m), true)) },
     spool: { ack: vi.fn(async (ids: string[]) => ids.filter((i) => i !== 'unknown')) },
     evaluations: { reported: vi.fn(async () => undefined) },
@@ -17,11 +23,14 @@ function parts(overrides: Partial<ControlMessageParts> = {}) {
     store: { writeRotation: vi.fn(async () => undefined) },
     credWatch: { credentials: { control: 'old', clusterId: 'c1' }, use: vi.fn() },
     metrics: { updatesAcked: { inc: vi.fn() }, assignments: { inc: vi.fn() }, draining: { set: vi.fn() } },
-    retrying: async (_what: string, fn: () => Promise<void>) => fn(),
+    retrying: vi.fn(async (_what: string, fn: () => Promise<void>) => fn()),
+    registryHost: REGISTRY,
     ...overrides,
   };
-  return { p, sent, handle: controlMessageHandler(p as unknown as ControlMessageParts) };
+  return { p, sent, logLines, handle: controlMessageHandler(p as unknown as ControlMessageParts) };
 }
+const rotation = (purpose: string, value: string, oldValidUntil?: Date) =>
+  msg({ case: 'credentialRotation', value: create(CredentialRotationSchema, { purpose, value, ...(oldValidUntil ? { oldValidUntil: timestampFromDate(oldValidUntil) } : {}) }) });
 
 const msg = (m: ControlMessage['msg']): ControlMessage => create(ControlMessageSchema, { msg: m });
 
@@ -56,16 +65,59 @@ describe('controlMessageHandler', () => {
     let release: () => void = () => {};
     const written = new Promise<void>((r) => (release = r));
     const { p, sent, handle } = parts({ store: { writeRotation: vi.fn(() => written) } as unknown as ControlMessageParts['store'] });
-    const rotation = msg({ case: 'credentialRotation', value: create(CredentialRotationSchema, { purpose: 'control', value: 'new-control' }) });
-    handle(rotation);
-    handle(rotation);
+    const control = rotation('control', NEW_CONTROL);
+    handle(control);
+    handle(control);
     expect(p.store.writeRotation).toHaveBeenCalledTimes(1);
     release();
     await flush();
-    expect(p.credWatch.use).toHaveBeenCalledWith({ control: 'new-control', clusterId: 'c1' });
+    expect(p.credWatch.use).toHaveBeenCalledWith({ control: NEW_CONTROL, clusterId: 'c1' });
     expect(sent).toEqual([{ case: 'credentialRotated', value: expect.objectContaining({ purpose: 'control' }) }]);
     // confirmed: a later resend is written again (the Secret may have been replaced since)
-    handle(rotation);
+    handle(control);
     expect(p.store.writeRotation).toHaveBeenCalledTimes(2);
   });
+
+  it('writes and confirms a rotated pull credential: the dockerconfigjson for the registry the cluster pulls from', async () => {
+    const { p, sent, handle } = parts();
+    const value = dockerConfigJson(REGISTRY, 'c1', NEW_PULL);
+    handle(rotation('pull', value));
+    await flush();
+    expect(p.store.writeRotation).toHaveBeenCalledWith('pull', value);
+    expect(sent).toEqual([{ case: 'credentialRotated', value: expect.objectContaining({ purpose: 'pull' }) }]);
+  });
+
+  const invalid: [string, string, string, RegExp][] = [
+    ['an unknown purpose', 'webhook', NEW_CONTROL, /refused a credential rotation for purpose "webhook" from the control plane: the purpose is not one this agent stores \(control, pull, relay\).*upgrade the chart/],
+    ['a pull value that is no dockerconfigjson', 'pull', NEW_PULL, /refused the rotated pull credential from the control plane: the value is not JSON/],
+    ['a pull value for another registry', 'pull', dockerConfigJson('evil.example', 'c1', NEW_PULL), /must name exactly one registry, registry\.rlmesh\.dev/],
+    ['a control value of another form', 'control', 'not a credential', /refused the rotated control credential from the control plane: the value is not a control credential/],
+  ];
+  for (const [name, purpose, value, why] of invalid) {
+    it(`refuses ${name} once: nothing written or retried, not confirmed, one error line that says why and what to do, without the value`, async () => {
+      const { p, sent, logLines, handle } = parts();
+      const until = new Date('2026-12-05T10:00:00Z');
+      handle(rotation(purpose, value, until));
+      // the control plane re-sends an unconfirmed rotation every minute
+      handle(rotation(purpose, value, until));
+      handle(rotation(purpose, value, until));
+      await flush();
+      expect(p.store.writeRotation).not.toHaveBeenCalled();
+      expect(p.retrying).not.toHaveBeenCalled();
+      expect(p.credWatch.use).not.toHaveBeenCalled();
+      expect(sent).toEqual([]);
+      const errors = logLines.filter((l) => l.level === 50);
+      expect(errors).toHaveLength(1);
+      expect(errors[0]!.msg).toMatch(why);
+      expect(errors[0]!.msg).toMatch(/Nothing was written and it is not confirmed; the credential in use stays valid until 2026-12-05T10:00:00\.000Z\. To fix: /);
+      expect(JSON.stringify(logLines)).not.toContain(value);
+      if (purpose === 'pull') expect(JSON.stringify(logLines)).not.toContain(NEW_PULL);
+
+      // a valid rotation afterwards goes through
+      handle(purpose === 'control' ? rotation('control', NEW_CONTROL) : rotation('pull', dockerConfigJson(REGISTRY, 'c1', NEW_PULL)));
+      await flush();
+      expect(p.store.writeRotation).toHaveBeenCalledTimes(1);
+      expect(sent).toHaveLength(1);
+    });
+  }
 });

@@ -1,15 +1,26 @@
 // What the agent does with each message the control plane sends on the
 // session: acks release spooled updates, assignments become RLMeshEvaluations,
-// cancellations stop them, a rotated credential is written to its Secret,
-// used, and confirmed, and the cluster's state (draining) is logged and exported.
+// cancellations stop them, a rotated credential is checked, written to its
+// Secret, used, and confirmed, and the cluster's state (draining) is logged and
+// exported.
+//
+// A rotation that fails the check (lib/credential-rotation.ts) is refused once:
+// nothing is written, one error log line says why (without the value), and it
+// is not confirmed. The protocol has no refusal message (CredentialRotated only
+// confirms), so not confirming is the honest answer: the control plane keeps
+// the rotation unconfirmed, which is true, and the credential in use keeps
+// working until its overlap ends. The control plane re-sends an unconfirmed
+// rotation every minute; a value already refused is dropped without a retry or
+// another log line.
 import { create } from '@bufbuild/protobuf';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import type { Logger } from 'pino';
 import { errorFields } from '../lib/error-fields.ts';
-import { CredentialRotatedSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { CredentialRotatedSchema, type ControlMessage, type CredentialRotation } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import type { Assignments } from './assignments.ts';
 import type { CredentialWatch } from './credential-watch.ts';
-import { tokenHash } from '../lib/credential-secret.ts';
+import { CREDENTIAL_PURPOSES, tokenHash } from '../lib/credential-secret.ts';
+import { checkRotation } from '../lib/credential-rotation.ts';
 import type { CredentialStore } from './credentials.ts';
 import type { EvaluationStatus } from './evaluation-updates.ts';
 import type { Metrics } from './metrics.ts';
@@ -27,12 +38,18 @@ export type ControlMessageParts = {
   credWatch: Pick<CredentialWatch, 'use' | 'credentials'>;
   metrics: Pick<Metrics, 'updatesAcked' | 'assignments' | 'draining'>;
   retrying: Retrying;
+  /** controlPlane.registryHost: the one registry a rotated pull credential may be for */
+  registryHost: string;
 };
+
+/** How many refused rotations (purpose and value hash) are remembered: a bound, whatever the control plane sends. */
+const MAX_REFUSED = 64;
 
 export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessage) => void {
   // the control plane sends an unconfirmed rotation again while the session lives: one writer per value
   const rotationsInFlight = new Set<string>();
   let draining: boolean | undefined;
+  const refused = new Set<string>();
 
   return (m) => {
     switch (m.msg.case) {
@@ -65,9 +82,16 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
         return;
       }
       case 'credentialRotation': {
-        const r = m.msg.value;
-        const key = `${r.purpose}:${tokenHash(r.value)}`;
-        if (rotationsInFlight.has(key)) return;
+        const key = `${m.msg.value.purpose}:${tokenHash(m.msg.value.value)}`;
+        if (rotationsInFlight.has(key) || refused.has(key)) return;
+        const checked = checkRotation(m.msg.value, p.registryHost);
+        if (!checked.ok) {
+          if (refused.size >= MAX_REFUSED) refused.clear();
+          refused.add(key);
+          refuse(p.log, m.msg.value, checked.problem);
+          return;
+        }
+        const r = checked.rotation;
         rotationsInFlight.add(key);
         void (async () => {
           // until stored: a rotation given up on leaves the agent with a credential that expires after the overlap
@@ -98,4 +122,17 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
         return;
     }
   };
+}
+
+function refuse(log: Logger, r: CredentialRotation, problem: string): void {
+  const known = (CREDENTIAL_PURPOSES as readonly string[]).includes(r.purpose);
+  const what = known ? `the rotated ${r.purpose} credential` : `a credential rotation for purpose ${JSON.stringify(r.purpose.slice(0, 40))}`;
+  const until = r.oldValidUntil ? timestampDate(r.oldValidUntil).toISOString() : undefined;
+  const fix = known
+    ? `rotate the ${r.purpose} credential again; if that is refused too, report it to the platform, and before the overlap ends run a New install command (new credentials) or write a valid value into the Secret`
+    : 'the control plane is newer than this agent: upgrade the chart to the version its New install command names';
+  log.error(
+    { purpose: known ? r.purpose : 'unknown', ...(until ? { currentValidUntil: until } : {}) },
+    `refused ${what} from the control plane: ${problem}. Nothing was written and it is not confirmed; the credential in use stays valid${until ? ` until ${until}` : ' until its overlap ends'}. To fix: ${fix}`,
+  );
 }

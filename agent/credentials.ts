@@ -13,7 +13,7 @@
 import * as k8s from '@kubernetes/client-node';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
 import { isConflict, isNotFound } from '../lib/kube-errors.ts';
-import { CLUSTER_ID_KEY, CONTROL_KEY, PULL_KEY, PULL_SECRET_TYPE, RELAY_KEY, TOKEN_HASH_ANNOTATION, controlSecretData, type JoinResult } from '../lib/credential-secret.ts';
+import { CLUSTER_ID_KEY, CONTROL_KEY, PULL_KEY, PULL_SECRET_TYPE, RELAY_KEY, TOKEN_HASH_ANNOTATION, controlSecretData, type CredentialPurpose, type JoinResult } from '../lib/credential-secret.ts';
 const LABELS = { 'app.kubernetes.io/part-of': 'rlmesh', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' };
 
 export type ControlCredentials = {
@@ -164,8 +164,8 @@ export class CredentialStore {
     ]);
   }
 
-  /** A rotation the control plane sent over the session. */
-  async writeRotation(purpose: string, value: string): Promise<void> {
+  /** A rotation the control plane sent over the session (checked: lib/credential-rotation.ts). */
+  async writeRotation(purpose: CredentialPurpose, value: string): Promise<void> {
     const { namespace, credentials } = this.cfg;
     if (purpose === 'control') {
       const current = await this.get(namespace, credentials.controlSecret);
@@ -174,10 +174,8 @@ export class CredentialStore {
       await this.put(namespace, credentials.controlSecret, 'Opaque', controlSecretData(value, cur.value.clusterId), {}, 'unchanged');
     } else if (purpose === 'pull') {
       await this.writePull(value, 'unchanged');
-    } else if (purpose === 'relay') {
-      await this.put(namespace, credentials.relaySecret, 'Opaque', { [RELAY_KEY]: value }, {}, 'unchanged');
     } else {
-      throw new Error(`unknown credential purpose "${purpose}" in a rotation; this agent knows control, pull and relay — upgrade the chart`);
+      await this.put(namespace, credentials.relaySecret, 'Opaque', { [RELAY_KEY]: value }, {}, 'unchanged');
     }
   }
 }

@@ -171,7 +171,7 @@ const capacity = new CapacityReporter({
   },
 });
 
-const handle = controlMessageHandler({ log, session, spool, evaluations, assignments, store, credWatch, metrics, retrying: retryingWrites(timing) });
+const handle = controlMessageHandler({ log, session, spool, evaluations, assignments, store, credWatch, metrics, retrying: retryingWrites(timing), registryHost: cfg.runtime.controlPlane.registryHost });
 session.start();
 
 void startWithRetry('evaluation status informer', () => evaluations.start());

@@ -1,6 +1,6 @@
 // rlmesh clusters join: trades a join token for the cluster's credentials and
 // writes them as Kubernetes Secrets for GitOps or a secret manager to deliver.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
@@ -10,6 +10,7 @@ import { runtimeConfigSchema } from '../lib/runtime-config.ts';
 import { NAMES } from '../lib/fixed-names.ts';
 import { PromptCancelled, readAll, readHidden } from './hidden-prompt.ts';
 import { secretsYaml } from './k8s-secrets.ts';
+import { PrivateFile } from './private-file.ts';
 import { errorMessage } from '../lib/error-fields.ts';
 
 export const JOIN_HELP = `Usage: rlmesh clusters join [--token <rlm_jt_…> | --token -] --format k8s-secret [--out <file>] [options]
@@ -28,7 +29,8 @@ Options:
                             terminal, "-" or no --token prompts for it without echo (keeps it
                             out of shell history)
   --format k8s-secret       output format (the only one)
-  --out <file>              write the YAML here (mode 0600); default: standard output
+  --out <file>              write the YAML here (mode 0600, replacing a regular file; never
+                            through a symlink); default: standard output
   --api <url>               control plane API (default https://api.rlmesh.dev, or $RLMESH_API)
   --ca-file <file>          PEM CA bundle to trust for a private control plane
   --observability           also claim the relay credential (for rlmesh-observability)
@@ -107,21 +109,38 @@ export async function clustersJoin(argv: string[], io: Io): Promise<void> {
     throw new CliError('that is not a join token (expected rlm_jt_ followed by 32 or more letters and digits); copy the whole token from Clusters → Connect your cluster, or open New install command for a fresh one');
   }
 
-  const result = await join(api, ca, token, values.observability);
-  if (values.observability && !result.relay) throw new CliError('the control plane did not return a relay credential although --observability was given; check that observability is enabled for your organisation');
-  const yaml = secretsYaml(
-    result,
-    { namespace: values.namespace, runsNamespace: values['runs-namespace'], control: values['control-secret'], pull: values['pull-secret'], relay: values['relay-secret'] },
-    createHash('sha256').update(token).digest('hex'),
-  );
+  // before the join: a target that cannot take the file must not cost the token
+  let out: PrivateFile | undefined;
   if (values.out && values.out !== '-') {
-    writeFileSync(values.out, yaml, { mode: 0o600 });
-    io.stderr.write(
-      `cluster ${result.clusterId} joined; wrote Secrets ${values['control-secret']}, ${values['pull-secret']}${result.relay ? `, ${values['relay-secret']}` : ''} to ${values.out}\n` +
-        `install without joinToken, with credentials.controlSecret=${values['control-secret']} and credentials.pullSecret=${values['pull-secret']}\n`,
+    try {
+      out = PrivateFile.open(values.out);
+    } catch (err) {
+      throw new CliError(`${errorMessage(err)}; the join token was not used`, 2);
+    }
+  }
+  try {
+    const result = await join(api, ca, token, values.observability);
+    if (values.observability && !result.relay) throw new CliError('the control plane did not return a relay credential although --observability was given; check that observability is enabled for your organisation');
+    const yaml = secretsYaml(
+      result,
+      { namespace: values.namespace, runsNamespace: values['runs-namespace'], control: values['control-secret'], pull: values['pull-secret'], relay: values['relay-secret'] },
+      createHash('sha256').update(token).digest('hex'),
     );
-  } else {
-    io.stdout.write(yaml);
+    if (out) {
+      try {
+        out.commit(yaml);
+      } catch (err) {
+        throw new CliError(`cluster ${result.clusterId} joined, but its Secrets could not be written: ${errorMessage(err)}; the join token is now used, so get a new one (Clusters → New install command) and run this again`);
+      }
+      io.stderr.write(
+        `cluster ${result.clusterId} joined; wrote Secrets ${values['control-secret']}, ${values['pull-secret']}${result.relay ? `, ${values['relay-secret']}` : ''} to ${values.out}\n` +
+          `install without joinToken, with credentials.controlSecret=${values['control-secret']} and credentials.pullSecret=${values['pull-secret']}\n`,
+      );
+    } else {
+      io.stdout.write(yaml);
+    }
+  } finally {
+    out?.discard();
   }
 }
 

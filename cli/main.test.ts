@@ -1,6 +1,6 @@
 // The rlmesh CLI as a child process against a real control plane on 127.0.0.1.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type * as k8s from '@kubernetes/client-node';
@@ -92,6 +92,33 @@ describe('rlmesh clusters join --format k8s-secret', () => {
     expect((await s.waitFor('welcome')).sessionId).not.toBe('');
     s.close();
     await s.ended;
+  });
+
+  it('--out over an existing file readable by others: the file ends with mode 0600', async () => {
+    const out = join(dir, 'was-0644.yaml');
+    writeFileSync(out, 'old content\n');
+    chmodSync(out, 0o644);
+    const r = await rlmesh(joinArgs(await newToken(), out));
+    expect(r.status, r.stderr).toBe(0);
+    expect(statSync(out).mode & 0o777).toBe(0o600);
+    expect(secrets(out)).toHaveLength(3);
+  });
+
+  it('--out that is a symlink is refused before the join: the file it leads to is untouched and the token still works', async () => {
+    const elsewhere = join(dir, 'elsewhere.txt');
+    writeFileSync(elsewhere, 'not for credentials\n');
+    chmodSync(elsewhere, 0o644);
+    const link = join(dir, 'link.yaml');
+    symlinkSync(elsewhere, link);
+    const token = await newToken();
+    const r = await rlmesh(joinArgs(token, link));
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/refusing to write .*link\.yaml: it is a symbolic link.*; remove it or pass another --out; the join token was not used/);
+    expect(readFileSync(elsewhere, 'utf8')).toBe('not for credentials\n');
+    expect(statSync(elsewhere).mode & 0o777).toBe(0o644);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    const again = await rlmesh(joinArgs(token, join(dir, 'after-refusal.yaml')));
+    expect(again.status, again.stderr).toBe(0);
   });
 
   it('names the Secrets as asked and adds the relay Secret with --observability', async () => {

@@ -19,7 +19,8 @@ import {
 import { LiveSessions, Outbox, type LiveSession } from './live-sessions.ts';
 import { credentialWireValue } from './pull-secret.ts';
 import { randomBase62 } from './secrets.ts';
-import type { AuthResult, Cluster, CredentialPurpose, Evaluation, Store } from './store.ts';
+import type { AuthResult, Cluster, Evaluation, Store } from './store.ts';
+import type { CredentialPurpose } from '../lib/credential-secret.ts';
 
 export type SessionOptions = {
   store: Store;

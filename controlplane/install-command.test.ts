@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestControlPlane, type TestControlPlane } from '../test/support/control-plane.ts';
 import { api } from '../test/support/api.ts';
-import { installCommands } from './install-command.ts';
+import { helmCommand, installCommands } from './install-command.ts';
 
 const SHELLS = ['bash', 'zsh', 'dash'] as const;
 const PROMPT = 'rlmesh join token: ';
@@ -25,6 +25,7 @@ let cp: TestControlPlane;
 let dir: string;
 let command: string;
 let token: string;
+let clusterId: string;
 
 beforeAll(async () => {
   for (const sh of [...SHELLS, 'script', 'stty']) {
@@ -34,6 +35,7 @@ beforeAll(async () => {
   const created = await api(cp, 'POST', '/v1/clusters', { name: 'prompt' });
   command = String(created.body.installCommandPrompt);
   token = String(created.body.joinToken);
+  clusterId = String(created.body.clusterId);
   dir = mkdtempSync(join(tmpdir(), 'install-prompt-'));
   // helm as the command sees it: records one argument per line
   writeFileSync(join(dir, 'helm'), '#!/bin/sh\nprintf \'%s\\n\' "$@" > "$HELM_ARGS_FILE"\n');
@@ -120,5 +122,31 @@ describe('the hidden-prompt install command', () => {
     expect(out).toContain('rc=130');
     expect(echoOn(out), `echo is not back on after Ctrl-C: ${out}`).toBe(true);
     expect(existsSync(argsFile)).toBe(false);
+  });
+});
+
+// helm upgrade with a --set and no reuse flag resets every value the release was
+// installed with to the chart's defaults (DNS peers, storage, extra domains, CA
+// bundle, observability): the New install command must carry a reuse flag.
+describe('the New install command for an installed cluster', () => {
+  const chart = 'oci://registry.rlmesh.dev/rlmesh/charts/rlmesh-runtime --version 1.2.3';
+
+  it('keeps the release\'s values: helm upgrade --install … --reset-then-reuse-values; the first install has no reuse flag', async () => {
+    const fresh = await api(cp, 'POST', `/v1/clusters/${clusterId}/install-command`);
+    const newToken = String(fresh.body.joinToken);
+    expect(fresh.body.installCommand).toBe(`helm upgrade --install rlmesh ${chart} -n rlmesh-system --create-namespace --reset-then-reuse-values --set joinToken=${newToken}`);
+    expect(helmCommand({ chartRef: 'oci://r/c', chartVersion: '1', existing: false })).toBe('helm install rlmesh oci://r/c --version 1 -n rlmesh-system --create-namespace');
+    expect(helmCommand({ chartRef: 'oci://r/c', chartVersion: '1', existing: false })).not.toMatch(/reuse-values/);
+  });
+
+  it('its hidden-prompt variant passes --reset-then-reuse-values to helm before the token and the appended flags', async () => {
+    const fresh = await api(cp, 'POST', `/v1/clusters/${clusterId}/install-command`);
+    const argsFile = join(dir, 'args-new-install');
+    const r = spawnSync('sh', ['-c', `${String(fresh.body.installCommandPrompt)} -f values.yaml`], { input: `${String(fresh.body.joinToken)}\n`, env: env(argsFile), encoding: 'utf8', timeout: 15_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(helmArgs(argsFile)).toEqual([
+      'upgrade', '--install', 'rlmesh', 'oci://registry.rlmesh.dev/rlmesh/charts/rlmesh-runtime', '--version', '1.2.3', '-n', 'rlmesh-system', '--create-namespace',
+      '--reset-then-reuse-values', '--set', `joinToken=${String(fresh.body.joinToken)}`, '-f', 'values.yaml',
+    ]);
   });
 });

@@ -13,6 +13,24 @@
 
 export type InstallCommands = { installCommand: string; installCommandPrompt: string };
 
+/**
+ * The helm command without the token. Connect your cluster: `helm install`. New
+ * install command (`existing`): `helm upgrade --install` on a cluster that usually
+ * runs the release already, whose values the user chose (DNS peers, storage, extra
+ * domains, CA bundle, observability): helm upgrade with a `--set` and no reuse flag
+ * resets them all to the chart's defaults, which can take the cluster offline or
+ * fail on immutable PVC fields. `--reset-then-reuse-values` (Helm ≥ 3.14) keeps the
+ * values the user set and takes the defaults of the chart version named here, which
+ * is what an upgrade to that version means; `--reuse-values` would also carry the
+ * installed chart's defaults forward (a changed default, e.g. the CRD hook's image
+ * tag, would stay old). On a cluster without the release helm installs and ignores
+ * the flag; a Helm older than 3.14 stops at the unknown flag before changing anything.
+ */
+export function helmCommand(o: { chartRef: string; chartVersion: string; existing: boolean }): string {
+  const verb = o.existing ? 'upgrade --install' : 'install';
+  return `helm ${verb} rlmesh ${o.chartRef} --version ${o.chartVersion} -n rlmesh-system --create-namespace${o.existing ? ' --reset-then-reuse-values' : ''}`;
+}
+
 /** `helm` is the command without the token, e.g. `helm install rlmesh oci://… --version 1.2.3 -n rlmesh-system --create-namespace`. */
 export function installCommands(helm: string, token: string): InstallCommands {
   if (helm.includes("'")) throw new Error('the helm command must not contain a single quote (it is embedded in sh -c \'…\')');

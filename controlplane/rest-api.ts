@@ -10,11 +10,12 @@ import { z } from 'zod';
 import { AssignmentSchema } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import type { LiveSessions } from './live-sessions.ts';
 import type { RelaySeriesStore } from './metrics-relay.ts';
-import { installCommands as installCommandsFor } from './install-command.ts';
-import { credentialWireValue, dockerConfigJson } from './pull-secret.ts';
+import { helmCommand, installCommands as installCommandsFor } from './install-command.ts';
+import { credentialWireValue } from './pull-secret.ts';
+import { CREDENTIAL_PURPOSES, dockerConfigJson, type CredentialPurpose } from '../lib/credential-secret.ts';
 import { looksLikeJoinToken, sameSecret } from './secrets.ts';
 import { assignmentMessage, cancellationMessage, clusterStateMessage, rotationMessage, sendBacklog } from './agent-session.ts';
-import { PURPOSES, splitSecrets, type Cluster, type CredentialPurpose, type Evaluation, type Store } from './store.ts';
+import { splitSecrets, type Cluster, type Evaluation, type Store } from './store.ts';
 import { errorMessage } from '../lib/error-fields.ts';
 
 export type ApiOptions = {
@@ -84,7 +85,7 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
 
   const installCommands = (clusterId: string, upgrade: boolean) => {
     const { token, expiresAt } = store.issueJoinToken(clusterId);
-    const helm = `helm ${upgrade ? 'upgrade --install' : 'install'} rlmesh ${opts.chartRef} --version ${opts.chartVersion} -n rlmesh-system --create-namespace`;
+    const helm = helmCommand({ chartRef: opts.chartRef, chartVersion: opts.chartVersion, existing: upgrade });
     // installCommandPrompt keeps the token out of shell history: paste it at the hidden prompt (bash, zsh or sh)
     return { clusterId, joinToken: token, expiresAt, ...installCommandsFor(helm, token) };
   };
@@ -196,8 +197,8 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
       admin: true,
       handle: ([, id, purposeIn]) => {
         const c = liveCluster(id!);
-        if (!(PURPOSES as readonly string[]).includes(purposeIn!)) {
-          throw new ApiError(400, 'invalid_request', `unknown credential purpose "${purposeIn}"; rotate one of ${PURPOSES.join(', ')}`);
+        if (!(CREDENTIAL_PURPOSES as readonly string[]).includes(purposeIn!)) {
+          throw new ApiError(400, 'invalid_request', `unknown credential purpose "${purposeIn}"; rotate one of ${CREDENTIAL_PURPOSES.join(', ')}`);
         }
         const purpose = purposeIn as CredentialPurpose;
         if (!store.credentialSummary(c.id).some((k) => k.purpose === purpose && k.current)) {

@@ -5,15 +5,14 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { errorMessage } from '../lib/error-fields.ts';
+import { CREDENTIAL_PREFIX } from '../lib/credential-secret.ts';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const RANDOM_LENGTH = 40; // ~238 bits
 
 export const PREFIX = {
   joinToken: 'rlm_jt_',
-  control: 'rlm_cc_',
-  pull: 'rlm_rp_',
-  relay: 'rlm_rs_',
+  ...CREDENTIAL_PREFIX,
   admin: 'rlm_admin_',
 } as const;
 

@@ -10,6 +10,7 @@
 import { dirname, join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { mint, PREFIX, randomBase62, Sealer, sha256Hex } from './secrets.ts';
+import type { CredentialPurpose } from '../lib/credential-secret.ts';
 
 export interface Clock {
   now(): Date;
@@ -20,8 +21,6 @@ export const JOIN_TOKEN_TTL_MS = 60 * 60 * 1000;
 export const ROTATION_OVERLAP_MS = 24 * 60 * 60 * 1000;
 
 export type ClusterStatus = 'Pending' | 'Connected' | 'Disconnected' | 'Archived';
-export const PURPOSES = ['control', 'pull', 'relay'] as const;
-export type CredentialPurpose = (typeof PURPOSES)[number];
 export const TERMINAL_PHASES = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
 export type Cluster = {

@@ -185,13 +185,14 @@ async function podPart(): Promise<void> {
     const othersMs = started.filter((p) => !p.name.includes('agent')).reduce((a, p) => a + p.cpuMs, 0);
     row('  CPU of the release\'s other pods, started beside it', `${othersMs} ms in ${started.length - 1} pods (${started.map((p) => `${p.name.replace(/-[a-z0-9]+-[a-z0-9]+$/, '')} ${p.cpuMs}`).join(', ')})`);
 
-    // the join again without the install around it: a new install command for the cluster (helm upgrade --install),
-    // which replaces only the agent's pod, and that pod trades the new token
+    // the join again without the install around it: a new install command for the cluster (helm upgrade --install
+    // --reset-then-reuse-values, run as printed: the release keeps its values), which replaces only the agent's pod,
+    // and that pod trades the new token
     const rejoins: { ms: number; cpu: number }[] = [];
     for (let r = 0; r < RUNS; r++) {
       const old = rt.pod('agent');
       const again = await api<{ installCommand: string }>(cp, 'POST', `/v1/clusters/${created.body.clusterId}/install-command`);
-      h.runInstallCommand(cp, again.body.installCommand);
+      h.runNewInstallCommand(again.body.installCommand);
       const c = await until('the new agent pod joined and connected', () => {
         const fresh = rt.pods('agent').find((p) => p.metadata.name !== old.metadata.name && p.status.phase === 'Running');
         const log = fresh ? kubectl(['-n', h.NS, 'logs', fresh.metadata.name], { allowFail: true }).stdout : '';

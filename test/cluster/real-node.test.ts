@@ -14,7 +14,7 @@ import { REPOSITORY as EVALUATION_REPOSITORY } from '../images/evaluation/build.
 import { clusterInfo, kubectl } from '../support/cluster.ts';
 import { api, startControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
-import { dockerConfigJson } from '../../controlplane/pull-secret.ts';
+import { dockerConfigJson } from '../../lib/credential-secret.ts';
 import { releaseInfo } from '../support/release.ts';
 import { inside, NET, podNetnsPath, realNodes, routesIn, routesOutsideHarness, SANDBOX_REGISTRY, startRealNode, stopRealNode, type RealNode, type Route } from './real-node.ts';
 

@@ -31,9 +31,22 @@ export async function controlPlane(chart: Chart, dataDir?: string): Promise<Cont
   });
 }
 
-/** Values a local run needs on top of the user's command: the control plane's host and its CA (as for a staging cell), plain-http OCI. */
+/**
+ * How helm reaches the local cluster's registry and waits for it, not values (nothing here is
+ * stored in the release): the local registry speaks plain HTTP, and --wait holds the test until
+ * the pods are ready, as a user watches `rollout status`. The cluster is the KUBECONFIG that
+ * run() sets, so no --kube-context.
+ */
+export const PLUMBING = ['--plain-http', '--wait', '--timeout', '6m'];
+
+/** Values a local install adds to the printed command, as a user of a staging cell would: the control plane's host and its CA. */
+export function localValues(cp: ControlPlane): string[] {
+  return ['--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${cp.caFile}`];
+}
+
+/** localValues and PLUMBING, for helm commands of the tests' own. */
 export function localFlags(cp: ControlPlane): string[] {
-  return ['--plain-http', '--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${cp.caFile}`, '--wait', '--timeout', '6m'];
+  return [...localValues(cp), ...PLUMBING];
 }
 
 /** `helm upgrade --reuse-values` of the released chart with `flags` (plain-http OCI, no --wait unless `flags` ask for it). */
@@ -41,9 +54,27 @@ export function upgradeReusing(chart: Chart, flags: string[]): void {
   helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', '--plain-http', ...flags]);
 }
 
-/** Runs a command line the control plane printed (install command), with helm from the local build. */
+/**
+ * Runs the install command of Connect your cluster as a local user would: as printed, with the
+ * local values (localValues) and PLUMBING appended, with helm from the local build.
+ */
 export function runInstallCommand(cp: ControlPlane, command: string, stdin?: string): void {
-  const r = run('bash', ['-c', `${command} ${localFlags(cp).map((a) => `'${a}'`).join(' ')}`], stdin === undefined ? {} : { input: stdin });
+  runPrinted(`${command} ${quoted([...localValues(cp), ...PLUMBING])}`, stdin);
+}
+
+/**
+ * Runs a New install command on a cluster that has the release: exactly as printed, with only
+ * PLUMBING appended. No values: the release's own (localValues among them) must survive the
+ * command, which is what a user who runs it relies on.
+ */
+export function runNewInstallCommand(command: string, stdin?: string): void {
+  runPrinted(`${command} ${quoted(PLUMBING)}`, stdin);
+}
+
+const quoted = (args: string[]): string => args.map((a) => `'${a}'`).join(' ');
+
+function runPrinted(line: string, stdin: string | undefined): void {
+  const r = run('bash', ['-c', line], stdin === undefined ? {} : { input: stdin });
   if (r.status !== 0) throw new Error(`install command failed (${r.status}): ${r.stderr}\nwhat was not ready:\n${notReady()}`);
 }
 

@@ -13,7 +13,7 @@ import { releaseInfo } from '../support/release.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import { realNodes } from '../cluster/real-node.ts';
-import { dockerConfigJson } from '../../controlplane/pull-secret.ts';
+import { dockerConfigJson } from '../../lib/credential-secret.ts';
 import { NS, RUNS, Runtime, cleanSlate, controlPlane, releasedChart, runInstallCommand, waitConnected, type Workload } from './harness.ts';
 
 let cp: ControlPlane;

@@ -16,9 +16,10 @@ import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import {
   CONTROL_PLANE_HOST, NS, RUNS, Runtime, cleanSlate, cliPath, clusterRow, controlPlane, evaluation, evaluationImage, localFlags, releasedChart,
-  runInstallCommand, smallEvaluation, submit, waitConnected, waitFinished, type Chart,
+  runInstallCommand, runNewInstallCommand, smallEvaluation, submit, waitConnected, waitFinished, type Chart,
 } from './harness.ts';
 import { startPublicServer, type PublicServer } from './public-server.ts';
+import { TOKEN_HASH_ANNOTATION, tokenHash } from '../../lib/credential-secret.ts';
 
 const NODE = join(process.cwd(), 'node_modules/.bin/node');
 let chart: Chart;
@@ -282,13 +283,33 @@ describe('Troubleshooting, as the spec lists it', () => {
   });
 });
 
+/**
+ * Values of the user's own, given at install: DNS peers that select the local CoreDNS otherwise
+ * than the default does, an extra DNS port, an extra domain and port, a pod annotation. Harmless
+ * here (the cluster works with or without them); an upgrade or rejoin that dropped one shows in
+ * `helm get values`.
+ */
+const CUSTOMISED = {
+  network: {
+    dnsPeers: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchExpressions: [{ key: 'k8s-app', operator: 'In', values: ['kube-dns'] }] } }],
+    dnsPorts: [53, 5353],
+  },
+  egress: { extraDomains: ['rejoin.example.test'], allowedPorts: [443, 8443] },
+  agent: { podAnnotations: { 'rlmesh.test/customised': 'kept' } },
+};
+/** What the user set on the release (not the chart's defaults). */
+const userValues = (): Record<string, unknown> => JSON.parse(helm(['get', 'values', 'rlmesh', '-n', NS, '-o', 'json']).stdout) as Record<string, unknown>;
+
 describe('Rotate credentials and upgrade', () => {
   let control = '';
   it('helm upgrade --reuse-values keeps the credentials (no second join)', async () => {
     cleanSlate();
     const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'e2e-upgrade' });
     clusterId = created.body.clusterId;
-    runInstallCommand(cp, created.body.installCommand);
+    const values = join(mkdtempSync(join(tmpdir(), 'values-')), 'values.yaml');
+    writeFileSync(values, JSON.stringify(CUSTOMISED)); // JSON is YAML
+    runInstallCommand(cp, `${created.body.installCommand} -f ${values}`);
+    expect(userValues()).toMatchObject(CUSTOMISED);
     await waitConnected(cp, clusterId);
     control = secretValue(NS, 'rlmesh-cluster-control', 'control')!;
     helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', ...localFlags(cp)]);
@@ -307,14 +328,33 @@ describe('Rotate credentials and upgrade', () => {
     expect(events.find((e) => e.involvedObject.kind === 'Job' && /crd/.test(e.involvedObject.name) && e.reason === 'Completed')).toBeDefined();
   });
 
-  it('a new install command run as helm upgrade --install rejoins with the new token', async () => {
-    const fresh = await api<{ installCommand: string }>(cp, 'POST', `/v1/clusters/${clusterId}/install-command`);
-    expect(fresh.body.installCommand).toContain('helm upgrade --install rlmesh');
-    runInstallCommand(cp, fresh.body.installCommand);
+  // Item 8 of issue 32: the printed command used to drop every value but the token (helm upgrade
+  // with a --set and no reuse flag), hidden here by the values the harness appended to it.
+  it('a New install command, run exactly as printed, rejoins with the new token and keeps every value of the release', async () => {
+    const before = userValues();
+    expect(before).toMatchObject({ ...CUSTOMISED, controlPlane: { apiHost: CONTROL_PLANE_HOST, caBundle: readFileSync(cp.caFile, 'utf8') } });
+    const fresh = await api<{ joinToken: string; installCommand: string }>(cp, 'POST', `/v1/clusters/${clusterId}/install-command`);
+    const token = fresh.body.joinToken;
+    expect(fresh.body.installCommand).toBe(
+      `helm upgrade --install rlmesh ${chart.ref} --version ${chart.version} -n rlmesh-system --create-namespace --reset-then-reuse-values --set joinToken=${token}`,
+    );
+    // the chart reference is already the local registry's (the control plane's --chart-ref);
+    // only the harness's PLUMBING is appended (plain-HTTP registry, --wait): no value
+    runNewInstallCommand(fresh.body.installCommand);
+
+    // every value the user set survived; only the token changed
+    expect(userValues()).toEqual({ ...before, joinToken: token });
+    const config = JSON.parse(kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-runtime-config', '-o', 'jsonpath={.data.config\\.json}']).stdout);
+    expect(config.egress.allowedDomains).toEqual(expect.arrayContaining([CONTROL_PLANE_HOST, 'rejoin.example.test']));
+    expect(kubectl(['-n', NS, 'get', 'deployment', 'rlmesh-cluster-agent', '-o', 'jsonpath={.spec.template.metadata.annotations.rlmesh\\.test/customised}']).stdout).toBe('kept');
+
+    // rejoined: new credentials, from this token (the control Secret carries its hash), and connected
     await until('new credentials', () => {
       const v = secretValue(NS, 'rlmesh-cluster-control', 'control');
       return v && v !== control ? v : undefined;
     }, { timeoutMs: 120_000 });
+    const annotations = JSON.parse(kubectl(['-n', NS, 'get', 'secret', 'rlmesh-cluster-control', '-o', 'jsonpath={.metadata.annotations}']).stdout) as Record<string, string>;
+    expect(annotations[TOKEN_HASH_ANNOTATION]).toBe(tokenHash(token));
     await waitConnected(cp, clusterId);
   });
 
