@@ -9,6 +9,7 @@
 // by classify-address.ts.
 import { domainToASCII } from 'node:url';
 import { normaliseHost, parseAddress } from './classify-address.ts';
+import { shownTarget } from './shown.ts';
 
 export interface Destination {
   /** normalised: lowercase punycode name without trailing dot, or canonical IP */
@@ -38,7 +39,8 @@ function refuse(rule: string, reason: string): Refusal {
 }
 
 function normaliseName(raw: string): { host: string; kind: 'name' | 'ip' } | Refusal {
-  const shown = raw.length > 80 ? `${raw.slice(0, 80)}…` : raw;
+  // a CONNECT authority can carry '?' and '#' here: shown without what follows them
+  const shown = shownTarget(raw);
   if (raw.startsWith('[') && raw.endsWith(']')) {
     const ip = parseAddress(raw.slice(1, -1));
     return ip ? { host: ip.toString(), kind: 'ip' } : refuse('invalid-name', `'${shown}' is not a valid IPv6 address`);

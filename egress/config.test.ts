@@ -64,15 +64,28 @@ describe('egress config', () => {
 
   it('caps connections from accept: defaults a quarter above the tunnel limits, never below them', () => {
     expect(parseConfig(['--allow', 'x.example'], {})).toMatchObject({
-      maxTunnels: 10_000, maxTunnelsPerClient: 512, maxConnections: 12_500, maxConnectionsPerClient: 640,
+      maxTunnels: 2048, maxTunnelsPerClient: 256, maxConnections: 2560, maxConnectionsPerClient: 320,
     });
     expect(parseConfig(['--allow', 'x.example', '--max-tunnels', '5', '--max-tunnels-per-client', '3'], {}))
       .toMatchObject({ maxConnections: 7, maxConnectionsPerClient: 4 });
     expect(parseConfig(['--allow', 'x.example', '--max-connections', '20000', '--max-connections-per-client', '512'], {}))
       .toMatchObject({ maxConnections: 20_000, maxConnectionsPerClient: 512 });
     expect(() => parseConfig(['--allow', 'x.example', '--max-connections-per-client', '100'], {}))
-      .toThrow('--max-connections-per-client 100 is below --max-tunnels-per-client 512');
+      .toThrow('--max-connections-per-client 100 is below --max-tunnels-per-client 256');
     expect(() => parseConfig(['--allow', 'x.example', '--max-connections', '0'], {})).toThrow(/positive whole number/);
+  });
+
+  it('sizes the relay buffers and the default tunnel limits from the memory limit: the flag, else the chart\'s variable, else 256 MiB', () => {
+    const MiB = 1024 * 1024;
+    expect(parseConfig(['--allow', 'x.example'], {}).buffers).toMatchObject({ memoryLimitBytes: 256 * MiB, totalBytes: 64 * MiB, perClientBytes: 8 * MiB });
+    const fromChart = parseConfig(['--allow', 'x.example'], { RLMESH_MEMORY_LIMIT_MIB: '1024' });
+    expect(fromChart.buffers).toMatchObject({ memoryLimitBytes: 1024 * MiB, totalBytes: 256 * MiB, perClientBytes: 32 * MiB });
+    expect(fromChart).toMatchObject({ maxTunnels: 8192, maxTunnelsPerClient: 1024 });
+    expect(parseConfig(['--allow', 'x.example', '--memory-limit-mib', '512'], { RLMESH_MEMORY_LIMIT_MIB: '1024' }).buffers.memoryLimitBytes).toBe(512 * MiB);
+    expect(parseConfig(['--allow', 'x.example', '--memory-limit-mib', '512', '--max-tunnels-per-client', '900'], {}).maxTunnelsPerClient).toBe(900);
+    expect(() => parseConfig(['--allow', 'x.example'], { RLMESH_MEMORY_LIMIT_MIB: '256Mi' }))
+      .toThrow("RLMESH_MEMORY_LIMIT_MIB '256Mi' must be the container's memory limit in MiB");
+    expect(() => parseConfig(['--allow', 'x.example', '--memory-limit-mib', '0'], {})).toThrow(/--memory-limit-mib '0' must be a positive whole number/);
   });
 
   it('takes the cluster ranges from flags and the kubernetes Service address every pod is given', () => {

@@ -7,11 +7,15 @@
 // With --config (or RLMESH_CONFIG) the runtime config is the base and flags
 // add to it; with neither and no --allow, the chart's mounted config is read.
 // As for every component: the listen host is RLMESH_LISTEN_HOST (default every
-// interface), and every duration flag names its unit.
+// interface), and every duration flag names its unit. The memory limit, which
+// sizes the relay buffers and the default tunnel limits, is --memory-limit-mib,
+// else RLMESH_MEMORY_LIMIT_MIB (the chart sets it from the container's
+// limits.memory), else 256.
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONFIG_PATH, loadRuntimeConfig } from '../lib/runtime-config.ts';
 import { MOUNTS } from '../lib/fixed-names.ts';
+import { bufferLimits, MiB, type BufferLimits } from './buffer-budget.ts';
 
 export interface HostPort {
   host: string;
@@ -43,7 +47,12 @@ export interface EgressConfig {
   /** accepted client connections per client address, counted from accept */
   maxConnectionsPerClient: number;
   drainTimeoutMs: number;
+  /** relay buffer budget and shares, from the memory limit */
+  buffers: BufferLimits;
 }
+
+export const MEMORY_LIMIT_ENV = 'RLMESH_MEMORY_LIMIT_MIB';
+const DEFAULT_MEMORY_LIMIT_MIB = 256;
 
 export const CLUSTER_RANGES_FILE = MOUNTS.clusterRangesFile;
 
@@ -51,8 +60,8 @@ export const USAGE = `usage: rlmesh-runtime egress [--help] [--config FILE] [--p
   [--allow-range CIDR]... [--cluster-range CIDR]... [--cluster-ranges-file FILE] [--dns IP[:PORT]]... [--health-port N] [--metrics-port N]
   [--connect-timeout-ms MS] [--idle-timeout-ms MS] [--header-timeout-ms MS] [--max-header-bytes N]
   [--max-tunnels N] [--max-tunnels-per-client N] [--max-connections N] [--max-connections-per-client N]
-  [--drain-timeout-ms MS] [--dns-timeout-ms MS]
-The listen host is RLMESH_LISTEN_HOST (default 0.0.0.0).`;
+  [--drain-timeout-ms MS] [--dns-timeout-ms MS] [--memory-limit-mib N]
+The listen host is RLMESH_LISTEN_HOST (default 0.0.0.0); the memory limit defaults to $RLMESH_MEMORY_LIMIT_MIB, else 256.`;
 
 function port(flag: string, text: string | undefined, fallback: number): number {
   if (text === undefined) return fallback;
@@ -98,6 +107,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       'max-connections': { type: 'string' },
       'max-connections-per-client': { type: 'string' },
       'drain-timeout-ms': { type: 'string' },
+      'memory-limit-mib': { type: 'string' },
     },
   });
   const configPath = v.config ?? env.RLMESH_CONFIG ?? (v.allow.length === 0 ? DEFAULT_CONFIG_PATH : undefined);
@@ -113,8 +123,9 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   }
   // in the cluster the proxy listens on the port of the proxy URL the chart hands to evaluation pods
   const proxyPort = runtime ? listenPortOf(runtime.egress.proxyUrl) : 3128;
-  const maxTunnels = positive('max-tunnels', v['max-tunnels'], 10_000);
-  const maxTunnelsPerClient = positive('max-tunnels-per-client', v['max-tunnels-per-client'], 512);
+  const buffers = bufferLimits(memoryLimitMib(v['memory-limit-mib'], env) * MiB);
+  const maxTunnels = positive('max-tunnels', v['max-tunnels'], buffers.maxTunnels);
+  const maxTunnelsPerClient = positive('max-tunnels-per-client', v['max-tunnels-per-client'], buffers.maxTunnelsPerClient);
   // connections are counted from accept, tunnels once their headers are in: a
   // connection limit below the tunnel limit would hide the tunnel limit's answer
   const maxConnections = atLeast('max-connections', v['max-connections'], 'max-tunnels', maxTunnels);
@@ -142,7 +153,19 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     maxConnections,
     maxConnectionsPerClient,
     drainTimeoutMs: positive('drain-timeout-ms', v['drain-timeout-ms'], 25_000),
+    buffers,
   };
+}
+
+function memoryLimitMib(flag: string | undefined, env: NodeJS.ProcessEnv): number {
+  if (flag !== undefined) return positive('memory-limit-mib', flag, DEFAULT_MEMORY_LIMIT_MIB);
+  const text = env[MEMORY_LIMIT_ENV]?.trim();
+  if (!text) return DEFAULT_MEMORY_LIMIT_MIB;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n <= 0) {
+    throw new Error(`${MEMORY_LIMIT_ENV} '${text}' must be the container's memory limit in MiB, a positive whole number (the chart sets it from resources.limits.memory)`);
+  }
+  return n;
 }
 
 /**

@@ -3,7 +3,8 @@
 // reads into pooled buffers (Node's `onread`), each read is written straight
 // to the client, and a buffer returns to the pool as soon as the kernel has
 // taken its bytes. Reading pauses while more than MAX_QUEUED_BYTES wait for
-// the client.
+// the client, or while anything waits and the client is at its share of the
+// proxy's buffer budget (buffer-budget.ts).
 //
 // The read size follows the backlog: a tunnel starts with a small buffer, a
 // read that fills its buffer (the destination is ahead of us) gets the next
@@ -12,28 +13,40 @@
 // per byte than fixed 256 KiB reads (measured with test/bench/egress.ts: about
 // 17-20% less relay CPU per GiB; fewer reads, writes and wake-ups, and the
 // destination is acknowledged less often), while an idle or chatty tunnel
-// holds a 64 KiB read buffer instead of 256 KiB. A tunnel whose client reads
-// slowly holds at most about 2 MiB: one queued write plus one more read.
+// holds a 16 KiB read buffer. A size grows only while the client's share has
+// room for it, and a client at its share reads 16 KiB at a time. A tunnel
+// whose client reads slowly holds at most about 3 MiB (one queued write, one
+// more read and the next read's buffer); every buffer it holds, the next
+// read's included, counts against its client's share.
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
+import { MIN_READ_BYTES, type Holding } from './buffer-budget.ts';
 
-const SIZES = [64 * 1024, 256 * 1024, 1024 * 1024];
+const SIZES = [MIN_READ_BYTES, 64 * 1024, 256 * 1024, 1024 * 1024];
 const MAX_QUEUED_BYTES = 1024 * 1024;
-// buffers kept per size for reuse; the rest are left to the garbage collector
-const POOL_BYTES = 16 * 1024 * 1024;
-const pools: Buffer[][] = SIZES.map(() => []);
 
-function take(sizeClass: number): Buffer {
-  return pools[sizeClass]!.pop() ?? Buffer.allocUnsafe(SIZES[sizeClass]!);
-}
+/** Free read buffers kept for reuse, up to `bytesPerSize` of each size; the rest are left to the garbage collector. */
+export class BufferPool {
+  private readonly bytesPerSize: number;
+  private readonly pools: Buffer[][] = SIZES.map(() => []);
 
-function release(buffer: Buffer): void {
-  const sizeClass = SIZES.indexOf(buffer.length);
-  const pool = pools[sizeClass];
-  if (pool && pool.length * buffer.length < POOL_BYTES) pool.push(buffer);
+  constructor(bytesPerSize: number) {
+    this.bytesPerSize = bytesPerSize;
+  }
+
+  take(sizeClass: number): Buffer {
+    return this.pools[sizeClass]!.pop() ?? Buffer.allocUnsafe(SIZES[sizeClass]!);
+  }
+
+  release(buffer: Buffer): void {
+    const pool = this.pools[SIZES.indexOf(buffer.length)];
+    if (pool && (pool.length + 1) * buffer.length <= this.bytesPerSize) pool.push(buffer);
+  }
 }
 
 export class DownstreamRelay {
+  private readonly pool: BufferPool;
+  private readonly holding: Holding;
   private upstream?: net.Socket;
   private client?: Duplex;
   private early: Buffer[] = [];
@@ -43,20 +56,42 @@ export class DownstreamRelay {
   // never reaches the callback, so it is handed out again or returned on close
   private lent?: Buffer;
 
+  constructor(pool: BufferPool, holding: Holding) {
+    this.pool = pool;
+    this.holding = holding;
+  }
+
   /** Pass as `onread` to net.connect for the destination socket. */
   readonly onread = {
-    buffer: (): Buffer => (this.lent ??= take(this.sizeClass)),
+    buffer: (): Buffer => {
+      if (!this.lent) {
+        this.lent = this.pool.take(this.sizeClass);
+        this.holding.hold(this.lent.length);
+      }
+      return this.lent;
+    },
     callback: (bytes: number, buffer: Buffer): boolean => {
       this.lent = undefined;
-      if (bytes === buffer.length) this.sizeClass = Math.min(this.sizeClass + 1, SIZES.length - 1);
-      else if (bytes < buffer.length / 4) this.sizeClass = Math.max(this.sizeClass - 1, 0);
+      this.resize(bytes, buffer.length);
       return this.relay(bytes, buffer);
     },
   };
 
+  /** The next read's size: one up after a full read, one down after a read under a quarter full, and no larger than the client's share has room for. */
+  private resize(bytes: number, size: number): void {
+    let next = bytes === size ? this.sizeClass + 1 : bytes < size / 4 ? this.sizeClass - 1 : this.sizeClass;
+    next = Math.min(Math.max(next, 0), SIZES.length - 1);
+    const room = this.holding.room();
+    while (next > 0 && SIZES[next]! > room) next--;
+    this.sizeClass = next;
+  }
+
   /** Returns the unused read buffer to the pool once the destination socket is closed. */
   closed(): void {
-    if (this.lent) release(this.lent);
+    if (this.lent) {
+      this.holding.free(this.lent.length);
+      this.pool.release(this.lent);
+    }
     this.lent = undefined;
   }
 
@@ -64,36 +99,51 @@ export class DownstreamRelay {
   start(upstream: net.Socket, client: Duplex): void {
     this.upstream = upstream;
     this.client = client;
-    for (const chunk of this.early) client.write(chunk);
+    for (const chunk of this.early) client.write(chunk, () => this.holding.free(chunk.length));
     this.early = [];
     if (upstream.readableEnded) client.end();
     else upstream.once('end', () => client.end());
   }
 
+  private done(buffer: Buffer): void {
+    this.holding.free(buffer.length);
+    this.pool.release(buffer);
+  }
+
   private relay(bytes: number, buffer: Buffer): boolean {
     const client = this.client;
     if (!client) {
-      this.early.push(Buffer.from(buffer.subarray(0, bytes)));
-      release(buffer);
+      const copy = Buffer.from(buffer.subarray(0, bytes));
+      this.holding.hold(copy.length);
+      this.early.push(copy);
+      this.done(buffer);
       return true;
     }
-    if (client.destroyed) return false;
+    if (client.destroyed) {
+      this.done(buffer);
+      return false;
+    }
     let queued = false;
     client.write(buffer.subarray(0, bytes), () => {
-      if (queued) release(buffer);
-      if (this.paused && client.writableLength <= MAX_QUEUED_BYTES / 2) {
+      if (queued) this.done(buffer);
+      if (this.paused && !this.blocked(client, MAX_QUEUED_BYTES / 2)) {
         this.paused = false;
         this.upstream?.resume();
       }
     });
     // written synchronously: the kernel has the bytes and the buffer is free again
-    if (client.writableLength === 0) release(buffer);
+    if (client.writableLength === 0) this.done(buffer);
     else queued = true;
-    if (client.writableLength > MAX_QUEUED_BYTES) {
+    if (this.blocked(client, MAX_QUEUED_BYTES)) {
       this.paused = true;
       this.upstream?.pause();
       return false;
     }
     return true;
+  }
+
+  private blocked(client: Duplex, most: number): boolean {
+    const waiting = client.writableLength;
+    return waiting > most || (waiting > 0 && this.holding.full());
   }
 }

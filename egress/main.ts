@@ -61,7 +61,9 @@ async function main(): Promise<void> {
   logger.info({
     listen: config.listen, health: config.healthListen, metrics: config.metricsListen,
     allow: config.allow, ports: config.ports, allowRanges: allowRanges.map((r) => r.cidr), clusterRanges: clusterRanges.map((r) => r.cidr), clusterRangesFile: config.clusterRangesFile,
+    maxTunnels: config.maxTunnels, maxTunnelsPerClient: config.maxTunnelsPerClient,
     maxConnections: config.maxConnections, maxConnectionsPerClient: config.maxConnectionsPerClient, dns: config.dns.length ? config.dns : 'system',
+    memoryLimitBytes: config.buffers.memoryLimitBytes, bufferBudgetBytes: config.buffers.totalBytes, clientBufferShareBytes: config.buffers.perClientBytes,
   }, 'egress proxy ready');
 
   let stopping = false;

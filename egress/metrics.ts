@@ -6,6 +6,7 @@ export type EgressMetrics = ReturnType<typeof createMetrics>;
 
 export function createMetrics() {
   const registry = new Registry();
+  let bufferedBytes = (): number => 0;
   collectDefaultMetrics({ register: registry, prefix: 'rlmesh_egress_' });
   return {
     registry,
@@ -25,6 +26,18 @@ export function createMetrics() {
       help: 'Client connections accepted and open, counted from accept (idle, sending headers, or served)',
       registers: [registry],
     }),
+    bufferedBytes: new Gauge({
+      name: 'rlmesh_egress_buffered_bytes',
+      help: 'Bytes the proxy holds in relay buffers for its clients, against its buffer budget (a quarter of its memory limit)',
+      registers: [registry],
+      collect() {
+        this.set(bufferedBytes());
+      },
+    }),
+    /** Where rlmesh_egress_buffered_bytes is read at each scrape (the proxy's buffer budget). */
+    readBufferedBytesFrom(read: () => number): void {
+      bufferedBytes = read;
+    },
     bytes: new Counter({
       name: 'rlmesh_egress_bytes_total',
       help: 'Bytes relayed, by direction (upstream = client to destination)',

@@ -2,21 +2,32 @@
 // untouched) and absolute-form plain HTTP requests. For each request:
 // admit (tunnel limits) → parse and check the destination against the
 // allow-list → resolve once and classify every address → connect to a checked
-// address → relay. Every outcome is one log line and one metric sample.
+// address → relay. Every outcome is one log line and one metric sample; a
+// request target is shown there, and in answers, without its userinfo, query
+// or fragment (shown.ts). What the proxy buffers for each client is counted
+// against a budget sized from its memory limit (buffer-budget.ts).
 import http, { STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { ERROR_HEADER, REFUSED_HEADER } from '../lib/egress-headers.ts';
+import { errorFields } from '../lib/error-fields.ts';
 import { parseAbsoluteUrl, parseAuthority, type AllowList, type Destination, type Refusal } from './allow-list.ts';
+import { BufferBudget, MiB } from './buffer-budget.ts';
 import type { EgressConfig } from './config.ts';
-import { DownstreamRelay } from './downstream-relay.ts';
+import { BufferPool, DownstreamRelay } from './downstream-relay.ts';
 import type { EgressMetrics } from './metrics.ts';
 import type { DestinationResolver } from './resolve-destination.ts';
+import { shown, shownTarget } from './shown.ts';
+import { relayUpstream } from './upstream-relay.ts';
 
 export { ERROR_HEADER, REFUSED_HEADER };
 const RETRY_AFTER_SECONDS = 5;
-const SOCKET_BUFFER_BYTES = 256 * 1024;
+// A forwarded plain-HTTP request is relayed by Node's streams, which hold per
+// direction at most three buffers (the source socket, the parsed message, the
+// destination socket) of one highWaterMark (64 KiB) plus one read (64 KiB)
+// each: reserved from its client's share for as long as it runs.
+const FORWARD_BYTES = 2 * 3 * (64 + 64) * 1024;
 
 type Decision = 'allowed' | 'refused' | 'dns-failure' | 'connect-failure' | 'connect-timeout' | 'limited' | 'client-closed';
 
@@ -54,11 +65,7 @@ export interface ProxyDeps {
 
 type Connected = { ok: true; socket: net.Socket; address: string } | { ok: false; answer: Answer };
 
-/** Shows untrusted text (a requested host) safely on one line. */
-function shown(text: string): string {
-  const clean = text.replace(/[^\x20-\x7e]/g, '?');
-  return clean.length > 100 ? `${clean.slice(0, 100)}…` : clean;
-}
+const mib = (bytes: number) => (bytes / MiB).toFixed(1);
 
 export function createProxy(deps: ProxyDeps) {
   const { config, allowList, resolver, metrics, logger } = deps;
@@ -69,8 +76,6 @@ export function createProxy(deps: ProxyDeps) {
     maxHeaderSize: config.maxHeaderBytes,
     keepAliveTimeout: 5_000,
     noDelay: true,
-    // larger socket buffers: fewer pause/resume cycles when relaying bulk data
-    highWaterMark: SOCKET_BUFFER_BYTES,
     // how often header/request timeouts are enforced (Node's default is 30 s)
     connectionsCheckingInterval: Math.min(1_000, config.headerTimeoutMs),
   });
@@ -86,6 +91,29 @@ export function createProxy(deps: ProxyDeps) {
   const connectionsPerClient = new Map<string, number>();
   let connections = 0;
   const turnedAway = new WeakSet<Duplex>();
+  const budget = new BufferBudget(config.buffers);
+  const pool = new BufferPool(config.buffers.poolBytesPerSize);
+  metrics.readBufferedBytesFrom(() => budget.held());
+
+  /** The answer for a client at its share of the relay buffers (or every client at the budget), or undefined. */
+  function bufferLimit(client: string): Answer | undefined {
+    const { totalBytes, perClientBytes, memoryLimitBytes } = config.buffers;
+    if (budget.held() >= totalBytes) {
+      return {
+        status: 503, decision: 'limited', rule: 'buffer-budget', retryAfter: true,
+        body: `the egress proxy's relay buffers are full (${mib(budget.held())} MiB held for its clients; its budget is ${mib(totalBytes)} MiB, a quarter of its ${mib(memoryLimitBytes)} MiB memory limit); retry after ${RETRY_AFTER_SECONDS} s`,
+      };
+    }
+    const held = budget.heldBy(client);
+    if (held >= perClientBytes) {
+      return {
+        status: 429, decision: 'limited', rule: 'client-buffer-share', retryAfter: true,
+        body: `${client} holds ${mib(held)} MiB of the egress proxy's relay buffers, its share (${mib(perClientBytes)} MiB, an eighth of the proxy's ${mib(totalBytes)} MiB buffer budget, from its ${mib(memoryLimitBytes)} MiB memory limit): ` +
+          `its open connections are not reading what they asked for; read from them or close some, then retry after ${RETRY_AFTER_SECONDS} s`,
+      };
+    }
+    return undefined;
+  }
 
   function record(o: Outcome): void {
     metrics.decisions.inc({ outcome: o.decision, rule: o.rule });
@@ -112,6 +140,8 @@ export function createProxy(deps: ProxyDeps) {
         body: `${client} already has ${mine} connections open through the egress proxy (the per-client limit); close some or retry after ${RETRY_AFTER_SECONDS} s`,
       };
     }
+    const overBuffers = bufferLimit(client);
+    if (overBuffers) return overBuffers;
     active++;
     perClient.set(client, mine + 1);
     metrics.activeTunnels.set(active);
@@ -127,13 +157,14 @@ export function createProxy(deps: ProxyDeps) {
     };
   }
 
+  /** `host`: a normalised destination host, or a target already passed through shownTarget. */
   function refusal(host: string, r: Refusal): Answer {
-    return { status: 403, decision: 'refused', rule: r.rule, body: `egress to '${shown(host)}' refused: ${r.reason}` };
+    return { status: 403, decision: 'refused', rule: r.rule, body: `egress to '${host}' refused: ${r.reason}` };
   }
 
   /** Checks and resolves the destination; the addresses returned are the only ones to connect to. */
-  async function decide(dest: Destination | Refusal, rawHost: string): Promise<{ addresses: string[]; rule: string } | Answer> {
-    if ('rule' in dest) return refusal(rawHost, dest);
+  async function decide(dest: Destination | Refusal, target: string): Promise<{ addresses: string[]; rule: string } | Answer> {
+    if ('rule' in dest) return refusal(shownTarget(target), dest);
     const denied = allowList.check(dest);
     if (denied) return refusal(dest.host, denied);
     const started = performance.now();
@@ -155,8 +186,7 @@ export function createProxy(deps: ProxyDeps) {
       if (budget <= 0) break;
       const started = performance.now();
       const result = await new Promise<Connected>((resolve) => {
-        // highWaterMark reaches the socket's stream options; @types/node omits it from NetConnectOpts
-        const socket = net.connect({ host: address, port: dest.port, noDelay: true, highWaterMark: SOCKET_BUFFER_BYTES, ...(onread ? { onread } : {}) } as net.NetConnectOpts);
+        const socket = net.connect({ host: address, port: dest.port, noDelay: true, ...(onread ? { onread } : {}) });
         const timer = setTimeout(() => {
           socket.destroy();
           resolve({
@@ -238,7 +268,7 @@ export function createProxy(deps: ProxyDeps) {
         body: `${client} already has ${mine} connections open to the egress proxy (the per-client connection limit, counted before any request is read); close idle connections or retry after ${RETRY_AFTER_SECONDS} s`,
       };
     }
-    return undefined;
+    return bufferLimit(client);
   }
 
   // before Node's HTTP parser is attached to the socket (it listens on 'connection' too)
@@ -271,7 +301,7 @@ export function createProxy(deps: ProxyDeps) {
     const client = req.socket.remoteAddress ?? 'unknown';
     const target = req.url ?? '';
     clientSocket.on('error', () => clientSocket.destroy());
-    const base = { host: shown(target), client, method: 'CONNECT', bytesUp: 0, bytesDown: 0 };
+    const base = { host: shownTarget(target), client, method: 'CONNECT', bytesUp: 0, bytesDown: 0 };
     const admitted = admit(client);
     if (typeof admitted !== 'function') {
       answerSocket(clientSocket, admitted);
@@ -279,10 +309,16 @@ export function createProxy(deps: ProxyDeps) {
       return;
     }
     const release = admitted;
-    clientSocket.once('close', release);
+    // the relay buffers this tunnel holds; given back when both sockets have closed (track below), or with the client's when it never connected
+    const holding = budget.holding(client);
+    let connected = false;
+    clientSocket.once('close', () => {
+      release();
+      if (!connected) holding.end();
+    });
     void (async () => {
       const dest = parseAuthority(target);
-      const hostField = 'rule' in dest ? shown(target) : dest.host;
+      const hostField = 'rule' in dest ? base.host : dest.host;
       const port = 'rule' in dest ? undefined : dest.port;
       const decided = await decide(dest, target);
       const fail = (a: Answer) => {
@@ -290,16 +326,23 @@ export function createProxy(deps: ProxyDeps) {
         record({ ...base, host: hostField, port, decision: a.decision, rule: a.rule, status: a.status, durationMs: performance.now() - started });
       };
       if ('status' in decided) return fail(decided);
-      const relay = new DownstreamRelay();
-      const connected = await connect(dest as Destination, decided.addresses, relay.onread);
-      if (!connected.ok) return fail(connected.answer);
-      const upstream = connected.socket;
+      const relay = new DownstreamRelay(pool, holding);
+      const opened = await connect(dest as Destination, decided.addresses, relay.onread);
+      if (!opened.ok) {
+        relay.closed();
+        return fail(opened.answer);
+      }
+      const upstream = opened.socket;
       if (clientSocket.destroyed) {
         upstream.destroy();
-        record({ ...base, host: hostField, port, decision: 'client-closed', rule: decided.rule, address: connected.address, durationMs: performance.now() - started });
+        record({ ...base, host: hostField, port, decision: 'client-closed', rule: decided.rule, address: opened.address, durationMs: performance.now() - started });
         return;
       }
-      track([clientSocket, upstream], release);
+      connected = true;
+      track([clientSocket, upstream], () => {
+        release();
+        holding.end();
+      });
       upstream.on('error', () => {
         upstream.destroy();
         clientSocket.destroy();
@@ -315,7 +358,7 @@ export function createProxy(deps: ProxyDeps) {
       const finish = () => {
         if (++closed < 2) return;
         record({
-          ...base, host: hostField, port, decision: 'allowed', rule: decided.rule, address: connected.address, status: 200,
+          ...base, host: hostField, port, decision: 'allowed', rule: decided.rule, address: opened.address, status: 200,
           bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead, durationMs: performance.now() - started,
         });
       };
@@ -328,9 +371,9 @@ export function createProxy(deps: ProxyDeps) {
       clientSocket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       if (head.length > 0) upstream.write(head);
       relay.start(upstream, clientSocket);
-      clientSocket.pipe(upstream);
+      relayUpstream(clientSocket, upstream, holding);
     })().catch((err: Error) => {
-      logger.error({ err, client, host: shown(target) }, 'egress tunnel failed unexpectedly');
+      logger.error({ ...errorFields(err), client, host: base.host }, 'egress tunnel failed unexpectedly');
       clientSocket.destroy();
     });
   });
@@ -340,7 +383,7 @@ export function createProxy(deps: ProxyDeps) {
     const started = performance.now();
     const client = req.socket.remoteAddress ?? 'unknown';
     const target = req.url ?? '';
-    const base = { host: shown(target), client, method: req.method ?? '', bytesUp: 0, bytesDown: 0 };
+    const base = { host: shownTarget(target), client, method: req.method ?? '', bytesUp: 0, bytesDown: 0 };
     const fail = (a: Answer, host = base.host, port?: number) => {
       if (!res.headersSent) {
         const body = `${a.body}\n`;
@@ -352,7 +395,7 @@ export function createProxy(deps: ProxyDeps) {
     try {
       dest = parseAbsoluteUrl(target);
     } catch (err) {
-      logger.error({ err, client, host: base.host }, 'egress request failed unexpectedly');
+      logger.error({ ...errorFields(err), client, host: base.host }, 'egress request failed unexpectedly');
       return res.destroy();
     }
     if (!('rule' in dest)) Object.assign(base, { host: dest.host });
@@ -364,7 +407,12 @@ export function createProxy(deps: ProxyDeps) {
     }
     const admitted = admit(client);
     if (typeof admitted !== 'function') return fail(admitted);
-    res.once('close', admitted);
+    const holding = budget.holding(client);
+    holding.hold(FORWARD_BYTES);
+    res.once('close', () => {
+      admitted();
+      holding.end();
+    });
     void (async () => {
       const decided = await decide(dest, target);
       if ('status' in decided) return fail(decided, base.host, (dest as Destination).port);
@@ -405,7 +453,7 @@ export function createProxy(deps: ProxyDeps) {
       });
       req.pipe(upstreamReq);
     })().catch((err: Error) => {
-      logger.error({ err, client, host: base.host }, 'egress request failed unexpectedly');
+      logger.error({ ...errorFields(err), client, host: base.host }, 'egress request failed unexpectedly');
       res.destroy();
     });
   });
@@ -413,12 +461,13 @@ export function createProxy(deps: ProxyDeps) {
   // protocol upgrades (WebSocket over plain HTTP) are not relayed; wss:// goes through CONNECT
   server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
     if (turnedAway.has(req.socket)) return socket.destroy();
+    const host = shownTarget(req.url ?? '');
     const a: Answer = {
       status: 403, decision: 'refused', rule: 'upgrade',
-      body: `egress to '${shown(req.url ?? '')}' refused: protocol upgrades over plain HTTP are not proxied; use TLS (wss://, https://) through CONNECT`,
+      body: `egress to '${host}' refused: protocol upgrades over plain HTTP are not proxied; use TLS (wss://, https://) through CONNECT`,
     };
     answerSocket(socket, a);
-    record({ host: shown(req.url ?? ''), client: req.socket.remoteAddress ?? 'unknown', method: req.method ?? '', decision: a.decision, rule: a.rule, status: a.status, bytesUp: 0, bytesDown: 0, durationMs: 0 });
+    record({ host, client: req.socket.remoteAddress ?? 'unknown', method: req.method ?? '', decision: a.decision, rule: a.rule, status: a.status, bytesUp: 0, bytesDown: 0, durationMs: 0 });
   });
 
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
@@ -443,7 +492,11 @@ export function createProxy(deps: ProxyDeps) {
     server.closeAllConnections();
   }
 
-  return { server, drain, isDraining: () => draining, activeTunnels: () => active, openConnections: () => connections };
+  return {
+    server, drain, isDraining: () => draining, activeTunnels: () => active, openConnections: () => connections,
+    /** relay bytes held for one client, or (without one) for all */
+    bufferedBytes: (client?: string) => (client === undefined ? budget.held() : budget.heldBy(client)),
+  };
 }
 
 // Headers that say where a request's body ends. Named in Connection, they

@@ -221,7 +221,9 @@ export const valuesObjectSchema = z
       })
       .strict()
       .prefault({})
-      .describe('The egress proxy, the only way out of rlmesh-runs.'),
+      .describe(
+        'The egress proxy, the only way out of rlmesh-runs. It sizes what it buffers from resources.limits.memory: a quarter for all clients together, an eighth of that per client (evaluation pod), and its tunnel limits to match (2,048 tunnels, 256 per pod at 256Mi); a pod over its share gets 429. Raise the limit for more.',
+      ),
     network: z
       .object({
         dnsPeers: z

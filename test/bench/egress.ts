@@ -203,6 +203,10 @@ async function main(): Promise<void> {
     '--port', String(PROXY_PORT), '--health-port', '24130', '--metrics-port', '24131',
     '--allow', NAME, '--ports', '7000,7001', '--allow-range', '198.18.0.0/15', '--dns', dns.address,
     '--max-tunnels', String(IDLE + 100), '--max-tunnels-per-client', String(IDLE + 100), '--idle-timeout-ms', '600000',
+    // the idle tunnels all come from this one address, and each holds a 16 KiB read buffer against its
+    // client's share (a thirty-second of the memory limit); 1024 MiB also keeps the 16 MiB free-buffer
+    // pools the bulk figures were measured with
+    '--memory-limit-mib', String(Math.max(1024, Math.ceil(((IDLE + 100) * 16 * 32) / 1024))),
   ], { env: { ...process.env, RLMESH_LISTEN_HOST: '127.0.0.1' }, stdio: ['ignore', 'ignore', 'inherit'] });
   children.push(proxy);
 
