@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { nodeCapacity, trimNode, trimPod } from './capacity.ts';
+import { nodeCapacity, quotaBound, trimNode, trimPod, trimQuota } from './capacity.ts';
 import { parseQuantity } from '../lib/quantity.ts';
 
 const podUsage = (containers: object[], extra: { initContainers?: object[]; overhead?: object; phase?: string } = {}) =>
@@ -114,5 +114,47 @@ describe('GPU models from what the chart\'s GPU discovery writes', () => {
     expect(both.gpus[0]!.model).toBe('H100-from-GFD');
     const mismatch = nodeCapacity(node({ 'rlmesh.dev/gpu.vendor': 'amd', 'rlmesh.dev/gpu.product': 'AMD-Instinct-MI300X' }, { 'nvidia.com/gpu': '1' }), none);
     expect(mismatch.gpus[0]!.model).toBe('');
+  });
+});
+
+describe('the ResourceQuotas of the runs namespace', () => {
+  const quota = (name: string, hard: Record<string, string>, used: Record<string, string>, spec: object = {}) =>
+    trimQuota({ metadata: { name, namespace: 'rlmesh-runs' }, spec: { hard, ...spec }, status: { hard, used } });
+  const idle = podUsage([c({ cpu: '1500m', memory: '10Gi' })]);
+
+  it('caps what every node offers at what the quota still admits: hard minus used, for requests and limits alike', () => {
+    const q = quota(
+      'rlmesh-runs',
+      { pods: '1000', 'requests.cpu': '16', 'limits.memory': '64Gi', 'requests.nvidia.com/gpu': '8' },
+      { pods: '3', 'requests.cpu': '12', 'limits.memory': '40Gi', 'requests.nvidia.com/gpu': '6' },
+    );
+    expect(q.room).toEqual({ cpuMillis: 4000, memoryBytes: 24 * 2 ** 30, nvidia: 2, pods: 997 });
+    const cap = nodeCapacity(gpuNode, idle, quotaBound([q]));
+    expect(cap.cpuMillisFree).toBe(4000n);
+    expect(cap.memoryBytesFree).toBe(BigInt(24 * 2 ** 30));
+    expect(cap.gpusFree).toBe(2);
+    // allocatable is the node's, whatever the quota
+    expect(cap.gpusAllocatable).toBe(8);
+    expect(cap.cpuMillisAllocatable).toBe(31500n);
+    // a node with less free than the quota leaves offers what it has
+    expect(nodeCapacity(gpuNode, podUsage([c({ cpu: '30' }, { 'nvidia.com/gpu': '7' })]), quotaBound([q]))).toMatchObject({ cpuMillisFree: 1500n, gpusFree: 1 });
+  });
+
+  it('takes the tightest of several quotas, and offers nothing once no pod is admitted', () => {
+    const gpus = quota('gpus', { 'requests.nvidia.com/gpu': '4' }, { 'requests.nvidia.com/gpu': '3' });
+    const cpu = quota('cpu', { cpu: '100', 'requests.nvidia.com/gpu': '16' }, { cpu: '10', 'requests.nvidia.com/gpu': '3' });
+    expect(quotaBound([gpus, cpu])).toEqual({ nvidia: 1, cpuMillis: 90_000 });
+    const full = quota('rlmesh-runs', { pods: '10' }, { pods: '10' });
+    expect(nodeCapacity(gpuNode, idle, quotaBound([full, cpu]))).toMatchObject({ cpuMillisFree: 0n, memoryBytesFree: 0n, gpusFree: 0 });
+    // an overused quota (its hard lowered below what runs) admits nothing, never a negative amount
+    expect(quota('lowered', { 'requests.nvidia.com/gpu': '2' }, { 'requests.nvidia.com/gpu': '5' }).room).toEqual({ nvidia: 0 });
+    expect(nodeCapacity(gpuNode, idle, quotaBound([]))).toMatchObject({ cpuMillisFree: 30000n, gpusFree: 8 });
+  });
+
+  it('ignores quotas scoped to pods evaluations never are (BestEffort, NotTerminating), and reads an unsynced quota from its spec', () => {
+    expect(quota('be', { pods: '0' }, {}, { scopes: ['BestEffort'] }).room).toEqual({});
+    expect(quota('nt', { 'requests.cpu': '1' }, {}, { scopeSelector: { matchExpressions: [{ scopeName: 'NotTerminating', operator: 'Exists' }] } }).room).toEqual({});
+    expect(quota('t', { 'requests.cpu': '1' }, {}, { scopes: ['Terminating'] }).room).toEqual({ cpuMillis: 1000 });
+    expect(trimQuota({ metadata: { name: 'new', namespace: 'rlmesh-runs' }, spec: { hard: { 'requests.amd.com/gpu': '2' } } }).room).toEqual({ amd: 2 });
   });
 });

@@ -1,6 +1,7 @@
 // Node reports: each node's allocatable CPU, memory and GPUs and what is free
 // net of what every tenant's non-terminal pods request (GPUs from limits), from
-// node and pod informers. Changes are coalesced into one report sent within the
+// node and pod informers, capped at what the ResourceQuotas of the runs
+// namespace still admit. Changes are coalesced into one report sent within the
 // report delay of the first change; a full report also goes out on every
 // (re)connect and on a slow resync timer.
 import { create } from '@bufbuild/protobuf';
@@ -46,6 +47,12 @@ export type NodeLite = {
 };
 
 export type Usage = { cpuMillis: number; memoryBytes: number } & Record<Vendor, number>;
+
+/** The most a pod may still take of each resource; an absent one is not bounded. */
+export type Bound = Partial<Usage>;
+
+/** What the agent keeps of a ResourceQuota: how much more of each resource it admits. */
+export type QuotaLite = { metadata: { name: string; namespace: string }; room: Bound & { pods?: number } };
 
 // the node labels GPU discovery writes (NVIDIA GFD, AMD's node labeller, and the chart's own
 // rlmesh-gpu-feature-discovery), plus arch
@@ -187,12 +194,60 @@ export function gpuModels(node: NodeLite): GpuModel[] {
   return out;
 }
 
-export function nodeCapacity(node: NodeLite, used: Usage): NodeCapacity {
+// Quota entries that hold an evaluation pod back, per resource: its containers' requests equal their limits
+// (lib/crds/types.ts), so a limits.* entry bounds it as much as a requests.* one; extended resources have only requests.*
+const QUOTA_ENTRIES: { field: keyof QuotaLite['room']; entries: string[]; amount: (q: string | undefined) => number }[] = [
+  { field: 'cpuMillis', entries: ['requests.cpu', 'cpu', 'limits.cpu'], amount: cpuMillis },
+  { field: 'memoryBytes', entries: ['requests.memory', 'memory', 'limits.memory'], amount: bytes },
+  ...VENDORS.map((v) => ({ field: v, entries: [`requests.${GPU_RESOURCES[v]}`], amount: (q: string | undefined) => Math.round(parseQuantity(q)) })),
+  { field: 'pods', entries: ['pods', 'count/pods'], amount: (q: string | undefined) => Math.round(parseQuantity(q)) },
+];
+
+type QuotaObject = {
+  metadata?: { name?: string; namespace?: string };
+  spec?: { hard?: Record<string, string>; scopes?: string[]; scopeSelector?: { matchExpressions?: { scopeName: string; operator: string }[] } };
+  status?: { hard?: Record<string, string>; used?: Record<string, string> };
+};
+
+export function trimQuota(o: unknown): QuotaLite {
+  const q = o as QuotaObject;
+  const metadata = { name: String(q.metadata?.name ?? ''), namespace: String(q.metadata?.namespace ?? '') };
+  // evaluation pods are never BestEffort (the LimitRange gives every container requests) and always
+  // Terminating (activeDeadlineSeconds): a quota scoped to the other kind does not count them
+  const scopes = [...(q.spec?.scopes ?? []), ...(q.spec?.scopeSelector?.matchExpressions ?? []).filter((e) => e.operator === 'Exists').map((e) => e.scopeName)];
+  if (scopes.some((s) => s === 'BestEffort' || s === 'NotTerminating')) return { metadata, room: {} };
+  // status.hard is what admission enforces; a quota the quota controller has not synced yet has only spec.hard
+  const hard = q.status?.hard ?? q.spec?.hard ?? {};
+  const used = q.status?.used ?? {};
+  const room: QuotaLite['room'] = {};
+  for (const { field, entries, amount } of QUOTA_ENTRIES) {
+    for (const e of entries) {
+      if (hard[e] === undefined) continue;
+      const left = Math.max(0, amount(hard[e]) - amount(used[e]));
+      room[field] = Math.min(room[field] ?? left, left);
+    }
+  }
+  return { metadata, room };
+}
+
+/** The tightest of the quotas, each of which the API server enforces on its own; no room for a pod leaves room for nothing. */
+export function quotaBound(quotas: Iterable<QuotaLite>): Bound {
+  const bound: Bound & { pods?: number } = {};
+  for (const { room } of quotas) {
+    for (const [k, v] of Object.entries(room) as [keyof QuotaLite['room'], number][]) bound[k] = Math.min(bound[k] ?? v, v);
+  }
+  const { pods, ...rest } = bound;
+  return pods === 0 ? { cpuMillis: 0, memoryBytes: 0, nvidia: 0, amd: 0 } : rest;
+}
+
+/** Allocatable and free, free being allocatable net of `used` and at most `bound` (the runs namespace's quotas). */
+export function nodeCapacity(node: NodeLite, used: Usage, bound: Bound = {}): NodeCapacity {
   const a = node.status.allocatable;
   const cpu = cpuMillis(a.cpu);
   const mem = bytes(a.memory);
-  const gpus = VENDORS.reduce((s, v) => s + Math.round(parseQuantity(a[GPU_RESOURCES[v]])), 0);
-  const gpusUsed = VENDORS.reduce((s, v) => s + used[v], 0);
+  const gpusOf = (v: Vendor) => Math.round(parseQuantity(a[GPU_RESOURCES[v]]));
+  const gpus = VENDORS.reduce((s, v) => s + gpusOf(v), 0);
+  const free = (have: number, most: number | undefined) => Math.max(0, Math.min(have, most ?? have));
   return create(NodeCapacitySchema, {
     name: node.metadata.name,
     architecture: node.status.architecture ?? '',
@@ -201,9 +256,9 @@ export function nodeCapacity(node: NodeLite, used: Usage): NodeCapacity {
     cpuMillisAllocatable: BigInt(cpu),
     memoryBytesAllocatable: BigInt(mem),
     gpusAllocatable: gpus,
-    cpuMillisFree: BigInt(Math.max(0, cpu - used.cpuMillis)),
-    memoryBytesFree: BigInt(Math.max(0, mem - used.memoryBytes)),
-    gpusFree: Math.max(0, gpus - gpusUsed),
+    cpuMillisFree: BigInt(free(cpu - used.cpuMillis, bound.cpuMillis)),
+    memoryBytesFree: BigInt(free(mem - used.memoryBytes, bound.memoryBytes)),
+    gpusFree: VENDORS.reduce((s, v) => s + free(gpusOf(v) - used[v], bound[v]), 0),
     gpus: gpuModels(node),
   });
 }
@@ -213,6 +268,8 @@ export type CapacityOptions = {
   kc: k8s.KubeConfig;
   log: Logger;
   nodeSelector: string;
+  /** where evaluation pods run: its ResourceQuotas bound what every node offers */
+  runsNamespace: string;
   reportDelayMs: number;
   watchSilenceMs: number;
   resyncMs?: number;
@@ -233,8 +290,11 @@ export class CapacityReporter {
   private firstChangeAt: number | undefined;
   private timer: NodeJS.Timeout | undefined;
   private resync: NodeJS.Timeout | undefined;
+  private readonly quotas = new Map<string, QuotaLite>();
+  private bound: Bound = {};
   private nodeInformer!: Informer<NodeLite>;
   private podInformer!: Informer<PodLite>;
+  private quotaInformer!: Informer<QuotaLite>;
   private ready = false;
 
   constructor(opts: CapacityOptions) {
@@ -269,6 +329,17 @@ export class CapacityReporter {
       watchSilenceMs,
       metrics: this.opts.informerMetrics,
     });
+    const runs = this.opts.runsNamespace;
+    this.quotaInformer = startInformer<QuotaLite>({
+      name: 'resourcequotas',
+      kc,
+      log,
+      path: `/api/v1/namespaces/${runs}/resourcequotas`,
+      list: (p) => core.listNamespacedResourceQuota({ ...p, namespace: runs }),
+      trim: trimQuota,
+      watchSilenceMs,
+      metrics: this.opts.informerMetrics,
+    });
     const onNode = (n: NodeLite) => {
       this.nodes.set(n.metadata.name, n);
       this.touch(n.metadata.name);
@@ -283,12 +354,22 @@ export class CapacityReporter {
     this.podInformer.on('add', onPod);
     this.podInformer.on('update', onPod);
     this.podInformer.on('delete', (p) => this.setPod(p, undefined));
-    await Promise.all([this.nodeInformer.synced, this.podInformer.synced]);
+    const onQuota = (q: QuotaLite) => {
+      this.quotas.set(q.metadata.name, q);
+      this.setBound();
+    };
+    this.quotaInformer.on('add', onQuota);
+    this.quotaInformer.on('update', onQuota);
+    this.quotaInformer.on('delete', (q) => {
+      this.quotas.delete(q.metadata.name);
+      this.setBound();
+    });
+    await Promise.all([this.nodeInformer.synced, this.podInformer.synced, this.quotaInformer.synced]);
     for (const name of this.nodes.keys()) this.record(name);
     this.ready = true;
     this.resync = setInterval(() => this.flush(), this.opts.resyncMs ?? 60_000);
     this.resync.unref();
-    log.info({ nodes: this.nodes.size, pods: this.podCount }, 'node and pod informers synced');
+    log.info({ nodes: this.nodes.size, pods: this.podCount, quotas: this.quotas.size, bound: this.bound }, 'node and pod informers synced');
   }
 
   /** every reported node, as of now */
@@ -300,7 +381,16 @@ export class CapacityReporter {
   async stop(): Promise<void> {
     clearTimeout(this.timer);
     clearInterval(this.resync);
-    await Promise.all([this.nodeInformer?.stop(), this.podInformer?.stop()]);
+    await Promise.all([this.nodeInformer?.stop(), this.podInformer?.stop(), this.quotaInformer?.stop()]);
+  }
+
+  /** A quota changed: when what it leaves room for did, every node's offer may have */
+  private setBound() {
+    const next = quotaBound(this.quotas.values());
+    if (JSON.stringify(next) === JSON.stringify(this.bound)) return;
+    this.bound = next;
+    this.opts.log.debug({ bound: next }, 'the ResourceQuotas of the runs namespace bound what nodes offer');
+    for (const name of this.nodes.keys()) this.touch(name);
   }
 
   private setPod(key: PodLite, next: PodLite | undefined) {
@@ -334,7 +424,7 @@ export class CapacityReporter {
   private capacityOf(name: string): NodeCapacity | undefined {
     const node = this.nodes.get(name);
     if (!node) return undefined;
-    return nodeCapacity(node, this.usedByNode.get(name) ?? zero());
+    return nodeCapacity(node, this.usedByNode.get(name) ?? zero(), this.bound);
   }
 
   // Only a change in what a node reports schedules a report: kubelet heartbeats

@@ -161,6 +161,7 @@ const capacity = new CapacityReporter({
   kc,
   log,
   nodeSelector: cfg.runtime.agent.nodeSelector,
+  runsNamespace: cfg.runtime.runsNamespace,
   reportDelayMs: cfg.timing.reportDelayMs,
   watchSilenceMs: cfg.timing.watchSilenceMs,
   informerMetrics: metrics.informer,
@@ -176,7 +177,7 @@ session.start();
 
 void startWithRetry('evaluation status informer', () => evaluations.start());
 
-const capacitySynced = startWithRetry('node and pod informers', async () => {
+const capacitySynced = startWithRetry('node, pod and ResourceQuota informers', async () => {
   await capacity.start();
   capacityReady = true;
   if (session.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();

@@ -1,7 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { RLMeshEvaluation } from '../lib/crds/types.ts';
-import { msUntilDeadline, nextStatus, observePod, worthWriting } from './evaluation-phase.ts';
+import { msUntilDeadline, msUntilStartDeadline, nextStatus, observePod, podHoldup, startDeadlineExceeded, statusHoldup, worthWriting } from './evaluation-phase.ts';
 
 const ev: RLMeshEvaluation = {
   apiVersion: 'rlmesh.dev/v1alpha1',
@@ -43,6 +43,54 @@ describe('observePod', () => {
     const left = msUntilDeadline(pod({ phase: 'Running', startTime: started }), ev)!;
     expect(left).toBeGreaterThan(19_000);
     expect(left).toBeLessThanOrEqual(20_000);
+  });
+});
+
+describe('the start deadline', () => {
+  const status = (name: string, state: object) => ({ name, image: 'i', imageID: '', ready: false, restartCount: 0, state });
+
+  it('counts from creation, and with artifacts from when the cache held them: fetching is not counted', () => {
+    const now = Date.parse('2026-01-01T01:00:00Z');
+    const created = { ...ev, metadata: { ...ev.metadata, creationTimestamp: '2026-01-01T00:00:00Z' } };
+    expect(msUntilStartDeadline(created, 1800, now)).toBe(-1_800_000);
+    const artifact = { name: 'a', sha256: 'a'.repeat(64), sizeBytes: 1, source: { httpsUrlSecretRef: { name: 's', key: 'k' } } };
+    const fetched: RLMeshEvaluation = {
+      ...created,
+      spec: { ...created.spec, artifacts: [artifact] },
+      status: { artifacts: { state: 'Ready', reason: 'Cached', updatedAt: '2026-01-01T00:50:00Z' } },
+    };
+    expect(msUntilStartDeadline(fetched, 1800, now)).toBe(1_200_000);
+    expect(startDeadlineExceeded(fetched, undefined, 1800).message).toContain('within 1800s of when its artifacts were cached');
+    // still fetching: the clock has not started, but nothing fires before Ready either
+    expect(msUntilStartDeadline({ ...fetched, status: { artifacts: { state: 'Fetching' } } }, 1800, now)).toBe(-1_800_000);
+  });
+
+  it('names what held a pod back: an init container that does not pull or has not finished, a container that cannot be created', () => {
+    expect(podHoldup(pod({ phase: 'Pending', initContainerStatuses: [status('network-ready', { waiting: { reason: 'ErrImagePull', message: 'manifest unknown' } })], containerStatuses: [status('evaluation', { waiting: { reason: 'PodInitializing' } })] }, 'n1'))).toEqual({
+      by: 'kubelet',
+      reason: 'ErrImagePull',
+      message: 'manifest unknown',
+      container: 'network-ready',
+    });
+    expect(podHoldup(pod({ phase: 'Pending', initContainerStatuses: [status('network-ready', { running: {} })], containerStatuses: [status('evaluation', { waiting: { reason: 'PodInitializing' } })] }, 'n1'))).toMatchObject({
+      reason: 'Initializing',
+      container: 'network-ready',
+    });
+    expect(podHoldup(pod({ phase: 'Pending', containerStatuses: [status('evaluation', { waiting: { reason: 'CreateContainerConfigError', message: 'secret "x" not found' } })] }, 'n1'))).toMatchObject({
+      by: 'kubelet',
+      reason: 'CreateContainerConfigError',
+    });
+    expect(podHoldup(pod({ phase: 'Pending' }))).toBeUndefined();
+    // without a pod, the status holds the last word: the quota's refusal, or a wait of the controller's own
+    expect(statusHoldup({ phase: 'Waiting', reason: 'QuotaExceeded', message: 'exceeded quota' })).toMatchObject({ by: 'quota' });
+    expect(statusHoldup({ phase: 'Waiting', reason: 'ConcurrencyLimit', message: 'limit' })).toMatchObject({ by: 'controller' });
+    expect(statusHoldup({ phase: 'Pending', reason: 'PodCreated', message: 'created pod rle-e' })).toBeUndefined();
+  });
+
+  it('a pod the kubelet stopped at the run deadline before its container started says so, with the kubelet\'s last word', () => {
+    const late = observePod(pod({ phase: 'Failed', reason: 'DeadlineExceeded', containerStatuses: [status('evaluation', { waiting: { reason: 'ImagePullBackOff', message: 'Back-off pulling image "img"' } })] }, 'n1'), ev);
+    expect(late).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
+    expect(late.message).toBe('the evaluation\'s pod reached its deadline of 30s before its container started, and was stopped; the kubelet last said ImagePullBackOff (container evaluation): Back-off pulling image "img"');
   });
 });
 

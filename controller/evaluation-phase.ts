@@ -51,7 +51,7 @@ export function observePod(pod: V1Pod, ev: RLMeshEvaluation, now = new Date()): 
     }
     case 'Failed': {
       const finishTime = iso(terminated?.finishedAt) ?? now.toISOString();
-      if (status.reason === 'DeadlineExceeded') return deadlineExceeded(ev, base, finishTime);
+      if (status.reason === 'DeadlineExceeded') return deadlineExceeded(ev, base, finishTime, podHoldup(pod));
       const gate = status.initContainerStatuses?.find((c) => c.name === NETWORK_GATE_CONTAINER)?.state?.terminated;
       if (gate && gate.exitCode !== 0) {
         const message = `the evaluation did not start: its pod's NetworkPolicies were not in force in time (${gate.message?.trim() || `exit code ${gate.exitCode}`}); the egress proxy must be its only way out. Check the CNI's NetworkPolicy enforcement (rlmesh preflight, check network-policy) and submit it again`;
@@ -97,8 +97,12 @@ export function observePod(pod: V1Pod, ev: RLMeshEvaluation, now = new Date()): 
   }
 }
 
-export function deadlineExceeded(ev: RLMeshEvaluation, base: Partial<Observation>, finishTime: string): Observation {
-  const message = `the evaluation ran longer than its deadline of ${ev.spec.deadlineSeconds}s and was stopped`;
+export function deadlineExceeded(ev: RLMeshEvaluation, base: Partial<Observation>, finishTime: string, holdup?: Holdup): Observation {
+  // the kubelet counts activeDeadlineSeconds from when it accepted the pod, so a pod whose image never pulled reaches it too
+  const message =
+    (base.startTime ?? ev.status?.startTime) === undefined
+      ? `the evaluation's pod reached its deadline of ${ev.spec.deadlineSeconds}s before its container started, and was stopped${holdup ? `; ${lastWord(holdup)}` : ''}`
+      : `the evaluation ran longer than its deadline of ${ev.spec.deadlineSeconds}s and was stopped`;
   return {
     ...base,
     phase: 'Failed',
@@ -114,6 +118,101 @@ export function msUntilDeadline(pod: V1Pod, ev: RLMeshEvaluation, now = Date.now
   const started = pod.status?.startTime;
   if (!started) return undefined;
   return new Date(started).getTime() + ev.spec.deadlineSeconds * 1000 - now;
+}
+
+/** What last kept an evaluation from starting, in the words of the part of the cluster that kept it. */
+export type Holdup = { by: 'scheduler' | 'kubelet' | 'quota' | 'controller'; reason: string; message: string; container?: string };
+
+const BY: Record<Holdup['by'], string> = {
+  scheduler: 'the scheduler',
+  kubelet: 'the kubelet',
+  quota: "the API server's ResourceQuota admission",
+  controller: 'the controller',
+};
+const lastWord = (h: Holdup): string =>
+  `${BY[h.by]} last said ${h.reason}${h.container ? ` (container ${h.container})` : ''}${h.message.trim() ? `: ${h.message.trim().replace(/\.$/, '')}` : ''}`;
+const IMAGE_PULL = /ImagePull|ErrImage|InvalidImageName/;
+
+/** Why a pod that has not started is not running yet: the scheduler's refusal, else a waiting or still-running container. */
+export function podHoldup(pod: V1Pod): Holdup | undefined {
+  const status = pod.status ?? {};
+  const scheduled = status.conditions?.find((c) => c.type === 'PodScheduled');
+  if (scheduled?.status === 'False') return { by: 'scheduler', reason: scheduled.reason || 'Unschedulable', message: scheduled.message ?? '' };
+  for (const c of [...(status.initContainerStatuses ?? []), ...(status.containerStatuses ?? [])]) {
+    const waiting = c.state?.waiting;
+    // PodInitializing only says an init container is still at work; that one is named below
+    if (waiting?.reason && waiting.reason !== 'PodInitializing') {
+      return { by: 'kubelet', reason: waiting.reason, message: waiting.message ?? '', container: c.name };
+    }
+  }
+  const init = status.initContainerStatuses?.find((c) => c.state?.running);
+  if (init) return { by: 'kubelet', reason: 'Initializing', message: 'the init container was still running', container: init.name };
+  return undefined;
+}
+
+// reasons the controller itself waits for (the pod is not created yet); their messages say what to do
+const CONTROLLER_WAITS = new Set(['ConcurrencyLimit', 'CacheNodeUnknown', 'NetworkPolicyNotEnforced', 'ControllerForbidden']);
+
+/** The holdup an evaluation's status last recorded, for when there is no pod to ask (a quota refusal, a wait of the controller's). */
+export function statusHoldup(status: EvaluationStatus | undefined): Holdup | undefined {
+  if ((status?.phase !== 'Waiting' && status?.phase !== 'Pending') || !status.reason || PENDING_STEPS.has(status.reason)) return undefined;
+  const reason = status.reason;
+  const by = reason === 'QuotaExceeded' ? 'quota' : CONTROLLER_WAITS.has(reason) ? 'controller' : status.phase === 'Waiting' ? 'scheduler' : 'kubelet';
+  return { by, reason, message: status.message ?? '' };
+}
+
+/**
+ * When an evaluation's start deadline began: its creation, or, when it has
+ * artifacts, the moment the cache held them all. Fetching is not counted: it
+ * is progress with failures of its own (source errors, digest and size
+ * mismatches, retries), it lasts as long as the artifacts are large, and
+ * without a pod it holds none of the quota.
+ */
+export function startClock(ev: RLMeshEvaluation): { from: number; since: string } | undefined {
+  const created = ev.metadata.creationTimestamp;
+  if (created === undefined) return undefined;
+  const cached = ev.status?.artifacts;
+  if ((ev.spec.artifacts?.length ?? 0) > 0 && cached?.state === 'Ready' && cached.updatedAt) {
+    return { from: Math.max(new Date(created).getTime(), new Date(cached.updatedAt).getTime()), since: 'its artifacts were cached' };
+  }
+  return { from: new Date(created).getTime(), since: 'it was created' };
+}
+
+/** Milliseconds until the evaluation must have started (negative when that has passed), or undefined without a creation time. */
+export function msUntilStartDeadline(ev: RLMeshEvaluation, startDeadlineSeconds: number, now = Date.now()): number | undefined {
+  const clock = startClock(ev);
+  return clock && clock.from + startDeadlineSeconds * 1000 - now;
+}
+
+function startHint(h: Holdup | undefined, image: string): string {
+  if (h?.by === 'scheduler') return 'Add or free nodes that fit its resources and placement (a node pool that scales up must do so in time). ';
+  if (h?.by === 'kubelet' && IMAGE_PULL.test(h.reason)) return `Check that ${image} exists and that its registry accepts the cluster's pull Secret. `;
+  if (h?.by === 'kubelet') return 'Fix what the kubelet names. ';
+  if (h?.by === 'quota') return 'Raise the quota (evaluations.resourceQuota.hard) or run fewer evaluations at once. ';
+  if (h?.reason === 'ConcurrencyLimit') return 'Raise controller.maxConcurrent or run fewer evaluations at once. ';
+  // the controller's other waits say what to do in their own message
+  return '';
+}
+
+/** The evaluation did not start within evaluations.startDeadlineSeconds: Failed, quoting what held it last and what to do. */
+export function startDeadlineExceeded(ev: RLMeshEvaluation, holdup: Holdup | undefined, startDeadlineSeconds: number, base: Partial<Observation> = {}, now = new Date()): Observation {
+  const since = startClock(ev)?.since ?? 'it was created';
+  const why = holdup
+    ? lastWord(holdup)
+    : base.nodeName
+      ? `node ${base.nodeName} never reported its containers (is its kubelet up?)`
+      : 'no scheduler took the pod or said why (is one running for it?)';
+  const message =
+    `the evaluation did not start within ${startDeadlineSeconds}s of when ${since} (evaluations.startDeadlineSeconds)${base.podName ? `, so its pod ${base.podName} was stopped` : ''}: ${why}. ` +
+    `${startHint(holdup, ev.spec.image)}Where starting legitimately takes longer (a cold pull of a large image, GPU nodes scaling up), raise evaluations.startDeadlineSeconds`;
+  return {
+    ...base,
+    phase: 'Failed',
+    reason: 'StartDeadlineExceeded',
+    message,
+    finishTime: now.toISOString(),
+    conditions: [{ type: 'Completed', status: 'True', reason: 'StartDeadlineExceeded', message }],
+  };
 }
 
 /**

@@ -18,7 +18,15 @@ function cache<T extends { metadata?: { name?: string } }>(): ObjectCache<T> & {
   return { items, get: (name: string) => items.get(name), list: () => [...items.values()] } as unknown as ObjectCache<T> & { items: Map<string, T> };
 }
 
-function world(fence: () => FenceDecision = () => ({ start: true })) {
+type WorldOptions = {
+  fence?: () => FenceDecision;
+  startDeadlineSeconds?: number;
+  waitingRetryMs?: number;
+  /** what the API server answers a pod create with instead of creating it */
+  refuseCreate?: () => Error | undefined;
+};
+
+function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined }: WorldOptions = {}) {
   const evaluations = cache<RLMeshEvaluation>();
   const pods = cache<V1Pod>();
   const caches = cache<RLMeshCache>();
@@ -30,6 +38,8 @@ function world(fence: () => FenceDecision = () => ({ start: true })) {
   const core = {
     createNamespacedPod: async ({ body }: { body: V1Pod }) => {
       calls.push('create pod');
+      const refusal = refuseCreate();
+      if (refusal) throw refusal;
       if (server.has(body.metadata!.name!)) throw Object.assign(new Error('already exists'), { code: 409 });
       server.set(body.metadata!.name!, body);
       return body;
@@ -66,12 +76,12 @@ function world(fence: () => FenceDecision = () => ({ start: true })) {
     events: recorder,
     metrics: createMetrics(),
     log: pino({ level: 'silent' }),
-    settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs: 1000, networkFence: fence },
+    settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs, startDeadlineSeconds, networkFence: fence },
   });
   evaluations.items.set('e1', {
     apiVersion: 'rlmesh.dev/v1alpha1',
     kind: 'RLMeshEvaluation',
-    metadata: { name: 'e1', namespace: NS, uid: 'uid-1', generation: 1, resourceVersion: '1' },
+    metadata: { name: 'e1', namespace: NS, uid: 'uid-1', generation: 1, resourceVersion: '1', creationTimestamp: new Date().toISOString() },
     spec: { evaluationId: 'ev_1', image: 'img:1', deadlineSeconds: 600, cancelled: false },
   });
   /** The pod as the informer would show it next, with the API server's copy advanced alike. */
@@ -83,13 +93,17 @@ function world(fence: () => FenceDecision = () => ({ start: true })) {
   };
   const running = { name: 'evaluation', image: 'img:1', imageID: '', ready: true, restartCount: 0, state: { running: { startedAt: new Date('2026-01-01T00:00:05Z') } } };
   const done = { name: 'evaluation', image: 'img:1', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 0, startedAt: new Date('2026-01-01T00:00:05Z'), finishedAt: new Date('2026-01-01T00:00:09Z') } } };
-  return { reconciler, calls, events, evaluations, server, pods, podIs, running, done, status: () => evaluations.items.get('e1')!.status };
+  /** Moves the evaluation's creation into the past, as if it had waited that long. */
+  const createdAgo = (ms: number): void => {
+    evaluations.items.get('e1')!.metadata.creationTimestamp = new Date(Date.now() - ms).toISOString();
+  };
+  return { reconciler, calls, events, evaluations, server, pods, podIs, createdAgo, running, done, status: () => evaluations.items.get('e1')!.status };
 }
 
 describe('EvaluationReconciler', () => {
   it('creates no pod while the fence is closed: Waiting with its reason, then the pod once it opens', async () => {
     let decision: FenceDecision = { start: false, message: 'NetworkPolicy enforcement has not been seen: no' };
-    const w = world(() => decision);
+    const w = world({ fence: () => decision });
     expect(await w.reconciler.reconcile(KEY)).toEqual({ requeueAfterMs: 1000 });
     expect(w.calls).toEqual(['status Waiting/NetworkPolicyNotEnforced']);
     expect(w.status()).toMatchObject({ phase: 'Waiting', reason: 'NetworkPolicyNotEnforced', message: decision.start ? '' : decision.message });
@@ -157,5 +171,86 @@ describe('EvaluationReconciler', () => {
     expect(w.calls).toEqual(['create pod', 'status Pending/PodCreated']);
     expect(w.events).toEqual([]);
     expect(w.status()?.podName).toBe('rle-e1');
+  });
+});
+
+describe('the start deadline (evaluations.startDeadlineSeconds)', () => {
+  const quotaRefusal = () =>
+    Object.assign(new Error('pods "rle-e1" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=1'), { code: 403 });
+  const waitingOn = (reason: string, message: string) => ({ name: 'evaluation', image: 'img:1', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason, message } } });
+
+  it('fails an evaluation the quota held past its deadline with StartDeadlineExceeded, quoting the quota, and tries no more', async () => {
+    const w = world({ startDeadlineSeconds: 900, refuseCreate: quotaRefusal });
+    w.createdAgo(60_000);
+    expect(await w.reconciler.reconcile(KEY)).toEqual({ requeueAfterMs: 1000 });
+    expect(w.status()).toMatchObject({ phase: 'Waiting', reason: 'QuotaExceeded' });
+    w.createdAgo(901_000);
+    await w.reconciler.reconcile(KEY);
+    expect(w.calls).toEqual(['create pod', 'status Waiting/QuotaExceeded', 'status Failed/StartDeadlineExceeded']);
+    expect(w.events).toEqual(['QuotaExceeded', 'StartDeadlineExceeded']);
+    const { message } = w.status()!;
+    expect(message).toMatch(/^the evaluation did not start within 900s of when it was created \(evaluations\.startDeadlineSeconds\): /);
+    expect(message).toContain("the API server's ResourceQuota admission last said QuotaExceeded: pods \"rle-e1\" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=2");
+    expect(message).toMatch(/Raise the quota \(evaluations\.resourceQuota\.hard\) or run fewer evaluations at once\. Where starting legitimately takes longer .*, raise evaluations\.startDeadlineSeconds$/);
+    expect(w.status()!.conditions!.find((c) => c.type === 'Completed')).toMatchObject({ status: 'True', reason: 'StartDeadlineExceeded' });
+    await w.reconciler.reconcile(KEY);
+    expect(w.calls.filter((c) => c === 'create pod')).toHaveLength(1);
+  });
+
+  it('comes back when the start deadline passes if that is sooner than the next retry', async () => {
+    const w = world({ startDeadlineSeconds: 60, waitingRetryMs: 60_000, refuseCreate: quotaRefusal });
+    w.createdAgo(55_000);
+    const { requeueAfterMs } = (await w.reconciler.reconcile(KEY)) as { requeueAfterMs: number };
+    expect(requeueAfterMs).toBeGreaterThan(4_000);
+    expect(requeueAfterMs).toBeLessThanOrEqual(5_050);
+  });
+
+  it('stops a pod whose image does not pull by the deadline, quoting the kubelet, and requeues for it until then', async () => {
+    const w = world({ startDeadlineSeconds: 600 });
+    await w.reconciler.reconcile(KEY);
+    w.createdAgo(500_000);
+    w.podIs({ phase: 'Pending', startTime: new Date(), containerStatuses: [waitingOn('ImagePullBackOff', 'Back-off pulling image "img:1"')] }, 'n1');
+    const { requeueAfterMs } = (await w.reconciler.reconcile(KEY)) as { requeueAfterMs: number };
+    expect(w.status()).toMatchObject({ phase: 'Pending', reason: 'ImagePullBackOff' });
+    // nothing else would wake it: the pod may back off for ever without another event
+    expect(requeueAfterMs).toBeGreaterThan(99_000);
+    expect(requeueAfterMs).toBeLessThanOrEqual(100_050);
+
+    w.createdAgo(601_000);
+    await w.reconciler.reconcile(KEY);
+    expect(w.calls).toEqual(['create pod', 'status Pending/ImagePullBackOff', 'status Failed/StartDeadlineExceeded', 'delete pod']);
+    expect(w.server.has('rle-e1')).toBe(false);
+    const { message } = w.status()!;
+    expect(message).toContain('did not start within 600s of when it was created (evaluations.startDeadlineSeconds), so its pod rle-e1 was stopped');
+    expect(message).toContain('the kubelet last said ImagePullBackOff (container evaluation): Back-off pulling image "img:1"');
+    expect(message).toContain("Check that img:1 exists and that its registry accepts the cluster's pull Secret");
+  });
+
+  it('stops an unschedulable pod at the deadline, quoting the scheduler', async () => {
+    const w = world({ startDeadlineSeconds: 600 });
+    await w.reconciler.reconcile(KEY);
+    w.createdAgo(601_000);
+    w.podIs({ phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/3 nodes are available: 3 Insufficient nvidia.com/gpu.' }] });
+    await w.reconciler.reconcile(KEY);
+    expect(w.calls).toEqual(['create pod', 'status Failed/StartDeadlineExceeded', 'delete pod']);
+    expect(w.status()!.message).toContain('the scheduler last said Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu. Add or free nodes that fit');
+  });
+
+  it('leaves alone a pod that started before the deadline, however old the evaluation', async () => {
+    const w = world({ startDeadlineSeconds: 60 });
+    await w.reconciler.reconcile(KEY);
+    w.createdAgo(7_200_000);
+    w.podIs({ phase: 'Running', startTime: new Date(), containerStatuses: [w.running] }, 'n1');
+    const { requeueAfterMs } = (await w.reconciler.reconcile(KEY)) as { requeueAfterMs: number };
+    expect(w.calls).toEqual(['create pod', 'status Running/Started']);
+    // the run's own deadline (600 s), not the start deadline
+    expect(requeueAfterMs).toBeGreaterThan(590_000);
+  });
+
+  it('gives an evaluation the controller never acted on (it was down) its attempt, however old', async () => {
+    const w = world({ startDeadlineSeconds: 60 });
+    w.createdAgo(7_200_000);
+    await w.reconciler.reconcile(KEY);
+    expect(w.calls).toEqual(['create pod']);
   });
 });

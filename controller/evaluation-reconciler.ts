@@ -1,7 +1,8 @@
 // Reconciles one RLMeshEvaluation: waits for its artifacts, creates its pod,
 // mirrors the pod's phase into the status (through the status subresource),
-// enforces the deadline and cancellation, records an Event for every phase
-// change and refusal, and garbage-collects it once the agent has reported it.
+// enforces the start deadline, the deadline and cancellation, records an Event
+// for every phase change and refusal, and garbage-collects it once the agent
+// has reported it.
 //
 // A reconcile that creates a pod does nothing else on the API: the pod
 // informer's add queues the key again, and that reconcile writes the status
@@ -18,7 +19,19 @@ import {
   type RLMeshCache,
   type RLMeshEvaluation,
 } from '../lib/crds/types.ts';
-import { deadlineExceeded, msUntilDeadline, nextStatus, observePod, ownedFields, worthWriting, type Observation } from './evaluation-phase.ts';
+import {
+  deadlineExceeded,
+  msUntilDeadline,
+  msUntilStartDeadline,
+  nextStatus,
+  observePod,
+  ownedFields,
+  podHoldup,
+  startDeadlineExceeded,
+  statusHoldup,
+  worthWriting,
+  type Observation,
+} from './evaluation-phase.ts';
 import type { EventRecorder } from './events.ts';
 import { MERGE_PATCH, isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
 import type { Metrics } from './metrics.ts';
@@ -39,6 +52,8 @@ export type ReconcilerSettings = {
   accessModes: readonly string[];
   gcAfterMs: number;
   waitingRetryMs: number;
+  /** evaluations.startDeadlineSeconds: how long an evaluation may take from creation (fetching aside) until its container starts */
+  startDeadlineSeconds: number;
   maxConcurrent?: number;
 };
 
@@ -56,6 +71,11 @@ export type ReconcilerDeps = {
 
 const WARNING_PHASES = new Set(['Waiting', 'Failed']);
 const podFinished = (pod: V1Pod): boolean => pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
+/** Requeue after the soonest of these delays, if any. */
+const soonest = (...ms: (number | undefined)[]): WorkResult => {
+  const due = ms.filter((m): m is number => m !== undefined);
+  return due.length > 0 ? { requeueAfterMs: Math.max(0, Math.min(...due)) } : undefined;
+};
 
 export class EvaluationReconciler {
   readonly #d: ReconcilerDeps;
@@ -122,17 +142,27 @@ export class EvaluationReconciler {
     if ((ev.spec.artifacts?.length ?? 0) > 0 && ev.status?.artifacts?.state === 'Ready') {
       obs.conditions = [...(obs.conditions ?? []), { type: 'ArtifactsReady', status: 'True', reason: 'Cached', message: `${ev.spec.artifacts!.length} artifact(s) in the cache` }];
     }
+    const base = { podName: obs.podName, nodeName: obs.nodeName, startTime: obs.startTime };
+    const started = obs.startTime !== undefined || pod.status?.phase === 'Running' || podFinished(pod);
+    const startLeft = started ? undefined : msUntilStartDeadline(ev, this.#d.settings.startDeadlineSeconds);
+    if (startLeft !== undefined && startLeft <= 0) {
+      const conflict = await this.#write(ev, startDeadlineExceeded(ev, podHoldup(pod) ?? statusHoldup(ev.status), this.#d.settings.startDeadlineSeconds, base));
+      // the write lost to another (the watch brings the fresh object): the pod stays until it is recorded as Failed
+      if (conflict) return conflict;
+      await this.#deletePod(pod, 'it did not start before its start deadline');
+      return;
+    }
     const left = msUntilDeadline(pod, ev);
     const overdue = !podFinished(pod) && left !== undefined && left <= 0;
-    if (overdue) obs = deadlineExceeded(ev, { podName: obs.podName, nodeName: obs.nodeName, startTime: obs.startTime }, new Date().toISOString());
+    if (overdue) obs = deadlineExceeded(ev, base, new Date().toISOString(), started ? undefined : podHoldup(pod));
     await this.#write(ev, obs);
     if (overdue) {
       await this.#deletePod(pod, 'its deadline passed');
       return;
     }
     if (obs.phase === 'Running' && left !== undefined) return { requeueAfterMs: left + 50 };
-    if (obs.phase === 'Waiting') return { requeueAfterMs: this.#d.settings.waitingRetryMs };
-    return;
+    // nothing else wakes an evaluation whose pod never starts: come back when its start deadline passes
+    return soonest(obs.phase === 'Waiting' ? this.#d.settings.waitingRetryMs : undefined, startLeft === undefined ? undefined : startLeft + 50);
   }
 
   async #startPod(key: string, ev: RLMeshEvaluation): Promise<WorkResult> {
@@ -181,10 +211,17 @@ export class EvaluationReconciler {
       }
     }
 
+    // held back past its start deadline (the status says by what); one the controller has not acted on
+    // yet, because it was down, still gets its attempt
+    const startLeft = msUntilStartDeadline(ev, s.startDeadlineSeconds);
+    const holdup = statusHoldup(ev.status);
+    if (startLeft !== undefined && startLeft <= 0 && holdup) return this.#write(ev, startDeadlineExceeded(ev, holdup, s.startDeadlineSeconds));
+    const retry = (ms: number): WorkResult => soonest(ms, startLeft === undefined ? undefined : startLeft + 50);
+
     const fence = s.networkFence();
     if (!fence.start) {
       await this.#write(ev, { phase: 'Waiting', reason: NOT_ENFORCED_REASON, message: fence.message, conditions: [{ type: 'Scheduled', status: 'False', reason: NOT_ENFORCED_REASON, message: fence.message }] }, { refusal: true });
-      return { requeueAfterMs: this.#d.settings.waitingRetryMs };
+      return retry(s.waitingRetryMs);
     }
     const cache = this.#d.caches.get(s.cacheName);
     const podSettings: PodSettings = {
@@ -202,7 +239,7 @@ export class EvaluationReconciler {
     if (needsCacheNode(ev, podSettings)) {
       const message = `the artifact cache ${podSettings.cache.pvcName} is ReadWriteOnce and its filler has not reported which node holds the volume yet; the pod is created as soon as it does`;
       await this.#write(ev, { phase: 'Waiting', reason: 'CacheNodeUnknown', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'CacheNodeUnknown', message }] });
-      return { requeueAfterMs: this.#d.settings.waitingRetryMs };
+      return retry(s.waitingRetryMs);
     }
     if (s.maxConcurrent !== undefined) {
       // with the pods created but not in the informer yet
@@ -211,7 +248,7 @@ export class EvaluationReconciler {
       if (active >= s.maxConcurrent) {
         const message = `${active} evaluation pods are already running or pending, the limit of this cluster (--max-concurrent=${s.maxConcurrent}); it starts when one finishes`;
         await this.#write(ev, { phase: 'Waiting', reason: 'ConcurrencyLimit', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'ConcurrencyLimit', message }] });
-        return { requeueAfterMs: this.#d.settings.waitingRetryMs };
+        return retry(s.waitingRetryMs);
       }
     }
 
@@ -240,13 +277,13 @@ export class EvaluationReconciler {
       } else if (code === 403 && /quota/i.test(message)) {
         // the cluster's own words, e.g. 'pods "rle-x" is forbidden: exceeded quota: runs, requested: requests.cpu=4, used: ..., limited: ...'
         await this.#write(ev, { phase: 'Waiting', reason: 'QuotaExceeded', message, conditions: [{ type: 'Scheduled', status: 'False', reason: 'QuotaExceeded', message }] }, { refusal: true });
-        return { requeueAfterMs: this.#d.settings.waitingRetryMs };
+        return retry(s.waitingRetryMs);
       } else if (isRbacDenial(err)) {
         // RBAC, not the pod: the authorizer is briefly empty after an apiserver restart, or the
         // chart's Role is missing. Retry; the evaluation is not at fault.
         const why = `the controller may not create pods in ${s.namespace} right now: ${message}; it retries, and if this persists check the chart's Role for ServiceAccount rlmesh-cluster-controller`;
         await this.#write(ev, { phase: 'Waiting', reason: 'ControllerForbidden', message: why, conditions: [{ type: 'Scheduled', status: 'False', reason: 'ControllerForbidden', message: why }] }, { refusal: true });
-        return { requeueAfterMs: Math.min(this.#d.settings.waitingRetryMs, 2000) };
+        return retry(Math.min(s.waitingRetryMs, 2000));
       } else if (code === 400 || code === 422 || code === 403) {
         const why = `the API server refused the evaluation pod: ${message}`;
         return this.#write(ev, { phase: 'Failed', reason: 'PodRejected', message: why, conditions: [{ type: 'Completed', status: 'True', reason: 'PodRejected', message: why }] });

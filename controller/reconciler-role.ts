@@ -9,6 +9,7 @@ import { keyOf } from './informers.ts';
 import { defaultProbeTargets, gateTargets, GATE_GRACE_SECONDS, startNetworkPolicyProbeLoop, storedProbe } from './network-policy-probe.ts';
 import { NetworkFence, UNENFORCED_REPROBE_MS } from './network-fence.ts';
 import { resolveProxyUrl } from './proxy-address.ts';
+import { DEFAULT_START_DEADLINE_SECONDS } from '../lib/runtime-config.ts';
 import { meteredQueue, type RoleContext } from './role-context.ts';
 
 export async function startReconcilerRole(c: RoleContext): Promise<void> {
@@ -74,6 +75,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
       accessModes: config.artifactCache.accessModes,
       gcAfterMs: flags['gc-after-seconds'] * 1000,
       waitingRetryMs: flags['waiting-retry-seconds'] * 1000,
+      startDeadlineSeconds: config.evaluations?.startDeadlineSeconds ?? DEFAULT_START_DEADLINE_SECONDS,
       ...(flags['max-concurrent'] ? { maxConcurrent: flags['max-concurrent'] } : {}),
     },
   });

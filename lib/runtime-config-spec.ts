@@ -68,7 +68,10 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
   storage: object({ className: v('storage.className') }),
   // the probe runs the controller's image (it carries lib/preflight/netprobe.ts)
   preflight: object({ networkPolicyProbe: object({ enabled: v('preflight.networkPolicyProbe.enabled'), image: { kind: 'helper', name: 'probeImage' } }) }),
-  evaluations: object({ runWithoutNetworkPolicyEnforcement: v('evaluations.runWithoutNetworkPolicyEnforcement') }),
+  evaluations: object({
+    runWithoutNetworkPolicyEnforcement: v('evaluations.runWithoutNetworkPolicyEnforcement'),
+    startDeadlineSeconds: v('evaluations.startDeadlineSeconds'),
+  }),
   ports: object({ metrics: v('metrics.port'), health: c(8081) }),
 });
 

@@ -9,6 +9,8 @@ import { errorMessage } from './error-fields.ts';
 import { MOUNTS, NAMES } from './fixed-names.ts';
 
 export const DEFAULT_CONFIG_PATH = MOUNTS.configFile;
+/** evaluations.startDeadlineSeconds when the chart does not say (lib/values-schema.ts explains the choice) */
+export const DEFAULT_START_DEADLINE_SECONDS = 30 * 60;
 
 export const hostnameSchema = z
   .string()
@@ -117,8 +119,12 @@ export const runtimeConfigSchema = z
       })
       .strict()
       .optional(),
-    // evaluations.runWithoutNetworkPolicyEnforcement; absent (a config rendered before it existed): false, fail closed
-    evaluations: z.object({ runWithoutNetworkPolicyEnforcement: z.boolean() }).strict().optional(),
+    // evaluations.runWithoutNetworkPolicyEnforcement; absent (a config rendered before it existed): false, fail closed.
+    // evaluations.startDeadlineSeconds; absent: the chart's default. Tests set a few seconds; the chart refuses less than 60.
+    evaluations: z
+      .object({ runWithoutNetworkPolicyEnforcement: z.boolean(), startDeadlineSeconds: z.number().int().min(1).optional() })
+      .strict()
+      .optional(),
     ports: z
       .object({ metrics: z.number().int().default(9090), health: z.number().int().default(8081) })
       .strict()

@@ -10,7 +10,7 @@ import { allowRangePrefix, WIDEST_REOPENABLE } from '../egress/network-policy-ra
 import { parseQuantity } from './quantity.ts';
 import { refuse } from './refusals.ts';
 import { VALUES_REFUSALS } from './values-refusals.ts';
-import { runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
+import { DEFAULT_START_DEADLINE_SECONDS, runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 import { evaluateSpec, RUNTIME_CONFIG_SPEC } from './runtime-config-spec.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
@@ -262,6 +262,14 @@ export const valuesObjectSchema = z
           .describe(
             'Start evaluation pods even though the controller has not seen NetworkPolicy enforced (its probe failed, has not finished, or preflight.networkPolicyProbe.enabled=false). By default they wait as NetworkPolicyNotEnforced, because without enforcement nothing keeps them from the cluster network, the API server or cloud metadata. Set it only when another layer fences rlmesh-runs.',
           ),
+        startDeadlineSeconds: z
+          .number()
+          .int()
+          .min(60)
+          .default(DEFAULT_START_DEADLINE_SECONDS)
+          .describe(
+            "How long an evaluation may take to start: from its creation (or, with artifacts, from when the cache holds them all; fetching has failures of its own and is not counted) until its container runs. Every wait in between counts: the ResourceQuota, controller.maxConcurrent, the cache node, the NetworkPolicy fence, an unschedulable pod, an image that does not pull. When it passes, the pod is stopped and the evaluation fails as StartDeadlineExceeded, quoting the last reason the scheduler, the kubelet or the quota gave. 30 minutes leaves room for a cold pull of a multi-gigabyte image and for a GPU node pool scaling up from zero, which can take 10 to 20 minutes each; raise it where starting takes longer, or where evaluations are meant to queue behind the quota.",
+          ),
         limitRange: z
           .object({
             defaultRequest: containerResources('request').default({ cpu: '500m', memory: '1Gi', 'ephemeral-storage': '1Gi' })
@@ -278,7 +286,7 @@ export const valuesObjectSchema = z
             hard: z
               .record(z.string(), quantity('quota'))
               .default({ pods: '1000' })
-              .describe('The most all evaluations together may hold (pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, ...); entries you set are added to the default pods entry. An evaluation that would exceed it waits as QuotaExceeded, with the apiserver\'s words in its status.'),
+              .describe('The most all evaluations together may hold (pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, ...); entries you set are added to the default pods entry. An evaluation that would exceed it waits as QuotaExceeded, with the apiserver\'s words in its status, until room frees or evaluations.startDeadlineSeconds passes; the agent offers the platform no more than it still admits.'),
           })
           .strict()
           .prefault({})

@@ -152,7 +152,9 @@ export const evaluationSpecSchema = z
       .number()
       .int()
       .min(1)
-      .describe('Wall-clock limit of the evaluation pod in seconds (its activeDeadlineSeconds); when it passes the pod is stopped and the evaluation fails with reason DeadlineExceeded.'),
+      .describe(
+        'Wall-clock limit of the evaluation pod in seconds (its activeDeadlineSeconds, counted from when the kubelet accepts the pod); when it passes the pod is stopped and the evaluation fails with reason DeadlineExceeded. The wait before a container runs is bounded by the chart value evaluations.startDeadlineSeconds (reason StartDeadlineExceeded).',
+      ),
     placement: placementSchema.optional(),
     cancelled: z.boolean().default(false).describe('Set to true to cancel: the controller stops the pod and the phase becomes Cancelled.'),
   })

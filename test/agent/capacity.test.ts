@@ -1,14 +1,15 @@
 // Node reports on the real cluster: the GPU model from discovery labels, free
 // capacity net of another tenant's pod (GPUs from limits) within a second of the
-// change, only the nodes the selector names; and the cluster's own address
-// ranges, for the egress proxy, from every node and the ServiceCIDRs.
+// change, only the nodes the selector names, free capacity capped by a
+// ResourceQuota of the runs namespace; and the cluster's own address ranges, for
+// the egress proxy, from every node and the ServiceCIDRs.
 import * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { api } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import { nodeRanges } from '../../agent/cluster-ranges.ts';
-import { newCluster, runtimeConfig, SYSTEM } from './harness.ts';
+import { newCluster, RUNS, runtimeConfig, SYSTEM } from './harness.ts';
 import { agentSuite } from './suite.ts';
 
 const TENANT = 'rlmesh-agent-it-tenant';
@@ -67,6 +68,29 @@ describe('agent node reports', () => {
     expect(await agent.metrics()).toMatch(/rlmesh_agent_node_report_latency_seconds_count [1-9]/);
     await agent.stop();
   });
+  it('offers no more than the ResourceQuotas of the runs namespace still admit, under the chart\'s RBAC', async () => {
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'quota');
+    const agent = await suite.start({ configFile: runtimeConfig(suite.cp, { nodeSelector: 'nvidia.com/gpu.present=true' }), token: joinToken });
+    await agent.waitFor('connected', /session connected/);
+    const node = async () => (await api<{ nodeReport: { report: Report } | null }>(suite.cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport?.report.nodes[0];
+    const before = await until('a node report', node, { timeoutMs: 20_000 });
+    expect(before.gpusFree ?? 0).toBeGreaterThan(2);
+    const quota = { apiVersion: 'v1', kind: 'ResourceQuota', metadata: { name: 'gpus', namespace: RUNS }, spec: { hard: { 'requests.nvidia.com/gpu': '2', 'requests.cpu': '1500m' } } };
+    kubectl(['apply', '-f', '-'], { input: JSON.stringify(quota) });
+    try {
+      const capped = await until('the report capped at the quota', async () => {
+        const n = await node();
+        return n && n.gpusFree === 2 && Number(n.cpuMillisFree) === Math.min(1500, Number(before.cpuMillisFree)) ? n : undefined;
+      }, { timeoutMs: 15_000, intervalMs: 100 });
+      expect(capped.gpusAllocatable).toBe(before.gpusAllocatable);
+      expect(capped.cpuMillisAllocatable).toBe(before.cpuMillisAllocatable);
+    } finally {
+      kubectl(['-n', RUNS, 'delete', 'resourcequota', 'gpus', '--ignore-not-found']);
+    }
+    await until('the cap lifted with the quota', async () => ((await node())?.gpusFree === before.gpusFree ? true : undefined), { timeoutMs: 15_000, intervalMs: 100 });
+    await agent.stop();
+  });
+
   it("writes the cluster's own ranges to ConfigMap rlmesh-cluster-ranges: every node's pod ranges and addresses (those the report selector leaves out too) and the ServiceCIDRs", async () => {
     // the chart creates it empty; the agent fills it
     kubectl(['-n', SYSTEM, 'delete', 'configmap', 'rlmesh-cluster-ranges', '--ignore-not-found']);

@@ -126,10 +126,10 @@ describe('objects', () => {
 
   it('the fences of rlmesh-runs are kept on uninstall, as the namespace is: its policies, LimitRange and ResourceQuota', () => {
     const inRuns = [...objs.values()].filter((o) => o.metadata.namespace === RUNS && ['NetworkPolicy', 'LimitRange', 'ResourceQuota'].includes(o.kind));
-    expect(inRuns.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
-      'LimitRange/rlmesh-runs-defaults', 'NetworkPolicy/rlmesh-runs-default-deny', 'NetworkPolicy/rlmesh-runs-egress', 'ResourceQuota/rlmesh-runs',
-    ]);
-    for (const o of inRuns) expect(o.metadata.annotations?.['helm.sh/resource-policy'], `${o.kind}/${o.metadata.name}`).toBe('keep');
+    const kept = inRuns.filter((o) => o.metadata.annotations?.['helm.sh/resource-policy'] === 'keep').map((o) => `${o.kind}/${o.metadata.name}`).sort();
+    expect(kept).toEqual(['LimitRange/rlmesh-runs-defaults', 'NetworkPolicy/rlmesh-runs-default-deny', 'NetworkPolicy/rlmesh-runs-egress', 'ResourceQuota/rlmesh-runs']);
+    // the filler's own policy goes with the filler, which the uninstall removes
+    expect(inRuns.filter((o) => !kept.includes(`${o.kind}/${o.metadata.name}`)).map((o) => o.metadata.name)).toEqual(['rlmesh-artifact-cache-filler']);
   });
 
   it('the join-token Secret exists only with joinToken; GitOps has none and no token env', () => {

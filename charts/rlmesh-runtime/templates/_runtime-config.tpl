@@ -60,6 +60,7 @@
 {{- $_ := set $o0 "preflight" $o10 }}
 {{- $o12 := dict }}
 {{- $_ := set $o12 "runWithoutNetworkPolicyEnforcement" $v.evaluations.runWithoutNetworkPolicyEnforcement }}
+{{- $_ := set $o12 "startDeadlineSeconds" $v.evaluations.startDeadlineSeconds }}
 {{- $_ := set $o0 "evaluations" $o12 }}
 {{- $o13 := dict }}
 {{- $_ := set $o13 "metrics" $v.metrics.port }}
