@@ -367,7 +367,9 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
     await waitConnected(cp, clusterId);
     const manifest = helm(['get', 'manifest', 'rlmesh', '-n', NS]).stdout;
     for (const name of ['rlmesh-runs-default-deny', 'rlmesh-runs-egress', 'rlmesh-runs-defaults']) expect(manifest).toContain(`name: ${name}`);
-    expect(fences()).toHaveLength(4);
+    // the filler's own policy is back too (it went with the filler)
+    expect(fences()).toEqual(expect.arrayContaining(['limitrange/rlmesh-runs-defaults', 'networkpolicy.networking.k8s.io/rlmesh-runs-default-deny', 'networkpolicy.networking.k8s.io/rlmesh-runs-egress', 'resourcequota/rlmesh-runs']));
+    expect(kubectl(['-n', RUNS, 'get', 'networkpolicy', 'rlmesh-runs-egress', '-o', 'jsonpath={.metadata.annotations.meta\\.helm\\.sh/release-name}']).stdout).toBe('rlmesh');
     // the reinstalled controller takes the finished evaluation over and reports it
     expect((await waitFinished(cp, short, 120)).phase).toBe('Succeeded');
     for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
