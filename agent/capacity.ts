@@ -3,7 +3,8 @@
 // node and pod informers, capped at what the ResourceQuotas of the runs
 // namespace still admit. Changes are coalesced into one report sent within the
 // report delay of the first change; a full report also goes out on every
-// (re)connect and on a slow resync timer.
+// (re)connect and on a slow resync timer. A node evaluations cannot run on is
+// reported unschedulable with nothing free (eligible-nodes.ts).
 import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import * as k8s from '@kubernetes/client-node';
@@ -20,6 +21,7 @@ import {
 import { startInformer, type Informer } from '../lib/informer.ts';
 import type { InformerMetricsFor } from '../lib/informer-metrics.ts';
 import { bytes, cpuMillis, parseQuantity } from '../lib/quantity.ts';
+import { offered, PLATFORM_LABELS } from './eligible-nodes.ts';
 
 export const GPU_RESOURCES = { nvidia: 'nvidia.com/gpu', amd: 'amd.com/gpu' } as const;
 type Vendor = keyof typeof GPU_RESOURCES;
@@ -55,9 +57,9 @@ export type Bound = Partial<Usage>;
 export type QuotaLite = { metadata: { name: string; namespace: string }; room: Bound & { pods?: number } };
 
 // the node labels GPU discovery writes (NVIDIA GFD, AMD's node labeller, and the chart's own
-// rlmesh-gpu-feature-discovery), plus arch
+// rlmesh-gpu-feature-discovery), plus os and arch
 const KEPT_LABELS = [
-  'kubernetes.io/arch',
+  ...PLATFORM_LABELS,
   'rlmesh.dev/gpu.vendor',
   'rlmesh.dev/gpu.product',
   'rlmesh.dev/gpu.memory',
@@ -424,7 +426,7 @@ export class CapacityReporter {
   private capacityOf(name: string): NodeCapacity | undefined {
     const node = this.nodes.get(name);
     if (!node) return undefined;
-    return nodeCapacity(node, this.usedByNode.get(name) ?? zero(), this.bound);
+    return offered(node.metadata.labels, nodeCapacity(node, this.usedByNode.get(name) ?? zero(), this.bound));
   }
 
   // Only a change in what a node reports schedules a report: kubelet heartbeats

@@ -35,7 +35,7 @@ import {
 import type { EventRecorder } from './events.ts';
 import { MERGE_PATCH, isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
 import type { Metrics } from './metrics.ts';
-import { buildEvaluationPod, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
+import { buildEvaluationPod, cacheNodeOf, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
 import { NOT_ENFORCED_REASON, type FenceDecision } from './network-fence.ts';
 import type { WorkResult } from './work-queue.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
@@ -259,7 +259,7 @@ export class EvaluationReconciler {
       this.#d.metrics.podsCreated.inc();
       this.#created.set(key, { uid: ev.metadata.uid!, podName });
       // recorded here: the status write that follows says PodCreated quietly, or may already say more
-      void this.#d.events.record(ev, 'Normal', 'PodCreated', `created pod ${podName}${body.spec?.affinity ? ` pinned to node ${podSettings.cache.nodeName}, which holds the ReadWriteOnce artifact cache` : ''}`);
+      void this.#d.events.record(ev, 'Normal', 'PodCreated', `created pod ${podName}${cacheNodeOf(ev, podSettings) ? ` pinned to node ${podSettings.cache.nodeName}, which holds the ReadWriteOnce artifact cache` : ''}`);
       // the pod informer's add queues this key again, and that reconcile writes the status
       return;
     } catch (err) {

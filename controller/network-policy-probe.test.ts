@@ -18,6 +18,11 @@ describe('NetworkPolicy probe pod', () => {
       command: ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js', 'a:1', 'b:2', '15'],
       securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
     });
+    // it runs the runtime image, built for linux/amd64 only
+    expect(pod.spec?.nodeSelector).toBeUndefined();
+    expect(pod.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms).toEqual([
+      { matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['linux'] }, { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] }] },
+    ]);
     expect(pod.metadata?.labels?.['app.kubernetes.io/managed-by']).toBeUndefined();
     expect(pod.metadata?.annotations).toBeUndefined();
   });

@@ -11,6 +11,7 @@ import { networkInterfaces } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { NAMES } from '../lib/fixed-names.ts';
+import { platformAffinity } from './platform-affinity.ts';
 
 /** The probe's command in the runtime image, which holds lib/preflight/netprobe.ts compiled to .js. */
 export const NETPROBE_COMMAND = ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js'];
@@ -108,7 +109,7 @@ export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pull
       automountServiceAccountToken: false,
       enableServiceLinks: false,
       imagePullSecrets: o.pullSecrets.map((name) => ({ name })),
-      nodeSelector: { 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' },
+      affinity: platformAffinity(),
       securityContext: { runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: { type: 'RuntimeDefault' } },
       containers: [netprobeContainer('probe', o.image, o.targets, ENFORCEMENT_GRACE_SECONDS)],
     },

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RLMeshEvaluation } from '../lib/crds/types.ts';
-import { buildEvaluationPod, labelValueFor, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
+import { buildEvaluationPod, cacheNodeOf, labelValueFor, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
 
 const digest = 'a'.repeat(64);
 const ev = (over: Partial<RLMeshEvaluation['spec']> = {}, annotations: Record<string, string> = {}): RLMeshEvaluation => ({
@@ -97,16 +97,37 @@ describe('buildEvaluationPod', () => {
     expect(pod.spec!.containers[0]!.resources!.limits).toEqual({ 'amd.com/gpu': '1' });
   });
 
-  it('pins to the volume node with a ReadWriteOnce cache, and not with ReadWriteMany', () => {
+  const platform = [
+    { key: 'kubernetes.io/os', operator: 'In', values: ['linux'] },
+    { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] },
+  ];
+  const requiredTerms = (pod: ReturnType<typeof buildEvaluationPod>) => pod.spec!.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms;
+
+  it('pins to the volume node with a ReadWriteOnce cache, in the same term as linux/amd64, and not with ReadWriteMany', () => {
     const rwo = buildEvaluationPod(ev(), settings(['ReadWriteOnce'], 'node-a'));
-    expect(rwo.spec!.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms).toEqual([
-      { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-a'] }] },
-    ]);
+    // one term: the node's name AND the platform (two terms would be ORed, and let the pod off the volume's node)
+    expect(requiredTerms(rwo)).toEqual([{ matchExpressions: platform, matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-a'] }] }]);
+    expect(cacheNodeOf(ev(), settings(['ReadWriteOnce'], 'node-a'))).toBe('node-a');
     const rwx = buildEvaluationPod(ev(), settings(['ReadWriteMany'], 'node-a'));
-    expect(rwx.spec!.affinity).toBeUndefined();
+    expect(requiredTerms(rwx)).toEqual([{ matchExpressions: platform }]);
+    expect(cacheNodeOf(ev(), settings(['ReadWriteMany'], 'node-a'))).toBeUndefined();
     const noArtifacts = buildEvaluationPod(ev({ artifacts: [] }), settings(['ReadWriteOnce'], 'node-a'));
-    expect(noArtifacts.spec!.affinity).toBeUndefined();
+    expect(requiredTerms(noArtifacts)).toEqual([{ matchExpressions: platform }]);
     expect(noArtifacts.spec!.volumes).toEqual([]);
+  });
+
+  it('requires a linux/amd64 node, whatever else it runs on: the network-ready gate runs the amd64-only runtime image', () => {
+    const gate = { image: 'registry.rlmesh.dev/rlmesh/rlmesh-runtime:0.1.0', forbidden: '10.96.0.1:443', allowed: 'proxy:3128', graceSeconds: 60 };
+    for (const pod of [buildEvaluationPod(ev(), { ...settings(['ReadWriteMany']), networkGate: gate }), buildEvaluationPod(ev({ artifacts: [] }), settings())]) {
+      expect(pod.spec!.affinity!.nodeAffinity!.preferredDuringSchedulingIgnoredDuringExecution).toBeUndefined();
+      expect(requiredTerms(pod)).toEqual([{ matchExpressions: platform }]);
+    }
+  });
+
+  it("keeps the assignment's nodeSelector beside the platform affinity, which the scheduler ANDs", () => {
+    const pod = buildEvaluationPod(ev({ placement: { nodeSelector: { pool: 'gpu', 'nvidia.com/gpu.product': 'H100' } } }), settings(['ReadWriteOnce'], 'node-a'));
+    expect(pod.spec!.nodeSelector).toEqual({ pool: 'gpu', 'nvidia.com/gpu.product': 'H100' });
+    expect(requiredTerms(pod)).toEqual([{ matchExpressions: platform, matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-a'] }] }]);
   });
 
   it('waits for the cache node only with a ReadWriteOnce cache and artifacts', () => {

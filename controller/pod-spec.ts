@@ -1,12 +1,13 @@
 // The pod an RLMeshEvaluation runs as: restricted Pod Security, no
 // ServiceAccount token, the pull Secret, the artifact cache mounted read-only
 // with each artifact at /artifacts/<name>, proxy variables pointing at the
-// egress proxy, GPU requests, a deadline, and an owner reference so deleting
-// the evaluation deletes the pod.
+// egress proxy, GPU requests, a deadline, an owner reference so deleting
+// the evaluation deletes the pod, and a node of the runtime's platform.
 import { createHash } from 'node:crypto';
 import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
 import { API_VERSION, EVALUATION, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { netprobeContainer } from './network-policy-probe.ts';
+import { platformAffinity } from './platform-affinity.ts';
 
 export const MANAGED_BY = 'rlmesh-cluster-controller';
 export const LABEL_EVALUATION = 'rlmesh.dev/evaluation';
@@ -57,6 +58,11 @@ export function cacheIsShared(accessModes: readonly string[]): boolean {
   return accessModes.includes('ReadWriteMany') || accessModes.includes('ReadOnlyMany');
 }
 
+/** The node a pod is pinned to because it mounts the ReadWriteOnce cache there; undefined when it is not pinned. */
+export function cacheNodeOf(ev: RLMeshEvaluation, s: PodSettings): string | undefined {
+  return (ev.spec.artifacts?.length ?? 0) > 0 && !cacheIsShared(s.cache.accessModes) ? s.cache.nodeName : undefined;
+}
+
 /** True when the pod must wait for the cache's node before it can be created. */
 export function needsCacheNode(ev: RLMeshEvaluation, s: PodSettings): boolean {
   return (ev.spec.artifacts?.length ?? 0) > 0 && !cacheIsShared(s.cache.accessModes) && !s.cache.nodeName;
@@ -87,7 +93,7 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
   const gpu = spec.resources?.gpu;
   if (gpu && gpu.count > 0) requests[GPU_RESOURCE[gpu.vendor]] = limits[GPU_RESOURCE[gpu.vendor]] = String(gpu.count);
 
-  const pinned = artifacts.length > 0 && !cacheIsShared(s.cache.accessModes) && s.cache.nodeName;
+  const pinned = cacheNodeOf(ev, s);
 
   return {
     apiVersion: 'v1',
@@ -148,17 +154,10 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
       volumes: artifacts.length > 0 ? [{ name: CACHE_VOLUME, persistentVolumeClaim: { claimName: s.cache.pvcName, readOnly: true } }] : [],
       ...(spec.placement?.nodeSelector ? { nodeSelector: spec.placement.nodeSelector } : {}),
       ...(spec.placement?.tolerations?.length ? { tolerations: spec.placement.tolerations as V1Toleration[] } : {}),
-      ...(pinned
-        ? {
-            affinity: {
-              nodeAffinity: {
-                requiredDuringSchedulingIgnoredDuringExecution: {
-                  nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [s.cache.nodeName!] }] }],
-                },
-              },
-            },
-          }
-        : {}),
+      // always the runtime's platform: the network-ready init container runs the runtime image, and those are
+      // the only nodes the agent offers the platform (agent/eligible-nodes.ts); the assignment's nodeSelector
+      // (ANDed by the scheduler) and the cache's node narrow it further
+      affinity: platformAffinity(pinned),
     },
   };
 }

@@ -156,7 +156,7 @@ export const resourcesWithStorageSchema = (d: { requests: ResStorage; limits: Re
     .default(d)
     .describe('Requests and limits of CPU, memory and ephemeral storage; every container has all three.');
 
-const toleration = z
+export const tolerationSchema = z
   .object({
     key: z.string().optional(),
     operator: z.enum(['Exists', 'Equal']).optional(),
@@ -165,7 +165,7 @@ const toleration = z
     tolerationSeconds: z.number().int().optional(),
   })
   .strict();
-const affinity = z
+export const affinitySchema = z
   .object({
     nodeAffinity: z.record(z.string(), z.unknown()).optional(),
     podAffinity: z.record(z.string(), z.unknown()).optional(),
@@ -178,8 +178,8 @@ export const podSettings = (what: string, image: Image, resources: { requests: R
   image: imageSchema(image, what, imageHelp),
   resources: resourcesSchema(resources),
   nodeSelector: stringMap(`Node labels ${what} pods must match.`),
-  tolerations: z.array(toleration).default([]).describe(`Tolerations of ${what} pods.`),
-  affinity: affinity.default({}).describe(`Affinity of ${what} pods.`),
+  tolerations: z.array(tolerationSchema).default([]).describe(`Tolerations of ${what} pods.`),
+  affinity: affinitySchema.default({}).describe(`Affinity of ${what} pods.`),
   priorityClassName: z.string().default('').describe(`PriorityClass of ${what} pods (empty: none).`),
   podAnnotations: stringMap(`Extra annotations on ${what} pods.`),
 });

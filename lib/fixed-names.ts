@@ -57,3 +57,19 @@ export const MOUNTS = {
   /** the agent's spool PVC (--spool-dir) */
   agentSpoolDir: '/var/lib/rlmesh/spool',
 } as const;
+
+/**
+ * The platform every image of the runtime is built for (scripts/image/oci-layout.ts
+ * writes linux/amd64 into each; add an architecture here only with images built for it).
+ * Every pod the product runs requires such a node: the chart's (rlmesh.podScheduling
+ * merges PLATFORM_NODE_REQUIREMENTS, rendered into _names.tpl, into each pod's
+ * affinity) and evaluation pods (controller/pod-spec.ts); the agent offers the
+ * platform only such nodes (agent/eligible-nodes.ts).
+ */
+export const RUNTIME_PLATFORM = { os: 'linux', architectures: ['amd64'] } as const;
+
+/** The node affinity requirements (ANDed into every required term) that hold a pod to RUNTIME_PLATFORM's nodes. */
+export const PLATFORM_NODE_REQUIREMENTS: readonly { key: string; operator: 'In'; values: string[] }[] = [
+  { key: 'kubernetes.io/os', operator: 'In', values: [RUNTIME_PLATFORM.os] },
+  { key: 'kubernetes.io/arch', operator: 'In', values: [...RUNTIME_PLATFORM.architectures] },
+];

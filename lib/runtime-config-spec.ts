@@ -5,7 +5,7 @@
 import { MOUNTS, NAMES } from './fixed-names.ts';
 
 /** Computed fields with a TypeScript and a template implementation of their own, each tested. */
-export type HelperName = 'spoolMaxBytes' | 'probeImage';
+export type HelperName = 'spoolMaxBytes' | 'probeImage' | 'gpuDiscoveryNodeTerms';
 
 export type Scalar =
   | { kind: 'const'; value: string | number }
@@ -49,7 +49,8 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
     joinTokenProvided: { kind: 'isSet', path: 'joinToken' },
   }),
   observability: object({ enabled: v('observability.enabled') }),
-  gpuFeatureDiscovery: object({ enabled: v('gpuFeatureDiscovery.enabled') }),
+  // GPU discovery's required node terms, so the agent's preflight names GPU nodes it does not run on
+  gpuFeatureDiscovery: object({ enabled: v('gpuFeatureDiscovery.enabled'), nodeSelectorTerms: { kind: 'helper', name: 'gpuDiscoveryNodeTerms' } }),
   egress: object({
     proxyUrl: { kind: 'format', parts: [`http://${NAMES.egressProxyService}.`, { kind: 'release', field: 'namespace' }, '.svc:', v('egress.port')] },
     // built-in platform hosts first, then egress.extraDomains

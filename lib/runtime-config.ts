@@ -70,7 +70,13 @@ export const runtimeConfigSchema = z
       })
       .strict(),
     observability: z.object({ enabled: z.boolean().default(false) }).strict(),
-    gpuFeatureDiscovery: z.object({ enabled: z.boolean().default(true) }).strict(),
+    gpuFeatureDiscovery: z
+      .object({
+        enabled: z.boolean().default(true),
+        // its required node terms (gpuFeatureDiscovery.affinity), as Kubernetes NodeSelectorTerms; none: every linux/amd64 node
+        nodeSelectorTerms: z.array(z.record(z.string(), z.unknown())).default([]),
+      })
+      .strict(),
     egress: z
       .object({
         proxyUrl: z.string().default(`http://${NAMES.egressProxyService}.rlmesh-system.svc:3128`),

@@ -5,13 +5,15 @@
 // config every component reads by RUNTIME_CONFIG_SPEC, from which the chart's
 // template is generated (a test still keeps the two renders equal).
 import { z } from 'zod';
-import { automaticPullPolicy, imageErrors, imageReference, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type Res } from './chart-values.ts';
+import { affinitySchema, tolerationSchema, automaticPullPolicy, imageErrors, imageReference, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type Res } from './chart-values.ts';
 import { allowRangePrefix, WIDEST_REOPENABLE } from '../egress/network-policy-ranges.ts';
 import { parseQuantity } from './quantity.ts';
 import { refuse } from './refusals.ts';
 import { VALUES_REFUSALS } from './values-refusals.ts';
 import { DEFAULT_START_DEADLINE_SECONDS, runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 import { evaluateSpec, RUNTIME_CONFIG_SPEC } from './runtime-config-spec.ts';
+import { RUNTIME_PLATFORM } from './fixed-names.ts';
+import { requiredNodeTerms } from './preflight/label-selector.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
 const HOST_LABELS = '[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*';
@@ -61,6 +63,37 @@ export const TMP_SIZE_LIMIT = '64Mi';
  * (at most TMP_SIZE_LIMIT); the limit holds both with room to spare.
  */
 export const EPHEMERAL_STORAGE = { requests: '64Mi', limits: '256Mi' };
+const PLATFORM = `${RUNTIME_PLATFORM.os}/${RUNTIME_PLATFORM.architectures.join(', ')}`;
+const PLATFORM_AFFINITY_HELP = `The chart ANDs kubernetes.io/os In [${RUNTIME_PLATFORM.os}] and kubernetes.io/arch In [${RUNTIME_PLATFORM.architectures.join(', ')}] into every required node term (a term of their own when there is none), as the images are ${PLATFORM} only; preferred terms and pod (anti-)affinity pass through.`;
+
+const labelIs = (key: string, value: string) => ({ matchExpressions: [{ key, operator: 'In', values: [value] }] });
+const labelExists = (key: string) => ({ matchExpressions: [{ key, operator: 'Exists' }] });
+/**
+ * Nodes that can have GPUs, by the labels GPU nodes carry (the default required node terms
+ * of GPU discovery): a DaemonSet cannot select on what a node advertises (nvidia.com/gpu,
+ * amd.com/gpu), only on its labels.
+ */
+export const GPU_NODE_TERMS = [
+  // NVIDIA's GPU Operator and GPU feature discovery (and the label that forces NVIDIA's device plugin onto a node); by hand for AMD
+  labelIs('nvidia.com/gpu.present', 'true'),
+  labelIs('amd.com/gpu.present', 'true'),
+  // AMD's GPU Operator (its node-feature-discovery rule)
+  labelIs('feature.node.kubernetes.io/amd-gpu', 'true'),
+  // node-feature-discovery: a PCI device of NVIDIA (10de) or AMD (1002), labelled by vendor (as the vendors' charts
+  // configure it) or by class and vendor (its default; 0302 and 0380 are the classes of data-centre GPUs)
+  labelIs('feature.node.kubernetes.io/pci-10de.present', 'true'),
+  labelIs('feature.node.kubernetes.io/pci-0302_10de.present', 'true'),
+  labelIs('feature.node.kubernetes.io/pci-0300_10de.present', 'true'),
+  labelIs('feature.node.kubernetes.io/pci-1002.present', 'true'),
+  labelIs('feature.node.kubernetes.io/pci-0380_1002.present', 'true'),
+  labelIs('feature.node.kubernetes.io/pci-0300_1002.present', 'true'),
+  // managed GPU node pools: GKE, AKS, EKS with Karpenter, EKS Auto Mode
+  labelExists('cloud.google.com/gke-accelerator'),
+  labelExists('kubernetes.azure.com/accelerator'),
+  labelExists('karpenter.k8s.aws/instance-gpu-count'),
+  labelExists('eks.amazonaws.com/instance-gpu-count'),
+];
+
 /** The values blocks of the chart's pods, each with image, resources and scheduling settings. */
 export const POD_BLOCKS = ['egress', 'artifactCache.filler', 'agent', 'controller', 'gpuFeatureDiscovery', 'crdUpgradeHook'] as const;
 
@@ -70,6 +103,7 @@ export const POD_BLOCKS = ['egress', 'artifactCache.filler', 'agent', 'controlle
  */
 const runtimePod = (what: string, image: Image, resources: { requests: Res; limits: Res }) => ({
   ...podSettings(what, image, resources),
+  affinity: affinitySchema.default({}).describe(`Affinity of ${what} pods. ${PLATFORM_AFFINITY_HELP}`),
   image: imageSchema(image, what, {}, automaticPullPolicy),
   resources: resourcesWithStorageSchema(
     {
@@ -377,8 +411,20 @@ export const valuesObjectSchema = z
       .describe('The evaluation and cache controller.'),
     gpuFeatureDiscovery: z
       .object({
-        enabled: z.boolean().default(true).describe('Label GPU nodes with vendor, model and memory (a DaemonSet on nodes with nvidia.com/gpu or amd.com/gpu). Off: nothing GPU-specific is installed.'),
+        enabled: z
+          .boolean()
+          .default(true)
+          .describe('Label GPU nodes with vendor, model and memory (a DaemonSet on the nodes gpuFeatureDiscovery.affinity selects: by default those with a GPU label of a vendor tool or a cloud GPU pool). Off: nothing GPU-specific is installed.'),
         ...runtimePod('GPU feature discovery', RUNTIME_IMAGE, small),
+        affinity: affinitySchema
+          .default({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: GPU_NODE_TERMS } } })
+          .describe(
+            `Affinity of GPU feature discovery pods. Its required node terms (ORed) are the nodes that can have GPUs, by the labels GPU nodes carry (a DaemonSet cannot select on the nvidia.com/gpu or amd.com/gpu a node advertises): nvidia.com/gpu.present or amd.com/gpu.present=true (NVIDIA's GPU Operator and feature discovery; set them by hand on GPU nodes that have neither), AMD's GPU Operator, node-feature-discovery's PCI labels for NVIDIA and AMD, and the GPU node labels of GKE, AKS, Karpenter and EKS Auto Mode. Replace nodeSelectorTerms to choose other nodes; setting only preferred terms or pod (anti-)affinity keeps these. ${PLATFORM_AFFINITY_HELP}`,
+          ),
+        tolerations: z
+          .array(tolerationSchema)
+          .default([])
+          .describe('Tolerations of GPU feature discovery pods. Empty: every NoSchedule taint, since GPU node pools are tainted under many keys (nvidia.com/gpu, amd.com/gpu, sku=gpu, dedicated=…) and the affinity already keeps the pods to GPU nodes.'),
       })
       .strict()
       .prefault({})
@@ -499,6 +545,7 @@ export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', 
       helpers: {
         spoolMaxBytes: () => spoolMaxBytes(values.agent.spool.size),
         probeImage: () => imageReference(values.controller.image, CHART_APP_VERSION),
+        gpuDiscoveryNodeTerms: () => requiredNodeTerms(values.gpuFeatureDiscovery.affinity),
       },
     }),
   );

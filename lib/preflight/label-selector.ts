@@ -52,3 +52,47 @@ export function describePeer(peer: NetworkPolicyPeer): string {
   if (peer.podSelector) parts.push(`pods {${selectorString(peer.podSelector) || 'all'}}`);
   return parts.join(' ');
 }
+
+export type NodeSelectorTerm = k8s.V1NodeSelectorTerm;
+
+function requirementHolds(r: k8s.V1NodeSelectorRequirement, value: string | undefined): boolean {
+  const values = r.values ?? [];
+  switch (r.operator) {
+    case 'In':
+      return value !== undefined && values.includes(value);
+    case 'NotIn':
+      return value === undefined || !values.includes(value);
+    case 'Exists':
+      return value !== undefined;
+    case 'DoesNotExist':
+      return value === undefined;
+    case 'Gt':
+    case 'Lt': {
+      const n = Number.parseInt(value ?? '', 10);
+      const bound = Number.parseInt(values[0] ?? '', 10);
+      if (!/^-?\d+$/.test(value ?? '') || Number.isNaN(bound)) return false;
+      return r.operator === 'Gt' ? n > bound : n < bound;
+    }
+    default:
+      return false;
+  }
+}
+
+/**
+ * Whether a node satisfies required node affinity terms as the scheduler reads them: the
+ * terms are ORed, a term's requirements ANDed, and a term without any matches no node.
+ */
+export function matchesNodeSelectorTerms(terms: NodeSelectorTerm[], node: { name: string; labels: Record<string, string> }): boolean {
+  return terms.some((t) => {
+    const exprs = t.matchExpressions ?? [];
+    const fields = t.matchFields ?? [];
+    if (exprs.length === 0 && fields.length === 0) return false;
+    return exprs.every((r) => requirementHolds(r, node.labels[r.key])) && fields.every((r) => requirementHolds(r, r.key === 'metadata.name' ? node.name : undefined));
+  });
+}
+
+/** The required node terms of an affinity as the chart's values hold it (none: the chart's platform term alone). */
+export function requiredNodeTerms(affinity: { nodeAffinity?: Record<string, unknown> }): NodeSelectorTerm[] {
+  const required = affinity.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution as { nodeSelectorTerms?: NodeSelectorTerm[] } | undefined;
+  return required?.nodeSelectorTerms ?? [];
+}

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { NAMES } from '../fixed-names.ts';
 import { DEFAULT_DNS_PEERS, type RuntimeConfig } from '../runtime-config.ts';
 import type { Values } from '../values-schema.ts';
+import { requiredNodeTerms, type NodeSelectorTerm } from './label-selector.ts';
 import type { PreflightSettings } from './types.ts';
 
 export function settingsFromRuntimeConfig(cfg: RuntimeConfig): PreflightSettings {
@@ -13,6 +14,7 @@ export function settingsFromRuntimeConfig(cfg: RuntimeConfig): PreflightSettings
     storageClassName: cfg.storage?.className ?? '',
     accessModes: cfg.artifactCache.accessModes,
     gpuFeatureDiscovery: cfg.gpuFeatureDiscovery.enabled,
+    gpuDiscoveryNodeTerms: cfg.gpuFeatureDiscovery.nodeSelectorTerms as NodeSelectorTerm[],
     dnsPeers: cfg.network?.dnsPeers ?? DEFAULT_DNS_PEERS,
     dnsPorts: cfg.network?.dnsPorts ?? [53],
     apiHost: cfg.controlPlane.apiHost,
@@ -31,6 +33,7 @@ export function settingsFromValues(values: Values, namespace = 'rlmesh-system'):
     storageClassName: values.storage.className,
     accessModes: values.artifactCache.storage.sharedPvc.accessModes,
     gpuFeatureDiscovery: values.gpuFeatureDiscovery.enabled,
+    gpuDiscoveryNodeTerms: requiredNodeTerms(values.gpuFeatureDiscovery.affinity),
     dnsPeers: values.network.dnsPeers,
     dnsPorts: values.network.dnsPorts,
     apiHost: values.controlPlane.apiHost,

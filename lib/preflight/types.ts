@@ -2,7 +2,7 @@
 // whoever runs it (the user's kube context for `rlmesh preflight`, the agent's
 // ServiceAccount inside the cluster) and the settings the chart would apply.
 import type * as k8s from '@kubernetes/client-node';
-import type { NetworkPolicyPeer } from './label-selector.ts';
+import type { NetworkPolicyPeer, NodeSelectorTerm } from './label-selector.ts';
 
 export type Verdict = 'pass' | 'warn' | 'fail';
 
@@ -25,6 +25,8 @@ export type PreflightSettings = {
   storageClassName: string;
   accessModes: string[];
   gpuFeatureDiscovery: boolean;
+  /** GPU discovery's required node terms (gpuFeatureDiscovery.affinity); empty: every linux/amd64 node */
+  gpuDiscoveryNodeTerms: NodeSelectorTerm[];
   dnsPeers: NetworkPolicyPeer[];
   dnsPorts: number[];
   apiHost: string;

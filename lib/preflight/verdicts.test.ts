@@ -13,7 +13,8 @@ import { outboundVerdict } from './checks/outbound.ts';
 import { helmReleaseChart, installationVerdict } from './checks/single-installation.ts';
 import { storageClassVerdict } from './checks/storage-class.ts';
 import { exitCode, formatJson, formatTable, summaryLine } from './format.ts';
-import { matchesSelector, selectorString } from './label-selector.ts';
+import { matchesNodeSelectorTerms, matchesSelector, selectorString } from './label-selector.ts';
+import { GPU_NODE_TERMS } from '../values-schema.ts';
 import { cniVerdict, detectCni, probeVerdict } from './network-policy.ts';
 import { preflightConfigMap, preflightReportMessage } from './publish.ts';
 import type { PreflightReportData } from './run.ts';
@@ -117,6 +118,23 @@ describe('gpu-resources', () => {
   it('warns on GPUs without model labels when discovery is off', () => {
     const r = gpuVerdict([node('g', { gpus: { 'amd.com/gpu': '4' } })], { names: [] }, false);
     expect(r).toMatchObject({ verdict: 'warn', fix: expect.stringContaining('Set gpuFeatureDiscovery.enabled=true') });
+  });
+  it("warns on a GPU node without a model label that GPU discovery's node terms leave out, naming what to label", () => {
+    const bare = node('bare', { gpus: { 'nvidia.com/gpu': '8' } });
+    const r = gpuVerdict([bare, gpuNode], { names: [] }, true, GPU_NODE_TERMS);
+    expect(r.verdict).toBe('warn');
+    expect(r.found).toContain('GPU discovery does not run on bare: none of the required node terms of gpuFeatureDiscovery.affinity matches their labels');
+    expect(r.fix).toContain('Label those nodes nvidia.com/gpu.present=true or amd.com/gpu.present=true');
+    // discovery runs where a term matches (it labels the model there), and everywhere without terms
+    const labelled: Record<string, string>[] = [{ 'nvidia.com/gpu.present': 'true' }, { 'cloud.google.com/gke-accelerator': 'nvidia-l4' }, { 'feature.node.kubernetes.io/pci-0302_10de.present': 'true' }, { 'karpenter.k8s.aws/instance-gpu-count': '8' }];
+    for (const labels of labelled) {
+      expect(gpuVerdict([node('labelled', { gpus: { 'nvidia.com/gpu': '8' }, labels })], { names: [] }, true, GPU_NODE_TERMS).verdict, JSON.stringify(labels)).toBe('pass');
+    }
+    expect(gpuVerdict([bare], { names: [] }, true, []).verdict).toBe('pass');
+    // an arm64 node runs no discovery and no evaluation: node-architecture names it, not this check
+    expect(gpuVerdict([node('gh200', { arch: 'arm64', gpus: { 'nvidia.com/gpu': '4' } })], { names: [] }, true, GPU_NODE_TERMS).verdict).toBe('pass');
+    // with discovery off, turning it on is the fix
+    expect(gpuVerdict([bare], { names: [] }, false, GPU_NODE_TERMS).fix).toContain('Set gpuFeatureDiscovery.enabled=true');
   });
   it('warns on DRA-only GPUs: evaluation pods request device-plugin resources', () => {
     const r = gpuVerdict([node('a')], { names: ['gpu.nvidia.com'] }, true);
@@ -257,6 +275,18 @@ describe('label selectors', () => {
     expect(matchesSelector(sel, { a: '1', b: 'x', c: '' })).toBe(false);
     expect(matchesSelector({}, {})).toBe(true);
     expect(selectorString(sel)).toBe('a=1,b in (x,y),!c');
+  });
+  it('match required node affinity as the scheduler does: terms ORed, requirements ANDed, an empty term matches nothing', () => {
+    const n = { name: 'n1', labels: { pool: 'gpu', 'karpenter.k8s.aws/instance-gpu-count': '8' } };
+    const t = (...matchExpressions: { key: string; operator: string; values?: string[] }[]) => ({ matchExpressions });
+    expect(matchesNodeSelectorTerms([t({ key: 'pool', operator: 'In', values: ['cpu'] }), t({ key: 'pool', operator: 'Exists' })], n)).toBe(true);
+    expect(matchesNodeSelectorTerms([t({ key: 'pool', operator: 'In', values: ['gpu'] }, { key: 'zone', operator: 'Exists' })], n)).toBe(false);
+    expect(matchesNodeSelectorTerms([t({ key: 'zone', operator: 'NotIn', values: ['a'] }, { key: 'x', operator: 'DoesNotExist' })], n)).toBe(true);
+    expect(matchesNodeSelectorTerms([t({ key: 'karpenter.k8s.aws/instance-gpu-count', operator: 'Gt', values: ['0'] })], n)).toBe(true);
+    expect(matchesNodeSelectorTerms([t({ key: 'karpenter.k8s.aws/instance-gpu-count', operator: 'Lt', values: ['8'] })], n)).toBe(false);
+    expect(matchesNodeSelectorTerms([{ matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }] }], n)).toBe(true);
+    expect(matchesNodeSelectorTerms([{}], n)).toBe(false);
+    expect(matchesNodeSelectorTerms([], n)).toBe(false);
   });
 });
 

@@ -102,7 +102,11 @@ const cell = (v: unknown): string => String(v).replace(/\|/g, '\\|').replace(/\n
 /** The README's values table of a chart's schema. */
 export function valuesTable(schema: JsonSchema): string {
   const lines = ['| Value | Type | Default | Description |', '| --- | --- | --- | --- |'];
-  for (const r of valueRows(schema)) lines.push(`| \`${r.path}\` | ${r.type} | \`${cell(JSON.stringify(r.default ?? null))}\` | ${cell(r.description)} |`);
+  for (const r of valueRows(schema)) {
+    const d = JSON.stringify(r.default ?? null);
+    // a default too long for a table cell (GPU discovery's node terms) is read in values.yaml
+    lines.push(`| \`${r.path}\` | ${r.type} | ${d.length > 200 ? 'see values.yaml' : `\`${cell(d)}\``} | ${cell(r.description)} |`);
+  }
   return lines.join('\n');
 }
 

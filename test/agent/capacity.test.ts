@@ -1,20 +1,37 @@
 // Node reports on the real cluster: the GPU model from discovery labels, free
 // capacity net of another tenant's pod (GPUs from limits) within a second of the
 // change, only the nodes the selector names, free capacity capped by a
-// ResourceQuota of the runs namespace; and the cluster's own address ranges, for
-// the egress proxy, from every node and the ServiceCIDRs.
+// ResourceQuota of the runs namespace, and only linux/amd64 nodes offered (an
+// arm64 node is reported unschedulable with nothing free); and the cluster's
+// own address ranges, for the egress proxy, from every node and the ServiceCIDRs.
 import * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { api } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
+import { applyKwokNode, deleteNodes } from '../support/kwok-node.ts';
 import { nodeRanges } from '../../agent/cluster-ranges.ts';
 import { newCluster, RUNS, runtimeConfig, SYSTEM } from './harness.ts';
 import { agentSuite } from './suite.ts';
 
 const TENANT = 'rlmesh-agent-it-tenant';
 
-type Report = { nodes: { name: string; gpusAllocatable?: number; gpusFree?: number; cpuMillisFree?: string; cpuMillisAllocatable?: string; gpus?: { vendor: string; model: string; memoryMib: string; count: number }[] }[] };
+type ReportedNode = {
+  name: string;
+  architecture?: string;
+  schedulable?: boolean;
+  gpusAllocatable?: number;
+  gpusFree?: number;
+  cpuMillisFree?: string;
+  cpuMillisAllocatable?: string;
+  memoryBytesFree?: string;
+  gpus?: { vendor: string; model: string; memoryMib: string; count: number }[];
+};
+type Report = { nodes: ReportedNode[] };
+// the nodes the architecture test adds, and the label its report selector names
+const ARM = 'rlmesh-agent-it-arm64-0';
+const AMD = 'rlmesh-agent-it-amd64-0';
+const ARCH_GROUP = 'rlmesh.dev/agent-it-arch';
 
 describe('agent node reports', () => {
   const suite = agentSuite({ joinToken: true }, {
@@ -24,6 +41,7 @@ describe('agent node reports', () => {
     },
     after: async () => {
       kubectl(['delete', 'namespace', TENANT, '--wait=false'], { allowFail: true });
+      deleteNodes(ARM, AMD);
     },
   });
 
@@ -91,6 +109,42 @@ describe('agent node reports', () => {
     await agent.stop();
   });
 
+  it('offers the platform only linux/amd64 nodes: an arm64 GPU node is reported, unschedulable and with nothing free', async () => {
+    // a Grace Hopper node beside an x86 one: the runtime images (and so every evaluation pod) are linux/amd64 only
+    applyKwokNode(ARM, { arch: 'arm64', labels: { [ARCH_GROUP]: 'yes', 'nvidia.com/gpu.product': 'NVIDIA-GH200-480GB' }, capacity: { 'nvidia.com/gpu': '1' } });
+    applyKwokNode(AMD, { labels: { [ARCH_GROUP]: 'yes' } });
+    const { clusterId, joinToken } = await newCluster(suite.cp, 'architecture');
+    const agent = await suite.start({ configFile: runtimeConfig(suite.cp, { nodeSelector: `${ARCH_GROUP}=yes` }), token: joinToken });
+    await agent.waitFor('connected', /session connected/);
+    const reported = async () => {
+      const nodes = (await api<{ nodeReport: { report: Report } | null }>(suite.cp, 'GET', `/v1/clusters/${clusterId}`)).body.nodeReport?.report.nodes ?? [];
+      return Object.fromEntries(nodes.map((n) => [n.name, n]));
+    };
+    const first = await until('a report of both nodes', async () => {
+      const r = await reported();
+      return r[ARM] && r[AMD] ? r : undefined;
+    }, { timeoutMs: 20_000 });
+    expect(Object.keys(first).sort()).toEqual([AMD, ARM]);
+    expect(first[AMD]).toMatchObject({ architecture: 'amd64', schedulable: true, cpuMillisAllocatable: '16000' });
+    expect(Number(first[AMD]!.cpuMillisFree)).toBeGreaterThan(0);
+    // the platform sees the node, its size and its GPUs, and can place nothing there (proto JSON leaves out false and 0)
+    expect(first[ARM]).toMatchObject({ architecture: 'arm64', cpuMillisAllocatable: '16000', gpusAllocatable: 1, gpus: [{ vendor: 'nvidia', model: 'NVIDIA-GH200-480GB', count: 1 }] });
+    expect(first[ARM]!.schedulable ?? false).toBe(false);
+    expect(first[ARM]!.cpuMillisFree ?? '0').toBe('0');
+    expect(first[ARM]!.memoryBytesFree ?? '0').toBe('0');
+    expect(first[ARM]!.gpusFree ?? 0).toBe(0);
+
+    // the rule follows the label the scheduler matches: relabelled amd64, the node is offered in the next report
+    kubectl(['label', 'node', ARM, 'kubernetes.io/arch=amd64', '--overwrite']);
+    const offered = await until('the relabelled node offered', async () => {
+      const n = (await reported())[ARM];
+      return n?.schedulable ? n : undefined;
+    }, { timeoutMs: 10_000, intervalMs: 100 });
+    expect(offered).toMatchObject({ architecture: 'amd64', gpusFree: 1 });
+    expect(Number(offered.cpuMillisFree)).toBeGreaterThan(0);
+    await agent.stop();
+    deleteNodes(ARM, AMD);
+  });
   it("writes the cluster's own ranges to ConfigMap rlmesh-cluster-ranges: every node's pod ranges and addresses (those the report selector leaves out too) and the ServiceCIDRs", async () => {
     // the chart creates it empty; the agent fills it
     kubectl(['-n', SYSTEM, 'delete', 'configmap', 'rlmesh-cluster-ranges', '--ignore-not-found']);

@@ -62,7 +62,7 @@ function benchNode(i: number): k8s.V1Node {
     kind: 'Node',
     metadata: {
       name,
-      labels: { 'kubernetes.io/hostname': name, 'kubernetes.io/arch': 'amd64', type: 'kwok', 'rlmesh.dev/bench': 'agent', ...(gpu ? { 'nvidia.com/gpu.product': 'NVIDIA-H100-80GB-HBM3', 'nvidia.com/gpu.memory': '81559' } : {}) },
+      labels: { 'kubernetes.io/hostname': name, 'kubernetes.io/arch': 'amd64', 'kubernetes.io/os': 'linux', type: 'kwok', 'rlmesh.dev/bench': 'agent', ...(gpu ? { 'nvidia.com/gpu.product': 'NVIDIA-H100-80GB-HBM3', 'nvidia.com/gpu.memory': '81559' } : {}) },
       annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
     },
     spec: { taints: [{ key: 'rlmesh.dev/bench', value: 'agent', effect: 'NoSchedule' }] },

@@ -84,13 +84,20 @@ export type PodSpec = {
   imagePullSecrets?: { name: string }[];
   restartPolicy?: string;
   topologySpreadConstraints?: { maxSkew: number; topologyKey: string; whenUnsatisfiable: string; labelSelector?: LabelSelector }[];
+  nodeSelector?: Record<string, string>;
+  tolerations?: { key?: string; operator?: string; value?: string; effect?: string }[];
   affinity?: {
+    nodeAffinity?: {
+      requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms: NodeSelectorTerm[] };
+      preferredDuringSchedulingIgnoredDuringExecution?: { weight: number; preference: NodeSelectorTerm }[];
+    };
     podAntiAffinity?: {
       requiredDuringSchedulingIgnoredDuringExecution?: PodAffinityTerm[];
       preferredDuringSchedulingIgnoredDuringExecution?: { weight: number; podAffinityTerm: PodAffinityTerm }[];
     };
   };
 };
+export type NodeSelectorTerm = { matchExpressions?: { key: string; operator: string; values?: string[] }[]; matchFields?: { key: string; operator: string; values?: string[] }[] };
 export type LabelSelector = { matchLabels?: Record<string, string>; matchExpressions?: { key: string; operator: string; values?: string[] }[] };
 type PodAffinityTerm = { topologyKey: string; labelSelector?: LabelSelector };
 export type Container = {

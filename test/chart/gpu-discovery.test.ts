@@ -2,7 +2,10 @@
 // reads a node's PCI devices from sysfs and labels the node. Here it runs as a
 // local process authenticated as the chart's ServiceAccount (with the token of
 // a pod of it on the node, as the DaemonSet's pods have), against a sysfs tree
-// written like the kernel's, labelling the local cluster's kwok nodes.
+// written like the kernel's, labelling the local cluster's kwok nodes. And the
+// DaemonSet itself, on kwok nodes the test adds: it runs only on linux/amd64
+// nodes that can have GPUs by their labels, not on a node without GPUs nor on
+// an arm64 GPU node.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +16,11 @@ import { findGpus } from '../../gpu-discovery/pci-devices.ts';
 import { helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { CHART, HOOK_ON_KWOK, root, TOKEN } from './chart.ts';
 import { KWOK_TOLERATION } from '../support/kwok-outcome.ts';
+import { applyKwokNode, deleteNodes } from '../support/kwok-node.ts';
+import { until } from '../support/until.ts';
+import { matchesNodeSelectorTerms } from '../../lib/preflight/label-selector.ts';
+import { PLATFORM_NODE_REQUIREMENTS } from '../../lib/fixed-names.ts';
+import { GPU_NODE_TERMS } from '../../lib/values-schema.ts';
 
 type Dev = { vendor: string; device: string; class: string; vram?: string };
 function sysfs(devices: Record<string, Dev>): string {
@@ -127,5 +135,49 @@ describe('labelling nodes as the chart ServiceAccount', () => {
     expect(can(['patch', 'nodes'])).toBe('yes');
     expect(can(['get', 'secrets', '-n', 'rlmesh-system'])).toBe('no');
     expect(can(['create', 'pods', '-n', 'rlmesh-runs'])).toBe('no');
+  });
+});
+
+describe('where the DaemonSet runs', () => {
+  const NO_GPU = 'rlmesh-gd-it-nogpu-0';
+  const GKE_GPU = 'rlmesh-gd-it-gke-gpu-0';
+  const ARM_GPU = 'rlmesh-gd-it-arm64-gpu-0';
+  type NodeView = { metadata: { name: string; labels?: Record<string, string> } };
+
+  beforeAll(() => {
+    helm(['upgrade', '--install', 'rlmesh', CHART, '-n', 'rlmesh-system', '--create-namespace', '--set', `joinToken=${TOKEN}`, ...HOOK_ON_KWOK]);
+    applyKwokNode(NO_GPU);
+    // a GKE GPU pool's node: no vendor labeller, only the cloud's label
+    applyKwokNode(GKE_GPU, { labels: { 'cloud.google.com/gke-accelerator': 'nvidia-l4' }, capacity: { 'nvidia.com/gpu': '1' } });
+    // a Grace Hopper node: GPUs, but the runtime image is linux/amd64 only
+    applyKwokNode(ARM_GPU, { arch: 'arm64', labels: { 'nvidia.com/gpu.present': 'true' }, capacity: { 'nvidia.com/gpu': '4' } });
+  });
+  afterAll(() => deleteNodes(NO_GPU, GKE_GPU, ARM_GPU));
+
+  it('runs on linux/amd64 nodes with a GPU label only: not on a node without GPUs, a CPU node or an arm64 GPU node', async () => {
+    const podNodes = (): string[] =>
+      (JSON.parse(kubectl(['-n', 'rlmesh-system', 'get', 'pods', '-l', 'app.kubernetes.io/name=rlmesh-gpu-feature-discovery', '-o', 'json']).stdout) as { items: { spec: { nodeName?: string } }[] }).items
+        .map((p) => p.spec.nodeName ?? '')
+        .sort();
+    const desired = (): number => Number(kubectl(['-n', 'rlmesh-system', 'get', 'daemonset', 'rlmesh-gpu-feature-discovery', '-o', 'jsonpath={.status.desiredNumberScheduled}']).stdout);
+    // what the chart's node terms select, with the platform ANDed into each: computed from every node's labels
+    const terms = GPU_NODE_TERMS.map((t) => ({ matchExpressions: [...t.matchExpressions, ...PLATFORM_NODE_REQUIREMENTS.map((r) => ({ ...r, values: [...r.values] }))] }));
+    const nodes = (JSON.parse(kubectl(['get', 'nodes', '-o', 'json']).stdout) as { items: NodeView[] }).items;
+    const expected = nodes.filter((n) => matchesNodeSelectorTerms(terms, { name: n.metadata.name, labels: n.metadata.labels ?? {} })).map((n) => n.metadata.name).sort();
+    expect(expected).toContain('kwok-gpu-0');
+    expect(expected).toContain(GKE_GPU);
+
+    const placed = await until('a scheduled discovery pod on each GPU node, and no other', async () => {
+      const on = podNodes();
+      return desired() === expected.length && on.length === expected.length && on.every(Boolean) ? on : undefined;
+    }, { timeoutMs: 60_000, intervalMs: 500 });
+    expect(placed).toEqual(expected);
+    for (const other of [NO_GPU, ARM_GPU, 'kwok-cpu-0', 'kwok-cpu-1']) expect(placed, other).not.toContain(other);
+    // each pod requires linux/amd64 in every term, beside the GPU label
+    const pod = JSON.parse(kubectl(['-n', 'rlmesh-system', 'get', 'daemonset', 'rlmesh-gpu-feature-discovery', '-o', 'json']).stdout) as {
+      spec: { template: { spec: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: { matchExpressions: { key: string }[] }[] } } } } } };
+    };
+    for (const t of pod.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms)
+      expect(t.matchExpressions.map((e) => e.key)).toEqual(expect.arrayContaining(['kubernetes.io/os', 'kubernetes.io/arch']));
   });
 });

@@ -5,10 +5,10 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { runtimeConfigSchema } from '../../lib/runtime-config.ts';
 import { imageBlocks, imageErrors } from '../../lib/chart-values.ts';
-import { AGENT_NODE_OPTIONS, CHART_APP_VERSION, crossFieldErrors, defaultValues, KUBECTL_IMAGE, RUNTIME_IMAGE, renderRuntimeConfig, valuesObjectSchema, valuesSchema } from '../../lib/values-schema.ts';
+import { AGENT_NODE_OPTIONS, CHART_APP_VERSION, crossFieldErrors, defaultValues, GPU_NODE_TERMS, KUBECTL_IMAGE, RUNTIME_IMAGE, renderRuntimeConfig, valuesObjectSchema, valuesSchema } from '../../lib/values-schema.ts';
 import ipaddr from 'ipaddr.js';
 import { IPV4_ROWS, IPV6_GLOBAL_UNICAST, IPV6_ROWS } from '../../egress/special-purpose-registry.ts';
-import { CHART, get, podTemplate, render, scenarios, template, TOKEN, type K8sObject } from './chart.ts';
+import { CHART, get, podTemplate, render, scenarios, template, TOKEN, valuesFile, type K8sObject, type NodeSelectorTerm } from './chart.ts';
 
 const SYS = 'rlmesh-system';
 const RUNS = 'rlmesh-runs';
@@ -368,7 +368,29 @@ describe('objects', () => {
     expect([...off.keys()].filter((k) => k.includes('gpu'))).toEqual([]);
     expect(JSON.parse((get(off, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!).gpuFeatureDiscovery).toEqual({
       enabled: false,
+      // what the agent's preflight names GPU nodes without a model label by, when discovery does not select them
+      nodeSelectorTerms: GPU_NODE_TERMS,
     });
+  });
+
+  it('GPU feature discovery runs only on linux/amd64 nodes that can have GPUs: the GPU node terms, each with the platform ANDed in', () => {
+    const pod = podTemplate(get(objs, 'DaemonSet', SYS, 'rlmesh-gpu-feature-discovery')).spec;
+    expect(pod.nodeSelector).toBeUndefined();
+    expect(requiredTerms(pod)).toEqual(GPU_NODE_TERMS.map((t) => ({ matchExpressions: [...t.matchExpressions, ...PLATFORM] })));
+    const keys = requiredTerms(pod).map((t) => t.matchExpressions![0]!.key);
+    for (const k of ['nvidia.com/gpu.present', 'amd.com/gpu.present', 'feature.node.kubernetes.io/amd-gpu', 'feature.node.kubernetes.io/pci-10de.present', 'cloud.google.com/gke-accelerator', 'kubernetes.azure.com/accelerator', 'karpenter.k8s.aws/instance-gpu-count'])
+      expect(keys).toContain(k);
+    // on those nodes, whatever NoSchedule taint a GPU pool carries
+    expect(pod.tolerations).toEqual([{ operator: 'Exists', effect: 'NoSchedule' }]);
+
+    // the operator's own terms replace the GPU terms; pod (anti-)affinity alone keeps them
+    const own = podTemplate(get(render([...token, '--set-json', 'gpuFeatureDiscovery.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms=[{"matchExpressions":[{"key":"pool","operator":"In","values":["gpu"]}]}]', '--set-json', 'gpuFeatureDiscovery.tolerations=[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]']), 'DaemonSet', SYS, 'rlmesh-gpu-feature-discovery')).spec;
+    expect(requiredTerms(own)).toEqual([{ matchExpressions: [{ key: 'pool', operator: 'In', values: ['gpu'] }, ...PLATFORM] }]);
+    expect(own.tolerations).toEqual([{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }]);
+    const anti = { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'other' } } } }] };
+    const withAnti = podTemplate(get(render([...token, '--set-json', `gpuFeatureDiscovery.affinity.podAntiAffinity=${JSON.stringify(anti)}`]), 'DaemonSet', SYS, 'rlmesh-gpu-feature-discovery')).spec;
+    expect(withAnti.affinity!.podAntiAffinity).toEqual(anti);
+    expect(requiredTerms(withAnti)).toEqual(requiredTerms(pod));
   });
 
   it('staging hosts and CA bundle: ConfigMap rlmesh-ca-bundle mounted, NODE_EXTRA_CA_CERTS set', () => {
@@ -415,14 +437,59 @@ describe('objects', () => {
   });
 });
 
+const PLATFORM = [
+  { key: 'kubernetes.io/os', operator: 'In', values: ['linux'] },
+  { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] },
+];
+const requiredTerms = (spec: ReturnType<typeof podTemplate>['spec']): NodeSelectorTerm[] => spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ?? [];
+
+describe('node architecture: the images are linux/amd64 only', () => {
+  it("every required node term of the operator's affinity gets linux/amd64 ANDed in; preferred terms and pod (anti-)affinity pass through", () => {
+    const preferred = [{ weight: 10, preference: { matchExpressions: [{ key: 'topology.kubernetes.io/zone', operator: 'In', values: ['z1'] }] } }];
+    const podAntiAffinity = { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'noisy' } } }] };
+    const affinity = {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [
+            { matchExpressions: [{ key: 'pool', operator: 'In', values: ['infra'] }] },
+            { matchExpressions: [{ key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] }], matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }] },
+          ],
+        },
+        preferredDuringSchedulingIgnoredDuringExecution: preferred,
+      },
+      podAntiAffinity,
+    };
+    const o = render(['-f', valuesFile({ joinToken: TOKEN, agent: { affinity }, crdUpgradeHook: { affinity } })]);
+    for (const [kind, name] of [['Deployment', 'rlmesh-cluster-agent'], ['Job', 'rlmesh-crd-upgrade']] as const) {
+      const spec = podTemplate(get(o, kind, SYS, name)).spec;
+      // nodeSelectorTerms are ORed: the requirement is in both terms, or the second would let the pod onto arm64
+      expect(requiredTerms(spec), name).toEqual([
+        { matchExpressions: [{ key: 'pool', operator: 'In', values: ['infra'] }, ...PLATFORM] },
+        // an expression the operator already wrote is not repeated
+        { matchExpressions: [{ key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] }, PLATFORM[0]], matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }] },
+      ]);
+      expect(spec.affinity!.nodeAffinity!.preferredDuringSchedulingIgnoredDuringExecution, name).toEqual(preferred);
+      expect(spec.affinity!.podAntiAffinity, name).toEqual(podAntiAffinity);
+    }
+    // the other components keep the requirement alone
+    expect(requiredTerms(podTemplate(get(o, 'Deployment', SYS, 'rlmesh-cluster-controller')).spec)).toEqual([{ matchExpressions: PLATFORM }]);
+    // an empty list of terms is one term of the platform's own
+    const empty = render([...token, '--set-json', 'egress.affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[]}}}']);
+    expect(requiredTerms(podTemplate(get(empty, 'Deployment', SYS, 'rlmesh-egress-proxy')).spec)).toEqual([{ matchExpressions: PLATFORM }]);
+  });
+});
+
 describe('every pod', () => {
   for (const s of [undefined, ...scenarios()]) {
-    it(`is restricted, runs an image this project builds and is bounded (${s ?? 'token'})`, () => {
+    it(`is restricted, runs an image this project builds, is bounded and requires linux/amd64 (${s ?? 'token'})`, () => {
       const o = render(s ? ['-f', join(CHART, 'ci', s)] : token);
       const w = workloads(o);
       expect(w.length).toBeGreaterThanOrEqual(4);
       for (const x of w) {
         const { spec } = podTemplate(x);
+        const terms = requiredTerms(spec);
+        expect(terms.length, x.metadata.name).toBeGreaterThan(0);
+        for (const t of terms) expect(t.matchExpressions, x.metadata.name).toEqual(expect.arrayContaining(PLATFORM));
         expect(spec.securityContext, x.metadata.name).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
         for (const c of spec.containers) {
           expect(c.securityContext, x.metadata.name).toEqual({

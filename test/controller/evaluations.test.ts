@@ -11,6 +11,7 @@ import { kubectl } from '../support/cluster.ts';
 import { blob, startArtifactServer, type ArtifactServer } from './artifact-server.ts';
 import { apply, createEvaluation, evaluation, eventsFor, getCache, getEvaluation, getPod, metric, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
 import { until } from '../support/until.ts';
+import { applyKwokNode, deleteNodes } from '../support/kwok-node.ts';
 
 let env: Env;
 let server: ArtifactServer;
@@ -200,6 +201,27 @@ describe('Waiting, in the cluster\'s own words', () => {
   });
 });
 
+describe('node architecture', () => {
+  const ARM = 'rlmesh-ctl-it-arm64-0';
+  afterAll(() => deleteNodes(ARM));
+
+  it('an evaluation steered to an arm64 node is never scheduled there: the pod requires linux/amd64', async () => {
+    applyKwokNode(ARM, { arch: 'arm64' });
+    // the assignment's nodeSelector names the arm64 node; the pod's platform affinity, ANDed with it, matches no node
+    await createEvaluation(env, evaluation('on-arm64', { placement: { nodeSelector: { 'kubernetes.io/hostname': ARM } } }, { duration: '500ms' }));
+    const stuck = await waitForPhase(env, 'on-arm64', ['Waiting']);
+    expect(stuck.status!.reason).toBe('Unschedulable');
+    expect(stuck.status!.message).toMatch(/didn't match Pod's node affinity\/selector/);
+    const pod = (await getPod(env, 'rle-on-arm64'))!;
+    expect(pod.spec!.nodeName).toBeUndefined();
+    expect(pod.spec!.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms[0]!.matchExpressions).toEqual([
+      { key: 'kubernetes.io/os', operator: 'In', values: ['linux'] },
+      { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] },
+    ]);
+    await patchEvaluation('on-arm64', { spec: { cancelled: true } });
+  });
+});
+
 describe('RWO vs RWX placement', () => {
   it('pins pods that mount a ReadWriteOnce cache to its node, and lets them run anywhere with ReadWriteMany', async () => {
     const elsewhere = {
@@ -224,7 +246,10 @@ describe('RWO vs RWX placement', () => {
     await createEvaluation(env, evaluation('rwx-elsewhere', elsewhere, { duration: '500ms' }));
     const done = await waitForPhase(env, 'rwx-elsewhere', ['Succeeded', 'Failed']);
     expect(done.status).toMatchObject({ phase: 'Succeeded', nodeName: 'kwok-cpu-1' });
-    expect((await getPod(env, 'rle-rwx-elsewhere'))!.spec!.affinity).toBeUndefined();
+    // ReadWriteMany: no node pinned, only the runtime's platform required
+    expect((await getPod(env, 'rle-rwx-elsewhere'))!.spec!.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms).toEqual([
+      { matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['linux'] }, { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] }] },
+    ]);
   });
 });
 

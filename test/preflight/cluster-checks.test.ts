@@ -13,6 +13,7 @@ import { until } from '../support/until.ts';
 
 const ARM = 'rlmesh-pf-arm64-0';
 const NOPLUGIN = 'rlmesh-pf-gpu-noplugin-0';
+const UNLABELLED = 'rlmesh-pf-gpu-unlabelled-0';
 const DEFAULT_ANNOTATION = 'storageclass.kubernetes.io/is-default-class';
 let defaults: string[] = [];
 // these checks count schedulable nodes (no NoSchedule taint): for this file the cluster's kwok nodes
@@ -25,6 +26,8 @@ beforeAll(async () => {
   for (const n of untainted) kubectl(['taint', 'node', n, `${KWOK_TAINT}-`]);
   apply(kwokNode(ARM, 'arm', { arch: 'arm64' }));
   apply(kwokNode(NOPLUGIN, 'gpu-noplugin', { labels: { 'nvidia.com/gpu.present': 'true', 'feature.node.kubernetes.io/pci-10de.present': 'true' } }));
+  // GPUs advertised, but none of the labels GPU discovery's DaemonSet selects GPU nodes by
+  apply(kwokNode(UNLABELLED, 'gpu-unlabelled', { capacity: { 'nvidia.com/gpu': '2' } }));
   const storage = adminKubeConfig().makeApiClient(k8s.StorageV1Api);
   defaults = (await storage.listStorageClass()).items.filter(isDefaultClass).map((c) => c.metadata!.name!);
   expect(defaults.length, 'the local cluster has a default StorageClass').toBeGreaterThan(0);
@@ -32,7 +35,7 @@ beforeAll(async () => {
 
 afterAll(() => {
   for (const n of untainted) kubectl(['taint', 'node', n, KWOK_TAINT, '--overwrite']);
-  kubectl(['delete', 'node', ARM, NOPLUGIN, '--ignore-not-found']);
+  kubectl(['delete', 'node', ARM, NOPLUGIN, UNLABELLED, '--ignore-not-found']);
   kubectl(['delete', 'storageclass', 'rlmesh-pf-static', 'rlmesh-pf-nfs', '--ignore-not-found']);
   kubectl(['delete', 'deviceclass', 'rlmesh-pf.example.com', '--ignore-not-found']);
   for (const name of defaults) kubectl(['annotate', 'storageclass', name, `${DEFAULT_ANNOTATION}=true`, '--overwrite']);
@@ -131,6 +134,13 @@ describe('gpu-resources', () => {
     expect(r.verdict).toBe('warn');
     expect(r.found).toContain(`GPU hardware without a device plugin resource on ${NOPLUGIN} (NVIDIA hardware labels, no nvidia.com/gpu)`);
     expect(r.fix).toBe('Install the NVIDIA device plugin or GPU Operator on those nodes so they advertise the GPU resource evaluation pods request.');
+  });
+  it("warns on a GPU node without a model label that GPU discovery's node terms do not select, naming it", async () => {
+    const r = await checkGpuResources(context({ nodeSelector: `${TEST_LABEL}=gpu-unlabelled` }));
+    expect(r.verdict).toBe('warn');
+    expect(r.found).toContain(`${UNLABELLED}: nvidia.com/gpu 2`);
+    expect(r.found).toContain(`GPU discovery does not run on ${UNLABELLED}: none of the required node terms of gpuFeatureDiscovery.affinity matches their labels`);
+    expect(r.fix).toMatch(/^Label those nodes nvidia\.com\/gpu\.present=true or amd\.com\/gpu\.present=true/);
   });
   it('lists DRA DeviceClasses from resource.k8s.io', async () => {
     apply('{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"rlmesh-pf.example.com"},"spec":{"selectors":[{"cel":{"expression":"device.driver == \\"rlmesh-pf.example.com\\""}}]}}');

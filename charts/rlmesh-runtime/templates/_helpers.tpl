@@ -82,10 +82,7 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .c.affinity }}
-affinity:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
+{{ include "rlmesh.affinity" .c.affinity }}
 {{- with .c.priorityClassName }}
 priorityClassName: {{ . }}
 {{- end }}
@@ -98,6 +95,29 @@ imagePullSecrets:
   {{- range $names }}
   - name: {{ . }}
   {{- end }}
+{{- end }}
+
+{{/*
+A component's affinity (the dict given) with the runtime's platform required: the images
+are linux/amd64 only (lib/fixed-names.ts, rlmesh.platformNodeRequirements in the generated
+_names.tpl). Required node terms are ORed, so the requirements are ANDed into each of
+them (one term of their own when there is none); preferred terms and pod (anti-)affinity
+pass through as they are.
+*/}}
+{{- define "rlmesh.affinity" -}}
+{{- $platform := include "rlmesh.platformNodeRequirements" . | fromJsonArray }}
+{{- $affinity := deepCopy (. | default dict) }}
+{{- $node := $affinity.nodeAffinity | default dict }}
+{{- $required := $node.requiredDuringSchedulingIgnoredDuringExecution | default dict }}
+{{- $terms := list }}
+{{- range ($required.nodeSelectorTerms | default (list (dict))) }}
+{{- $terms = append $terms (merge (dict "matchExpressions" (concat (.matchExpressions | default list) $platform | uniq)) .) }}
+{{- end }}
+{{- $_ := set $required "nodeSelectorTerms" $terms }}
+{{- $_ = set $node "requiredDuringSchedulingIgnoredDuringExecution" $required }}
+{{- $_ = set $affinity "nodeAffinity" $node }}
+affinity:
+  {{- toYaml $affinity | nindent 2 }}
 {{- end }}
 
 {{- define "rlmesh.resources" -}}

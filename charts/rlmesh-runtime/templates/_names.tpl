@@ -24,3 +24,4 @@
 {{- define "rlmesh.mount.clusterRangesKey" -}}ranges{{- end }}
 {{- define "rlmesh.mount.clusterRangesFile" -}}/etc/rlmesh/cluster-ranges/ranges{{- end }}
 {{- define "rlmesh.mount.agentSpoolDir" -}}/var/lib/rlmesh/spool{{- end }}
+{{- define "rlmesh.platformNodeRequirements" -}}[{"key":"kubernetes.io/os","operator":"In","values":["linux"]},{"key":"kubernetes.io/arch","operator":"In","values":["amd64"]}]{{- end }}

@@ -27,6 +27,7 @@
 {{- $_ := set $o0 "observability" $o3 }}
 {{- $o4 := dict }}
 {{- $_ := set $o4 "enabled" $v.gpuFeatureDiscovery.enabled }}
+{{- $_ := set $o4 "nodeSelectorTerms" (dig "nodeAffinity" "requiredDuringSchedulingIgnoredDuringExecution" "nodeSelectorTerms" (list) $v.gpuFeatureDiscovery.affinity) }}
 {{- $_ := set $o0 "gpuFeatureDiscovery" $o4 }}
 {{- $o5 := dict }}
 {{- $_ := set $o5 "proxyUrl" (printf "http://rlmesh-egress-proxy.%v.svc:%v" .Release.Namespace $v.egress.port) }}

@@ -1,9 +1,12 @@
 // GPU resources the nodes advertise (device plugins: nvidia.com/gpu,
 // amd.com/gpu; DRA: DeviceClasses of resource.k8s.io) and whether
-// gpuFeatureDiscovery.enabled fits them.
+// gpuFeatureDiscovery fits them: enabled, and running on the GPU nodes that
+// have no model label (its DaemonSet selects nodes by label).
 import * as k8s from '@kubernetes/client-node';
 import { isForbidden, isNotFound } from '../../kube-errors.ts';
+import { PLATFORM_NODE_REQUIREMENTS } from '../../fixed-names.ts';
 import { listNodes, nameList, nodeName } from '../kube.ts';
+import { matchesNodeSelectorTerms, type NodeSelectorTerm } from '../label-selector.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
 import { errorMessage } from '../../error-fields.ts';
 
@@ -36,13 +39,20 @@ function gpuCount(node: k8s.V1Node, resource: string): number {
   return q === undefined ? 0 : Number.parseInt(q, 10) || 0;
 }
 
-export function gpuVerdict(nodes: k8s.V1Node[], dra: DeviceClasses, discovery: boolean): CheckResult {
+const PLATFORM_TERM: NodeSelectorTerm = { matchExpressions: PLATFORM_NODE_REQUIREMENTS.map((r) => ({ ...r, values: [...r.values] })) };
+
+/** discoveryTerms: GPU discovery's required node terms (empty: every linux/amd64 node). */
+export function gpuVerdict(nodes: k8s.V1Node[], dra: DeviceClasses, discovery: boolean, discoveryTerms: NodeSelectorTerm[] = []): CheckResult {
   const advertised: string[] = [];
   const withoutModel: string[] = [];
+  const unselected: string[] = [];
   const missingPlugin: string[] = [];
   const plugins = new Set<string>();
   for (const n of nodes) {
     const labels = n.metadata?.labels ?? {};
+    const selector = { name: nodeName(n), labels };
+    // a node off the runtime's platform runs no GPU discovery and no evaluation: node-architecture names it
+    const discoverySkips = matchesNodeSelectorTerms([PLATFORM_TERM], selector) && discoveryTerms.length > 0 && !matchesNodeSelectorTerms(discoveryTerms, selector);
     for (const v of VENDORS) {
       const count = gpuCount(n, v.resource);
       const hasHardware = v.hardware.some((l) => labels[l] === 'true');
@@ -52,6 +62,7 @@ export function gpuVerdict(nodes: k8s.V1Node[], dra: DeviceClasses, discovery: b
         const model = v.model.map((l) => labels[l]).find(Boolean) ?? ours;
         advertised.push(`${nodeName(n)}: ${v.resource} ${count}${model ? ` (${model})` : ''}`);
         if (!model) withoutModel.push(nodeName(n));
+        if (!model && discovery && discoverySkips && !unselected.includes(nodeName(n))) unselected.push(nodeName(n));
       } else if (hasHardware) {
         missingPlugin.push(`${nodeName(n)} (${v.name} hardware labels, no ${v.resource})`);
         plugins.add(v.plugin);
@@ -66,6 +77,14 @@ export function gpuVerdict(nodes: k8s.V1Node[], dra: DeviceClasses, discovery: b
       verdict: 'warn',
       found: `${found}; GPU hardware without a device plugin resource on ${nameList(missingPlugin)}`,
       fix: `Install ${[...plugins].join(' and ')} on those nodes so they advertise the GPU resource evaluation pods request.`,
+    };
+  }
+  if (unselected.length) {
+    return {
+      id: ID,
+      verdict: 'warn',
+      found: `${found}; GPU discovery does not run on ${nameList(unselected)}: none of the required node terms of gpuFeatureDiscovery.affinity matches their labels, so their GPUs are reported without a model`,
+      fix: 'Label those nodes nvidia.com/gpu.present=true or amd.com/gpu.present=true, or add a term that selects them to gpuFeatureDiscovery.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms, so GPU discovery labels their GPU model.',
     };
   }
   if (advertised.length === 0 && dra.names.length > 0) {
@@ -103,5 +122,5 @@ export async function listDeviceClasses(kc: k8s.KubeConfig): Promise<DeviceClass
 
 export async function checkGpuResources(ctx: PreflightContext): Promise<CheckResult> {
   const [nodes, dra] = await Promise.all([listNodes(ctx), listDeviceClasses(ctx.kc)]);
-  return gpuVerdict(nodes, dra, ctx.settings.gpuFeatureDiscovery);
+  return gpuVerdict(nodes, dra, ctx.settings.gpuFeatureDiscovery, ctx.settings.gpuDiscoveryNodeTerms);
 }
