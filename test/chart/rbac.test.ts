@@ -4,9 +4,15 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { buildEvaluationPod } from '../../controller/pod-spec.ts';
+import { defaultProbeTargets, GATE_GRACE_SECONDS, gateTargets, probePod } from '../../controller/network-policy-probe.ts';
+import type { RLMeshEvaluation } from '../../lib/crds/types.ts';
+import { runtimeConfigSchema, type RuntimeConfig } from '../../lib/runtime-config.ts';
 import { canIArgs, RBAC_TABLE } from '../../scripts/generators/rbac-rights.ts';
 import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
+import { until } from '../support/until.ts';
 import { CHART, HOOK_ON_KWOK, TOKEN } from './chart.ts';
 
 const SYS = 'rlmesh-system';
@@ -63,23 +69,72 @@ describe('what each ServiceAccount may do', () => {
   });
 });
 
-/** kubectl with a kubeconfig of its own; ok and what it printed (stderr on failure). */
-function as(kubeconfig: string, args: string[]): { ok: boolean; out: string } {
+/** kubectl with a kubeconfig of its own, `input` on stdin; ok and what it printed (stderr on failure). */
+function as(kubeconfig: string, args: string[], input?: string): { ok: boolean; out: string } {
   try {
-    return { ok: true, out: execFileSync(join(clusterInfo().bin, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) };
+    return { ok: true, out: execFileSync(join(clusterInfo().bin, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8', input, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] }) };
   } catch (err) {
     return { ok: false, out: String((err as { stderr?: string }).stderr) };
   }
 }
 
-/** Waits until the apiserver enforces the chart's admission policies (they take effect a moment after creation). */
-async function enforced(kubeconfig: string, args: string[]): Promise<{ ok: boolean; out: string }> {
+/**
+ * Waits until the apiserver enforces the chart's admission policies (they take effect a moment after creation):
+ * retries while the request passes, or while RBAC, which has not yet seen a grant the test just made, refuses it.
+ */
+async function enforced(kubeconfig: string, args: string[], input?: string): Promise<{ ok: boolean; out: string }> {
   const end = Date.now() + 30_000;
   for (;;) {
-    const r = as(kubeconfig, args);
-    if (!r.ok || Date.now() > end) return r;
+    const r = as(kubeconfig, args, input);
+    if ((!r.ok && !/is forbidden: User .* cannot /.test(r.out)) || Date.now() > end) return r;
     await new Promise((done) => setTimeout(done, 500));
   }
+}
+
+/** A server-side dry run of creating `pod` with the controller's own token: admission decides, nothing is stored. */
+const createPod = (kubeconfig: string, pod: V1Pod) => as(kubeconfig, ['create', '-f', '-', '--dry-run=server'], JSON.stringify(pod));
+
+/** The pods the controller builds, with its own code and the release's runtime config: an evaluation's (with the network-ready gate and an artifact) and the NetworkPolicy probe's. */
+function controllerPods(namespace = 'rlmesh-runs'): { evaluation: V1Pod; probe: V1Pod; config: RuntimeConfig } {
+  const config = runtimeConfigSchema.parse(JSON.parse(kubectl(['-n', 'rlmesh-runs', 'get', 'configmap', 'rlmesh-runtime-config', '-o', 'jsonpath={.data.config\\.json}']).stdout));
+  const image = config.preflight?.networkPolicyProbe.image;
+  if (!image) throw new Error("the release's runtime config names no runtime image (preflight.networkPolicyProbe.image)");
+  const proxyUrl = 'http://10.96.0.10:3128';
+  const ev: RLMeshEvaluation = {
+    apiVersion: 'rlmesh.dev/v1alpha1',
+    kind: 'RLMeshEvaluation',
+    metadata: { name: 'rbac-test', namespace, uid: '00000000-0000-4000-8000-000000000001' },
+    spec: {
+      evaluationId: 'ev_rbac_test',
+      image: `${config.controlPlane.registryHost}/envs/test:1`,
+      deadlineSeconds: 60,
+      cancelled: false,
+      env: [{ name: 'SEED', value: '7' }],
+      artifacts: [{ name: 'policy.pt', sha256: 'a'.repeat(64), sizeBytes: 1, source: { httpsUrlSecretRef: { name: 'rbac-test-sources', key: 'url.policy.pt' } } }],
+    },
+  };
+  const gate = gateTargets(proxyUrl, { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' })!;
+  const evaluation = buildEvaluationPod(ev, {
+    namespace,
+    pullSecret: config.credentials.pullSecret,
+    proxyUrl,
+    networkGate: { image, ...gate, graceSeconds: GATE_GRACE_SECONDS },
+    cache: { pvcName: config.artifactCache.pvcName, accessModes: ['ReadWriteOnce'], nodeName: 'kwok-node-0' },
+  });
+  const probe = probePod({
+    runsNamespace: namespace,
+    image,
+    pullSecrets: [config.credentials.pullSecret, config.credentials.joinPullSecret].filter(Boolean),
+    targets: defaultProbeTargets(proxyUrl, config.ports.metrics, '10.244.0.9'),
+  });
+  return { evaluation, probe, config };
+}
+
+/** A copy of `pod` changed by `change`. */
+function altered(pod: V1Pod, change: (spec: V1Pod['spec'] & object) => void): V1Pod {
+  const copy = structuredClone(pod);
+  change(copy.spec!);
+  return copy;
 }
 
 describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPolicies)', () => {
@@ -124,5 +179,86 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     const unbound = as(kubeconfigs.get('rlmesh-gpu-feature-discovery')!, ['label', 'node', own, 'rlmesh.dev/gpu.test=yes', '--dry-run=server']);
     expect(unbound.ok).toBe(false);
     expect(unbound.out).toContain('its token names no node');
+  });
+
+  it('the controller creates only pods shaped like its own: as ServiceAccount default, no token, no volume but the cache read-only, no Secret in env, images from the evaluation registries or its own', async () => {
+    const kc = kubeconfigs.get('rlmesh-cluster-controller')!;
+    const { evaluation, probe, config } = controllerPods();
+    const registry = config.controlPlane.registryHost;
+    expect(evaluation.spec!.initContainers).toHaveLength(1);
+    expect(evaluation.spec!.volumes).toHaveLength(1);
+
+    // the cache filler's ServiceAccount may read every Secret in rlmesh-runs; its pod is the chart's alone
+    const filler = await enforced(kc, ['create', '-f', '-', '--dry-run=server'], JSON.stringify(altered(evaluation, (s) => { s.serviceAccountName = 'rlmesh-artifact-cache-filler'; })));
+    expect(filler.ok).toBe(false);
+    expect(filler.out).toContain('may run pods only as ServiceAccount default, as its evaluation and probe pods do, not as rlmesh-artifact-cache-filler');
+
+    const refusals: [string, V1Pod, ...string[]][] = [
+      ['a mounted token', altered(evaluation, (s) => { delete s.automountServiceAccountToken; }), 'must set automountServiceAccountToken: false'],
+      ['a projected token', altered(evaluation, (s) => { s.volumes!.push({ name: 'token', projected: { sources: [{ serviceAccountToken: { path: 'token' } }] } }); }), 'may not give a pod a ServiceAccount token (projected volume token)'],
+      // PodSecurity restricted allows Secret volumes
+      ['a Secret volume', altered(evaluation, (s) => { s.volumes!.push({ name: 'pull', secret: { secretName: config.credentials.pullSecret } }); }), 'may mount only the artifact cache, PersistentVolumeClaim rlmesh-artifact-cache read-only, not volume pull'],
+      ['the cache read-write', altered(evaluation, (s) => { s.volumes![0]!.persistentVolumeClaim!.readOnly = false; }), 'may mount only the artifact cache', 'not volume artifact-cache'],
+      ['a Secret in env', altered(evaluation, (s) => { s.containers[0]!.env!.push({ name: 'KEYS', valueFrom: { secretKeyRef: { name: 'rbac-test-sources', key: 'url.policy.pt' } } }); }), 'may not fill environment variables from Secrets (container evaluation)'],
+      ['an unlisted registry', altered(evaluation, (s) => { s.containers[0]!.image = 'ghcr.io/someone/env:1'; }), `may run images only from ${registry} `, 'not ghcr.io/someone/env:1, which pulls from ghcr.io'],
+      // an upper-case first component is a registry host, as the kubelet reads it, not a Docker Hub path
+      ['an upper-case host', altered(evaluation, (s) => { s.containers[0]!.image = 'MYREG/env:1'; }), 'not MYREG/env:1, which pulls from myreg'],
+      ['Docker Hub, unlisted', altered(evaluation, (s) => { s.containers[0]!.image = 'busybox'; }), 'not busybox, which pulls from docker.io'],
+      ['an init container from an unlisted registry', altered(evaluation, (s) => { s.initContainers![0]!.image = 'docker.io/library/busybox:1'; }), 'not docker.io/library/busybox:1, which pulls from docker.io'],
+    ];
+    for (const [what, pod, ...messages] of refusals) {
+      const r = createPod(kc, pod);
+      expect(r.ok, what).toBe(false);
+      for (const m of messages) expect(r.out, what).toContain(m);
+    }
+
+    // exactly as the controller builds them, they pass (the server's dry run stores nothing)
+    const own = createPod(kc, evaluation);
+    expect(own.ok, `the evaluation pod: ${own.out}`).toBe(true);
+    const probed = createPod(kc, probe);
+    expect(probed.ok, `the probe pod: ${probed.out}`).toBe(true);
+  });
+
+  it('where PodSecurity does not hold, the controller\'s pods still get nothing of the node: no host namespace, host path or privilege', async () => {
+    // rlmesh-runs enforces PodSecurity restricted, which refuses these before the policy is asked;
+    // the policy holds them in any namespace, here one without PodSecurity labels where the test lets the controller create pods
+    const ns = 'rlmesh-rbac-test-nopsa';
+    kubectl(['delete', 'namespace', ns, '--ignore-not-found', '--wait=true']);
+    kubectl(['create', 'namespace', ns]);
+    try {
+      kubectl(['apply', '-f', '-'], {
+        input: JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'List',
+          items: [
+            { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'pods', namespace: ns }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['create'] }] },
+            {
+              apiVersion: 'rbac.authorization.k8s.io/v1',
+              kind: 'RoleBinding',
+              metadata: { name: 'pods', namespace: ns },
+              roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'pods' },
+              subjects: [{ kind: 'ServiceAccount', name: 'rlmesh-cluster-controller', namespace: SYS }],
+            },
+          ],
+        }),
+      });
+      await until(`ServiceAccount ${ns}/default`, () => kubectl(['-n', ns, 'get', 'serviceaccount', 'default'], { allowFail: true }).status === 0);
+      const kc = kubeconfigs.get('rlmesh-cluster-controller')!;
+      const { evaluation } = controllerPods(ns);
+      const hostNetwork = await enforced(kc, ['create', '-f', '-', '--dry-run=server'], JSON.stringify(altered(evaluation, (s) => { s.hostNetwork = true; })));
+      expect(hostNetwork.ok).toBe(false);
+      expect(hostNetwork.out).toContain("may not give a pod the node's network, PID or IPC namespace");
+      const hostPath = createPod(kc, altered(evaluation, (s) => { s.volumes!.push({ name: 'host', hostPath: { path: '/' } }); }));
+      expect(hostPath.ok).toBe(false);
+      expect(hostPath.out).toContain('may mount only the artifact cache, PersistentVolumeClaim rlmesh-artifact-cache read-only, not volume host');
+      const privileged = createPod(kc, altered(evaluation, (s) => { s.containers[0]!.securityContext = { privileged: true }; }));
+      expect(privileged.ok).toBe(false);
+      expect(privileged.out).toContain('may run containers only with allowPrivilegeEscalation: false, unprivileged and with no added capabilities, not container evaluation');
+      // and the pod as the controller builds it passes there too
+      const own = createPod(kc, evaluation);
+      expect(own.ok, `the evaluation pod: ${own.out}`).toBe(true);
+    } finally {
+      kubectl(['delete', 'namespace', ns, '--wait=false', '--ignore-not-found']);
+    }
   });
 });

@@ -393,6 +393,44 @@ describe('objects', () => {
     expect(requiredTerms(withAnti)).toEqual(requiredTerms(pod));
   });
 
+  it("admission: the controller's pods are shaped like its own, with images from the evaluation registries or the runtime image the probe config names", () => {
+    type Policy = K8sObject & {
+      spec: {
+        failurePolicy: string;
+        matchConstraints: { resourceRules: { operations: string[]; resources: string[] }[] };
+        matchConditions: { expression: string }[];
+        variables: { name: string; expression: string }[];
+        validations: { expression: string; message?: string; messageExpression?: string }[];
+      };
+    };
+    const name = `rlmesh-cluster-controller-pods.${SYS}`;
+    const policyOf = (o: Map<string, K8sObject>) => get(o, 'ValidatingAdmissionPolicy', '', name) as Policy;
+    const variable = (p: Policy, v: string) => p.spec.variables.find((x) => x.name === v)!.expression;
+    const probeImage = (o: Map<string, K8sObject>) => (JSON.parse((get(o, 'ConfigMap', RUNS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!) as { preflight: { networkPolicyProbe: { image: string } } }).preflight.networkPolicyProbe.image;
+
+    const policy = policyOf(objs);
+    expect(policy.spec.failurePolicy).toBe('Fail');
+    expect(policy.spec.matchConstraints.resourceRules).toEqual([{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['pods', 'pods/ephemeralcontainers'] }]);
+    expect(policy.spec.matchConditions.map((c) => c.expression)).toEqual([`request.userInfo.username == 'system:serviceaccount:${SYS}:rlmesh-cluster-controller'`]);
+    expect((get(objs, 'ValidatingAdmissionPolicyBinding', '', name).spec as object)).toEqual({ policyName: name, validationActions: ['Deny'] });
+    // one validation per rule, each saying what it refused
+    expect(policy.spec.validations).toHaveLength(8);
+    for (const v of policy.spec.validations) expect(v.message ?? v.messageExpression, v.expression).toMatch(/the rlmesh controller/);
+    expect(policy.spec.validations[0]!.expression).toContain("object.spec.serviceAccountName == 'default'");
+    expect(variable(policy, 'otherVolumes')).toContain("v.persistentVolumeClaim.claimName == 'rlmesh-artifact-cache'");
+    // the chart's runtime image (the probe's and the network-ready gate's) and controlPlane.registryHost
+    expect(probeImage(objs)).toBe(RUNTIME_REF);
+    expect(variable(policy, 'foreignImages')).toBe(`variables.images.filter(r, r.image != "${RUNTIME_REF}" && !(r.registry in ["registry.rlmesh.dev"]))`);
+
+    // evaluations.extraRegistries are added, compared as the agent compares them (index.docker.io is docker.io); a pinned runtime image is allowed as pinned
+    const digest = `sha256:${'c'.repeat(64)}`;
+    const custom = render([...token, '--set', 'evaluations.extraRegistries={index.docker.io,localhost:5000}', '--set', 'controlPlane.registryHost=registry.staging.example', '--set', `controller.image.digest=${digest}`]);
+    const p = policyOf(custom);
+    expect(probeImage(custom)).toBe(`${RUNTIME_IMAGE.repository}@${digest}`);
+    expect(variable(p, 'foreignImages')).toBe(`variables.images.filter(r, r.image != "${RUNTIME_IMAGE.repository}@${digest}" && !(r.registry in ["registry.staging.example","docker.io","localhost:5000","index.docker.io"]))`);
+    expect(p.spec.validations.at(-1)!.messageExpression).toContain('may run images only from registry.staging.example, docker.io, localhost:5000 (controlPlane.registryHost, evaluations.extraRegistries)');
+  });
+
   it('staging hosts and CA bundle: ConfigMap rlmesh-ca-bundle mounted, NODE_EXTRA_CA_CERTS set', () => {
     const st = render(['-f', join(CHART, 'ci/staging-ca-values.yaml')]);
     const ca = get(st, 'ConfigMap', SYS, 'rlmesh-ca-bundle') as K8sObject & { data: Record<string, string> };
