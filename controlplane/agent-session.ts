@@ -193,7 +193,7 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
           );
         }
         store.recordHello(clusterId, h.agentVersion, h.kubernetesVersion);
-        const known = store.knownUpdateIds(h.pendingUpdateIds);
+        const known = store.knownUpdateIds(clusterId, h.pendingUpdateIds);
         if (known.length > 0) out.push(ack(known));
         slog.info({ agentVersion: h.agentVersion, kubernetesVersion: h.kubernetesVersion, pending: h.pendingUpdateIds.length, alreadyStored: known.length }, 'hello');
         return;
@@ -216,6 +216,17 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
           observedAt: u.observedAt ? timestampDate(u.observedAt).toISOString() : null,
           sequence: Number(u.sequence),
         });
+        if (typeof outcome === 'object') {
+          // Not stored and not acked: an Ack means "stored", and the protocol has no refusal message. The agent keeps
+          // the update in its spool and offers it again after a reconnect, where it is refused again; the other
+          // cluster's evaluation is never touched. A cluster reaches this only with an RLMeshEvaluation whose
+          // evaluation id another cluster was given (copied or restored from that cluster).
+          slog.warn(
+            { updateId: u.id, evaluationId: u.evaluationId, ownerClusterId: outcome.ownerClusterId },
+            `evaluation update refused (not stored, not acked): evaluation ${u.evaluationId} belongs to cluster ${outcome.ownerClusterId}, not to ${clusterId}, and a cluster reports only its own evaluations; delete the RLMeshEvaluation ${u.evaluationId} from cluster ${clusterId} if it was copied there`,
+          );
+          return;
+        }
         if (outcome === 'duplicate') slog.debug({ updateId: u.id }, 'duplicate evaluation update acked again');
         out.push(ack([u.id]));
         return;

@@ -84,12 +84,28 @@ export type UpdateInput = {
   observedAt: string | null;
   sequence: number;
 };
+/**
+ * What applyUpdate did: stored and applied, a redelivery of an update this cluster already sent,
+ * or refused because the evaluation belongs to another cluster (nothing stored, nothing changed).
+ */
+export type UpdateOutcome = 'applied' | 'duplicate' | { refused: 'other_cluster'; ownerClusterId: string };
 export type StoredUpdate = UpdateInput & { clusterId: string; receivedAt: string; duplicates: number };
 
 type Row = Record<string, unknown>;
 const str = (v: unknown): string => String(v);
 const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
 const jsonOrNull = <T>(v: unknown): T | null => (v === null || v === undefined ? null : (JSON.parse(String(v)) as T));
+
+const SCHEMA_UPDATES = `
+CREATE TABLE IF NOT EXISTS evaluation_updates (
+  id TEXT NOT NULL, evaluation_id TEXT NOT NULL, cluster_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+  phase TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL, exit_code INTEGER, pod TEXT NOT NULL,
+  node TEXT NOT NULL, observed_at TEXT, received_at TEXT NOT NULL, duplicates INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (cluster_id, id)
+);
+CREATE INDEX IF NOT EXISTS evaluation_updates_evaluation ON evaluation_updates (evaluation_id, sequence);
+CREATE INDEX IF NOT EXISTS evaluation_updates_cluster ON evaluation_updates (cluster_id);
+`;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS clusters (
@@ -114,14 +130,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
   cancel_requested_at TEXT, cancel_reason TEXT, sealed_secrets TEXT
 );
 CREATE INDEX IF NOT EXISTS evaluations_cluster ON evaluations (cluster_id);
-CREATE TABLE IF NOT EXISTS evaluation_updates (
-  id TEXT PRIMARY KEY, evaluation_id TEXT NOT NULL, cluster_id TEXT NOT NULL, sequence INTEGER NOT NULL,
-  phase TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL, exit_code INTEGER, pod TEXT NOT NULL,
-  node TEXT NOT NULL, observed_at TEXT, received_at TEXT NOT NULL, duplicates INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS evaluation_updates_evaluation ON evaluation_updates (evaluation_id, sequence);
-CREATE INDEX IF NOT EXISTS evaluation_updates_cluster ON evaluation_updates (cluster_id);
-`;
+${SCHEMA_UPDATES}`;
 
 /** Keys of an assignment (protobuf JSON, either spelling) whose values are secrets (a presigned URL is one). */
 export const SECRET_SPEC_KEYS = new Set(['secretAccessKey', 'sessionToken', 'secret_access_key', 'session_token', 'httpsUrl', 'https_url']);
@@ -570,11 +579,15 @@ export class Store {
    * bumps its duplicate counter. Updates older than the evaluation's latest
    * sequence are kept in the history but do not move the phase back.
    */
-  applyUpdate(clusterId: string, u: UpdateInput): 'applied' | 'duplicate' {
+  applyUpdate(clusterId: string, u: UpdateInput): UpdateOutcome {
     return this.tx(() => {
       const now = this.nowIso();
-      const dup = this.db.prepare('UPDATE evaluation_updates SET duplicates = duplicates + 1 WHERE id = ?').run(u.id);
+      // an update is scoped by its cluster: the same id from another cluster is another update, never a duplicate of this one
+      const dup = this.db.prepare('UPDATE evaluation_updates SET duplicates = duplicates + 1 WHERE cluster_id = ? AND id = ?').run(clusterId, u.id);
       if (Number(dup.changes) > 0) return 'duplicate';
+      // an evaluation belongs to the cluster it was submitted to (or, never submitted, to the cluster that reported it first)
+      const owner = this.db.prepare('SELECT cluster_id FROM evaluations WHERE id = ?').get(u.evaluationId) as Row | undefined;
+      if (owner && str(owner.cluster_id) !== clusterId) return { refused: 'other_cluster', ownerClusterId: str(owner.cluster_id) };
       this.db
         .prepare(
           `INSERT INTO evaluation_updates (id, evaluation_id, cluster_id, sequence, phase, reason, message, exit_code, pod, node, observed_at, received_at)
@@ -601,9 +614,10 @@ export class Store {
     });
   }
 
-  knownUpdateIds(ids: string[]): string[] {
-    const stmt = this.db.prepare('SELECT 1 FROM evaluation_updates WHERE id = ?');
-    return ids.filter((id) => stmt.get(id) !== undefined);
+  /** Of `ids`, those this cluster's updates already stored (another cluster's updates with the same ids do not count). */
+  knownUpdateIds(clusterId: string, ids: string[]): string[] {
+    const stmt = this.db.prepare('SELECT 1 FROM evaluation_updates WHERE cluster_id = ? AND id = ?');
+    return ids.filter((id) => stmt.get(clusterId, id) !== undefined);
   }
 
   listUpdates(evaluationId: string): StoredUpdate[] {
@@ -628,6 +642,24 @@ function migrate(db: DatabaseSync): void {
   if (!clusterColumns.has('draining_since')) db.exec('ALTER TABLE clusters ADD COLUMN draining_since TEXT');
   const evaluationColumns = new Set((db.prepare('PRAGMA table_info(evaluations)').all() as Row[]).map((c) => str(c.name)));
   if (!evaluationColumns.has('sealed_secrets')) db.exec('ALTER TABLE evaluations ADD COLUMN sealed_secrets TEXT');
+  // evaluation_updates keyed by its id alone (before updates were scoped by cluster): rebuilt keyed by (cluster_id, id), rows kept
+  const updateKey = (db.prepare('PRAGMA table_info(evaluation_updates)').all() as Row[]).filter((c) => Number(c.pk) > 0).map((c) => str(c.name));
+  if (updateKey.length === 1) {
+    const columns = 'id, evaluation_id, cluster_id, sequence, phase, reason, message, exit_code, pod, node, observed_at, received_at, duplicates';
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      db.exec(`ALTER TABLE evaluation_updates RENAME TO evaluation_updates_unscoped;
+      DROP INDEX IF EXISTS evaluation_updates_evaluation;
+      DROP INDEX IF EXISTS evaluation_updates_cluster;
+      ${SCHEMA_UPDATES}
+      INSERT INTO evaluation_updates (${columns}) SELECT ${columns} FROM evaluation_updates_unscoped;
+      DROP TABLE evaluation_updates_unscoped;`);
+      db.exec('COMMIT');
+    } catch (err) {
+      db.exec('ROLLBACK');
+      throw err;
+    }
+  }
 }
 
 function toCluster(r: Row): Cluster {
