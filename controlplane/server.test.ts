@@ -399,6 +399,37 @@ describe('ClusterSession', () => {
     expect(s2.received.some((m) => m.msg.case === 'credentialRotation')).toBe(false);
   });
 
+  it('a session opened with a superseded control credential gets no rotation; once the new one is used, the old one is refused', async () => {
+    const cp = await start({ rotationResendMs: 200, pingIntervalMs: 100 });
+    const c = await joinedCluster(cp);
+    const control = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/credentials/control/rotate`);
+    const pull = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/credentials/pull/rotate`);
+    expect(pull.body.deliveredToSession).toBe(false);
+
+    // the overlap: the old value still opens a session, but neither the undelivered rotations nor a new one reach it
+    const old = session(cp, c.control);
+    await old.waitFor('welcome');
+    const again = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/credentials/control/rotate`);
+    expect(again.body.deliveredToSession).toBe(false);
+    old.send({ case: 'credentialRotated', value: { purpose: 'pull' } }); // ignored: nothing was sent to confirm
+    await new Promise((r) => setTimeout(r, 600));
+    expect(old.received.some((m) => m.msg.case === 'credentialRotation')).toBe(false);
+
+    // the session on the current value gets them (the pull rotation still unconfirmed)
+    const current = session(cp, String(again.body.value));
+    const got = await current.waitFor('credentialRotation');
+    expect(got).toMatchObject({ purpose: 'pull', value: pull.body.value });
+    expect((await old.ended)?.code).toBe(Code.Aborted); // replaced by the newer session
+
+    // having used the new value, the agent needs the old ones no more: refused, saying why
+    for (const value of [c.control, String(control.body.value)]) {
+      const refused = await session(cp, value).ended;
+      expect(refused?.code).toBe(Code.Unauthenticated);
+      expect(refused?.metadata.get('rlmesh-auth-cause')).toBe('revoked');
+      expect(refused?.rawMessage).toMatch(/a rotation replaced it and the agent of cluster c_[0-9a-z]+ has since authenticated with the new value/);
+    }
+  });
+
   it('a rejoin: the old control credential works until the agent connects with the new one, then it is refused', async () => {
     const cp = await start({ pingIntervalMs: 100 });
     const c = await joinedCluster(cp);

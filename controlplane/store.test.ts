@@ -58,18 +58,42 @@ describe('Store', () => {
     expect(store.redeemJoinToken('rlm_jt_' + 'x'.repeat(40), {}, false)).toMatchObject({ ok: false, problem: 'token_invalid' });
   });
 
-  it('rotation keeps the old credential valid for 24 hours', () => {
+  it('rotation keeps the old credential valid for 24 hours while the new one is unused', () => {
     const c = store.createCluster('lab');
     const r = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, false);
     if (!r.ok) throw new Error(r.problem);
     const old = r.credentials.control!;
+    const oldPull = r.credentials.pull!;
     const rotated = store.rotateCredential(c.id, 'control');
-    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true, clusterId: c.id });
+    const rotatedPull = store.rotateCredential(c.id, 'pull');
     clock.advance(24 * HOUR - MIN);
-    expect(store.authenticate('control', old)).toMatchObject({ ok: true });
+    expect(store.authenticate('control', old)).toMatchObject({ ok: true, current: false });
+    expect(store.authenticate('pull', rotatedPull.value)).toMatchObject({ ok: true, current: true });
+    expect(store.authenticate('pull', oldPull)).toMatchObject({ ok: true, current: false });
     clock.advance(2 * MIN);
     expect(store.authenticate('control', old)).toMatchObject({ ok: false, cause: 'expired' });
-    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
+    expect(store.authenticate('pull', oldPull)).toMatchObject({ ok: false, cause: 'expired' });
+    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true, current: true });
+  });
+
+  it('a superseded control credential is revoked once the agent authenticates with the new one; pull keeps its overlap', () => {
+    const c = store.createCluster('lab');
+    const r = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, false);
+    if (!r.ok) throw new Error(r.problem);
+    expect(store.authenticate('control', r.credentials.control!)).toMatchObject({ ok: true, current: true });
+    const first = store.rotateCredential(c.id, 'control');
+    const second = store.rotateCredential(c.id, 'control'); // first is superseded without ever being used
+    const pull = store.rotateCredential(c.id, 'pull');
+    expect(store.authenticate('control', r.credentials.control!)).toMatchObject({ ok: true, current: false }); // the overlap
+    clock.advance(MIN);
+    expect(store.authenticate('control', second.value)).toMatchObject({ ok: true, current: true });
+    for (const old of [r.credentials.control!, first.value]) {
+      expect(store.authenticate('control', old)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rotated', clusterId: c.id });
+    }
+    expect(store.undeliveredRotations(c.id).map((x) => x.purpose)).toEqual(['pull']);
+    expect(store.authenticate('pull', r.credentials.pull!)).toMatchObject({ ok: true, current: false });
+    expect(store.authenticate('pull', pull.value)).toMatchObject({ ok: true, current: true });
+    expect(store.credentialSummary(c.id).map((k) => [k.purpose, k.current])).toEqual([['pull', false], ['control', true], ['pull', true]]);
   });
 
   it('a rejoin revokes every earlier control, pull and relay credential once the agent authenticates with the new control credential', () => {
@@ -95,11 +119,12 @@ describe('Store', () => {
     expect(store.authenticate('pull', second.credentials.pull!)).toMatchObject({ ok: true });
     expect(store.credentialSummary(c.id).map((k) => [k.purpose, k.current])).toEqual([['control', true], ['pull', true]]);
 
-    // a rotation after that still keeps its 24-hour overlap
+    // a rotation after that still keeps its overlap until the new value is used
     const rotated = store.rotateCredential(c.id, 'control');
-    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
     clock.advance(23 * HOUR);
     expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: true });
+    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
+    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rotated' });
   });
 
   it('a rejoin confirmed through a control credential rotated from it revokes the same', () => {
@@ -110,7 +135,8 @@ describe('Store', () => {
     const rotated = store.rotateCredential(c.id, 'control');
     expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
     expect(store.authenticate('control', first.credentials.control!)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rejoined' });
-    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: true }); // the rotation's overlap
+    // the join's own control credential was superseded by that rotation, whose value the agent now uses
+    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rotated' });
   });
 
   it('a data file from before confirmations existed keeps its credentials', () => {

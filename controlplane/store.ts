@@ -46,14 +46,18 @@ export type RedeemResult =
   | { ok: false; problem: JoinTokenProblem; clusterId?: string; at?: string };
 
 export type AuthResult =
-  | { ok: true; clusterId: string; credentialId: number }
+  /** current: the credential is the cluster's newest of its purpose (false: superseded by a rotation, within its overlap) */
+  | { ok: true; clusterId: string; credentialId: number; current: boolean }
   | { ok: false; cause: 'unknown' }
   | { ok: false; cause: 'archived'; clusterId: string; at: string }
   | { ok: false; cause: 'revoked'; clusterId: string; at: string; reason: RevokeReason }
   | { ok: false; cause: 'expired'; clusterId: string; supersededAt: string; validUntil: string };
 
-/** Why a credential was revoked: the cluster was archived, or it joined again and its agent confirmed the new credentials. */
-export type RevokeReason = 'archived' | 'rejoined';
+/**
+ * Why a credential was revoked: the cluster was archived; it joined again and its agent confirmed the new credentials;
+ * or (control only) a rotation replaced it and the agent authenticated with the new value.
+ */
+export type RevokeReason = 'archived' | 'rejoined' | 'rotated';
 
 export type CredentialSummary = { purpose: CredentialPurpose; createdAt: string; validUntil: string | null; current: boolean };
 
@@ -178,11 +182,14 @@ function judgeCredential(row: Row | undefined, now: Date): AuthResult {
   if (!row) return { ok: false, cause: 'unknown' };
   const clusterId = str(row.cluster_id);
   if (row.archived_at !== null) return { ok: false, cause: 'archived', clusterId, at: str(row.archived_at) };
-  if (row.revoked_at !== null) return { ok: false, cause: 'revoked', clusterId, at: str(row.revoked_at), reason: row.revoke_reason === 'rejoined' ? 'rejoined' : 'archived' };
+  if (row.revoked_at !== null) {
+    const reason: RevokeReason = row.revoke_reason === 'rejoined' || row.revoke_reason === 'rotated' ? row.revoke_reason : 'archived';
+    return { ok: false, cause: 'revoked', clusterId, at: str(row.revoked_at), reason };
+  }
   if (row.valid_until !== null && now.getTime() >= Date.parse(str(row.valid_until))) {
     return { ok: false, cause: 'expired', clusterId, supersededAt: str(row.superseded_at), validUntil: str(row.valid_until) };
   }
-  return { ok: true, clusterId, credentialId: Number(row.id) };
+  return { ok: true, clusterId, credentialId: Number(row.id), current: row.superseded_at === null };
 }
 
 /** Whether a join token row can still be redeemed at `now`. */
@@ -434,6 +441,16 @@ export class Store {
       .run(clusterId, purpose);
   }
 
+  /**
+   * Judges a credential and records what its use proves. Authenticating with the newest control credential proves
+   * the agent holds it: its rotation is delivered, the credentials of every join before it are revoked
+   * (confirmJoin), and so is every control credential a rotation superseded ('rotated').
+   *
+   * The rotation overlap of a control credential therefore lasts until the agent uses the new value, 24 hours at
+   * most: it exists for an agent that has not stored the new value yet, and once the agent authenticated with it,
+   * nobody entitled to the old value still needs it. Pull and relay credentials keep the whole 24 hours: kubelets
+   * and Prometheus read their Secrets on their own schedule, and nothing proves they all switched.
+   */
   authenticate(purpose: CredentialPurpose, value: string): AuthResult {
     const row = this.db.prepare(CREDENTIAL_BY_HASH).get(sha256Hex(value), purpose) as Row | undefined;
     const judged = judgeCredential(row, this.clock.now());
@@ -447,8 +464,14 @@ export class Store {
         .prepare("SELECT MAX(id) AS id FROM credentials WHERE cluster_id = ? AND purpose = 'control' AND issued_by = 'join' AND confirmed_at IS NULL AND id <= ?")
         .get(clusterId, Number(row.id)) as Row;
       if (join.id !== null) this.confirmJoin(clusterId, Number(join.id));
+      // ... and that no control credential a rotation superseded is needed any more
+      this.db
+        .prepare(
+          "UPDATE credentials SET revoked_at = ?, revoke_reason = 'rotated', undelivered_value = NULL WHERE cluster_id = ? AND purpose = 'control' AND superseded_at IS NOT NULL AND revoked_at IS NULL AND id < ?",
+        )
+        .run(this.nowIso(), clusterId, Number(row.id));
     }
-    return { ok: true, clusterId, credentialId: Number(row.id) };
+    return judged;
   }
 
   /**
