@@ -7,9 +7,11 @@
 //
 // The Secrets the agent writes, except the hook's, are owned by the agent's
 // ClusterRole, which only the release holds: `helm uninstall` deletes it, and
-// the garbage collector then deletes them, so no live credential outlives the
-// runtime. The hook pull Secret has no owner (the spec keeps it), and Secrets
-// delivered out of band are never written here, so they stay too.
+// the garbage collector then deletes them. The hook pull Secret has no owner
+// (the spec keeps it): it holds a copy of the live pull credential, valid until
+// the platform revokes it (archive, confirmed rejoin, or 24 h after a pull
+// rotation); the chart README says so. Secrets delivered out of band are never
+// written here, so they stay too.
 import * as k8s from '@kubernetes/client-node';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
 import { isConflict, isNotFound } from '../lib/kube-errors.ts';

@@ -40,7 +40,7 @@ export function clusterSessionRoutes(opts: SessionOptions): (router: ConnectRout
   return (router) => router.service(ClusterSession, { connect: (requests, ctx) => runSession(opts, requests, ctx) });
 }
 
-function authenticate(store: Store, header: string | null): { clusterId: string; credential: string } {
+function authenticate(store: Store, header: string | null): { clusterId: string; credential: string; current: boolean } {
   const m = header ? /^Bearer\s+(\S+)$/i.exec(header) : null;
   if (!m) {
     throw new ConnectError(
@@ -50,7 +50,7 @@ function authenticate(store: Store, header: string | null): { clusterId: string;
     );
   }
   const r = store.authenticate('control', m[1]!);
-  if (r.ok) return { clusterId: r.clusterId, credential: m[1]! };
+  if (r.ok) return { clusterId: r.clusterId, credential: m[1]!, current: r.current };
   throw new ConnectError(authFailureMessage(r), Code.Unauthenticated, { 'rlmesh-auth-cause': r.cause });
 }
 
@@ -61,6 +61,9 @@ export function authFailureMessage(r: Exclude<AuthResult, { ok: true }>): string
     case 'archived':
       return `control credential revoked: cluster ${r.clusterId} was archived at ${r.at}, which revokes all its credentials; connect the cluster again with Clusters → Connect your cluster`;
     case 'revoked':
+      if (r.reason === 'rotated') {
+        return `control credential revoked at ${r.at}: a rotation replaced it and the agent of cluster ${r.clusterId} has since authenticated with the new value, which ends the old one's overlap early; use the current value of the control Secret (the agent writes it), or ${NEW_INSTALL_COMMAND}`;
+      }
       if (r.reason === 'rejoined') {
         return `control credential revoked at ${r.at}: cluster ${r.clusterId} joined again with a new install command and its agent confirmed the new credentials, which replace this one; use the control Secret the new join wrote (the agent that joined writes it), or ${NEW_INSTALL_COMMAND}`;
       }
@@ -117,20 +120,25 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
   const { store, sessions, log } = opts;
   let clusterId: string;
   let credential: string;
+  let current: boolean;
   try {
-    ({ clusterId, credential } = authenticate(store, ctx.requestHeader.get('authorization')));
+    ({ clusterId, credential, current } = authenticate(store, ctx.requestHeader.get('authorization')));
   } catch (err) {
     const e = ConnectError.from(err);
     log.warn({ cause: e.metadata.get('rlmesh-auth-cause'), reason: e.rawMessage }, 'session refused');
     throw e;
   }
-  const session: LiveSession = { id: `s_${randomBase62(16)}`, clusterId, outbox: new Outbox<ControlMessage>(), openedAt: new Date() };
+  // Rotations (control, pull and relay values) go only to a session opened with the current control credential.
+  // One opened with a superseded credential (allowed during the overlap, for an agent that has not stored the new
+  // value yet) gets none: whoever holds an old value must not be handed the new ones. Such an agent keeps working
+  // until the overlap ends; the new value reaches it through the Secret (the rotate call's answer).
+  const session: LiveSession = { id: `s_${randomBase62(16)}`, clusterId, outbox: new Outbox<ControlMessage>(), openedAt: new Date(), receivesRotations: current };
   const out = session.outbox;
   const slog = log.child({ clusterId, sessionId: session.id });
 
   sessions.open(session, () => new ConnectError('this session was replaced by a newer session of the same cluster (only one agent may be connected)', Code.Aborted));
   store.setConnected(clusterId, true);
-  slog.info('session opened');
+  slog.info({ receivesRotations: current }, current ? 'session opened' : 'session opened with a superseded control credential (within its overlap): it gets no credential rotations');
 
   out.push(
     create(ControlMessageSchema, {
@@ -142,7 +150,7 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
   );
   const c = store.getCluster(clusterId);
   if (c) out.push(clusterStateMessage(c));
-  for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
+  if (session.receivesRotations) for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
   sendBacklog(store, session);
 
   let lastHeard = Date.now();
@@ -160,8 +168,8 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
       if (Date.now() - lastRotationSend >= resendMs) {
         lastRotationSend = Date.now();
         const c = store.getCluster(clusterId);
-  if (c) out.push(clusterStateMessage(c));
-  for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
+        if (c) out.push(clusterStateMessage(c));
+        if (session.receivesRotations) for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
       }
     } catch (err) {
       slog.error({ err }, 'ping failed');
@@ -193,7 +201,7 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
           );
         }
         store.recordHello(clusterId, h.agentVersion, h.kubernetesVersion);
-        const known = store.knownUpdateIds(h.pendingUpdateIds);
+        const known = store.knownUpdateIds(clusterId, h.pendingUpdateIds);
         if (known.length > 0) out.push(ack(known));
         slog.info({ agentVersion: h.agentVersion, kubernetesVersion: h.kubernetesVersion, pending: h.pendingUpdateIds.length, alreadyStored: known.length }, 'hello');
         return;
@@ -216,6 +224,17 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
           observedAt: u.observedAt ? timestampDate(u.observedAt).toISOString() : null,
           sequence: Number(u.sequence),
         });
+        if (typeof outcome === 'object') {
+          // Not stored and not acked: an Ack means "stored", and the protocol has no refusal message. The agent keeps
+          // the update in its spool and offers it again after a reconnect, where it is refused again; the other
+          // cluster's evaluation is never touched. A cluster reaches this only with an RLMeshEvaluation whose
+          // evaluation id another cluster was given (copied or restored from that cluster).
+          slog.warn(
+            { updateId: u.id, evaluationId: u.evaluationId, ownerClusterId: outcome.ownerClusterId },
+            `evaluation update refused (not stored, not acked): evaluation ${u.evaluationId} belongs to cluster ${outcome.ownerClusterId}, not to ${clusterId}, and a cluster reports only its own evaluations; delete the RLMeshEvaluation ${u.evaluationId} from cluster ${clusterId} if it was copied there`,
+          );
+          return;
+        }
         if (outcome === 'duplicate') slog.debug({ updateId: u.id }, 'duplicate evaluation update acked again');
         out.push(ack([u.id]));
         return;
@@ -231,6 +250,10 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
         return;
       }
       case 'credentialRotated':
+        if (!session.receivesRotations) {
+          slog.warn({ purpose: m.msg.value.purpose }, 'CredentialRotated ignored: this session was opened with a superseded control credential and was sent no rotation to confirm');
+          return;
+        }
         store.confirmRotation(clusterId, m.msg.value.purpose);
         slog.info({ purpose: m.msg.value.purpose }, 'agent confirmed a credential rotation');
         return;

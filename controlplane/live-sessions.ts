@@ -48,7 +48,14 @@ export class Outbox<T> implements AsyncIterable<T> {
   }
 }
 
-export type LiveSession = { id: string; clusterId: string; outbox: Outbox<ControlMessage>; openedAt: Date };
+export type LiveSession = {
+  id: string;
+  clusterId: string;
+  outbox: Outbox<ControlMessage>;
+  openedAt: Date;
+  /** opened with the cluster's current control credential: only such a session is sent credential rotations */
+  receivesRotations: boolean;
+};
 
 export class LiveSessions {
   private readonly byCluster = new Map<string, LiveSession>();
@@ -75,6 +82,14 @@ export class LiveSessions {
     const s = this.byCluster.get(clusterId);
     s?.outbox.push(message);
     return s !== undefined;
+  }
+
+  /** A credential rotation, to the cluster's session only if it may receive rotations; true when sent. */
+  sendRotation(clusterId: string, message: ControlMessage): boolean {
+    const s = this.byCluster.get(clusterId);
+    if (!s?.receivesRotations) return false;
+    s.outbox.push(message);
+    return true;
   }
 
   closeAll(error: unknown): void {

@@ -205,7 +205,7 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
           throw new ApiError(409, 'no_credential', `cluster ${c.id} has no ${purpose} credential to rotate: ${purpose === 'relay' ? 'it joined without observability; install with --set observability.enabled=true and a new install command' : 'it has not joined yet; run its install command first'}`);
         }
         const r = store.rotateCredential(c.id, purpose);
-        const delivered = sessions.send(c.id, rotationMessage(opts.registryHost, c.id, purpose, r.value, r.oldValidUntil));
+        const delivered = sessions.sendRotation(c.id, rotationMessage(opts.registryHost, c.id, purpose, r.value, r.oldValidUntil));
         log.info({ clusterId: c.id, purpose, deliveredToSession: delivered }, 'credential rotated');
         return { clusterId: c.id, purpose, value: credentialWireValue(opts.registryHost, c.id, purpose, r.value), oldValidUntil: r.oldValidUntil, deliveredToSession: delivered };
       },

@@ -195,6 +195,33 @@ describe('ClusterSession', () => {
     expect(s2.received.some((m) => m.msg.case === 'assignment')).toBe(false);
   });
 
+  it('an update naming another cluster\'s evaluation is refused: not stored, not acked, the evaluation untouched', async () => {
+    const cp = await start();
+    const a = await joinedCluster(cp);
+    const b = await joinedCluster(cp);
+    const ev = await api(cp, 'POST', `/v1/clusters/${a.clusterId}/evaluations`, { image: 'busybox:1.36', command: ['true'] });
+    const evaluationId = String(ev.body.id);
+    const sa = session(cp, a.control);
+    sa.send({ case: 'hello', value: { clusterId: a.clusterId } });
+    await sa.waitFor('assignment');
+    sa.send({ case: 'evaluationUpdate', value: { id: 'u-1', evaluationId, phase: 'Running', sequence: 1n } });
+    await sa.waitFor('ack');
+
+    const sb = session(cp, b.control);
+    // B's Hello offering A's update id is not acked: B never stored u-1
+    sb.send({ case: 'hello', value: { clusterId: b.clusterId, pendingUpdateIds: ['u-1'] } });
+    sb.send({ case: 'evaluationUpdate', value: { id: 'u-2', evaluationId, phase: 'Failed', sequence: 9n, exitCode: 1, hasExitCode: true } });
+    sb.send({ case: 'evaluationUpdate', value: { id: 'u-1', evaluationId: 'ev-b-local', phase: 'Running', sequence: 1n } });
+    expect((await sb.waitFor('ack')).ids).toEqual(['u-1']); // the update for B's own evaluation, not u-2
+    await sb.waitFor('ping');
+    expect(sb.received.flatMap((m) => (m.msg.case === 'ack' ? m.msg.value.ids : []))).toEqual(['u-1']);
+
+    const after = await api(cp, 'GET', `/v1/evaluations/${evaluationId}`);
+    expect(after.body).toMatchObject({ clusterId: a.clusterId, phase: 'Running', result: null });
+    expect((after.body.updates as { id: string; clusterId: string }[]).map((u) => [u.id, u.clusterId])).toEqual([['u-1', a.clusterId]]);
+    expect((await cluster(cp, b.clusterId)).updates).toEqual({ distinct: 1, duplicatesReceived: 0 });
+  });
+
   it('an S3 secret key of an evaluation submitted while the cluster is away: not in the database files, delivered in the assignment', async () => {
     const cp = await start();
     const c = await joinedCluster(cp);
@@ -370,6 +397,37 @@ describe('ClusterSession', () => {
     const s2 = session(cp, c.control);
     await s2.waitFor('ping');
     expect(s2.received.some((m) => m.msg.case === 'credentialRotation')).toBe(false);
+  });
+
+  it('a session opened with a superseded control credential gets no rotation; once the new one is used, the old one is refused', async () => {
+    const cp = await start({ rotationResendMs: 200, pingIntervalMs: 100 });
+    const c = await joinedCluster(cp);
+    const control = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/credentials/control/rotate`);
+    const pull = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/credentials/pull/rotate`);
+    expect(pull.body.deliveredToSession).toBe(false);
+
+    // the overlap: the old value still opens a session, but neither the undelivered rotations nor a new one reach it
+    const old = session(cp, c.control);
+    await old.waitFor('welcome');
+    const again = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/credentials/control/rotate`);
+    expect(again.body.deliveredToSession).toBe(false);
+    old.send({ case: 'credentialRotated', value: { purpose: 'pull' } }); // ignored: nothing was sent to confirm
+    await new Promise((r) => setTimeout(r, 600));
+    expect(old.received.some((m) => m.msg.case === 'credentialRotation')).toBe(false);
+
+    // the session on the current value gets them (the pull rotation still unconfirmed)
+    const current = session(cp, String(again.body.value));
+    const got = await current.waitFor('credentialRotation');
+    expect(got).toMatchObject({ purpose: 'pull', value: pull.body.value });
+    expect((await old.ended)?.code).toBe(Code.Aborted); // replaced by the newer session
+
+    // having used the new value, the agent needs the old ones no more: refused, saying why
+    for (const value of [c.control, String(control.body.value)]) {
+      const refused = await session(cp, value).ended;
+      expect(refused?.code).toBe(Code.Unauthenticated);
+      expect(refused?.metadata.get('rlmesh-auth-cause')).toBe('revoked');
+      expect(refused?.rawMessage).toMatch(/a rotation replaced it and the agent of cluster c_[0-9a-z]+ has since authenticated with the new value/);
+    }
   });
 
   it('a rejoin: the old control credential works until the agent connects with the new one, then it is refused', async () => {

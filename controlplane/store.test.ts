@@ -58,18 +58,42 @@ describe('Store', () => {
     expect(store.redeemJoinToken('rlm_jt_' + 'x'.repeat(40), {}, false)).toMatchObject({ ok: false, problem: 'token_invalid' });
   });
 
-  it('rotation keeps the old credential valid for 24 hours', () => {
+  it('rotation keeps the old credential valid for 24 hours while the new one is unused', () => {
     const c = store.createCluster('lab');
     const r = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, false);
     if (!r.ok) throw new Error(r.problem);
     const old = r.credentials.control!;
+    const oldPull = r.credentials.pull!;
     const rotated = store.rotateCredential(c.id, 'control');
-    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true, clusterId: c.id });
+    const rotatedPull = store.rotateCredential(c.id, 'pull');
     clock.advance(24 * HOUR - MIN);
-    expect(store.authenticate('control', old)).toMatchObject({ ok: true });
+    expect(store.authenticate('control', old)).toMatchObject({ ok: true, current: false });
+    expect(store.authenticate('pull', rotatedPull.value)).toMatchObject({ ok: true, current: true });
+    expect(store.authenticate('pull', oldPull)).toMatchObject({ ok: true, current: false });
     clock.advance(2 * MIN);
     expect(store.authenticate('control', old)).toMatchObject({ ok: false, cause: 'expired' });
-    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
+    expect(store.authenticate('pull', oldPull)).toMatchObject({ ok: false, cause: 'expired' });
+    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true, current: true });
+  });
+
+  it('a superseded control credential is revoked once the agent authenticates with the new one; pull keeps its overlap', () => {
+    const c = store.createCluster('lab');
+    const r = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, false);
+    if (!r.ok) throw new Error(r.problem);
+    expect(store.authenticate('control', r.credentials.control!)).toMatchObject({ ok: true, current: true });
+    const first = store.rotateCredential(c.id, 'control');
+    const second = store.rotateCredential(c.id, 'control'); // first is superseded without ever being used
+    const pull = store.rotateCredential(c.id, 'pull');
+    expect(store.authenticate('control', r.credentials.control!)).toMatchObject({ ok: true, current: false }); // the overlap
+    clock.advance(MIN);
+    expect(store.authenticate('control', second.value)).toMatchObject({ ok: true, current: true });
+    for (const old of [r.credentials.control!, first.value]) {
+      expect(store.authenticate('control', old)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rotated', clusterId: c.id });
+    }
+    expect(store.undeliveredRotations(c.id).map((x) => x.purpose)).toEqual(['pull']);
+    expect(store.authenticate('pull', r.credentials.pull!)).toMatchObject({ ok: true, current: false });
+    expect(store.authenticate('pull', pull.value)).toMatchObject({ ok: true, current: true });
+    expect(store.credentialSummary(c.id).map((k) => [k.purpose, k.current])).toEqual([['pull', false], ['control', true], ['pull', true]]);
   });
 
   it('a rejoin revokes every earlier control, pull and relay credential once the agent authenticates with the new control credential', () => {
@@ -95,11 +119,12 @@ describe('Store', () => {
     expect(store.authenticate('pull', second.credentials.pull!)).toMatchObject({ ok: true });
     expect(store.credentialSummary(c.id).map((k) => [k.purpose, k.current])).toEqual([['control', true], ['pull', true]]);
 
-    // a rotation after that still keeps its 24-hour overlap
+    // a rotation after that still keeps its overlap until the new value is used
     const rotated = store.rotateCredential(c.id, 'control');
-    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
     clock.advance(23 * HOUR);
     expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: true });
+    expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
+    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rotated' });
   });
 
   it('a rejoin confirmed through a control credential rotated from it revokes the same', () => {
@@ -110,7 +135,8 @@ describe('Store', () => {
     const rotated = store.rotateCredential(c.id, 'control');
     expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
     expect(store.authenticate('control', first.credentials.control!)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rejoined' });
-    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: true }); // the rotation's overlap
+    // the join's own control credential was superseded by that rotation, whose value the agent now uses
+    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rotated' });
   });
 
   it('a data file from before confirmations existed keeps its credentials', () => {
@@ -199,5 +225,56 @@ describe('Store', () => {
     expect(store.getEvaluation(ev.id)).toMatchObject({ phase: 'Succeeded', result: { phase: 'Succeeded', exitCode: 0 } });
     expect(store.updateCounts(c.id)).toEqual({ distinct: 3, duplicatesReceived: 1 });
     expect(store.listUpdates(ev.id).map((x) => x.id)).toEqual(['u0', 'u1', 'u2']);
+  });
+
+  it('an update is scoped by its cluster: another cluster can neither write into an evaluation nor shadow an update id', () => {
+    const a = store.createCluster('a');
+    const b = store.createCluster('b');
+    const ev = store.createEvaluation(a.id, { image: 'busybox' });
+    const u = { id: 'u1', evaluationId: ev.id, phase: 'Running', reason: '', message: '', exitCode: null, pod: 'p', node: 'n', observedAt: null, sequence: 1 };
+    // B names A's evaluation: refused, nothing stored, A's evaluation untouched
+    expect(store.applyUpdate(b.id, { ...u, phase: 'Failed', sequence: 9 })).toEqual({ refused: 'other_cluster', ownerClusterId: a.id });
+    expect(store.getEvaluation(ev.id)).toMatchObject({ clusterId: a.id, phase: 'Submitted', acknowledgedAt: null });
+    expect(store.listUpdates(ev.id)).toEqual([]);
+    expect(store.updateCounts(b.id)).toEqual({ distinct: 0, duplicatesReceived: 0 });
+    // B's update u1 for its own (never submitted) evaluation does not make A's u1 a duplicate
+    expect(store.applyUpdate(b.id, { ...u, evaluationId: 'ev-local-b' })).toBe('applied');
+    expect(store.applyUpdate(a.id, u)).toBe('applied');
+    expect(store.getEvaluation(ev.id)).toMatchObject({ phase: 'Running' });
+    expect(store.getEvaluation('ev-local-b')).toMatchObject({ clusterId: b.id, spec: null, phase: 'Running' });
+    // a never-submitted evaluation belongs to the cluster that reported it first
+    expect(store.applyUpdate(a.id, { ...u, id: 'u2', evaluationId: 'ev-local-b', phase: 'Failed', sequence: 2 })).toEqual({ refused: 'other_cluster', ownerClusterId: b.id });
+    expect(store.getEvaluation('ev-local-b')).toMatchObject({ phase: 'Running' });
+    // Hello's pending ids: only the cluster's own stored updates count
+    expect(store.knownUpdateIds(a.id, ['u1', 'u2'])).toEqual(['u1']);
+    store.applyUpdate(b.id, { ...u, evaluationId: 'ev-local-b' });
+    expect(store.updateCounts(b.id)).toEqual({ distinct: 1, duplicatesReceived: 1 });
+    expect(store.updateCounts(a.id)).toEqual({ distinct: 1, duplicatesReceived: 0 });
+  });
+
+  it('a data file whose updates were keyed by id alone is migrated to (cluster, id), its updates kept', () => {
+    store.close();
+    const old = join(dir, 'old-updates.db');
+    const db = new DatabaseSync(old);
+    db.exec(`CREATE TABLE evaluation_updates (
+      id TEXT PRIMARY KEY, evaluation_id TEXT NOT NULL, cluster_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+      phase TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL, exit_code INTEGER, pod TEXT NOT NULL,
+      node TEXT NOT NULL, observed_at TEXT, received_at TEXT NOT NULL, duplicates INTEGER NOT NULL DEFAULT 0);
+      CREATE INDEX evaluation_updates_evaluation ON evaluation_updates (evaluation_id, sequence);
+      CREATE INDEX evaluation_updates_cluster ON evaluation_updates (cluster_id);
+      INSERT INTO evaluation_updates VALUES ('u1', 'ev-x', 'c_a', 1, 'Running', '', '', NULL, 'p', 'n', NULL, '2026-01-01T00:00:00.000Z', 2);`);
+    db.close();
+    store = new Store(old, clock);
+    expect(store.listUpdates('ev-x')).toMatchObject([{ id: 'u1', clusterId: 'c_a', duplicates: 2 }]);
+    expect(store.knownUpdateIds('c_a', ['u1'])).toEqual(['u1']);
+    expect(store.applyUpdate('c_b', { id: 'u1', evaluationId: 'ev-y', phase: 'Running', reason: '', message: '', exitCode: null, pod: '', node: '', observedAt: null, sequence: 1 })).toBe('applied');
+    store.close();
+    const check = new DatabaseSync(old, { readOnly: true });
+    const key = (check.prepare('PRAGMA table_info(evaluation_updates)').all() as { name: string; pk: number }[]).filter((c) => c.pk > 0).map((c) => c.name);
+    const tables = (check.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'index') AND name LIKE 'evaluation_updates%' ORDER BY name").all() as { name: string }[]).map((t) => t.name);
+    check.close();
+    expect(key).toEqual(['id', 'cluster_id']);
+    expect(tables).toEqual(['evaluation_updates', 'evaluation_updates_cluster', 'evaluation_updates_evaluation']);
+    store = new Store(old, clock);
   });
 });

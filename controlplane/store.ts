@@ -46,14 +46,18 @@ export type RedeemResult =
   | { ok: false; problem: JoinTokenProblem; clusterId?: string; at?: string };
 
 export type AuthResult =
-  | { ok: true; clusterId: string; credentialId: number }
+  /** current: the credential is the cluster's newest of its purpose (false: superseded by a rotation, within its overlap) */
+  | { ok: true; clusterId: string; credentialId: number; current: boolean }
   | { ok: false; cause: 'unknown' }
   | { ok: false; cause: 'archived'; clusterId: string; at: string }
   | { ok: false; cause: 'revoked'; clusterId: string; at: string; reason: RevokeReason }
   | { ok: false; cause: 'expired'; clusterId: string; supersededAt: string; validUntil: string };
 
-/** Why a credential was revoked: the cluster was archived, or it joined again and its agent confirmed the new credentials. */
-export type RevokeReason = 'archived' | 'rejoined';
+/**
+ * Why a credential was revoked: the cluster was archived; it joined again and its agent confirmed the new credentials;
+ * or (control only) a rotation replaced it and the agent authenticated with the new value.
+ */
+export type RevokeReason = 'archived' | 'rejoined' | 'rotated';
 
 export type CredentialSummary = { purpose: CredentialPurpose; createdAt: string; validUntil: string | null; current: boolean };
 
@@ -84,12 +88,28 @@ export type UpdateInput = {
   observedAt: string | null;
   sequence: number;
 };
+/**
+ * What applyUpdate did: stored and applied, a redelivery of an update this cluster already sent,
+ * or refused because the evaluation belongs to another cluster (nothing stored, nothing changed).
+ */
+export type UpdateOutcome = 'applied' | 'duplicate' | { refused: 'other_cluster'; ownerClusterId: string };
 export type StoredUpdate = UpdateInput & { clusterId: string; receivedAt: string; duplicates: number };
 
 type Row = Record<string, unknown>;
 const str = (v: unknown): string => String(v);
 const strOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
 const jsonOrNull = <T>(v: unknown): T | null => (v === null || v === undefined ? null : (JSON.parse(String(v)) as T));
+
+const SCHEMA_UPDATES = `
+CREATE TABLE IF NOT EXISTS evaluation_updates (
+  id TEXT NOT NULL, evaluation_id TEXT NOT NULL, cluster_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+  phase TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL, exit_code INTEGER, pod TEXT NOT NULL,
+  node TEXT NOT NULL, observed_at TEXT, received_at TEXT NOT NULL, duplicates INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (cluster_id, id)
+);
+CREATE INDEX IF NOT EXISTS evaluation_updates_evaluation ON evaluation_updates (evaluation_id, sequence);
+CREATE INDEX IF NOT EXISTS evaluation_updates_cluster ON evaluation_updates (cluster_id);
+`;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS clusters (
@@ -114,14 +134,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
   cancel_requested_at TEXT, cancel_reason TEXT, sealed_secrets TEXT
 );
 CREATE INDEX IF NOT EXISTS evaluations_cluster ON evaluations (cluster_id);
-CREATE TABLE IF NOT EXISTS evaluation_updates (
-  id TEXT PRIMARY KEY, evaluation_id TEXT NOT NULL, cluster_id TEXT NOT NULL, sequence INTEGER NOT NULL,
-  phase TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL, exit_code INTEGER, pod TEXT NOT NULL,
-  node TEXT NOT NULL, observed_at TEXT, received_at TEXT NOT NULL, duplicates INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS evaluation_updates_evaluation ON evaluation_updates (evaluation_id, sequence);
-CREATE INDEX IF NOT EXISTS evaluation_updates_cluster ON evaluation_updates (cluster_id);
-`;
+${SCHEMA_UPDATES}`;
 
 /** Keys of an assignment (protobuf JSON, either spelling) whose values are secrets (a presigned URL is one). */
 export const SECRET_SPEC_KEYS = new Set(['secretAccessKey', 'sessionToken', 'secret_access_key', 'session_token', 'httpsUrl', 'https_url']);
@@ -169,11 +182,14 @@ function judgeCredential(row: Row | undefined, now: Date): AuthResult {
   if (!row) return { ok: false, cause: 'unknown' };
   const clusterId = str(row.cluster_id);
   if (row.archived_at !== null) return { ok: false, cause: 'archived', clusterId, at: str(row.archived_at) };
-  if (row.revoked_at !== null) return { ok: false, cause: 'revoked', clusterId, at: str(row.revoked_at), reason: row.revoke_reason === 'rejoined' ? 'rejoined' : 'archived' };
+  if (row.revoked_at !== null) {
+    const reason: RevokeReason = row.revoke_reason === 'rejoined' || row.revoke_reason === 'rotated' ? row.revoke_reason : 'archived';
+    return { ok: false, cause: 'revoked', clusterId, at: str(row.revoked_at), reason };
+  }
   if (row.valid_until !== null && now.getTime() >= Date.parse(str(row.valid_until))) {
     return { ok: false, cause: 'expired', clusterId, supersededAt: str(row.superseded_at), validUntil: str(row.valid_until) };
   }
-  return { ok: true, clusterId, credentialId: Number(row.id) };
+  return { ok: true, clusterId, credentialId: Number(row.id), current: row.superseded_at === null };
 }
 
 /** Whether a join token row can still be redeemed at `now`. */
@@ -425,6 +441,16 @@ export class Store {
       .run(clusterId, purpose);
   }
 
+  /**
+   * Judges a credential and records what its use proves. Authenticating with the newest control credential proves
+   * the agent holds it: its rotation is delivered, the credentials of every join before it are revoked
+   * (confirmJoin), and so is every control credential a rotation superseded ('rotated').
+   *
+   * The rotation overlap of a control credential therefore lasts until the agent uses the new value, 24 hours at
+   * most: it exists for an agent that has not stored the new value yet, and once the agent authenticated with it,
+   * nobody entitled to the old value still needs it. Pull and relay credentials keep the whole 24 hours: kubelets
+   * and Prometheus read their Secrets on their own schedule, and nothing proves they all switched.
+   */
   authenticate(purpose: CredentialPurpose, value: string): AuthResult {
     const row = this.db.prepare(CREDENTIAL_BY_HASH).get(sha256Hex(value), purpose) as Row | undefined;
     const judged = judgeCredential(row, this.clock.now());
@@ -438,8 +464,14 @@ export class Store {
         .prepare("SELECT MAX(id) AS id FROM credentials WHERE cluster_id = ? AND purpose = 'control' AND issued_by = 'join' AND confirmed_at IS NULL AND id <= ?")
         .get(clusterId, Number(row.id)) as Row;
       if (join.id !== null) this.confirmJoin(clusterId, Number(join.id));
+      // ... and that no control credential a rotation superseded is needed any more
+      this.db
+        .prepare(
+          "UPDATE credentials SET revoked_at = ?, revoke_reason = 'rotated', undelivered_value = NULL WHERE cluster_id = ? AND purpose = 'control' AND superseded_at IS NOT NULL AND revoked_at IS NULL AND id < ?",
+        )
+        .run(this.nowIso(), clusterId, Number(row.id));
     }
-    return { ok: true, clusterId, credentialId: Number(row.id) };
+    return judged;
   }
 
   /**
@@ -570,11 +602,15 @@ export class Store {
    * bumps its duplicate counter. Updates older than the evaluation's latest
    * sequence are kept in the history but do not move the phase back.
    */
-  applyUpdate(clusterId: string, u: UpdateInput): 'applied' | 'duplicate' {
+  applyUpdate(clusterId: string, u: UpdateInput): UpdateOutcome {
     return this.tx(() => {
       const now = this.nowIso();
-      const dup = this.db.prepare('UPDATE evaluation_updates SET duplicates = duplicates + 1 WHERE id = ?').run(u.id);
+      // an update is scoped by its cluster: the same id from another cluster is another update, never a duplicate of this one
+      const dup = this.db.prepare('UPDATE evaluation_updates SET duplicates = duplicates + 1 WHERE cluster_id = ? AND id = ?').run(clusterId, u.id);
       if (Number(dup.changes) > 0) return 'duplicate';
+      // an evaluation belongs to the cluster it was submitted to (or, never submitted, to the cluster that reported it first)
+      const owner = this.db.prepare('SELECT cluster_id FROM evaluations WHERE id = ?').get(u.evaluationId) as Row | undefined;
+      if (owner && str(owner.cluster_id) !== clusterId) return { refused: 'other_cluster', ownerClusterId: str(owner.cluster_id) };
       this.db
         .prepare(
           `INSERT INTO evaluation_updates (id, evaluation_id, cluster_id, sequence, phase, reason, message, exit_code, pod, node, observed_at, received_at)
@@ -601,9 +637,10 @@ export class Store {
     });
   }
 
-  knownUpdateIds(ids: string[]): string[] {
-    const stmt = this.db.prepare('SELECT 1 FROM evaluation_updates WHERE id = ?');
-    return ids.filter((id) => stmt.get(id) !== undefined);
+  /** Of `ids`, those this cluster's updates already stored (another cluster's updates with the same ids do not count). */
+  knownUpdateIds(clusterId: string, ids: string[]): string[] {
+    const stmt = this.db.prepare('SELECT 1 FROM evaluation_updates WHERE cluster_id = ? AND id = ?');
+    return ids.filter((id) => stmt.get(clusterId, id) !== undefined);
   }
 
   listUpdates(evaluationId: string): StoredUpdate[] {
@@ -628,6 +665,24 @@ function migrate(db: DatabaseSync): void {
   if (!clusterColumns.has('draining_since')) db.exec('ALTER TABLE clusters ADD COLUMN draining_since TEXT');
   const evaluationColumns = new Set((db.prepare('PRAGMA table_info(evaluations)').all() as Row[]).map((c) => str(c.name)));
   if (!evaluationColumns.has('sealed_secrets')) db.exec('ALTER TABLE evaluations ADD COLUMN sealed_secrets TEXT');
+  // evaluation_updates keyed by its id alone (before updates were scoped by cluster): rebuilt keyed by (cluster_id, id), rows kept
+  const updateKey = (db.prepare('PRAGMA table_info(evaluation_updates)').all() as Row[]).filter((c) => Number(c.pk) > 0).map((c) => str(c.name));
+  if (updateKey.length === 1) {
+    const columns = 'id, evaluation_id, cluster_id, sequence, phase, reason, message, exit_code, pod, node, observed_at, received_at, duplicates';
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      db.exec(`ALTER TABLE evaluation_updates RENAME TO evaluation_updates_unscoped;
+      DROP INDEX IF EXISTS evaluation_updates_evaluation;
+      DROP INDEX IF EXISTS evaluation_updates_cluster;
+      ${SCHEMA_UPDATES}
+      INSERT INTO evaluation_updates (${columns}) SELECT ${columns} FROM evaluation_updates_unscoped;
+      DROP TABLE evaluation_updates_unscoped;`);
+      db.exec('COMMIT');
+    } catch (err) {
+      db.exec('ROLLBACK');
+      throw err;
+    }
+  }
 }
 
 function toCluster(r: Row): Cluster {

@@ -5,7 +5,12 @@
 // API is away, and it reads the API's stores rather than owning any state.
 //
 //   node controlplane/registry-auth/main.ts --listen 127.0.0.1:5001 --stores-dir DIR \
-//     --signing-key KEY --signing-cert CERT --publisher-file FILE [--service S] [--issuer I]
+//     --signing-key KEY --signing-cert CERT --publisher-file FILE [--service S] [--issuer I] \
+//     [--public REPO…] [--evaluation-repository REPO…]
+//
+// --public (repeatable; default rlmesh/charts/): repositories anyone pulls without credentials.
+// --evaluation-repository (repeatable; default rlmesh-evaluations/): repositories every cluster's pull
+// credential pulls beside the runtime ones. A value ending in "/" is a namespace. See grants.ts.
 //
 // GET /token?service=&scope=… with optional Basic credentials (docker, skopeo,
 // helm, containerd's fallback), and POST /token with grant_type=password
@@ -14,7 +19,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
-import { accessFor, parseScope, type Identity, type Scope } from './grants.ts';
+import { accessFor, parseScope, policyFrom, type Identity, type Policy, type Scope } from './grants.ts';
 import { Identifier, type Identified } from './identify.ts';
 import { issueToken, loadSigner } from './token.ts';
 import { errorFields } from '../../lib/error-fields.ts';
@@ -35,12 +40,21 @@ const { values: args } = parseArgs({
     'publisher-file': { type: 'string' },
     service: { type: 'string', default: 'rlmesh-registry' },
     issuer: { type: 'string', default: 'rlmesh-registry-token' },
+    public: { type: 'string', multiple: true },
+    'evaluation-repository': { type: 'string', multiple: true },
   },
   strict: true,
 });
 for (const f of ['stores-dir', 'signing-key', 'signing-cert', 'publisher-file'] as const) if (!args[f]) fail(`--${f} is required`);
 const m = /^(.+):(\d+)$/.exec(args.listen);
 if (!m) fail(`--listen ${args.listen} is not host:port`);
+
+let policy: Policy;
+try {
+  policy = policyFrom(args.public, args['evaluation-repository']);
+} catch (err) {
+  fail((err as Error).message);
+}
 
 const log = pino({ base: { component: 'registry-token' }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination(2));
 const signer = loadSigner(args['signing-key']!, args['signing-cert']!, args.issuer, args.service);
@@ -98,7 +112,7 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
     log.warn({ user: creds?.username, scopes }, `refused: ${id.why}`);
     return answer(res, 401, { errors: [{ code: 'UNAUTHORIZED', message: `the registry refused these credentials: ${id.why}` }] });
   }
-  const access = accessFor(id.who, parsed as Scope[]);
+  const access = accessFor(id.who, parsed as Scope[], policy);
   const subject = subjectOf(id.who);
   const token = issueToken(signer, subject, access, TOKEN_TTL_SECONDS);
   log.info({ identity: id.who.kind, ...('clusterId' in id.who ? { clusterId: id.who.clusterId } : {}), requested: scopes, granted: access.map((a) => `${a.name}:${a.actions.join(',')}`) }, 'token issued');
