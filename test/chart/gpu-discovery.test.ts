@@ -170,7 +170,7 @@ describe('where the DaemonSet runs', () => {
     const placed = await until('a scheduled discovery pod on each GPU node, and no other', async () => {
       const on = podNodes();
       return desired() === expected.length && on.length === expected.length && on.every(Boolean) ? on : undefined;
-    }, { timeoutMs: 60_000, intervalMs: 500 });
+    }, { timeoutMs: 60_000, intervalMs: 500, context: () => `expected ${expected.join(' ')}; desired ${desired()}; pods on ${podNodes().join(' ')}` });
     expect(placed).toEqual(expected);
     for (const other of [NO_GPU, ARM_GPU, 'kwok-cpu-0', 'kwok-cpu-1']) expect(placed, other).not.toContain(other);
     // each pod requires linux/amd64 in every term, beside the GPU label

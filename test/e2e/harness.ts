@@ -51,7 +51,8 @@ export function localFlags(cp: ControlPlane): string[] {
 
 /** `helm upgrade --reuse-values` of the released chart with `flags` (plain-http OCI, no --wait unless `flags` ask for it). */
 export function upgradeReusing(chart: Chart, flags: string[]): void {
-  helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', '--plain-http', ...flags]);
+  const r = helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', '--plain-http', ...flags], { allowFail: true });
+  if (r.status !== 0) throw new Error(`helm upgrade --reuse-values ${flags.join(' ')} failed (${r.status}): ${r.stderr}\nwhat was not ready:\n${notReady()}`);
 }
 
 /**

@@ -178,6 +178,12 @@ function survey(evalSource: string, evalTarget: string): void {
 
 const probeKey = (p: Probe) => `${p.protocol}/${p.port}`;
 
+/** What rlmesh-runs holds, for a wait that timed out: evaluations with their status, pods, the node's room. */
+const runsState = (): string =>
+  kubectl(['-n', RUNS, 'get', 'rle', '-o', 'custom-columns=NAME:.metadata.name,PHASE:.status.phase,REASON:.status.reason,MESSAGE:.status.message'], { allowFail: true }).stdout +
+  kubectl(['-n', RUNS, 'get', 'pods', '-o', 'wide'], { allowFail: true }).stdout +
+  kubectl(['describe', 'node', realNodes()[0]!.name], { allowFail: true }).stdout.split('Allocated resources:')[1]?.slice(0, 400);
+
 /**
  * Runs every attempt from every source and compares the outcome with the
  * intended matrix (`scenario`, or "everything" with no policies) and with
@@ -344,7 +350,7 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
 
   it('helm uninstall mid-run keeps rlmesh-runs fenced: direct attempts stay refused, the evaluation ends cleanly, a reinstall adopts the fences', async () => {
     const short = await submit(cp, clusterId, { ...smallEvaluation(image, { TEST_DURATION: '100s' }), deadlineSeconds: '600' });
-    await until(`evaluation ${short} to run`, () => { try { return evaluationPod(short); } catch { return undefined; } }, { timeoutMs: 120_000, intervalMs: 1000 });
+    await until(`evaluation ${short} to run`, () => { try { return evaluationPod(short); } catch { return undefined; } }, { timeoutMs: 240_000, intervalMs: 1000, context: runsState });
     helm(['uninstall', 'rlmesh', '-n', NS, '--wait', '--timeout', '3m']);
     const fences = (): string[] => kubectl(['-n', RUNS, 'get', 'networkpolicies,limitranges,resourcequotas', '-o', 'name']).stdout.split('\n').filter(Boolean).sort();
     expect(fences()).toEqual(['limitrange/rlmesh-runs-defaults', 'networkpolicy.networking.k8s.io/rlmesh-runs-default-deny', 'networkpolicy.networking.k8s.io/rlmesh-runs-egress', 'resourcequota/rlmesh-runs']);
@@ -403,13 +409,13 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
     expect(row.evaluationsBlockedReason).toContain('NetworkPolicyNotEnforced');
 
     // the probe off (the upgrade also puts the policies back): still no pod, and the reason says the probe is off
-    upgradeReusing(chart, ['--set', 'preflight.networkPolicyProbe.enabled=false', '--wait', '--timeout', '4m']);
+    upgradeReusing(chart, ['--set', 'preflight.networkPolicyProbe.enabled=false', '--wait', '--timeout', '6m']);
     await until('the reason to name the probe off', () => (/the probe is off/.test(reasonOf().message ?? '') ? true : undefined), { timeoutMs: 90_000, intervalMs: 1000 });
     expect(reasonOf().reason).toBe('NetworkPolicyNotEnforced');
     expect(kubectl(['-n', RUNS, 'get', 'pods', '-o', 'name']).stdout).not.toContain(`rle-${waiting}`);
 
     // the opt-out, by its name: the evaluation runs
-    upgradeReusing(chart, ['--set', 'evaluations.runWithoutNetworkPolicyEnforcement=true', '--wait', '--timeout', '4m']);
+    upgradeReusing(chart, ['--set', 'evaluations.runWithoutNetworkPolicyEnforcement=true', '--wait', '--timeout', '6m']);
     expect((await waitFinished(cp, waiting, 180)).phase).toBe('Succeeded');
     await until('the cluster to accept evaluations again', async () => {
       const r = (await clusterRow(cp, clusterId)) as Awaited<ReturnType<typeof clusterRow>> & { acceptsEvaluations?: boolean | null };

@@ -8,7 +8,7 @@ import { kubectl } from './cluster.ts';
 export type TestNode = { arch?: string; labels?: Record<string, string>; capacity?: Record<string, string> };
 
 export function applyKwokNode(name: string, o: TestNode = {}): void {
-  const capacity = { cpu: '16', memory: '64Gi', pods: '110', ...(o.capacity ?? {}) };
+  const capacity = { cpu: '16', memory: '64Gi', 'ephemeral-storage': '100Gi', pods: '110', ...(o.capacity ?? {}) };
   kubectl(['apply', '-f', '-'], {
     input: JSON.stringify({
       apiVersion: 'v1',
