@@ -6,7 +6,7 @@ import type { CheckResult } from '../lib/preflight/types.ts';
 import type { NetworkGate } from './pod-spec.ts';
 
 export const NOT_ENFORCED_REASON = 'NetworkPolicyNotEnforced';
-/** How soon the probe runs again while it has not seen enforcement (hourly once it has). */
+/** The longest the probe waits before running again while it has not seen enforcement (hourly once it has). */
 export const UNENFORCED_REPROBE_MS = 60_000;
 
 export type FenceDecision = { start: true; gate?: NetworkGate } | { start: false; message: string };
@@ -62,6 +62,6 @@ export class NetworkFence {
   #fix(): string {
     if (!this.#probeEnabled) return 'Turn the probe on (preflight.networkPolicyProbe.enabled=true) with a CNI that enforces NetworkPolicy; this evaluation starts once the probe sees enforcement';
     const fix = this.#seen?.fix ? `${this.#seen.fix.replace(/\.$/, '')}. ` : '';
-    return `${fix}The controller probes again every ${UNENFORCED_REPROBE_MS / 1000} s and starts this evaluation once enforcement is seen (kubectl -n rlmesh-system get configmap rlmesh-network-policy-probe -o jsonpath='{.data.summary}')`;
+    return `${fix}The controller probes again within ${UNENFORCED_REPROBE_MS / 1000} s and starts this evaluation once enforcement is seen (kubectl -n rlmesh-system get configmap rlmesh-network-policy-probe -o jsonpath='{.data.summary}')`;
   }
 }

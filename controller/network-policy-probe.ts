@@ -20,12 +20,15 @@ import { isNotFound } from '../lib/kube-errors.ts';
 import { probeVerdict, readCni, type ProbeOutcome, type ProbeTargets } from '../lib/preflight/network-policy.ts';
 import type { CheckResult } from '../lib/preflight/types.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
+import { createBackoff } from '../lib/backoff.ts';
 
 export const PROBE_NAME = NAMES.networkPolicyProbe;
 export const PROBE_LABELS = { 'app.kubernetes.io/name': PROBE_NAME, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/component': 'preflight' };
 export const PROBE_INTERVAL_MS = 3600_000;
 /** How long the probe gives an enforcer to program a new pod's rules (kube-router takes seconds). */
 const ENFORCEMENT_GRACE_SECONDS = 15;
+/** The first retry while enforcement is not seen (then doubling up to the loop's retryMs). */
+const FIRST_RETRY_MS = 10_000;
 /** How long an evaluation pod's network-ready init container waits for its policies (pods start in bursts). */
 export const GATE_GRACE_SECONDS = 60;
 
@@ -195,8 +198,9 @@ async function storeResult(core: k8s.CoreV1Api, namespace: string, stored: Store
 }
 
 /**
- * Probes now, then every hour while enforcement is seen and every `retryMs` while it is not
- * (evaluations wait for it), while `active()` (the leader) says so; returns stop().
+ * Probes now, then every hour while enforcement is seen; while it is not (evaluations wait for it),
+ * again after a backoff from 10 s up to `retryMs`, since at install the proxy the probe must reach
+ * may simply not be ready yet. Only while `active()` (the leader) says so; returns stop().
  */
 export function startNetworkPolicyProbeLoop(
   o: ProbeOptions & { intervalMs?: number; retryMs?: number; active?: () => boolean; onResult?: (r: CheckResult) => void },
@@ -210,16 +214,19 @@ export function startNetworkPolicyProbeLoop(
   };
   const interval = o.intervalMs ?? PROBE_INTERVAL_MS;
   const retry = Math.min(o.retryMs ?? interval, interval);
+  const backoff = createBackoff(Math.min(FIRST_RETRY_MS, retry), retry);
   function tick(): void {
     if (o.active && !o.active()) return schedule(retry);
     runNetworkPolicyProbe(o)
       .then((r) => {
         o.onResult?.(r);
-        schedule(r.verdict === 'pass' ? interval : retry);
+        if (r.verdict === 'pass') backoff.reset();
+        schedule(r.verdict === 'pass' ? interval : backoff.next());
       })
       .catch((err: unknown) => {
-        o.log.error(errorFields(err), `NetworkPolicy probe could not run; next try in ${Math.round(retry / 1000)} s`);
-        schedule(retry);
+        const next = backoff.next();
+        o.log.error(errorFields(err), `NetworkPolicy probe could not run; next try in ${Math.round(next / 1000)} s`);
+        schedule(next);
       });
   }
   tick();

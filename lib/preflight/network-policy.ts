@@ -86,7 +86,7 @@ export function probeVerdict(outcome: ProbeOutcome, targets: ProbeTargets, cni: 
       id: PROBE_ID,
       verdict: 'warn',
       found: `the probe pod in rlmesh-runs did not run: ${outcome.reason}; NetworkPolicy enforcement is not verified${cniPart}`,
-      fix: 'Fix what kept the probe pod from running (see its events in rlmesh-runs); the controller probes again within the hour.',
+      fix: 'Fix what kept the probe pod from running (see its events in rlmesh-runs); the controller probes again within a minute while enforcement is not seen.',
     };
   }
   const detail = outcome.message ? `; probe said: ${outcome.message}` : '';

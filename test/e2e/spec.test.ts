@@ -93,10 +93,14 @@ describe('Install', () => {
   });
 
   it('the NetworkPolicy probe pod runs on the real node from the runtime image and finds the policies enforced', async () => {
-    const result = await until('the probe result', () => {
+    // the first probe may run before the egress proxy it must reach is ready; the controller probes again within seconds
+    let last = '';
+    const result = await until('the probe to find the policies enforced', () => {
       const r = kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-network-policy-probe', '-o', 'jsonpath={.data.result\\.json}'], { allowFail: true });
-      return r.status === 0 && r.stdout ? (JSON.parse(r.stdout) as { verdict: string; found: string }) : undefined;
-    }, { timeoutMs: 120_000 });
+      last = r.stdout;
+      const stored = r.status === 0 && r.stdout ? (JSON.parse(r.stdout) as { verdict: string; found: string }) : undefined;
+      return stored?.verdict === 'pass' ? stored : undefined;
+    }, { timeoutMs: 150_000, context: () => `last result: ${last}` });
     expect(result.verdict, result.found).toBe('pass');
     expect(result.found).toMatch(/^NetworkPolicy is enforced/);
     const probe = JSON.parse(kubectl(['-n', RUNS, 'get', 'pods', '-l', 'app.kubernetes.io/name=rlmesh-network-policy-probe', '-o', 'json']).stdout).items[0] as {
