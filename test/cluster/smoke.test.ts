@@ -119,7 +119,8 @@ describe('the local cluster is real Kubernetes', () => {
     helm(['package', chart, '-d', dir]);
     const push = helm(['push', join(dir, 'smoke-0.0.1.tgz'), `oci://${clusterInfo().registry}/smoke`, '--plain-http', '--registry-config', registryAuthFile()]);
     expect(push.stdout + push.stderr).toContain('Digest: sha256:');
-    helm(['install', 'oci-smoke', `oci://${clusterInfo().registry}/smoke/smoke`, '--version', '0.0.1', '--plain-http', '-n', ns, '--wait']);
+    // the registry serves anonymous clients only its public repositories (controlplane/registry-auth): the publisher pulls what it pushed
+    helm(['install', 'oci-smoke', `oci://${clusterInfo().registry}/smoke/smoke`, '--version', '0.0.1', '--plain-http', '--registry-config', registryAuthFile(), '-n', ns, '--wait']);
     expect(jsonpath(['-n', ns, 'get', 'configmap', 'from-oci'], '{.data.release}')).toBe('oci-smoke');
   });
 });
