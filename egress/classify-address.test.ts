@@ -2,7 +2,7 @@ import { BlockList } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { describe, expect, it } from 'vitest';
 import { classifyAddress, normaliseHost, parseAllowRange, parseClusterRange } from './classify-address.ts';
-import { IPV4_ROWS, IPV6_ROWS } from './special-purpose-registry.ts';
+import { IPV4_ROWS, IPV6_ROWS } from '../lib/special-purpose-registry.ts';
 
 function rule(address: string): string {
   const c = classifyAddress(address);

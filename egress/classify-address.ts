@@ -11,7 +11,7 @@ import {
   IPV6_OUTSIDE_GLOBAL_UNICAST,
   IPV6_ROWS,
   type RegistryRow,
-} from './special-purpose-registry.ts';
+} from '../lib/special-purpose-registry.ts';
 
 type Address = ipaddr.IPv4 | ipaddr.IPv6;
 

@@ -6,7 +6,7 @@
 // template is generated (a test still keeps the two renders equal).
 import { z } from 'zod';
 import { affinitySchema, tolerationSchema, automaticPullPolicy, imageErrors, imageReference, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type Res } from './chart-values.ts';
-import { allowRangePrefix, WIDEST_REOPENABLE } from '../egress/network-policy-ranges.ts';
+import { allowRangePrefix, WIDEST_REOPENABLE } from './network-policy-ranges.ts';
 import { parseQuantity } from './quantity.ts';
 import { refuse } from './refusals.ts';
 import { VALUES_REFUSALS } from './values-refusals.ts';
@@ -155,7 +155,7 @@ const labelSelector = z
   })
   .strict();
 const cidr = z.union([z.cidrv4(), z.cidrv6()]);
-// an allow-range may only re-open a private or special-purpose block (a reopenable row of egress/special-purpose-registry.ts),
+// an allow-range may only re-open a private or special-purpose block (a reopenable row of lib/special-purpose-registry.ts),
 // so it is at most as wide as the widest of them: a shorter prefix would open everything, and is refused before anything is installed
 const tooWide = (family: 'ipv4' | 'ipv6') => ({ message: `must be at most as wide as ${WIDEST_REOPENABLE[family].cidr}: a shorter prefix would open every private address` });
 const allowRange = z.union([z.cidrv4().regex(allowRangePrefix('ipv4'), tooWide('ipv4')), z.cidrv6().regex(allowRangePrefix('ipv6'), tooWide('ipv6'))]);

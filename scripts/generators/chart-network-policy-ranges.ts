@@ -1,13 +1,13 @@
 // templates/_egress-public-blocks.tpl: the egress proxy NetworkPolicy's public
 // ipBlocks, derived from the registry rows the proxy itself refuses
-// (egress/network-policy-ranges.ts over egress/special-purpose-registry.ts).
-import { NON_PUBLIC_RANGES } from '../../egress/network-policy-ranges.ts';
+// (lib/network-policy-ranges.ts over lib/special-purpose-registry.ts).
+import { NON_PUBLIC_RANGES } from '../../lib/network-policy-ranges.ts';
 
 const list = (cidrs: string[], indent: string): string => cidrs.map((c) => `${indent}- ${c}\n`).join('');
 
 export function egressPublicBlocksTemplate(): string {
   return (
-    '{{/* Generated from egress/special-purpose-registry.ts by `npm run generate`; do not edit. */}}\n' +
+    '{{/* Generated from lib/special-purpose-registry.ts by `npm run generate`; do not edit. */}}\n' +
     '{{/* The public addresses the egress proxy may reach: every registry row it refuses is excepted */}}\n' +
     '{{- define "rlmesh.egressPublicBlocks" -}}\n' +
     '- ipBlock:\n' +

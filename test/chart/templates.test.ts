@@ -7,7 +7,7 @@ import { runtimeConfigSchema } from '../../lib/runtime-config.ts';
 import { imageBlocks, imageErrors } from '../../lib/chart-values.ts';
 import { AGENT_NODE_OPTIONS, CHART_APP_VERSION, crossFieldErrors, defaultValues, GPU_NODE_TERMS, KUBECTL_IMAGE, RUNTIME_IMAGE, renderRuntimeConfig, valuesObjectSchema, valuesSchema } from '../../lib/values-schema.ts';
 import ipaddr from 'ipaddr.js';
-import { IPV4_ROWS, IPV6_GLOBAL_UNICAST, IPV6_ROWS } from '../../egress/special-purpose-registry.ts';
+import { IPV4_ROWS, IPV6_GLOBAL_UNICAST, IPV6_ROWS } from '../../lib/special-purpose-registry.ts';
 import { CHART, get, podTemplate, render, scenarios, template, TOKEN, valuesFile, type K8sObject, type NodeSelectorTerm } from './chart.ts';
 
 const SYS = 'rlmesh-system';
@@ -277,7 +277,7 @@ describe('objects', () => {
     expect((get(objs, 'NetworkPolicy', RUNS, 'rlmesh-artifact-cache-filler') as K8sObject & NP).spec.egress[0]).toEqual(dnsRule);
     const proxy = get(objs, 'NetworkPolicy', SYS, 'rlmesh-egress-proxy') as K8sObject & NP;
     const publicRule = proxy.spec.egress[1]!;
-    // against the rows the proxy refuses (egress/special-purpose-registry.ts): every row inside an ipBlock
+    // against the rows the proxy refuses (lib/special-purpose-registry.ts): every row inside an ipBlock
     // is excepted by a block that covers it, and every except block is such a row
     const blocks = publicRule.to as { ipBlock: { cidr: string; except: string[] } }[];
     expect(blocks.map((b) => b.ipBlock.cidr)).toEqual(['0.0.0.0/0', IPV6_GLOBAL_UNICAST]); // fc00::/7, fe80::/10, ::1, ff00::/8, 64:ff9b::/96 lie outside 2000::/3

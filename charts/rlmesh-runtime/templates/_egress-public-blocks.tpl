@@ -1,4 +1,4 @@
-{{/* Generated from egress/special-purpose-registry.ts by `npm run generate`; do not edit. */}}
+{{/* Generated from lib/special-purpose-registry.ts by `npm run generate`; do not edit. */}}
 {{/* The public addresses the egress proxy may reach: every registry row it refuses is excepted */}}
 {{- define "rlmesh.egressPublicBlocks" -}}
 - ipBlock:

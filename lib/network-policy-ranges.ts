@@ -2,7 +2,7 @@
 // registry rows the proxy enforces (special-purpose-registry.ts), so a row added
 // there reaches the chart on `npm run generate`.
 import ipaddr from 'ipaddr.js';
-import { numberRangePattern } from '../lib/number-range-pattern.ts';
+import { numberRangePattern } from './number-range-pattern.ts';
 import { IPV4_ROWS, IPV6_GLOBAL_UNICAST, IPV6_ROWS, type RegistryRow } from './special-purpose-registry.ts';
 
 const parse = (cidr: string): [ipaddr.IPv4 | ipaddr.IPv6, number] => ipaddr.parseCIDR(cidr);
