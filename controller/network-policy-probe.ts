@@ -15,7 +15,7 @@ import { platformAffinity } from './platform-affinity.ts';
 
 /** The probe's command in the runtime image, which holds lib/preflight/netprobe.ts compiled to .js. */
 export const NETPROBE_COMMAND = ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js'];
-import { PROBE_CONFIGMAP, PROBE_KEY, type StoredProbe } from '../lib/preflight/checks/network-policy.ts';
+import { PROBE_CONFIGMAP, PROBE_KEY, probeIsFresh, readStoredProbe, type StoredProbe } from '../lib/preflight/checks/network-policy.ts';
 import { isNotFound } from '../lib/kube-errors.ts';
 import { probeVerdict, readCni, type ProbeOutcome, type ProbeTargets } from '../lib/preflight/network-policy.ts';
 import type { CheckResult } from '../lib/preflight/types.ts';
@@ -32,19 +32,11 @@ const FIRST_RETRY_MS = 10_000;
 /** How long an evaluation pod's network-ready init container waits for its policies (pods start in bursts). */
 export const GATE_GRACE_SECONDS = 60;
 
-/** How long a stored verdict counts at start before this controller's own probe replaces it (the probe runs hourly). */
-const STORED_FRESH_MS = 2 * 3600_000;
-
 /** The last stored probe result (another replica may have written it) if it is recent enough to count, else undefined. */
 export async function storedProbe(kc: k8s.KubeConfig, namespace: string, now = Date.now()): Promise<CheckResult | undefined> {
-  const cm = await kc.makeApiClient(k8s.CoreV1Api).readNamespacedConfigMap({ namespace, name: PROBE_CONFIGMAP }).catch(() => undefined);
-  try {
-    const stored = JSON.parse(cm?.data?.[PROBE_KEY] ?? '{}') as Partial<StoredProbe>;
-    if (!stored.verdict || !stored.at || !(now - Date.parse(stored.at) <= STORED_FRESH_MS)) return undefined;
-    return { id: stored.id ?? '', verdict: stored.verdict, found: stored.found ?? '', fix: stored.fix ?? '' };
-  } catch {
-    return undefined;
-  }
+  // unreadable or malformed counts as no result: the fence stays closed until this controller's own probe
+  const stored = await readStoredProbe(kc, namespace).catch(() => undefined);
+  return stored?.verdict && stored.at && probeIsFresh(stored, now) ? { id: stored.id, verdict: stored.verdict, found: stored.found, fix: stored.fix } : undefined;
 }
 
 /** What an evaluation pod's network-ready init container checks: the Kubernetes API (forbidden in the runs namespace) and the proxy (`proxyUrl`, by address: the pod has no DNS). */

@@ -12,6 +12,9 @@ export const PROBE_CONFIGMAP = NAMES.networkPolicyProbe;
 export const PROBE_KEY = 'result.json';
 const STALE_MS = 2 * 3600_000; // the controller probes hourly
 
+/** Whether a stored result is recent enough to stand for the cluster as it is (the controller probes hourly). */
+export const probeIsFresh = (stored: StoredProbe, now: number): boolean => now - Date.parse(stored.at) <= STALE_MS;
+
 export type StoredProbe = CheckResult & { at: string };
 
 export function storedProbeVerdict(stored: StoredProbe | undefined, enabled: boolean, now: number): CheckResult {
@@ -31,8 +34,7 @@ export function storedProbeVerdict(stored: StoredProbe | undefined, enabled: boo
       fix: 'Check that the controller runs (kubectl -n rlmesh-system get pods); it probes at start and every hour.',
     };
   }
-  const age = now - Date.parse(stored.at);
-  if (!(age <= STALE_MS)) {
+  if (!probeIsFresh(stored, now)) {
     return { ...pick(stored), verdict: stored.verdict === 'fail' ? 'fail' : 'warn', found: `${stored.found} (probed at ${stored.at}, more than 2 h ago)`, fix: stored.verdict === 'fail' ? stored.fix : 'Check that the controller runs; it probes every hour.' };
   }
   return { ...pick(stored), found: `${stored.found} (probed at ${stored.at})` };
