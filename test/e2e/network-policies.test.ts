@@ -380,7 +380,7 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
     expect((await waitFinished(cp, short, 120)).phase).toBe('Succeeded');
     for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
     survey(evalSource, evalTarget);
-  });
+  }, 900_000);
 
   it('with no NetworkPolicy at all every attempt gets through: each refusal above was a policy', async () => {
     kubectl(['-n', RUNS, 'delete', 'networkpolicies', '--all']);
@@ -421,5 +421,5 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
       const r = (await clusterRow(cp, clusterId)) as Awaited<ReturnType<typeof clusterRow>> & { acceptsEvaluations?: boolean | null };
       return r.acceptsEvaluations === true ? true : undefined;
     }, { timeoutMs: 120_000, intervalMs: 2000 });
-  });
+  }, 900_000);
 });
