@@ -43,6 +43,7 @@ const CONFIG_DIR = '/etc/rlmesh/config';
 const CA_DIR = '/etc/rlmesh/ca';
 const CLUSTER_RANGES_DIR = '/etc/rlmesh/cluster-ranges';
 const CLUSTER_RANGES_KEY = 'ranges';
+const PROXY_CREDENTIALS_DIR = '/etc/rlmesh/proxy-credentials';
 
 /** Where the chart mounts files into its pods. */
 export const MOUNTS = {
@@ -54,6 +55,8 @@ export const MOUNTS = {
   /** the key of ConfigMap clusterRangesConfigMap, one CIDR per line */
   clusterRangesKey: CLUSTER_RANGES_KEY,
   clusterRangesFile: `${CLUSTER_RANGES_DIR}/${CLUSTER_RANGES_KEY}`,
+  /** controlPlane.proxy.existingSecret (keys username and password), in the agent and the egress proxy */
+  proxyCredentialsDir: PROXY_CREDENTIALS_DIR,
   /** the agent's spool PVC (--spool-dir) */
   agentSpoolDir: '/var/lib/rlmesh/spool',
 } as const;

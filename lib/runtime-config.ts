@@ -40,6 +40,19 @@ export const DEFAULT_DNS_PEERS = [
   { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } },
 ];
 
+/** controlPlane.proxy as the components read it (lib/outbound-proxy.ts) */
+export const outboundProxySchema = z
+  .object({
+    // http:// or https:// scheme, host and port; never credentials
+    url: z.string(),
+    // hosts, .domains, IPs and CIDRs reached directly
+    noProxy: z.array(z.string()).default([]),
+    // where the Secret's keys username and password are mounted, and the Secret's name for messages
+    credentialsDir: z.string().optional(),
+    credentialsSecret: z.string().optional(),
+  })
+  .strict();
+
 export const runtimeConfigSchema = z
   .object({
     release: z.string().default('rlmesh'),
@@ -53,6 +66,8 @@ export const runtimeConfigSchema = z
         outputHosts: z.array(hostnameSchema).default([]),
         // PEM bundle file for private endpoints (staging, self-hosted); absent = system roots
         caBundlePath: z.string().optional(),
+        // the corporate proxy outbound connections to the internet go through (controlPlane.proxy in values)
+        proxy: outboundProxySchema.optional(),
       })
       .strict(),
     credentials: z
