@@ -27,10 +27,10 @@ export function manualClock(start = '2026-01-01T00:00:00.000Z'): ManualClock {
 export type TestControlPlane = ControlPlane & { ca: string; caFile: string; adminToken: string; dir: string; clock: ManualClock; dbFile: string };
 
 export async function startTestControlPlane(
-  overrides: Partial<ControlPlaneOptions> & { dir?: string; clock?: ManualClock } = {},
+  { tlsHosts = [], ...overrides }: Partial<ControlPlaneOptions> & { dir?: string; clock?: ManualClock; tlsHosts?: string[] } = {},
 ): Promise<TestControlPlane> {
   const dir = overrides.dir ?? mkdtempSync(join(tmpdir(), 'rlmesh-cp-'));
-  const tls = await ensureTls(join(dir, 'tls'));
+  const tls = await ensureTls(join(dir, 'tls'), tlsHosts);
   const clock = overrides.clock ?? manualClock(new Date().toISOString());
   const adminToken = 'rlm_admin_test_0123456789abcdefghijklmnopqrstuv';
   const dbFile = join(dir, 'controlplane.db');
