@@ -20,12 +20,15 @@ import {
 import { createBackoff, sleep } from '../lib/backoff.ts';
 import type { Timing } from './config.ts';
 import { errorMessage } from '../lib/error-fields.ts';
+import { proxyTunnelError, type OutboundProxy } from '../lib/outbound-proxy.ts';
 
 export type SessionState = 'connecting' | 'connected' | 'backoff' | 'unauthenticated' | 'stopped';
 
 export type SessionDeps = {
   target: { host: string; port: number };
   ca: string | undefined;
+  /** the corporate proxy the session tunnels through, when one applies to the target */
+  proxy: OutboundProxy | undefined;
   credential: () => { control: string; clusterId: string };
   agentVersion: string;
   kubernetesVersion: () => string;
@@ -185,7 +188,8 @@ export class Session {
           );
         } else {
           delay = backoff.next();
-          const msg = err instanceof ConnectError ? `${Code[err.code]}: ${err.rawMessage}` : errorMessage(err);
+          const tunnel = proxyTunnelError(err);
+          const msg = tunnel ? tunnel.message : err instanceof ConnectError ? `${Code[err.code]}: ${err.rawMessage}` : errorMessage(err);
           log.warn({ err: msg, retryInMs: delay }, `session to ${this.d.target.host}:${this.d.target.port} lost; reconnecting`);
         }
       }
@@ -273,10 +277,12 @@ export class Session {
   // crashes the process. The session's own pings and the silence timer above
   // detect a dead peer instead.
   private newSessionManager(): Http2SessionManager {
-    const { target, ca } = this.d;
+    const { target, ca, proxy } = this.d;
+    const tls = { ...(ca ? { ca } : {}), servername: isIp(target.host) ? undefined : target.host };
     return new Http2SessionManager(`https://${target.host}:${target.port}`, undefined, {
-      ...(ca ? { ca } : {}),
-      servername: isIp(target.host) ? undefined : target.host,
+      ...tls,
+      // behind a corporate proxy: HTTP/2 over TLS inside a CONNECT tunnel
+      ...(proxy ? { createConnection: () => proxy.tlsThroughTunnel(target.host, target.port, { ...tls, ALPNProtocols: ['h2'] }) } : {}),
     });
   }
 }

@@ -9,6 +9,7 @@ import { createBackoff, sleep } from '../lib/backoff.ts';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
 import type { JoinResult } from '../lib/credential-secret.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
+import { outboundProxy, proxyTunnelError, type OutboundProxy } from '../lib/outbound-proxy.ts';
 
 export const infoSchema = z.object({
   grpc: z.object({ host: z.string().min(1), port: z.number().int().min(1).max(65535), tls: z.boolean().default(true) }),
@@ -43,7 +44,7 @@ export class JoinError extends Error {
  * controlPlane.apiPort, which the chart always renders as 443 and only tests set to
  * the ephemeral port of their local control plane): the only endpoint it dials.
  */
-export type ControlPlaneClient = { baseUrl: string; dispatcher: Agent; ca: string | undefined; apiHost: string; apiPort: number };
+export type ControlPlaneClient = { baseUrl: string; dispatcher: Agent; ca: string | undefined; apiHost: string; apiPort: number; proxy: OutboundProxy | undefined };
 
 export function controlPlaneClient(cfg: RuntimeConfig): ControlPlaneClient {
   const { apiHost, apiPort, caBundlePath } = cfg.controlPlane;
@@ -55,8 +56,11 @@ export function controlPlaneClient(cfg: RuntimeConfig): ControlPlaneClient {
       throw new Error(`cannot read controlPlane.caBundlePath ${caBundlePath}: ${errorMessage(err)}; mount the CA bundle there or unset it to trust the system roots`);
     }
   }
-  const dispatcher = new Agent({ connect: { ...(ca ? { ca } : {}), timeout: 10_000 }, headersTimeout: 15_000, bodyTimeout: 15_000 });
-  return { baseUrl: `https://${apiHost}${apiPort === 443 ? '' : `:${apiPort}`}`, dispatcher, ca, apiHost, apiPort };
+  // behind a corporate proxy, discovery and the join go through a CONNECT tunnel, TLS inside it
+  const proxy = outboundProxy(cfg.controlPlane.proxy);
+  const connect = proxy?.appliesTo(apiHost) ? proxy.undiciConnector({ ca, timeoutMs: 10_000 }) : { ...(ca ? { ca } : {}), timeout: 10_000 };
+  const dispatcher = new Agent({ connect, headersTimeout: 15_000, bodyTimeout: 15_000 });
+  return { baseUrl: `https://${apiHost}${apiPort === 443 ? '' : `:${apiPort}`}`, dispatcher, ca, apiHost, apiPort, proxy: proxy?.appliesTo(apiHost) ? proxy : undefined };
 }
 
 async function call(cp: ControlPlaneClient, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
@@ -69,6 +73,9 @@ async function call(cp: ControlPlaneClient, method: 'GET' | 'POST', path: string
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   } catch (err) {
+    // the corporate proxy's own answer says what to fix
+    const tunnel = proxyTunnelError(err);
+    if (tunnel) throw new JoinError('unreachable', `cannot reach the control plane at ${cp.baseUrl}: ${tunnel.message}`, false);
     const { err: message, code } = errorFields(err);
     throw new JoinError(
       'unreachable',

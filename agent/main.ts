@@ -84,6 +84,7 @@ const session: Session = new Session({
   // the configured API host and port, which discoverUntilReachable() checked /v1/info names (never another endpoint)
   target: { host: cfg.runtime.controlPlane.apiHost, port: cfg.runtime.controlPlane.apiPort },
   ca: cp.ca,
+  proxy: cp.proxy,
   credential: () => credWatch.credentials,
   agentVersion: AGENT_VERSION,
   kubernetesVersion: () => kubernetesVersion,

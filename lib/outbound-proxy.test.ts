@@ -12,6 +12,7 @@ import { startTestControlPlane, type TestControlPlane } from '../test/support/co
 import { freePort } from '../test/support/free-port.ts';
 import { startSquid, type Squid } from '../test/support/squid.ts';
 import { OutboundProxy, ProxyTunnelError } from './outbound-proxy.ts';
+import { outboundVerdict, probeTls } from './preflight/checks/outbound.ts';
 
 // a name only Squid's hosts file knows: nothing here reaches it but through the proxy
 const CP_HOST = 'api.corporate-proxy.test';
@@ -98,6 +99,23 @@ describe('through Squid', () => {
     const dead = new OutboundProxy({ url: `http://127.0.0.1:${await freePort()}`, noProxy: [] });
     const err = (await dead.tunnel(CP_HOST, port).catch((e: unknown) => e)) as Error;
     expect(err.message).toMatch(/^cannot reach the corporate proxy http:\/\/127\.0\.0\.1:\d+ for CONNECT api\.corporate-proxy\.test:\d+ \(.*ECONNREFUSED.*\): check controlPlane\.proxy\.url/);
+  });
+});
+
+describe("preflight's outbound check", () => {
+  it('goes through the proxy, and a refusal says what the proxy answered', async () => {
+    const ok = await probeTls(CP_HOST, port, cp.ca, 5000, proxy());
+    expect(ok).toMatchObject({ ok: true, proxy: squid.url });
+    expect(outboundVerdict([ok], 'agent')).toMatchObject({ verdict: 'pass', found: expect.stringContaining(`TLS ok in ${ok.ms} ms through the corporate proxy ${squid.url}`) });
+    writeCredentials('not-the-password');
+    try {
+      const refused = await probeTls(CP_HOST, port, cp.ca, 5000, proxy());
+      expect(refused.ok).toBe(false);
+      expect(refused.error).toContain(`the corporate proxy ${squid.url} answered 407 Proxy Authentication Required`);
+      expect(outboundVerdict([refused], 'agent')).toMatchObject({ verdict: 'fail', fix: expect.stringContaining('Fix what the corporate proxy said above') });
+    } finally {
+      writeCredentials(squid.password);
+    }
   });
 });
 

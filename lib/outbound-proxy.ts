@@ -232,3 +232,9 @@ class PendingTunnel extends Duplex {
 export function outboundProxy(settings: OutboundProxySettings | undefined): OutboundProxy | undefined {
   return settings?.url ? new OutboundProxy(settings) : undefined;
 }
+
+/** The ProxyTunnelError behind an error a client library wrapped (undici, Connect, TLS), if any. */
+export function proxyTunnelError(err: unknown): ProxyTunnelError | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) if (e instanceof ProxyTunnelError) return e;
+  return undefined;
+}

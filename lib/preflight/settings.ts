@@ -2,6 +2,7 @@
 // inside the cluster (agent), or from chart values before install (CLI).
 import { readFileSync } from 'node:fs';
 import { NAMES } from '../fixed-names.ts';
+import { outboundProxy } from '../outbound-proxy.ts';
 import { DEFAULT_DNS_PEERS, type RuntimeConfig } from '../runtime-config.ts';
 import type { Values } from '../values-schema.ts';
 import { requiredNodeTerms, type NodeSelectorTerm } from './label-selector.ts';
@@ -23,6 +24,7 @@ export function settingsFromRuntimeConfig(cfg: RuntimeConfig): PreflightSettings
     ...(cfg.controlPlane.caBundlePath ? { ca: readFileSync(cfg.controlPlane.caBundlePath, 'utf8') } : {}),
     nodeSelector: cfg.agent.nodeSelector,
     networkPolicyProbe: cfg.preflight?.networkPolicyProbe.enabled ?? true,
+    proxy: outboundProxy(cfg.controlPlane.proxy),
   };
 }
 

@@ -1,6 +1,7 @@
 // What every preflight check returns, and what it is given: the API clients of
 // whoever runs it (the user's kube context for `rlmesh preflight`, the agent's
 // ServiceAccount inside the cluster) and the settings the chart would apply.
+import type { OutboundProxy } from '../outbound-proxy.ts';
 import type * as k8s from '@kubernetes/client-node';
 import type { NetworkPolicyPeer, NodeSelectorTerm } from './label-selector.ts';
 
@@ -37,6 +38,8 @@ export type PreflightSettings = {
   /** label selector of the nodes evaluations may use (the agent's report selector); empty: all */
   nodeSelector: string;
   networkPolicyProbe: boolean;
+  /** the corporate proxy the agent's outbound connections go through (controlPlane.proxy) */
+  proxy?: OutboundProxy | undefined;
 };
 
 export type PreflightContext = {
