@@ -74,7 +74,8 @@ export function runNewInstallCommand(command: string, stdin?: string): void {
 
 const quoted = (args: string[]): string => args.map((a) => `'${a}'`).join(' ');
 
-function runPrinted(line: string, stdin: string | undefined): void {
+/** Runs a printed command line (with whatever the test appended) in bash. */
+export function runPrinted(line: string, stdin?: string): void {
   const r = run('bash', ['-c', line], stdin === undefined ? {} : { input: stdin });
   if (r.status !== 0) throw new Error(`install command failed (${r.status}): ${r.stderr}\nwhat was not ready:\n${notReady()}`);
 }
