@@ -105,4 +105,33 @@ describe('egress config', () => {
     expect(parseConfig(['--allow', 'x.example'], {}).clusterRangesFile).toBeUndefined();
     expect(parseConfig(['--allow', 'x.example', '--cluster-ranges-file', '/tmp/r'], {}).clusterRangesFile).toBe('/tmp/r');
   });
+
+  it('takes the parent proxy from controlPlane.proxy, or from flags that replace it with their own credentials', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'egress-config-'));
+    const file = join(dir, 'config.json');
+    writeFileSync(file, JSON.stringify({
+      controlPlane: { proxy: { url: 'http://proxy.corp.example:3128', noProxy: ['.corp.example'], credentialsDir: '/etc/rlmesh/proxy-credentials', credentialsSecret: 'corp-proxy' } },
+      credentials: {}, observability: {}, gpuFeatureDiscovery: {}, artifactCache: {}, egress: { allowedDomains: ['api.rlmesh.dev'] }, ports: {},
+    }));
+    expect(parseConfig([], { RLMESH_CONFIG: file }).parentProxy).toEqual({
+      url: 'http://proxy.corp.example:3128', noProxy: ['.corp.example'], credentialsDir: '/etc/rlmesh/proxy-credentials', credentialsSecret: 'corp-proxy',
+    });
+    expect(parseConfig(['--no-proxy', 'a.example, 10.0.0.0/8'], { RLMESH_CONFIG: file }).parentProxy?.noProxy).toEqual(['a.example', '10.0.0.0/8']);
+    // another proxy never gets the configured one's credentials
+    expect(parseConfig(['--parent-proxy', 'http://other.example:8080'], { RLMESH_CONFIG: file }).parentProxy).toEqual({ url: 'http://other.example:8080', noProxy: [] });
+    expect(parseConfig(['--allow', 'x.example', '--parent-proxy', 'https://p.example:3129', '--parent-proxy-credentials', '/creds', '--no-proxy', 'in.example'], {}).parentProxy)
+      .toEqual({ url: 'https://p.example:3129', noProxy: ['in.example'], credentialsDir: '/creds' });
+    expect(parseConfig(['--allow', 'x.example'], {}).parentProxy).toBeUndefined();
+  });
+
+  it('says what is wrong with the parent proxy, without showing a password', () => {
+    expect(() => parseConfig(['--allow', 'x.example', '--parent-proxy-credentials', '/creds'], {}))
+      .toThrow('--parent-proxy-credentials needs a parent proxy: give --parent-proxy URL (or controlPlane.proxy.url in the runtime config)');
+    expect(() => parseConfig(['--allow', 'x.example', '--no-proxy', 'a.example'], {})).toThrow(/--no-proxy needs a parent proxy/);
+    const withPassword = () => parseConfig(['--allow', 'x.example', '--parent-proxy', 'http://user:hunter2@p.example:3128'], {});
+    expect(withPassword).toThrow("--parent-proxy (http://p.example:3128 with credentials) is not http(s)://host:port without credentials or path");
+    expect(withPassword).not.toThrow(/hunter2/);
+    expect(() => parseConfig(['--allow', 'x.example', '--parent-proxy', 'socks5://p.example:1080'], {})).toThrow(/--parent-proxy \(socks5:\/\/p\.example:1080\) is not http\(s\)/);
+    expect(() => parseConfig(['--allow', 'x.example', '--parent-proxy', 'p.example:3128'], {})).toThrow(/--parent-proxy .*is not http\(s\):\/\/host:port/);
+  });
 });

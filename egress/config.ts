@@ -13,7 +13,8 @@
 // limits.memory), else 256.
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
-import { DEFAULT_CONFIG_PATH, loadRuntimeConfig } from '../lib/runtime-config.ts';
+import type { OutboundProxySettings } from '../lib/outbound-proxy.ts';
+import { DEFAULT_CONFIG_PATH, loadRuntimeConfig, type RuntimeConfig } from '../lib/runtime-config.ts';
 import { MOUNTS } from '../lib/fixed-names.ts';
 import { bufferLimits, MiB, type BufferLimits } from './buffer-budget.ts';
 
@@ -49,6 +50,8 @@ export interface EgressConfig {
   drainTimeoutMs: number;
   /** relay buffer budget and shares, from the memory limit */
   buffers: BufferLimits;
+  /** the corporate proxy upstream connections go through (controlPlane.proxy, or --parent-proxy); unset: direct */
+  parentProxy?: OutboundProxySettings;
 }
 
 export const MEMORY_LIMIT_ENV = 'RLMESH_MEMORY_LIMIT_MIB';
@@ -61,6 +64,7 @@ export const USAGE = `usage: rlmesh-runtime egress [--help] [--config FILE] [--p
   [--connect-timeout-ms MS] [--idle-timeout-ms MS] [--header-timeout-ms MS] [--max-header-bytes N]
   [--max-tunnels N] [--max-tunnels-per-client N] [--max-connections N] [--max-connections-per-client N]
   [--drain-timeout-ms MS] [--dns-timeout-ms MS] [--memory-limit-mib N]
+  [--parent-proxy URL [--parent-proxy-credentials DIR] [--no-proxy LIST]]
 The listen host is RLMESH_LISTEN_HOST (default 0.0.0.0); the memory limit defaults to $RLMESH_MEMORY_LIMIT_MIB, else 256.`;
 
 function port(flag: string, text: string | undefined, fallback: number): number {
@@ -108,6 +112,9 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       'max-connections-per-client': { type: 'string' },
       'drain-timeout-ms': { type: 'string' },
       'memory-limit-mib': { type: 'string' },
+      'parent-proxy': { type: 'string' },
+      'parent-proxy-credentials': { type: 'string' },
+      'no-proxy': { type: 'string' },
     },
   });
   const configPath = v.config ?? env.RLMESH_CONFIG ?? (v.allow.length === 0 ? DEFAULT_CONFIG_PATH : undefined);
@@ -133,6 +140,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   // in the cluster, ConfigMap rlmesh-cluster-ranges as the chart mounts it (templates/egress-proxy.yaml)
   const clusterRangesFile = v['cluster-ranges-file'] ?? (runtime ? CLUSTER_RANGES_FILE : undefined);
   const host = env.RLMESH_LISTEN_HOST || '0.0.0.0';
+  const parentProxy = parentProxyOf(runtime, v['parent-proxy'], v['parent-proxy-credentials'], v['no-proxy']);
   return {
     listen: { host, port: port('port', v.port, proxyPort) },
     healthListen: { host, port: port('health-port', v['health-port'], runtime?.ports.health ?? 8081) },
@@ -154,6 +162,39 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     maxConnectionsPerClient,
     drainTimeoutMs: positive('drain-timeout-ms', v['drain-timeout-ms'], 25_000),
     buffers,
+    ...(parentProxy ? { parentProxy } : {}),
+  };
+}
+
+/**
+ * The parent proxy: controlPlane.proxy from the runtime config, or the flags.
+ * --parent-proxy replaces the configured one with its credentials: the
+ * Secret's username and password are never sent to a proxy named elsewhere.
+ */
+function parentProxyOf(runtime: RuntimeConfig | undefined, url?: string, credentialsDir?: string, noProxy?: string): OutboundProxySettings | undefined {
+  const configured = runtime?.controlPlane.proxy;
+  const base = url === undefined ? configured : { url, noProxy: [] };
+  if (!base?.url) {
+    const flag = credentialsDir !== undefined ? '--parent-proxy-credentials' : noProxy !== undefined ? '--no-proxy' : undefined;
+    if (flag) throw new Error(`${flag} needs a parent proxy: give --parent-proxy URL (or controlPlane.proxy.url in the runtime config)`);
+    return undefined;
+  }
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(base.url);
+  } catch {
+    parsed = undefined;
+  }
+  if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.username || parsed.password || parsed.pathname !== '/') {
+    // shown without what might be a password
+    const shownUrl = parsed ? ` (${parsed.protocol}//${parsed.host}${parsed.username || parsed.password ? ' with credentials' : ''})` : '';
+    throw new Error(`${url === undefined ? 'controlPlane.proxy.url in the runtime config' : '--parent-proxy'}${shownUrl} is not http(s)://host:port without credentials or path; ` +
+      'name the corporate proxy like http://proxy.corp.example:3128 and give its username and password as files (--parent-proxy-credentials DIR, or the Secret controlPlane.proxy.existingSecret)');
+  }
+  return {
+    ...base,
+    ...(credentialsDir !== undefined ? { credentialsDir } : {}),
+    ...(noProxy !== undefined ? { noProxy: noProxy.split(',').map((e) => e.trim()).filter(Boolean) } : {}),
   };
 }
 

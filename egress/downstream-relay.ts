@@ -24,6 +24,8 @@ import { MIN_READ_BYTES, type Holding } from './buffer-budget.ts';
 
 const SIZES = [MIN_READ_BYTES, 64 * 1024, 256 * 1024, 1024 * 1024];
 const MAX_QUEUED_BYTES = 1024 * 1024;
+// what one read from a socket can add (libuv's read size)
+const STREAM_READ_BYTES = 64 * 1024;
 
 /** Free read buffers kept for reuse, up to `bytesPerSize` of each size; the rest are left to the garbage collector. */
 export class BufferPool {
@@ -105,34 +107,58 @@ export class DownstreamRelay {
     else upstream.once('end', () => client.end());
   }
 
-  private done(buffer: Buffer): void {
-    this.holding.free(buffer.length);
-    this.pool.release(buffer);
+  /**
+   * The same for a destination socket that already existed, so without
+   * `onread` (a tunnel through the parent proxy): its stream's chunks are
+   * relayed and counted alike, and are not pooled. While paused the socket
+   * still reads ahead into its stream buffer, so that much is counted then.
+   */
+  startStream(upstream: net.Socket, client: Duplex): void {
+    this.start(upstream, client);
+    const readAhead = upstream.readableHighWaterMark + STREAM_READ_BYTES;
+    let ahead = false;
+    upstream.on('pause', () => {
+      if (!ahead) this.holding.hold(readAhead);
+      ahead = true;
+    });
+    upstream.on('resume', () => {
+      if (ahead) this.holding.free(readAhead);
+      ahead = false;
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      this.holding.hold(chunk.length);
+      this.relay(chunk.length, chunk, false);
+    });
   }
 
-  private relay(bytes: number, buffer: Buffer): boolean {
+  private done(buffer: Buffer, pooled = true): void {
+    this.holding.free(buffer.length);
+    if (pooled) this.pool.release(buffer);
+  }
+
+  private relay(bytes: number, buffer: Buffer, pooled = true): boolean {
     const client = this.client;
     if (!client) {
       const copy = Buffer.from(buffer.subarray(0, bytes));
       this.holding.hold(copy.length);
       this.early.push(copy);
-      this.done(buffer);
+      this.done(buffer, pooled);
       return true;
     }
     if (client.destroyed) {
-      this.done(buffer);
+      this.done(buffer, pooled);
       return false;
     }
     let queued = false;
     client.write(buffer.subarray(0, bytes), () => {
-      if (queued) this.done(buffer);
+      if (queued) this.done(buffer, pooled);
       if (this.paused && !this.blocked(client, MAX_QUEUED_BYTES / 2)) {
         this.paused = false;
         this.upstream?.resume();
       }
     });
     // written synchronously: the kernel has the bytes and the buffer is free again
-    if (client.writableLength === 0) this.done(buffer);
+    if (client.writableLength === 0) this.done(buffer, pooled);
     else queued = true;
     if (this.blocked(client, MAX_QUEUED_BYTES)) {
       this.paused = true;

@@ -16,6 +16,7 @@ import { OpsServer } from '../lib/ops-server.ts';
 import { createProxy } from './proxy.ts';
 import { DestinationResolver, localAddresses } from './resolve-destination.ts';
 import { errorMessage } from '../lib/error-fields.ts';
+import { outboundProxy } from '../lib/outbound-proxy.ts';
 
 const logger = createLogger('egress');
 
@@ -49,7 +50,8 @@ async function main(): Promise<void> {
     ? await followRangesFile({ path: config.clusterRangesFile, log: logger, onChange: (more) => resolver.setClusterRanges([...clusterRanges, ...more]) })
     : { stop: () => undefined, problem: () => undefined };
   rangesProblem = ranges.problem;
-  const proxy = createProxy({ config, allowList, resolver, metrics, logger });
+  const parent = outboundProxy(config.parentProxy);
+  const proxy = createProxy({ config, allowList, resolver, metrics, logger, ...(parent ? { parent } : {}) });
   let ready = false;
   const ops = new OpsServer({
     registry: metrics.registry,
@@ -63,6 +65,7 @@ async function main(): Promise<void> {
     allow: config.allow, ports: config.ports, allowRanges: allowRanges.map((r) => r.cidr), clusterRanges: clusterRanges.map((r) => r.cidr), clusterRangesFile: config.clusterRangesFile,
     maxTunnels: config.maxTunnels, maxTunnelsPerClient: config.maxTunnelsPerClient,
     maxConnections: config.maxConnections, maxConnectionsPerClient: config.maxConnectionsPerClient, dns: config.dns.length ? config.dns : 'system',
+    parentProxy: parent?.shown, noProxy: config.parentProxy?.noProxy,
     memoryLimitBytes: config.buffers.memoryLimitBytes, bufferBudgetBytes: config.buffers.totalBytes, clientBufferShareBytes: config.buffers.perClientBytes,
   }, 'egress proxy ready');
 

@@ -46,7 +46,7 @@ export function createMetrics() {
     }),
     connectSeconds: new Histogram({
       name: 'rlmesh_egress_upstream_connect_seconds',
-      help: 'Time to open the TCP connection to the checked destination address',
+      help: 'Time to open the TCP connection to the checked destination address, or the tunnel (or connection) through the parent proxy',
       buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
       registers: [registry],
     }),

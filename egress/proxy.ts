@@ -5,18 +5,22 @@
 // address → relay. Every outcome is one log line and one metric sample; a
 // request target is shown there, and in answers, without its userinfo, query
 // or fragment (shown.ts). What the proxy buffers for each client is counted
-// against a budget sized from its memory limit (buffer-budget.ts).
+// against a budget sized from its memory limit (buffer-budget.ts). With a
+// parent (corporate) proxy, destinations it applies to are reached through it
+// (parent-proxy.ts) after the same checks.
 import http, { STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { ERROR_HEADER, REFUSED_HEADER } from '../lib/egress-headers.ts';
 import { errorFields } from '../lib/error-fields.ts';
+import type { OutboundProxy } from '../lib/outbound-proxy.ts';
 import { parseAbsoluteUrl, parseAuthority, type AllowList, type Destination, type Refusal } from './allow-list.ts';
 import { BufferBudget, MiB } from './buffer-budget.ts';
 import type { EgressConfig } from './config.ts';
 import { BufferPool, DownstreamRelay } from './downstream-relay.ts';
 import type { EgressMetrics } from './metrics.ts';
+import { dialParent, parentAuthorization, parentRefusedForward, tunnelThroughParent } from './parent-proxy.ts';
 import type { DestinationResolver } from './resolve-destination.ts';
 import { shown, shownTarget } from './shown.ts';
 import { relayUpstream } from './upstream-relay.ts';
@@ -29,9 +33,9 @@ const RETRY_AFTER_SECONDS = 5;
 // each: reserved from its client's share for as long as it runs.
 const FORWARD_BYTES = 2 * 3 * (64 + 64) * 1024;
 
-type Decision = 'allowed' | 'refused' | 'dns-failure' | 'connect-failure' | 'connect-timeout' | 'limited' | 'client-closed';
+export type Decision = 'allowed' | 'refused' | 'dns-failure' | 'connect-failure' | 'connect-timeout' | 'limited' | 'client-closed';
 
-interface Answer {
+export interface Answer {
   status: number;
   decision: Decision;
   rule: string;
@@ -48,6 +52,8 @@ interface Outcome {
   decision: Decision;
   rule: string;
   address?: string;
+  /** the parent proxy the connection went through (scheme, host and port) */
+  parent?: string;
   status?: number;
   bytesUp: number;
   bytesDown: number;
@@ -61,6 +67,15 @@ export interface ProxyDeps {
   resolver: DestinationResolver;
   metrics: EgressMetrics;
   logger: Logger;
+  /** the corporate proxy upstream connections go through, where it applies (noProxy) */
+  parent?: OutboundProxy;
+}
+
+/** A destination that passed: the checked addresses to connect to, or the parent to go through by name. */
+interface Decided {
+  addresses: string[];
+  rule: string;
+  parent?: OutboundProxy;
 }
 
 type Connected = { ok: true; socket: net.Socket; address: string } | { ok: false; answer: Answer };
@@ -68,7 +83,7 @@ type Connected = { ok: true; socket: net.Socket; address: string } | { ok: false
 const mib = (bytes: number) => (bytes / MiB).toFixed(1);
 
 export function createProxy(deps: ProxyDeps) {
-  const { config, allowList, resolver, metrics, logger } = deps;
+  const { config, allowList, resolver, metrics, logger, parent } = deps;
   const server = http.createServer({
     headersTimeout: config.headerTimeoutMs,
     // a forwarded body may take long; idle connections are cut by the socket timeout below
@@ -162,19 +177,41 @@ export function createProxy(deps: ProxyDeps) {
     return { status: 403, decision: 'refused', rule: r.rule, body: `egress to '${host}' refused: ${r.reason}` };
   }
 
-  /** Checks and resolves the destination; the addresses returned are the only ones to connect to. */
-  async function decide(dest: Destination | Refusal, target: string): Promise<{ addresses: string[]; rule: string } | Answer> {
+  /**
+   * Checks and resolves the destination; the addresses returned are the only
+   * ones to connect to. Through a parent, which resolves the name again
+   * itself, every address must pass, and a name the proxy cannot resolve goes
+   * to the parent by name: in a proxy-only network the cluster's DNS often
+   * does not resolve internet names.
+   */
+  async function decide(dest: Destination | Refusal, target: string): Promise<Decided | Answer> {
     if ('rule' in dest) return refusal(shownTarget(target), dest);
     const denied = allowList.check(dest);
     if (denied) return refusal(dest.host, denied);
+    const through = parent?.appliesTo(dest.host) ? parent : undefined;
     const started = performance.now();
-    const resolution = await resolver.resolve(dest);
+    const resolution = await resolver.resolve(dest, { every: through !== undefined });
     if (dest.kind === 'name') metrics.dnsSeconds.observe((performance.now() - started) / 1000);
     if (resolution.outcome === 'refused') return refusal(dest.host, resolution);
     if (resolution.outcome === 'dns-failure') {
+      if (through) return { addresses: [], rule: 'parent-resolves', parent: through };
       return { status: 502, decision: 'dns-failure', rule: resolution.rule, body: `egress to '${dest.host}' failed: ${resolution.reason}; check the name and the proxy's DNS resolver` };
     }
-    return { addresses: resolution.addresses, rule: resolution.rule };
+    return { addresses: resolution.addresses, rule: resolution.rule, ...(through ? { parent: through } : {}) };
+  }
+
+  /** Through the parent: the address logged is the one checked for an IP literal; for a name the parent picks it. */
+  function via(dest: Destination, decided: Decided): { parent?: string; address?: string } {
+    if (!decided.parent) return {};
+    return { parent: decided.parent.shown, ...(dest.kind === 'ip' ? { address: dest.host } : {}) };
+  }
+
+  /** A CONNECT tunnel by name through the parent (`tunnel`), or a connection to the parent to forward a request on, timed like a direct connect. */
+  async function throughParent(dest: Destination, through: OutboundProxy, tunnel: boolean): Promise<Connected> {
+    const started = performance.now();
+    const opened = await (tunnel ? tunnelThroughParent : dialParent)(through, dest, config.connectTimeoutMs);
+    metrics.connectSeconds.observe((performance.now() - started) / 1000);
+    return opened.ok ? { ok: true, socket: opened.socket, address: through.shown } : opened;
   }
 
   /** Opens TCP to the first checked address that answers, within one connect-timeout budget. */
@@ -321,21 +358,23 @@ export function createProxy(deps: ProxyDeps) {
       const hostField = 'rule' in dest ? base.host : dest.host;
       const port = 'rule' in dest ? undefined : dest.port;
       const decided = await decide(dest, target);
-      const fail = (a: Answer) => {
+      const fail = (a: Answer, more: { parent?: string } = {}) => {
         answerSocket(clientSocket, a);
-        record({ ...base, host: hostField, port, decision: a.decision, rule: a.rule, status: a.status, durationMs: performance.now() - started });
+        record({ ...base, host: hostField, port, ...more, decision: a.decision, rule: a.rule, status: a.status, durationMs: performance.now() - started });
       };
       if ('status' in decided) return fail(decided);
+      const d = dest as Destination;
       const relay = new DownstreamRelay(pool, holding);
-      const opened = await connect(dest as Destination, decided.addresses, relay.onread);
+      const opened = decided.parent ? await throughParent(d, decided.parent, true) : await connect(d, decided.addresses, relay.onread);
       if (!opened.ok) {
         relay.closed();
-        return fail(opened.answer);
+        return fail(opened.answer, via(d, decided));
       }
+      const where = decided.parent ? via(d, decided) : { address: opened.address };
       const upstream = opened.socket;
       if (clientSocket.destroyed) {
         upstream.destroy();
-        record({ ...base, host: hostField, port, decision: 'client-closed', rule: decided.rule, address: opened.address, durationMs: performance.now() - started });
+        record({ ...base, host: hostField, port, decision: 'client-closed', rule: decided.rule, ...where, durationMs: performance.now() - started });
         return;
       }
       connected = true;
@@ -358,7 +397,7 @@ export function createProxy(deps: ProxyDeps) {
       const finish = () => {
         if (++closed < 2) return;
         record({
-          ...base, host: hostField, port, decision: 'allowed', rule: decided.rule, address: opened.address, status: 200,
+          ...base, host: hostField, port, decision: 'allowed', rule: decided.rule, ...where, status: 200,
           bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead, durationMs: performance.now() - started,
         });
       };
@@ -370,7 +409,8 @@ export function createProxy(deps: ProxyDeps) {
       clientSocket.once('close', () => upstream.end());
       clientSocket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       if (head.length > 0) upstream.write(head);
-      relay.start(upstream, clientSocket);
+      if (decided.parent) relay.startStream(upstream, clientSocket);
+      else relay.start(upstream, clientSocket);
       relayUpstream(clientSocket, upstream, holding);
     })().catch((err: Error) => {
       logger.error({ ...errorFields(err), client, host: base.host }, 'egress tunnel failed unexpectedly');
@@ -384,12 +424,14 @@ export function createProxy(deps: ProxyDeps) {
     const client = req.socket.remoteAddress ?? 'unknown';
     const target = req.url ?? '';
     const base = { host: shownTarget(target), client, method: req.method ?? '', bytesUp: 0, bytesDown: 0 };
-    const fail = (a: Answer, host = base.host, port?: number) => {
+    let failed = false;
+    const fail = (a: Answer, host = base.host, port?: number, more: { parent?: string } = {}) => {
+      failed = true;
       if (!res.headersSent) {
         const body = `${a.body}\n`;
         res.writeHead(a.status, { ...answerHeaders(a), 'content-length': String(Buffer.byteLength(body)) }).end(body);
       } else res.destroy();
-      record({ ...base, host, port, decision: a.decision, rule: a.rule, status: a.status, durationMs: performance.now() - started });
+      record({ ...base, host, port, ...more, decision: a.decision, rule: a.rule, status: a.status, durationMs: performance.now() - started });
     };
     let dest: Destination | Refusal;
     try {
@@ -417,36 +459,50 @@ export function createProxy(deps: ProxyDeps) {
       const decided = await decide(dest, target);
       if ('status' in decided) return fail(decided, base.host, (dest as Destination).port);
       const d = dest as Destination;
-      const connected = await connect(d, decided.addresses);
-      if (!connected.ok) return fail(connected.answer, d.host, d.port);
+      const through = decided.parent;
+      const where = via(d, decided);
+      const credentials = through ? parentAuthorization(through, d) : { auth: undefined };
+      if ('status' in credentials) return fail(credentials, d.host, d.port, where);
+      const connected = through ? await throughParent(d, through, false) : await connect(d, decided.addresses);
+      if (!connected.ok) return fail(connected.answer, d.host, d.port, where);
       const socket = connected.socket;
       socket.setTimeout(config.idleTimeoutMs, () => socket.destroy());
       const url = new URL(target);
       const headers = withoutHopByHop(req.headers);
       headers.host = d.port === 80 ? url.hostname : `${url.hostname}:${d.port}`;
+      if (credentials.auth) headers['proxy-authorization'] = credentials.auth;
       // the body's framing is written explicitly: Content-Length passes as it came (Node's
       // parser has checked it), a chunked body is chunked again (framingProblem allowed only
       // plain chunked on methods that carry bodies)
       if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
+      const path = `${url.pathname}${url.search}`;
       const upstreamReq = http.request({
-        method: req.method, path: `${url.pathname}${url.search}`, headers, setHost: false,
+        // a parent gets the request in absolute form, as a forward proxy does
+        method: req.method, path: through ? `http://${headers.host}${path}` : path, headers, setHost: false,
         createConnection: () => socket,
       });
       upstreamReq.on('response', (upstreamRes) => {
+        if (through && upstreamRes.statusCode === 407) {
+          upstreamRes.resume();
+          socket.destroy();
+          return fail(parentRefusedForward(through, d, req.method ?? 'GET', credentials.auth !== undefined), d.host, d.port, where);
+        }
         res.writeHead(upstreamRes.statusCode ?? 502, withoutHopByHop(upstreamRes.headers));
         upstreamRes.pipe(res);
         upstreamRes.on('error', () => res.destroy());
       });
-      upstreamReq.on('error', (err: NodeJS.ErrnoException) =>
+      upstreamReq.on('error', (err: NodeJS.ErrnoException) => {
+        if (failed) return;
         fail({
           status: 502, decision: 'connect-failure', rule: 'upstream-error',
-          body: `egress to '${d.host}' failed: the destination broke the request (${err.code ?? err.message})`,
-        }, d.host, d.port));
+          body: `egress to '${d.host}' failed: the ${through ? `corporate proxy ${through.shown} or the ` : ''}destination broke the request (${err.code ?? err.message})`,
+        }, d.host, d.port, where);
+      });
       res.once('close', () => {
         socket.destroy();
-        if (res.writableFinished) {
+        if (res.writableFinished && !failed) {
           record({
-            ...base, host: d.host, port: d.port, decision: 'allowed', rule: decided.rule, address: connected.address,
+            ...base, host: d.host, port: d.port, decision: 'allowed', rule: decided.rule, ...(through ? where : { address: connected.address }),
             status: res.statusCode, bytesUp: socket.bytesWritten, bytesDown: socket.bytesRead, durationMs: performance.now() - started,
           });
         }

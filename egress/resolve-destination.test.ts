@@ -14,6 +14,7 @@ beforeAll(async () => {
     'uncached.example': (asked) => ({ A: [asked === 0 ? '93.184.216.34' : '10.0.0.1'], ttl: 0 }),
     'private.example': { A: ['10.0.0.7', '192.168.1.1'], AAAA: ['fd00::1'] },
     'ranged.example': { A: ['10.20.0.5'] },
+    'mixed.example': { A: ['93.184.216.34', '10.0.0.7'] },
     'servfail.example': { servfail: true },
     'empty.example': {},
     'pods6.example': { AAAA: ['2600:1f14:e22:b400::5'] },
@@ -43,6 +44,14 @@ describe('DestinationResolver', () => {
       expect(r.reason).toContain('192.168.1.1 is private (RFC 1918)');
       expect(r.reason).toContain('fd00::1 is unique-local');
     }
+  });
+
+  it('keeps the public answers of a mixed name, but refuses it when every answer must pass (a parent proxy picks the address)', async () => {
+    expect(await resolver.resolve(name('mixed.example'))).toEqual({ outcome: 'addresses', addresses: ['93.184.216.34'], rule: 'public' });
+    const r = await resolver.resolve(name('mixed.example'), { every: true });
+    expect(r).toMatchObject({ outcome: 'refused', rule: 'private-use' });
+    if (r.outcome === 'refused') expect(r.reason).toBe('10.0.0.7 is private (RFC 1918); the corporate proxy resolves the name itself and could connect to any of its addresses, so every one must pass');
+    expect(await resolver.resolve(name('public.example'), { every: true })).toMatchObject({ outcome: 'addresses', rule: 'public' });
   });
 
   it('lets an allow-range address through and says so', async () => {

@@ -63,13 +63,18 @@ export class DestinationResolver {
     if (options.servers.length > 0) this.resolver.setServers([...options.servers]);
   }
 
-  async resolve(dest: Destination): Promise<Resolution> {
+  /**
+   * `every`: the caller does not pick the address (a parent proxy resolves the
+   * name itself and may pick any answer), so every answer must pass.
+   */
+  async resolve(dest: Destination, opts: { every?: boolean } = {}): Promise<Resolution> {
     // fail closed: without the cluster's own ranges a public address of the cluster would pass
     const unknown = this.options.rangesProblem?.();
     if (unknown) return { outcome: 'refused', rule: 'cluster-ranges-unknown', reason: unknown };
-    if (dest.kind === 'ip') return this.decide(dest, [dest.host]);
+    const every = opts.every ?? false;
+    if (dest.kind === 'ip') return this.decide(dest, [dest.host], every);
     const cached = this.cache.get(dest.host);
-    if (cached && cached.expires > Date.now()) return this.decide(dest, cached.answers);
+    if (cached && cached.expires > Date.now()) return this.decide(dest, cached.answers, every);
     const [v4, v6] = await Promise.allSettled([
       this.resolver.resolve4(dest.host, { ttl: true }),
       this.resolver.resolve6(dest.host, { ttl: true }),
@@ -87,7 +92,7 @@ export class DestinationResolver {
       const why = DNS_CODES[code] ?? `the lookup failed (${code})`;
       return { outcome: 'dns-failure', rule: `dns-${code.toLowerCase()}`, reason: `'${dest.host}' did not resolve: ${why}` };
     }
-    return this.decide(dest, answers);
+    return this.decide(dest, answers, every);
   }
 
   /** Replaces the cluster's own ranges (the agent's ConfigMap changed); every address is classified again. */
@@ -106,7 +111,7 @@ export class DestinationResolver {
     return c;
   }
 
-  private decide(dest: Destination, answers: string[]): Resolution {
+  private decide(dest: Destination, answers: string[], every: boolean): Resolution {
     const passed: string[] = [];
     const refused: { rule: string; reason: string }[] = [];
     let rule = 'public';
@@ -121,11 +126,12 @@ export class DestinationResolver {
         passed.push(c.address);
       }
     }
-    if (passed.length > 0) return { outcome: 'addresses', addresses: passed, rule };
+    if (passed.length > 0 && (!every || refused.length === 0)) return { outcome: 'addresses', addresses: passed, rule };
     const reasons = [...new Set(refused.map((r) => r.reason))];
     const shown = reasons.length > 3 ? [...reasons.slice(0, 3), `${reasons.length - 3} more`] : reasons;
     const inCluster = refused.every((r) => r.rule === 'cluster-range');
     const suffix = dest.kind !== 'name' ? ''
+      : passed.length > 0 ? '; the corporate proxy resolves the name itself and could connect to any of its addresses, so every one must pass'
       : inCluster ? '; in-cluster services need an in-cluster route, not the egress proxy'
         : '; the proxy only connects to public addresses (in-cluster services need an in-cluster route)';
     return { outcome: 'refused', rule: refused[0]!.rule, reason: `${shown.join('; ')}${suffix}` };
