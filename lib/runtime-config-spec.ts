@@ -38,6 +38,17 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
     registryHost: v('controlPlane.registryHost'),
     outputHosts: v('controlPlane.outputHosts'),
     caBundlePath: { kind: 'optional', when: 'controlPlane.caBundle', node: c(MOUNTS.caFile) },
+    // only with a proxy; its credentials only with existingSecret, mounted at credentialsDir in the agent and the egress proxy
+    proxy: {
+      kind: 'optional',
+      when: 'controlPlane.proxy.url',
+      node: object({
+        url: v('controlPlane.proxy.url'),
+        noProxy: v('controlPlane.proxy.noProxy'),
+        credentialsDir: { kind: 'optional', when: 'controlPlane.proxy.existingSecret', node: c(MOUNTS.proxyCredentialsDir) },
+        credentialsSecret: { kind: 'optional', when: 'controlPlane.proxy.existingSecret', node: v('controlPlane.proxy.existingSecret') },
+      }),
+    },
   }),
   credentials: object({
     controlSecret: { kind: 'valueOr', path: 'credentials.controlSecret', fallback: NAMES.controlSecret },

@@ -52,4 +52,33 @@ export const VALUES_REFUSALS = {
     path: '{block}.resources.limits.ephemeral-storage',
     message: "{block}.resources.limits.ephemeral-storage {limit} is below {tmp}, the size of the pod's /tmp emptyDir, which counts against it: set at least {tmp}",
   },
+  // controlPlane.proxy (proxyErrors() in lib/outbound-proxy-values.ts); no message repeats the url, which may hold a password
+  proxyUrlMissing: {
+    path: 'controlPlane.proxy.{key}',
+    message: 'controlPlane.proxy.{key} is set but controlPlane.proxy.url is empty, so no proxy is used: set url to your proxy (http://host:port), or remove {key}',
+  },
+  proxyUrlScheme: {
+    path: 'controlPlane.proxy.url',
+    message: 'is not an http:// or https:// URL: set the scheme, host and port of your HTTP proxy, e.g. http://proxy.corp.example:3128 (other schemes, such as socks5://, are not supported)',
+  },
+  proxyUrlCredentials: {
+    path: 'controlPlane.proxy.url',
+    message: 'has credentials (user:password@) in it, where every reader of the values and of ConfigMap rlmesh-runtime-config would see them: remove them from the URL, and put them in a Secret in the release namespace with keys username and password, named by controlPlane.proxy.existingSecret',
+  },
+  proxyUrlPath: {
+    path: 'controlPlane.proxy.url',
+    message: 'has a path, query or fragment: a proxy is named by scheme, host and port only (http://proxy.corp.example:3128)',
+  },
+  proxyUrlHost: {
+    path: 'controlPlane.proxy.url',
+    message: 'has no valid host or port: give a lowercase host name, an IPv4 address or a bracketed IPv6 address ([2001:db8::1]), and a port from 1 to 65535 or none (80 for http, 443 for https)',
+  },
+  proxyAddressesMissing: {
+    path: 'controlPlane.proxy.addresses',
+    message: "controlPlane.proxy.url names its host by name, and a NetworkPolicy can only allow addresses: list the CIDRs the proxy listens on (e.g. [10.20.30.40/32], every address the name resolves to) in controlPlane.proxy.addresses, or give the proxy's IP address in the url",
+  },
+  proxyAddressNotCidr: {
+    path: 'controlPlane.proxy.addresses.{index}',
+    message: '{address:q} is not a CIDR: write each address the proxy listens on with its prefix length, e.g. 10.20.30.40/32 or 2001:db8::10/128',
+  },
 } as const satisfies Record<string, Refusal>;

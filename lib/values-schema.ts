@@ -14,9 +14,9 @@ import { DEFAULT_START_DEADLINE_SECONDS, runtimeConfigSchema, type RuntimeConfig
 import { evaluateSpec, RUNTIME_CONFIG_SPEC } from './runtime-config-spec.ts';
 import { RUNTIME_PLATFORM } from './fixed-names.ts';
 import { requiredNodeTerms } from './preflight/label-selector.ts';
+import { DEFAULT_PROXY_PORTS, HOST_LABELS, proxyErrors } from './outbound-proxy-values.ts';
 
-// Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength.
-const HOST_LABELS = '[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*';
+// Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength (HOST_LABELS: lib/outbound-proxy-values.ts).
 export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
 /** A ResourceQuota resource name: pods, count/..., requests.* or limits.* (extended resources included). */
 const QUOTA_RESOURCE = /^(pods|services|secrets|configmaps|persistentvolumeclaims|cpu|memory|ephemeral-storage|(count\/[a-z0-9.-]+)|((requests|limits)\.[a-z0-9.\/-]+))$/;
@@ -220,9 +220,47 @@ export const valuesObjectSchema = z
           .regex(/^(-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*)?$/, { message: 'must be PEM certificates' })
           .default('')
           .describe('PEM CA bundle for private or staging endpoints; empty: system roots.'),
+        proxy: z
+          .object({
+            // its shape is checked by proxyErrors() (crossFieldErrors), so that each mistake is refused with what to do
+            url: z
+              .string()
+              .max(2048)
+              .default('')
+              .describe(
+                `Corporate HTTP(S) proxy every outbound connection to the internet goes through: http://host:port or https://host:port (no port: ${DEFAULT_PROXY_PORTS.http} for http, ${DEFAULT_PROXY_PORTS.https} for https). The agent's discovery, join and gRPC session tunnel through it with HTTP CONNECT, and so do the egress proxy's own connections (the cache filler's downloads, the evaluations' traffic); the NetworkPolicies then allow only the proxy on its port instead of TCP 443 to every address. Credentials in the URL are refused: use existingSecret. Empty: no proxy.`,
+              ),
+            noProxy: z
+              .array(
+                z
+                  .string()
+                  .max(253)
+                  .regex(new RegExp(`^(\\.?${HOST_LABELS}|[0-9a-fA-F:.]+(/[0-9]{1,3})?)$`), {
+                    message: 'must be a host name, a .domain suffix, an IP address or a CIDR, without scheme or port',
+                  }),
+              )
+              .default([])
+              .describe(
+                'Destinations reached directly, not through the proxy: host names, .domain suffixes (.corp.example matches every host under it), IP addresses and CIDRs. The NetworkPolicies must still allow them: for the egress proxy, list their addresses in egress.allowRanges.',
+              ),
+            existingSecret: secretName
+              .default('')
+              .describe(
+                'Secret in the release namespace with keys username and password, sent to the proxy as Proxy-Authorization: Basic. Mounted read-only into the agent and the egress proxy (no Kubernetes API read); their pods wait to start until it exists, the kubelet naming it in their events. Empty: the proxy needs no credentials.',
+              ),
+            addresses: z
+              .array(z.string())
+              .default([])
+              .describe(
+                "CIDRs the proxy listens on (e.g. 10.20.30.40/32), the only destination the NetworkPolicies then allow the agent and the egress proxy besides DNS, the Kubernetes API and egress.allowRanges. Required when url names its host by name (a NetworkPolicy cannot); empty with an IP address in url: that address (/32 or /128).",
+              ),
+          })
+          .strict()
+          .prefault({})
+          .describe('Outbound through a corporate HTTP(S) proxy (chart README, "Behind a corporate proxy").'),
       })
       .strict()
-      .default({ apiHost: 'api.rlmesh.dev', registryHost: 'registry.rlmesh.dev', outputHosts: [], caBundle: '' })
+      .prefault({})
       .describe('Where the control plane is; production defaults, overridable for staging.'),
     egress: z
       .object({
@@ -504,6 +542,7 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
     else if (p.ipBlock !== undefined && (p.namespaceSelector !== undefined || p.podSelector !== undefined)) errors.push(refuse(R.dnsPeerMixed, { index }));
   });
   if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled) errors.push(refuse(R.bothMonitors));
+  errors.push(...proxyErrors(v.controlPlane.proxy));
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));
   errors.push(...ephemeralStorageErrors(v));
   return errors;

@@ -481,6 +481,120 @@ const PLATFORM = [
 ];
 const requiredTerms = (spec: ReturnType<typeof podTemplate>['spec']): NodeSelectorTerm[] => spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ?? [];
 
+describe('behind a corporate proxy (controlPlane.proxy)', () => {
+  type Rule = { to?: Record<string, unknown>[]; ports: { protocol: string; port: number }[] };
+  type NP = K8sObject & { spec: { egress: Rule[] } };
+  const corp = render(['-f', join(CHART, 'ci/corporate-proxy-values.yaml')]);
+  const proxyRule = (cidrs: string[], port: number): Rule => ({ to: cidrs.map((cidr) => ({ ipBlock: { cidr } })), ports: [{ protocol: 'TCP', port }] });
+  const everyAddress443 = (r: Rule) => r.to === undefined && r.ports.length === 1 && r.ports[0]!.port === 443;
+  const publicBlock = (r: Rule) => JSON.stringify(r.to ?? []).includes('0.0.0.0/0') || JSON.stringify(r.to ?? []).includes('2000::/3');
+
+  it('the runtime config carries the proxy: url, noProxy and where its credentials are mounted', () => {
+    const cfg = JSON.parse((get(corp, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!);
+    expect(cfg.controlPlane.proxy).toEqual({
+      url: 'http://proxy.corp.example:3128',
+      noProxy: ['.corp.example', '10.20.0.0/16'],
+      credentialsDir: '/etc/rlmesh/proxy-credentials',
+      credentialsSecret: 'corp-proxy-credentials',
+    });
+    // without existingSecret: no credentials; without a url: no proxy at all
+    const anonymous = render([...token, '--set', 'controlPlane.proxy.url=http://10.20.30.40:3128']);
+    expect(JSON.parse((get(anonymous, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!).controlPlane.proxy).toEqual({
+      url: 'http://10.20.30.40:3128',
+      noProxy: [],
+    });
+    expect(JSON.parse((get(objs, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!).controlPlane.proxy).toBeUndefined();
+  });
+
+  it('existingSecret is mounted read-only into the agent and the egress proxy, and no other pod; no Secret read is granted for it', () => {
+    for (const name of ['rlmesh-cluster-agent', 'rlmesh-egress-proxy']) {
+      const spec = podTemplate(get(corp, 'Deployment', SYS, name)).spec;
+      expect(spec.volumes?.find((v) => v.name === 'proxy-credentials'), name).toEqual({
+        name: 'proxy-credentials',
+        secret: {
+          secretName: 'corp-proxy-credentials',
+          optional: false,
+          defaultMode: 0o440,
+          items: [
+            { key: 'username', path: 'username' },
+            { key: 'password', path: 'password' },
+          ],
+        },
+      });
+      expect(spec.containers[0]!.volumeMounts?.find((m) => m.name === 'proxy-credentials'), name).toEqual({ name: 'proxy-credentials', mountPath: '/etc/rlmesh/proxy-credentials', readOnly: true });
+    }
+    for (const o of [...corp.values()].filter((x) => ['Deployment', 'DaemonSet', 'Job'].includes(x.kind) && !['rlmesh-cluster-agent', 'rlmesh-egress-proxy'].includes(x.metadata.name)))
+      expect(JSON.stringify(podTemplate(o).spec), o.metadata.name).not.toContain('corp-proxy-credentials');
+    // without existingSecret, nothing is mounted
+    const anonymous = render([...token, '--set', 'controlPlane.proxy.url=http://10.20.30.40:3128']);
+    for (const name of ['rlmesh-cluster-agent', 'rlmesh-egress-proxy']) expect(JSON.stringify(podTemplate(get(anonymous, 'Deployment', SYS, name)).spec)).not.toContain('proxy-credentials');
+    // the same RBAC as without a proxy: the Secret is a volume, not an API read
+    for (const o of corp.values()) if (['Role', 'ClusterRole'].includes(o.kind)) expect(o, o.metadata.name).toEqual(objs.get(`${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`));
+  });
+
+  it('NetworkPolicies: the agent and the egress proxy reach the proxy on its port, and no public address; DNS, the Kubernetes API and egress.allowRanges stay', () => {
+    const dnsRule = (get(objs, 'NetworkPolicy', SYS, 'rlmesh-cluster-agent') as NP).spec.egress[0]!;
+    const apiRule = (get(objs, 'NetworkPolicy', SYS, 'rlmesh-cluster-agent') as NP).spec.egress[1]!;
+    const toProxy = proxyRule(['10.20.30.40/32', '10.20.30.41/32'], 3128);
+    const agent = get(corp, 'NetworkPolicy', SYS, 'rlmesh-cluster-agent') as NP;
+    expect(agent.spec.egress).toEqual([dnsRule, apiRule, toProxy]);
+    expect(agent.spec.egress.some(everyAddress443)).toBe(false);
+    const proxy = get(corp, 'NetworkPolicy', SYS, 'rlmesh-egress-proxy') as NP;
+    expect(proxy.spec.egress).toEqual([dnsRule, toProxy, proxyRule(['10.20.0.0/16'], 443)]);
+    expect(proxy.spec.egress.some(publicBlock)).toBe(false);
+    // nothing else changes: the controller, the filler, GPU discovery and the hook
+    for (const [ns, name] of [
+      [SYS, 'rlmesh-cluster-controller'],
+      [RUNS, 'rlmesh-artifact-cache-filler'],
+      [RUNS, 'rlmesh-runs-egress'],
+      [SYS, 'rlmesh-gpu-feature-discovery'],
+      [SYS, 'rlmesh-crd-upgrade'],
+    ] as const)
+      expect(get(corp, 'NetworkPolicy', ns, name).spec, name).toEqual(get(objs, 'NetworkPolicy', ns, name).spec);
+    // no rule of any policy opens TCP 443 (or any port) to every address
+    for (const o of corp.values()) if (o.kind === 'NetworkPolicy') for (const r of (o as NP).spec.egress ?? []) expect(everyAddress443(r) || publicBlock(r), o.metadata.name).toBe(false);
+  });
+
+  it('a proxy by IP address needs no addresses: its /32 or /128, on the port of the url or its scheme', () => {
+    for (const [url, rule] of [
+      ['http://192.0.2.10:8080', proxyRule(['192.0.2.10/32'], 8080)],
+      ['http://192.0.2.10', proxyRule(['192.0.2.10/32'], 80)],
+      ['https://[2001:db8::10]/', proxyRule(['2001:db8::10/128'], 443)],
+    ] as const) {
+      const o = render([...token, '--set', `controlPlane.proxy.url=${url}`]);
+      expect((get(o, 'NetworkPolicy', SYS, 'rlmesh-cluster-agent') as NP).spec.egress.at(-1), url).toEqual(rule);
+      expect((get(o, 'NetworkPolicy', SYS, 'rlmesh-egress-proxy') as NP).spec.egress.at(-1), url).toEqual(rule);
+    }
+    // addresses, when given, win over the url's address
+    const o = render([...token, '--set', 'controlPlane.proxy.url=http://192.0.2.10:3128', '--set', 'controlPlane.proxy.addresses={192.0.2.0/28}']);
+    expect((get(o, 'NetworkPolicy', SYS, 'rlmesh-cluster-agent') as NP).spec.egress.at(-1)).toEqual(proxyRule(['192.0.2.0/28'], 3128));
+  });
+
+  it('bad proxy values are refused at helm install time with the path named and what to do, the messages crossFieldErrors() gives', () => {
+    for (const [proxy, paths] of [
+      [{ url: 'socks5://192.0.2.10:1080' }, ['controlPlane.proxy.url']],
+      [{ url: 'http://alice:s3cret@192.0.2.10:3128' }, ['controlPlane.proxy.url']],
+      [{ url: 'http://192.0.2.10:3128/proxy.pac' }, ['controlPlane.proxy.url']],
+      [{ url: 'http://192.0.2.10:70000' }, ['controlPlane.proxy.url']],
+      [{ url: 'http://proxy.corp.example:3128' }, ['controlPlane.proxy.addresses']],
+      [{ url: 'http://proxy.corp.example:3128', addresses: ['10.20.30.40', '10.20.30.41/32'] }, ['controlPlane.proxy.addresses.0']],
+      [{ existingSecret: 'corp-proxy' }, ['controlPlane.proxy.existingSecret']],
+    ] as const) {
+      const values = { joinToken: TOKEN, controlPlane: { proxy } };
+      const r = template(['-f', valuesFile(values)], { allowFail: true });
+      expect(r.status, JSON.stringify(proxy)).not.toBe(0);
+      const errors = crossFieldErrors(valuesObjectSchema.parse(values));
+      expect(errors.map((e) => e.path), JSON.stringify(proxy)).toEqual(paths);
+      for (const e of errors) expect(r.stderr).toContain(`- ${e.path}: ${e.message}`);
+      expect(r.stderr).not.toContain('s3cret');
+    }
+    // a noProxy entry with a scheme: values.schema.json, at its path
+    const r = template([...token, '--set', 'controlPlane.proxy.url=http://192.0.2.10', '--set', 'controlPlane.proxy.noProxy={https://internal.corp}'], { allowFail: true });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain("/controlPlane/proxy/noProxy/0");
+  });
+});
+
 describe('node architecture: the images are linux/amd64 only', () => {
   it("every required node term of the operator's affinity gets linux/amd64 ANDed in; preferred terms and pod (anti-)affinity pass through", () => {
     const preferred = [{ weight: 10, preference: { matchExpressions: [{ key: 'topology.kubernetes.io/zone', operator: 'In', values: ['z1'] }] } }];

@@ -293,10 +293,59 @@ plane (TCP 443 anywhere: its addresses are not known in advance). .root is the r
       port: {{ int . }}
     {{- end }}
 {{- if .controlPlane }}
+{{- if .root.Values.controlPlane.proxy.url }}
+{{ include "rlmesh.proxyEgressRule" .root }}
+{{- else }}
 - ports:
     - protocol: TCP
       port: 443
 {{- end }}
+{{- end }}
+{{- end }}
+{{- /*
+controlPlane.proxy: the corporate proxy, at its addresses (controlPlane.proxy.addresses, or
+the url's IP address) on its port. With a proxy set it replaces the rules to every public
+address: the agent's TCP 443 and the egress proxy's public blocks on egress.allowedPorts.
+*/}}
+{{- define "rlmesh.proxyEgressRule" -}}
+{{- $p := include "rlmesh.proxy" . | fromJson -}}
+- to:
+    {{- range $p.addresses }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
+    - protocol: TCP
+      port: {{ int $p.port }}
+{{- end }}
+
+{{- /*
+controlPlane.proxy.existingSecret, mounted read-only at MOUNTS.proxyCredentialsDir (the
+agent's and the egress proxy's runtime config name it credentialsDir): a volume, so no
+component needs a right to read Secrets. Not optional: a missing Secret, or one without
+the key username or password, keeps the pod in ContainerCreating with an event that names
+the Secret (MountVolume.SetUp failed … secret "…" not found), and the kubelet retries the
+mount, so the pod starts once the Secret exists. Optional, the pod would start and meet the
+proxy without credentials, and the cause would show only as the proxy's 407 in its logs.
+*/}}
+{{- define "rlmesh.proxyCredentialsVolume" -}}
+- name: proxy-credentials
+  secret:
+    secretName: {{ .Values.controlPlane.proxy.existingSecret }}
+    optional: false
+    # 0440: the owner (root) and the pod's fsGroup read them
+    defaultMode: 288
+    items:
+      - key: username
+        path: username
+      - key: password
+        path: password
+{{- end }}
+
+{{- define "rlmesh.proxyCredentialsMount" -}}
+- name: proxy-credentials
+  mountPath: {{ include "rlmesh.mount.proxyCredentialsDir" . }}
+  readOnly: true
 {{- end }}
 {{- define "rlmesh.metricsIngressRule" -}}
 - ports:

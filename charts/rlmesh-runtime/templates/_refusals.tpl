@@ -47,6 +47,34 @@
 {{- define "rlmesh.refusal.ephemeralBelowTmp" -}}
 {{- printf "%v.resources.limits.ephemeral-storage: %v.resources.limits.ephemeral-storage %v is below %v, the size of the pod's /tmp emptyDir, which counts against it: set at least %v" (index . "block") (index . "block") (index . "limit") (index . "tmp") (index . "tmp") -}}
 {{- end }}
+{{/* proxyUrlMissing; include with (dict "key" …) */}}
+{{- define "rlmesh.refusal.proxyUrlMissing" -}}
+{{- printf "controlPlane.proxy.%v: controlPlane.proxy.%v is set but controlPlane.proxy.url is empty, so no proxy is used: set url to your proxy (http://host:port), or remove %v" (index . "key") (index . "key") (index . "key") -}}
+{{- end }}
+{{/* proxyUrlScheme */}}
+{{- define "rlmesh.refusal.proxyUrlScheme" -}}
+{{- printf "controlPlane.proxy.url: is not an http:// or https:// URL: set the scheme, host and port of your HTTP proxy, e.g. http://proxy.corp.example:3128 (other schemes, such as socks5://, are not supported)" -}}
+{{- end }}
+{{/* proxyUrlCredentials */}}
+{{- define "rlmesh.refusal.proxyUrlCredentials" -}}
+{{- printf "controlPlane.proxy.url: has credentials (user:password@) in it, where every reader of the values and of ConfigMap rlmesh-runtime-config would see them: remove them from the URL, and put them in a Secret in the release namespace with keys username and password, named by controlPlane.proxy.existingSecret" -}}
+{{- end }}
+{{/* proxyUrlPath */}}
+{{- define "rlmesh.refusal.proxyUrlPath" -}}
+{{- printf "controlPlane.proxy.url: has a path, query or fragment: a proxy is named by scheme, host and port only (http://proxy.corp.example:3128)" -}}
+{{- end }}
+{{/* proxyUrlHost */}}
+{{- define "rlmesh.refusal.proxyUrlHost" -}}
+{{- printf "controlPlane.proxy.url: has no valid host or port: give a lowercase host name, an IPv4 address or a bracketed IPv6 address ([2001:db8::1]), and a port from 1 to 65535 or none (80 for http, 443 for https)" -}}
+{{- end }}
+{{/* proxyAddressesMissing */}}
+{{- define "rlmesh.refusal.proxyAddressesMissing" -}}
+{{- printf "controlPlane.proxy.addresses: controlPlane.proxy.url names its host by name, and a NetworkPolicy can only allow addresses: list the CIDRs the proxy listens on (e.g. [10.20.30.40/32], every address the name resolves to) in controlPlane.proxy.addresses, or give the proxy's IP address in the url" -}}
+{{- end }}
+{{/* proxyAddressNotCidr; include with (dict "index" … "address" …) */}}
+{{- define "rlmesh.refusal.proxyAddressNotCidr" -}}
+{{- printf "controlPlane.proxy.addresses.%v: %q is not a CIDR: write each address the proxy listens on with its prefix length, e.g. 10.20.30.40/32 or 2001:db8::10/128" (index . "index") (index . "address") -}}
+{{- end }}
 {{/* imageDigest; include with (dict "path" … "digest" …) */}}
 {{- define "rlmesh.refusal.imageDigest" -}}
 {{- printf "%v.digest: %v.digest %q is not an image digest: set sha256: followed by the 64 lowercase hex digits your registry reports for the image, or leave it empty to pull %v.repository:%v.tag" (index . "path") (index . "path") (index . "digest") (index . "path") (index . "path") -}}

@@ -44,6 +44,38 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- if and $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled }}
 {{- $errors = append $errors (include "rlmesh.refusal.bothMonitors" (dict)) }}
 {{- end }}
+{{- /* controlPlane.proxy: proxyErrors() in lib/outbound-proxy-values.ts; rlmesh.proxy (the generated _proxy.tpl) reads the url */}}
+{{- $proxy := $v.controlPlane.proxy }}
+{{- $pu := include "rlmesh.proxy" . | fromJson }}
+{{- if eq $proxy.url "" }}
+{{- range $key := list "existingSecret" "noProxy" "addresses" }}
+{{- if get $proxy $key }}
+{{- $errors = append $errors (include "rlmesh.refusal.proxyUrlMissing" (dict "key" $key)) }}
+{{- end }}
+{{- end }}
+{{- else }}
+{{- $http := or (eq $pu.scheme "http") (eq $pu.scheme "https") }}
+{{- if not $http }}
+{{- $errors = append $errors (include "rlmesh.refusal.proxyUrlScheme" (dict)) }}
+{{- end }}
+{{- if $pu.userinfo }}
+{{- $errors = append $errors (include "rlmesh.refusal.proxyUrlCredentials" (dict)) }}
+{{- end }}
+{{- if not (or (eq $pu.rest "") (eq $pu.rest "/")) }}
+{{- $errors = append $errors (include "rlmesh.refusal.proxyUrlPath" (dict)) }}
+{{- end }}
+{{- if and $http (or (eq $pu.hostKind "invalid") (eq (int $pu.port) 0)) }}
+{{- $errors = append $errors (include "rlmesh.refusal.proxyUrlHost" (dict)) }}
+{{- end }}
+{{- if and $http (eq $pu.hostKind "name") (not $proxy.addresses) }}
+{{- $errors = append $errors (include "rlmesh.refusal.proxyAddressesMissing" (dict)) }}
+{{- end }}
+{{- end }}
+{{- range $i, $a := $proxy.addresses }}
+{{- if not (regexMatch $pu.cidrPattern (toString $a)) }}
+{{- $errors = append $errors (include "rlmesh.refusal.proxyAddressNotCidr" (dict "index" $i "address" $a)) }}
+{{- end }}
+{{- end }}
 {{- $errors = concat $errors (include "rlmesh.imageErrors" (dict "images" (dict
   "agent.image" $v.agent.image
   "artifactCache.filler.image" $v.artifactCache.filler.image
