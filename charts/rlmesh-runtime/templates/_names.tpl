@@ -23,5 +23,6 @@
 {{- define "rlmesh.mount.clusterRangesDir" -}}/etc/rlmesh/cluster-ranges{{- end }}
 {{- define "rlmesh.mount.clusterRangesKey" -}}ranges{{- end }}
 {{- define "rlmesh.mount.clusterRangesFile" -}}/etc/rlmesh/cluster-ranges/ranges{{- end }}
+{{- define "rlmesh.mount.proxyCredentialsDir" -}}/etc/rlmesh/proxy-credentials{{- end }}
 {{- define "rlmesh.mount.agentSpoolDir" -}}/var/lib/rlmesh/spool{{- end }}
 {{- define "rlmesh.platformNodeRequirements" -}}[{"key":"kubernetes.io/os","operator":"In","values":["linux"]},{"key":"kubernetes.io/arch","operator":"In","values":["amd64"]}]{{- end }}

@@ -62,10 +62,19 @@
 {{- $o12 := dict }}
 {{- $_ := set $o12 "runWithoutNetworkPolicyEnforcement" $v.evaluations.runWithoutNetworkPolicyEnforcement }}
 {{- $_ := set $o12 "startDeadlineSeconds" $v.evaluations.startDeadlineSeconds }}
-{{- $_ := set $o0 "evaluations" $o12 }}
 {{- $o13 := dict }}
-{{- $_ := set $o13 "metrics" $v.metrics.port }}
-{{- $_ := set $o13 "health" 8081 }}
-{{- $_ := set $o0 "ports" $o13 }}
+{{- $_ := set $o13 "nodeSelector" $v.evaluations.nodeSelector }}
+{{- $_ := set $o13 "tolerations" $v.evaluations.tolerations }}
+{{- $_ := set $o13 "affinity" $v.evaluations.affinity }}
+{{- $_ := set $o13 "priorityClassName" $v.evaluations.priorityClassName }}
+{{- $_ := set $o13 "runtimeClassName" $v.evaluations.runtimeClassName }}
+{{- $_ := set $o13 "podLabels" $v.evaluations.podLabels }}
+{{- $_ := set $o13 "podAnnotations" $v.evaluations.podAnnotations }}
+{{- $_ := set $o12 "placement" $o13 }}
+{{- $_ := set $o0 "evaluations" $o12 }}
+{{- $o14 := dict }}
+{{- $_ := set $o14 "metrics" $v.metrics.port }}
+{{- $_ := set $o14 "health" 8081 }}
+{{- $_ := set $o0 "ports" $o14 }}
 {{- toPrettyJson $o0 }}
 {{- end }}
