@@ -57,7 +57,7 @@ describe('evaluation pods under the operator\'s policy', () => {
     await createEvaluation(env, evaluation('placed', { resources: { cpu: '100m', memory: '64Mi' }, deadlineSeconds: 120, placement: { nodeSelector: { 'kubernetes.io/os': 'linux' } } }, { duration: '1s', exitCode: 0 }));
     const done = await waitForPhase(env, 'placed', ['Succeeded', 'Failed']);
     expect(done.status?.phase, done.status?.message).toBe('Succeeded');
-    const pod = (await getPod(env, 'placed'))!;
+    const pod = (await getPod(env, 'rle-placed'))!;
     expect(pod.spec!.nodeName).toBe(node);
     expect(pod.spec!.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux', [POOL]: expect.any(String) });
     expect(pod.spec!.runtimeClassName).toBe(runtimeClass);
@@ -78,7 +78,7 @@ describe('evaluation pods under the operator\'s policy', () => {
     expect(failed.status?.reason).toBe('PlacementConflict');
     expect(failed.status?.message).toContain(`${POOL}=somewhere-else`);
     expect(failed.status?.message).toContain(`evaluations.nodeSelector.${POOL}`);
-    expect(await getPod(env, 'conflict')).toBeUndefined();
+    expect(await getPod(env, 'rle-conflict')).toBeUndefined();
   });
 
   it('so does one that rules out every required node term of the policy', async () => {
@@ -86,6 +86,6 @@ describe('evaluation pods under the operator\'s policy', () => {
     const failed = await waitForPhase(env, 'wrong-zone', ['Failed', 'Succeeded', 'Running']);
     expect(failed.status?.reason).toBe('PlacementConflict');
     expect(failed.status?.message).toContain(`${ZONE}=c fails ${ZONE} In [a, b]`);
-    expect(await getPod(env, 'wrong-zone')).toBeUndefined();
+    expect(await getPod(env, 'rle-wrong-zone')).toBeUndefined();
   });
 });
