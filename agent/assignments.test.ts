@@ -2,7 +2,10 @@ import { create } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
 import { evaluationSpecSchema } from '../lib/crds/types.ts';
 import { AssignmentSchema } from '../lib/gen/rlmesh/v1/session_pb.ts';
-import { evaluationFromAssignment, evaluationName } from './assignments.ts';
+import * as k8s from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { clusterPlacementSchema } from '../lib/evaluation-placement.ts';
+import { Assignments, evaluationFromAssignment, evaluationName } from './assignments.ts';
 import { fingerprint, trimEvaluation } from './evaluation-updates.ts';
 
 describe('assignment → RLMeshEvaluation', () => {
@@ -66,5 +69,32 @@ describe('evaluation status → update', () => {
     expect(fingerprint(sameAgain.status!)).toBe(fingerprint(running.status!));
     const done = trimEvaluation({ metadata: { name: 'ev-1', namespace: 'r' }, spec: { evaluationId: 'ev-1' }, status: { phase: 'Failed', exitCode: 3, podName: 'p', nodeName: 'n' } });
     expect(done.status).toMatchObject({ phase: 'Failed', exitCode: 3 });
+  });
+});
+
+describe('an assignment against the operator\'s policy for evaluation pods', () => {
+  // an API server nobody answers at: a refused assignment never reaches it
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+  const assignments = (outcomes: unknown[][]) =>
+    new Assignments({
+      kc,
+      namespace: 'rlmesh-runs',
+      imageRegistries: ['registry.rlmesh.dev'],
+      placement: clusterPlacementSchema.parse({ nodeSelector: { pool: 'evals' } }),
+      log: pino({ level: 'silent' }),
+      onOutcome: (...o) => outcomes.push(o),
+    });
+
+  it('is refused as PlacementConflict, naming the key, both values and the chart value, before anything is created', async () => {
+    const outcomes: unknown[][] = [];
+    await assignments(outcomes).assign(create(AssignmentSchema, { evaluationId: 'ev-9', image: 'registry.rlmesh.dev/env/x:1', nodeSelector: { pool: 'train' } }));
+    expect(outcomes).toEqual([['ev-9', 'Failed', 'PlacementConflict', expect.stringMatching(/pool=train.*pool=evals.*evaluations\.nodeSelector\.pool/)]]);
+  });
+
+  it('an image refusal comes first, as before', async () => {
+    const outcomes: unknown[][] = [];
+    await assignments(outcomes).assign(create(AssignmentSchema, { evaluationId: 'ev-10', image: 'docker.io/library/busybox', nodeSelector: { pool: 'train' } }));
+    expect(outcomes[0]?.[2]).toBe('ImageNotAllowed');
   });
 });

@@ -6,6 +6,8 @@
 // Cancellations set spec.cancelled; the controller stops the pod. An image from
 // a registry this cluster does not run, or a reference the kubelet would refuse,
 // is refused before anything is created; an admitted one is written fully qualified.
+// So is a placement that conflicts with the operator's policy for evaluation pods
+// (lib/evaluation-placement.ts): the platform can only narrow it.
 import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -15,6 +17,7 @@ import type { Assignment, Cancellation } from '../lib/gen/rlmesh/v1/session_pb.t
 import { isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
 import { admitImage } from './evaluation-image.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
+import { placementConflict, type ClusterPlacement } from '../lib/evaluation-placement.ts';
 
 export const EVALUATION_ID_ANNOTATION = 'rlmesh.dev/evaluation-id';
 
@@ -101,6 +104,8 @@ export type AssignmentsOptions = {
   namespace: string;
   /** the registries evaluation images may come from */
   imageRegistries: readonly string[];
+  /** the operator's policy for evaluation pods (runtime config evaluations.placement); absent: none */
+  placement?: ClusterPlacement;
   log: Logger;
   /** an outcome with no object behind it (refused at admission, cancelled before creation): report it */
   onOutcome: (evaluationId: string, phase: 'Failed' | 'Cancelled', reason: string, message: string) => void;
@@ -123,6 +128,12 @@ export class Assignments {
     if ('refusal' in admitted) {
       log.warn({ evaluationId: a.evaluationId, image: a.image }, `assignment refused: ${admitted.refusal}`);
       this.o.onOutcome(a.evaluationId, 'Failed', admitted.reason, admitted.refusal);
+      return;
+    }
+    const conflict = this.o.placement ? placementConflict(this.o.placement, a.nodeSelector) : undefined;
+    if (conflict) {
+      log.warn({ evaluationId: a.evaluationId, nodeSelector: a.nodeSelector }, `assignment refused: ${conflict.message}`);
+      this.o.onOutcome(a.evaluationId, 'Failed', conflict.reason, conflict.message);
       return;
     }
     const { evaluation, sources } = evaluationFromAssignment(a, admitted.image, namespace);

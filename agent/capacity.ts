@@ -4,7 +4,9 @@
 // namespace still admit. Changes are coalesced into one report sent within the
 // report delay of the first change; a full report also goes out on every
 // (re)connect and on a slow resync timer. A node evaluations cannot run on is
-// reported unschedulable with nothing free (eligible-nodes.ts).
+// reported unschedulable with nothing free (eligible-nodes.ts): one of another
+// platform, or one the operator's policy for evaluation pods rules out
+// (evaluations.nodeSelector, affinity, and taints evaluations.tolerations do not tolerate).
 import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import * as k8s from '@kubernetes/client-node';
@@ -22,6 +24,7 @@ import { startInformer, type Informer } from '../lib/informer.ts';
 import type { InformerMetricsFor } from '../lib/informer-metrics.ts';
 import { bytes, cpuMillis, parseQuantity } from '../lib/quantity.ts';
 import { offered, PLATFORM_LABELS } from './eligible-nodes.ts';
+import { BLOCKING_EFFECTS, NO_PLACEMENT, placementLabelKeys, type ClusterPlacement, type Taint } from '../lib/evaluation-placement.ts';
 
 export const GPU_RESOURCES = { nvidia: 'nvidia.com/gpu', amd: 'amd.com/gpu' } as const;
 type Vendor = keyof typeof GPU_RESOURCES;
@@ -44,7 +47,8 @@ export type PodLite = {
 
 export type NodeLite = {
   metadata: { name: string; labels: Record<string, string> };
-  spec: { unschedulable?: boolean };
+  /** taints: only the NoSchedule and NoExecute ones, which keep a pod off the node */
+  spec: { unschedulable?: boolean; taints?: Taint[] };
   status: { allocatable: Record<string, string>; ready: boolean; architecture?: string };
 };
 
@@ -95,15 +99,20 @@ export function trimPod(o: unknown): PodLite {
   };
 }
 
-export function trimNode(o: unknown): NodeLite {
+/** `extraLabels`: the labels the operator's policy for evaluation pods reads (placementLabelKeys()). */
+export function trimNode(o: unknown, extraLabels: readonly string[] = []): NodeLite {
   const n = o as AnyObj;
   const labels = (n.metadata?.labels ?? {}) as Record<string, string>;
   const kept: Record<string, string> = {};
   for (const k of KEPT_LABELS) if (labels[k] !== undefined) kept[k] = labels[k];
+  for (const k of extraLabels) if (labels[k] !== undefined) kept[k] = labels[k];
+  const taints = ((n.spec as { taints?: Taint[] } | undefined)?.taints ?? [])
+    .filter((t) => BLOCKING_EFFECTS.includes(t.effect))
+    .map((t) => ({ key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect }));
   const status = (n.status ?? {}) as { allocatable?: Record<string, string>; conditions?: { type: string; status: string }[]; nodeInfo?: { architecture?: string } };
   return {
     metadata: { name: String(n.metadata?.name ?? ''), labels: kept },
-    spec: { unschedulable: Boolean((n.spec as { unschedulable?: boolean } | undefined)?.unschedulable) },
+    spec: { unschedulable: Boolean((n.spec as { unschedulable?: boolean } | undefined)?.unschedulable), ...(taints.length ? { taints } : {}) },
     status: {
       allocatable: status.allocatable ?? {},
       ready: (status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
@@ -270,6 +279,8 @@ export type CapacityOptions = {
   kc: k8s.KubeConfig;
   log: Logger;
   nodeSelector: string;
+  /** the operator's policy for evaluation pods: nodes it rules out are reported unschedulable with nothing free */
+  placement?: ClusterPlacement;
   /** where evaluation pods run: its ResourceQuotas bound what every node offers */
   runsNamespace: string;
   reportDelayMs: number;
@@ -307,6 +318,7 @@ export class CapacityReporter {
     const { kc, log, watchSilenceMs } = this.opts;
     const core = kc.makeApiClient(k8s.CoreV1Api);
     const labelSelector = this.opts.nodeSelector || undefined;
+    const extraLabels = placementLabelKeys(this.opts.placement ?? NO_PLACEMENT);
     this.nodeInformer = startInformer<NodeLite>({
       name: 'nodes',
       kc,
@@ -314,7 +326,7 @@ export class CapacityReporter {
       path: '/api/v1/nodes',
       labelSelector,
       list: (p) => core.listNode({ ...p, labelSelector }),
-      trim: trimNode,
+      trim: (o) => trimNode(o, extraLabels),
       watchSilenceMs,
       metrics: this.opts.informerMetrics,
     });
@@ -426,7 +438,8 @@ export class CapacityReporter {
   private capacityOf(name: string): NodeCapacity | undefined {
     const node = this.nodes.get(name);
     if (!node) return undefined;
-    return offered(node.metadata.labels, nodeCapacity(node, this.usedByNode.get(name) ?? zero(), this.bound));
+    const facts = { name, labels: node.metadata.labels, taints: node.spec.taints ?? [] };
+    return offered(facts, nodeCapacity(node, this.usedByNode.get(name) ?? zero(), this.bound), this.opts.placement ?? NO_PLACEMENT);
   }
 
   // Only a change in what a node reports schedules a report: kubelet heartbeats

@@ -154,6 +154,7 @@ const assignments = new Assignments({
   kc,
   namespace: cfg.runtime.runsNamespace,
   imageRegistries: cfg.runtime.agent.imageRegistries,
+  ...(cfg.runtime.evaluations?.placement ? { placement: cfg.runtime.evaluations.placement } : {}),
   log,
   onOutcome: (evaluationId, phase, reason, message) => evaluations.observe(evaluationId, { phase, reason, message, pod: '', node: '' }),
 });
@@ -162,6 +163,7 @@ const capacity = new CapacityReporter({
   kc,
   log,
   nodeSelector: cfg.runtime.agent.nodeSelector,
+  ...(cfg.runtime.evaluations?.placement ? { placement: cfg.runtime.evaluations.placement } : {}),
   runsNamespace: cfg.runtime.runsNamespace,
   reportDelayMs: cfg.timing.reportDelayMs,
   watchSilenceMs: cfg.timing.watchSilenceMs,

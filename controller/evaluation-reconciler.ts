@@ -39,6 +39,7 @@ import { buildEvaluationPod, cacheNodeOf, needsCacheNode, podNameFor, type PodSe
 import { NOT_ENFORCED_REASON, type FenceDecision } from './network-fence.ts';
 import type { WorkResult } from './work-queue.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
+import { NO_PLACEMENT, placementConflict, type ClusterPlacement } from '../lib/evaluation-placement.ts';
 
 export type ReconcilerSettings = {
   namespace: string;
@@ -55,6 +56,8 @@ export type ReconcilerSettings = {
   /** evaluations.startDeadlineSeconds: how long an evaluation may take from creation (fetching aside) until its container starts */
   startDeadlineSeconds: number;
   maxConcurrent?: number;
+  /** the operator's policy for evaluation pods (runtime config evaluations.placement) */
+  placement?: ClusterPlacement;
 };
 
 export type ReconcilerDeps = {
@@ -168,6 +171,12 @@ export class EvaluationReconciler {
   async #startPod(key: string, ev: RLMeshEvaluation): Promise<WorkResult> {
     const s = this.#d.settings;
     const artifacts = ev.spec.artifacts ?? [];
+    // the agent refuses a conflicting placement before it writes the evaluation; one written by hand is refused
+    // here, before its artifacts are fetched or a pod made (a pod made before a policy change is followed)
+    const conflict = !ev.status?.podName && !this.#created.has(key) ? placementConflict(s.placement ?? NO_PLACEMENT, ev.spec.placement?.nodeSelector) : undefined;
+    if (conflict) {
+      return this.#write(ev, { phase: 'Failed', reason: conflict.reason, message: conflict.message, conditions: [{ type: 'Completed', status: 'True', reason: conflict.reason, message: conflict.message }] });
+    }
     if (artifacts.length > 0) {
       const a = ev.status?.artifacts;
       if (a?.state === 'Failed') {
@@ -230,6 +239,7 @@ export class EvaluationReconciler {
       pullSecret: s.pullSecret,
       proxyUrl: s.proxyUrl,
       ...(s.noProxy ? { noProxy: s.noProxy } : {}),
+      ...(s.placement ? { placement: s.placement } : {}),
       cache: {
         pvcName: cache?.spec.pvcName ?? s.pvcName,
         accessModes: cache?.spec.accessModes ?? s.accessModes,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RLMeshEvaluation } from '../lib/crds/types.ts';
+import { clusterPlacementSchema } from '../lib/evaluation-placement.ts';
 import { buildEvaluationPod, cacheNodeOf, labelValueFor, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
 
 const digest = 'a'.repeat(64);
@@ -128,6 +129,54 @@ describe('buildEvaluationPod', () => {
     const pod = buildEvaluationPod(ev({ placement: { nodeSelector: { pool: 'gpu', 'nvidia.com/gpu.product': 'H100' } } }), settings(['ReadWriteOnce'], 'node-a'));
     expect(pod.spec!.nodeSelector).toEqual({ pool: 'gpu', 'nvidia.com/gpu.product': 'H100' });
     expect(requiredTerms(pod)).toEqual([{ matchExpressions: platform, matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-a'] }] }]);
+  });
+
+  it("gives the pod the operator's policy: nodeSelector ANDed with the platform's, each required term with linux/amd64 and the cache node, and the rest as set", () => {
+    const placement = clusterPlacementSchema.parse({
+      nodeSelector: { pool: 'evals' },
+      tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'evals', effect: 'NoSchedule' }],
+      affinity: {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [{ matchExpressions: [{ key: 'zone', operator: 'In', values: ['a'] }] }, { matchExpressions: [{ key: 'zone', operator: 'In', values: ['b'] }], matchFields: [{ key: 'metadata.name', operator: 'NotIn', values: ['bad'] }] }],
+          },
+          preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 10, preference: { matchExpressions: [{ key: 'ssd', operator: 'Exists' }] } }],
+        },
+        podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 5, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { team: 'x' } } } }] },
+      },
+      priorityClassName: 'evaluations',
+      runtimeClassName: 'gvisor',
+      podLabels: { 'example.com/cost-center': 'rl', 'rlmesh.dev/evaluation': 'spoofed' },
+      podAnnotations: { 'example.com/owner': 'platform-team' },
+    });
+    const pod = buildEvaluationPod(ev({ placement: { nodeSelector: { 'gpu.product': 'h100' } } }), { ...settings(), placement });
+    const spec = pod.spec!;
+    expect(spec.nodeSelector).toEqual({ 'gpu.product': 'h100', pool: 'evals' });
+    expect(spec.tolerations).toEqual([{ key: 'dedicated', operator: 'Equal', value: 'evals', effect: 'NoSchedule' }]);
+    expect(spec.priorityClassName).toBe('evaluations');
+    expect(spec.runtimeClassName).toBe('gvisor');
+    const platform = [
+      { key: 'kubernetes.io/os', operator: 'In', values: ['linux'] },
+      { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] },
+    ];
+    const pinned = { key: 'metadata.name', operator: 'In', values: ['node-a'] };
+    expect(spec.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms).toEqual([
+      { matchExpressions: [{ key: 'zone', operator: 'In', values: ['a'] }, ...platform], matchFields: [pinned] },
+      { matchExpressions: [{ key: 'zone', operator: 'In', values: ['b'] }, ...platform], matchFields: [{ key: 'metadata.name', operator: 'NotIn', values: ['bad'] }, pinned] },
+    ]);
+    expect(spec.affinity!.nodeAffinity!.preferredDuringSchedulingIgnoredDuringExecution).toHaveLength(1);
+    expect(spec.affinity!.podAntiAffinity).toEqual(placement.affinity.podAntiAffinity);
+    // the runtime's own labels win over the operator's (the chart refuses such keys anyway)
+    expect(pod.metadata!.labels).toMatchObject({ 'example.com/cost-center': 'rl', 'rlmesh.dev/evaluation': 'eval-1' });
+    expect(pod.metadata!.annotations).toEqual({ 'example.com/owner': 'platform-team', 'rlmesh.dev/evaluation-id': 'ev_123' });
+  });
+
+  it('without a policy the pod carries no priority or runtime class and only the platform term', () => {
+    const spec = buildEvaluationPod(ev({ artifacts: [] }), settings()).spec!;
+    expect(spec.priorityClassName).toBeUndefined();
+    expect(spec.runtimeClassName).toBeUndefined();
+    expect(spec.tolerations).toBeUndefined();
+    expect(spec.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms).toHaveLength(1);
   });
 
   it('waits for the cache node only with a ReadWriteOnce cache and artifacts', () => {

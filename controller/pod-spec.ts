@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
 import { API_VERSION, EVALUATION, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { netprobeContainer } from './network-policy-probe.ts';
-import { platformAffinity } from './platform-affinity.ts';
+import { evaluationAffinity, mergedNodeSelector, NO_PLACEMENT, type ClusterPlacement } from '../lib/evaluation-placement.ts';
 
 export const MANAGED_BY = 'rlmesh-cluster-controller';
 export const LABEL_EVALUATION = 'rlmesh.dev/evaluation';
@@ -35,6 +35,8 @@ export type PodSettings = {
   pullSecret: string;
   proxyUrl: string;
   noProxy?: string;
+  /** the operator's policy for evaluation pods (chart values evaluations.nodeSelector, tolerations, …); absent: none */
+  placement?: ClusterPlacement;
   cache: {
     pvcName: string;
     accessModes: readonly string[];
@@ -94,6 +96,10 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
   if (gpu && gpu.count > 0) requests[GPU_RESOURCE[gpu.vendor]] = limits[GPU_RESOURCE[gpu.vendor]] = String(gpu.count);
 
   const pinned = cacheNodeOf(ev, s);
+  const policy = s.placement ?? NO_PLACEMENT;
+  const nodeSelector = mergedNodeSelector(policy, spec.placement?.nodeSelector);
+  // the operator's tolerations; those of an evaluation written in the cluster by hand too (the agent writes none)
+  const tolerations = [...(policy.tolerations as V1Toleration[]), ...((spec.placement?.tolerations ?? []) as V1Toleration[])];
 
   return {
     apiVersion: 'v1',
@@ -101,13 +107,15 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
     metadata: {
       name: podNameFor(ev.metadata.name),
       namespace: s.namespace,
+      // the operator's labels and annotations first: the runtime's own keys win (the chart refuses them in evaluations.podLabels)
       labels: {
+        ...policy.podLabels,
         [LABEL_EVALUATION]: labelValueFor(ev.metadata.name),
         [LABEL_MANAGED_BY]: MANAGED_BY,
         'app.kubernetes.io/name': 'rlmesh-evaluation',
         'app.kubernetes.io/part-of': 'rlmesh-runtime',
       },
-      annotations: { [ANNOTATION_EVALUATION_ID]: spec.evaluationId },
+      annotations: { ...policy.podAnnotations, [ANNOTATION_EVALUATION_ID]: spec.evaluationId },
       ownerReferences: [
         // blockOwnerDeletion stays false: nothing of ours may hold up deleting an
         // evaluation, its namespace or an uninstall
@@ -152,12 +160,14 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
         },
       ],
       volumes: artifacts.length > 0 ? [{ name: CACHE_VOLUME, persistentVolumeClaim: { claimName: s.cache.pvcName, readOnly: true } }] : [],
-      ...(spec.placement?.nodeSelector ? { nodeSelector: spec.placement.nodeSelector } : {}),
-      ...(spec.placement?.tolerations?.length ? { tolerations: spec.placement.tolerations as V1Toleration[] } : {}),
+      ...(Object.keys(nodeSelector).length ? { nodeSelector } : {}),
+      ...(tolerations.length ? { tolerations } : {}),
+      ...(policy.priorityClassName ? { priorityClassName: policy.priorityClassName } : {}),
+      ...(policy.runtimeClassName ? { runtimeClassName: policy.runtimeClassName } : {}),
       // always the runtime's platform: the network-ready init container runs the runtime image, and those are
-      // the only nodes the agent offers the platform (agent/eligible-nodes.ts); the assignment's nodeSelector
-      // (ANDed by the scheduler) and the cache's node narrow it further
-      affinity: platformAffinity(pinned),
+      // the only nodes the agent offers the platform (agent/eligible-nodes.ts); ANDed into each of the operator's
+      // required node terms, with the cache's node; the nodeSelector (ANDed by the scheduler) narrows it further
+      affinity: evaluationAffinity(policy, pinned),
     },
   };
 }

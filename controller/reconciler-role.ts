@@ -77,6 +77,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
       waitingRetryMs: flags['waiting-retry-seconds'] * 1000,
       startDeadlineSeconds: config.evaluations?.startDeadlineSeconds ?? DEFAULT_START_DEADLINE_SECONDS,
       ...(flags['max-concurrent'] ? { maxConcurrent: flags['max-concurrent'] } : {}),
+      ...(config.evaluations?.placement ? { placement: config.evaluations.placement } : {}),
     },
   });
   q.start();

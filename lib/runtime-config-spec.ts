@@ -83,6 +83,16 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
   evaluations: object({
     runWithoutNetworkPolicyEnforcement: v('evaluations.runWithoutNetworkPolicyEnforcement'),
     startDeadlineSeconds: v('evaluations.startDeadlineSeconds'),
+    // the operator's policy for evaluation pods (lib/evaluation-placement.ts)
+    placement: object({
+      nodeSelector: v('evaluations.nodeSelector'),
+      tolerations: v('evaluations.tolerations'),
+      affinity: v('evaluations.affinity'),
+      priorityClassName: v('evaluations.priorityClassName'),
+      runtimeClassName: v('evaluations.runtimeClassName'),
+      podLabels: v('evaluations.podLabels'),
+      podAnnotations: v('evaluations.podAnnotations'),
+    }),
   }),
   ports: object({ metrics: v('metrics.port'), health: c(8081) }),
 });

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { errorMessage } from './error-fields.ts';
 import { MOUNTS, NAMES } from './fixed-names.ts';
+import { clusterPlacementSchema } from './evaluation-placement.ts';
 
 export const DEFAULT_CONFIG_PATH = MOUNTS.configFile;
 /** evaluations.startDeadlineSeconds when the chart does not say (lib/values-schema.ts explains the choice) */
@@ -142,8 +143,14 @@ export const runtimeConfigSchema = z
       .optional(),
     // evaluations.runWithoutNetworkPolicyEnforcement; absent (a config rendered before it existed): false, fail closed.
     // evaluations.startDeadlineSeconds; absent: the chart's default. Tests set a few seconds; the chart refuses less than 60.
+    // evaluations.placement: the operator's policy for evaluation pods (evaluations.nodeSelector, tolerations, affinity,
+    // priorityClassName, runtimeClassName, podLabels, podAnnotations; lib/evaluation-placement.ts); absent: none.
     evaluations: z
-      .object({ runWithoutNetworkPolicyEnforcement: z.boolean(), startDeadlineSeconds: z.number().int().min(1).optional() })
+      .object({
+        runWithoutNetworkPolicyEnforcement: z.boolean(),
+        startDeadlineSeconds: z.number().int().min(1).optional(),
+        placement: clusterPlacementSchema.optional(),
+      })
       .strict()
       .optional(),
     ports: z

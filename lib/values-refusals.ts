@@ -81,4 +81,25 @@ export const VALUES_REFUSALS = {
     path: 'controlPlane.proxy.addresses.{index}',
     message: '{address:q} is not a CIDR: write each address the proxy listens on with its prefix length, e.g. 10.20.30.40/32 or 2001:db8::10/128',
   },
+  placementKey: {
+    path: 'evaluations.{field}.{key}',
+    message: '{key:q} is not a label or annotation key: an optional DNS subdomain prefix and /, then a name of at most 63 letters, digits, -, _ and . that starts and ends with a letter or digit (example.com/team)',
+  },
+  placementReservedKey: {
+    path: 'evaluations.{field}.{key}',
+    message:
+      '{key} is a key the runtime sets on every evaluation pod (rlmesh.dev/*, app.kubernetes.io/managed-by, name, part-of, instance and component), which the controller and the NetworkPolicies select by: the operator\'s labels and annotations may not set it; choose a key of your own, such as example.com/{field}',
+  },
+  placementPlatform: {
+    path: 'evaluations.nodeSelector.{key}',
+    message: '{key}={value} excludes every node the runtime runs on ({key} In [{allowed}]): no evaluation could ever be scheduled; select nodes of that platform, or leave the key out',
+  },
+  priorityClassSystem: {
+    path: 'evaluations.priorityClassName',
+    message: '{name} is a system PriorityClass, reserved for the pods that keep nodes and the cluster running, which evaluations would then preempt: create a PriorityClass of your own for evaluations and name it here',
+  },
+  nodeTermEmpty: {
+    path: 'evaluations.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.{index}',
+    message: 'this required node term has neither matchExpressions nor matchFields, and such a term matches no node: give it the requirements of the nodes evaluations may run on, or remove it',
+  },
 } as const satisfies Record<string, Refusal>;

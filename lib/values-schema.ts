@@ -12,9 +12,10 @@ import { refuse } from './refusals.ts';
 import { VALUES_REFUSALS } from './values-refusals.ts';
 import { DEFAULT_START_DEADLINE_SECONDS, runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 import { evaluateSpec, RUNTIME_CONFIG_SPEC } from './runtime-config-spec.ts';
-import { RUNTIME_PLATFORM } from './fixed-names.ts';
+import { PLATFORM_NODE_REQUIREMENTS, RUNTIME_PLATFORM } from './fixed-names.ts';
 import { requiredNodeTerms } from './preflight/label-selector.ts';
 import { DEFAULT_PROXY_PORTS, HOST_LABELS, proxyErrors } from './outbound-proxy-values.ts';
+import { isReservedKey } from './evaluation-placement.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength (HOST_LABELS: lib/outbound-proxy-values.ts).
 export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
@@ -168,6 +169,31 @@ export const networkPolicyPeerSchema = z
   })
   .strict();
 // which fields a peer needs is a cross-field rule (crossFieldErrors): JSON Schema, and so helm, would not see it
+
+/** A node selector requirement and term as required node affinity takes them. */
+const nodeSelectorRequirement = z
+  .object({ key: z.string().min(1), operator: z.enum(['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt']), values: z.array(z.string()).optional() })
+  .strict();
+const nodeSelectorTerm = z.object({ matchExpressions: z.array(nodeSelectorRequirement).optional(), matchFields: z.array(nodeSelectorRequirement).optional() }).strict();
+/** evaluations.affinity: the cluster's required node terms are checked; the rest passes through as the pod takes it. */
+const evaluationAffinitySchema = z
+  .object({
+    nodeAffinity: z
+      .object({
+        requiredDuringSchedulingIgnoredDuringExecution: z.object({ nodeSelectorTerms: z.array(nodeSelectorTerm).min(1) }).strict().optional(),
+        preferredDuringSchedulingIgnoredDuringExecution: z
+          .array(z.object({ weight: z.number().int().min(1).max(100), preference: nodeSelectorTerm }).strict())
+          .optional(),
+      })
+      .strict()
+      .optional(),
+    podAffinity: z.record(z.string(), z.unknown()).optional(),
+    podAntiAffinity: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+/** Label values as the API takes them (JSON Schema checks them; keys are checked by crossFieldErrors, which names them in the path). */
+const labelMap = (what: string) => z.record(z.string(), z.string().max(63).regex(LABEL_VALUE, { message: 'must be a label value: at most 63 letters, digits, -, _ and ., starting and ending with a letter or digit, or empty' })).default({}).describe(what);
+const POLICY_HELP = 'The operator\'s policy for evaluation pods, which the platform cannot override (chart README, "Policy engines and placement of evaluation pods").';
 
 const monitor = (kind: string) =>
   z
@@ -342,6 +368,36 @@ export const valuesObjectSchema = z
           .describe(
             "How long an evaluation may take to start: from its creation (or, with artifacts, from when the cache holds them all; fetching has failures of its own and is not counted) until its container runs. Every wait in between counts: the ResourceQuota, controller.maxConcurrent, the cache node, the NetworkPolicy fence, an unschedulable pod, an image that does not pull. When it passes, the pod is stopped and the evaluation fails as StartDeadlineExceeded, quoting the last reason the scheduler, the kubelet or the quota gave. 30 minutes leaves room for a cold pull of a multi-gigabyte image and for a GPU node pool scaling up from zero, which can take 10 to 20 minutes each; raise it where starting takes longer, or where evaluations are meant to queue behind the quota.",
           ),
+        nodeSelector: labelMap(
+          `Node labels every evaluation pod must match, ANDed with the platform's placement: an assignment whose node selector sets one of these keys to another value is refused as PlacementConflict before anything is created, and the agent offers the platform only the nodes that match. ${POLICY_HELP}`,
+        ),
+        tolerations: z
+          .array(tolerationSchema)
+          .default([])
+          .describe(
+            `Tolerations of every evaluation pod (for example of a dedicated, tainted node pool). The agent offers the platform no node with a NoSchedule or NoExecute taint these do not tolerate. ${POLICY_HELP}`,
+          ),
+        affinity: evaluationAffinitySchema
+          .default({})
+          .describe(
+            `Affinity of every evaluation pod. Its required node terms (ORed) are the cluster's constraint: each is ANDed with the runtime's platform (${PLATFORM}), the platform's node selector and, for a ReadWriteOnce cache, the cache's node; the agent offers only the nodes some term matches, and refuses an assignment whose node selector rules out every term (PlacementConflict). Preferred terms and pod (anti-)affinity pass through. ${POLICY_HELP}`,
+          ),
+        priorityClassName: z
+          .string()
+          .max(253)
+          .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a PriorityClass name or empty' })
+          .default('')
+          .describe(`PriorityClass of every evaluation pod (empty: none); not a system- class. The controller may set no other (ValidatingAdmissionPolicy rlmesh-cluster-controller-pods). ${POLICY_HELP}`),
+        runtimeClassName: z
+          .string()
+          .max(253)
+          .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a RuntimeClass name or empty' })
+          .default('')
+          .describe(
+            `RuntimeClass of every evaluation pod, for example gvisor or kata for a sandbox around untrusted code (empty: the nodes' default runtime). The RuntimeClass must exist, with its handler on the nodes evaluations run on; set, the controller may not create a pod that runs anything but the runtime's own image without it (ValidatingAdmissionPolicy rlmesh-cluster-controller-pods). Pod Security restricted still applies in rlmesh-runs. ${POLICY_HELP}`,
+          ),
+        podLabels: labelMap(`Extra labels on every evaluation pod (for policy engines, cost allocation); not rlmesh.dev/* nor the app.kubernetes.io/ keys the runtime sets. ${POLICY_HELP}`),
+        podAnnotations: stringMap(`Extra annotations on every evaluation pod; not rlmesh.dev/* nor the app.kubernetes.io/ keys the runtime sets. ${POLICY_HELP}`),
         limitRange: z
           .object({
             defaultRequest: containerResources('request').default({ cpu: '500m', memory: '1Gi', 'ephemeral-storage': '1Gi' })
@@ -543,8 +599,31 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
   });
   if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled) errors.push(refuse(R.bothMonitors));
   errors.push(...proxyErrors(v.controlPlane.proxy));
+  errors.push(...placementErrors(v));
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));
   errors.push(...ephemeralStorageErrors(v));
+  return errors;
+}
+
+/** The operator's policy for evaluation pods (lib/evaluation-placement.ts): keys, the platform, system priorities, empty node terms. */
+export function placementErrors(v: Values): { path: string; message: string }[] {
+  const R = VALUES_REFUSALS;
+  const e = v.evaluations;
+  const errors: { path: string; message: string }[] = [];
+  for (const field of ['nodeSelector', 'podLabels', 'podAnnotations'] as const) {
+    for (const key of Object.keys(e[field])) {
+      if (!LABEL_KEY.test(key) || key.length > 317) errors.push(refuse(R.placementKey, { field, key }));
+      else if (field !== 'nodeSelector' && isReservedKey(key)) errors.push(refuse(R.placementReservedKey, { field, key }));
+    }
+  }
+  for (const r of PLATFORM_NODE_REQUIREMENTS) {
+    const value = e.nodeSelector[r.key];
+    if (value !== undefined && !r.values.includes(value)) errors.push(refuse(R.placementPlatform, { key: r.key, value, allowed: r.values.join(', ') }));
+  }
+  if (e.priorityClassName.startsWith('system-')) errors.push(refuse(R.priorityClassSystem, { name: e.priorityClassName }));
+  (e.affinity.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ?? []).forEach((t, index) => {
+    if (!t.matchExpressions?.length && !t.matchFields?.length) errors.push(refuse(R.nodeTermEmpty, { index }));
+  });
   return errors;
 }
 

@@ -55,7 +55,7 @@ export function describePeer(peer: NetworkPolicyPeer): string {
 
 export type NodeSelectorTerm = k8s.V1NodeSelectorTerm;
 
-function requirementHolds(r: k8s.V1NodeSelectorRequirement, value: string | undefined): boolean {
+export function requirementHolds(r: k8s.V1NodeSelectorRequirement, value: string | undefined): boolean {
   const values = r.values ?? [];
   switch (r.operator) {
     case 'In':

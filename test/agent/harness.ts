@@ -24,6 +24,8 @@ import { adminKubeConfig, helm, kubectl, serviceAccountKubeconfig } from '../sup
 import { api, ROOT, startControlPlane, type ControlPlane } from '../support/runtime.ts';
 import { until, type UntilOptions } from '../support/until.ts';
 import { get, podTemplate, render, TOKEN } from '../chart/chart.ts';
+import { KWOK_TOLERATION } from '../support/kwok-outcome.ts';
+import type { ClusterPlacement } from '../../lib/evaluation-placement.ts';
 
 // reassigned by useNamespaces (live ESM bindings)
 export let SYSTEM = 'rlmesh-agent-it';
@@ -112,7 +114,7 @@ export async function cluster(cp: ControlPlane, id: string): Promise<ClusterView
   return r.body;
 }
 
-export function runtimeConfig(cp: ControlPlane, over: { controlSecret?: string; pullSecret?: string; observability?: boolean; spoolMaxBytes?: number; nodeSelector?: string } = {}): string {
+export function runtimeConfig(cp: ControlPlane, over: { controlSecret?: string; pullSecret?: string; observability?: boolean; spoolMaxBytes?: number; nodeSelector?: string; placement?: Partial<ClusterPlacement> } = {}): string {
   const url = new URL(cp.url);
   const config = {
     namespace: SYSTEM,
@@ -128,6 +130,8 @@ export function runtimeConfig(cp: ControlPlane, over: { controlSecret?: string; 
     egress: {},
     artifactCache: {},
     agent: { nodeSelector: over.nodeSelector ?? '', spoolMaxBytes: over.spoolMaxBytes ?? 64 * 1024 * 1024 },
+    // kwok's nodes are tainted: the agent offers only nodes whose NoSchedule taints evaluations tolerate
+    evaluations: { runWithoutNetworkPolicyEnforcement: false, placement: { ...over.placement, tolerations: [KWOK_TOLERATION, ...(over.placement?.tolerations ?? [])] } },
     ports: { health: 0, metrics: 0 },
   };
   const file = join(mkdtempSync(join(tmpdir(), 'agent-config-')), 'config.json');

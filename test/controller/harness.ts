@@ -95,7 +95,7 @@ export type Env = {
 };
 
 /** Namespaces, CRDs, RBAC, the cache PVC and a runtime config for one test file. */
-export async function setupEnv(opts: { accessModes?: string[]; startDeadlineSeconds?: number } = {}): Promise<Env> {
+export async function setupEnv(opts: { accessModes?: string[]; startDeadlineSeconds?: number; placement?: Record<string, unknown> } = {}): Promise<Env> {
   const id = `ctl${randomBytes(3).toString('hex')}`;
   const sys = `${id}-system`;
   const runs = `${id}-runs`;
@@ -138,7 +138,7 @@ export async function setupEnv(opts: { accessModes?: string[]; startDeadlineSeco
       // these namespaces have no NetworkPolicies and the pods land on kwok nodes, so no probe could see
       // enforcement: the documented opt-out, as an operator whose rlmesh-runs another layer fences sets it
       // (the fence itself is proven on the real node in test/e2e/network-policies.test.ts)
-      evaluations: { runWithoutNetworkPolicyEnforcement: true, ...(opts.startDeadlineSeconds ? { startDeadlineSeconds: opts.startDeadlineSeconds } : {}) },
+      evaluations: { runWithoutNetworkPolicyEnforcement: true, ...(opts.startDeadlineSeconds ? { startDeadlineSeconds: opts.startDeadlineSeconds } : {}), ...(opts.placement ? { placement: opts.placement } : {}) },
     }),
   );
   const kc = adminKubeConfig();

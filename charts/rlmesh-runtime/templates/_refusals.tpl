@@ -75,6 +75,26 @@
 {{- define "rlmesh.refusal.proxyAddressNotCidr" -}}
 {{- printf "controlPlane.proxy.addresses.%v: %q is not a CIDR: write each address the proxy listens on with its prefix length, e.g. 10.20.30.40/32 or 2001:db8::10/128" (index . "index") (index . "address") -}}
 {{- end }}
+{{/* placementKey; include with (dict "field" … "key" …) */}}
+{{- define "rlmesh.refusal.placementKey" -}}
+{{- printf "evaluations.%v.%v: %q is not a label or annotation key: an optional DNS subdomain prefix and /, then a name of at most 63 letters, digits, -, _ and . that starts and ends with a letter or digit (example.com/team)" (index . "field") (index . "key") (index . "key") -}}
+{{- end }}
+{{/* placementReservedKey; include with (dict "field" … "key" …) */}}
+{{- define "rlmesh.refusal.placementReservedKey" -}}
+{{- printf "evaluations.%v.%v: %v is a key the runtime sets on every evaluation pod (rlmesh.dev/*, app.kubernetes.io/managed-by, name, part-of, instance and component), which the controller and the NetworkPolicies select by: the operator's labels and annotations may not set it; choose a key of your own, such as example.com/%v" (index . "field") (index . "key") (index . "key") (index . "field") -}}
+{{- end }}
+{{/* placementPlatform; include with (dict "key" … "value" … "allowed" …) */}}
+{{- define "rlmesh.refusal.placementPlatform" -}}
+{{- printf "evaluations.nodeSelector.%v: %v=%v excludes every node the runtime runs on (%v In [%v]): no evaluation could ever be scheduled; select nodes of that platform, or leave the key out" (index . "key") (index . "key") (index . "value") (index . "key") (index . "allowed") -}}
+{{- end }}
+{{/* priorityClassSystem; include with (dict "name" …) */}}
+{{- define "rlmesh.refusal.priorityClassSystem" -}}
+{{- printf "evaluations.priorityClassName: %v is a system PriorityClass, reserved for the pods that keep nodes and the cluster running, which evaluations would then preempt: create a PriorityClass of your own for evaluations and name it here" (index . "name") -}}
+{{- end }}
+{{/* nodeTermEmpty; include with (dict "index" …) */}}
+{{- define "rlmesh.refusal.nodeTermEmpty" -}}
+{{- printf "evaluations.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.%v: this required node term has neither matchExpressions nor matchFields, and such a term matches no node: give it the requirements of the nodes evaluations may run on, or remove it" (index . "index") -}}
+{{- end }}
 {{/* imageDigest; include with (dict "path" … "digest" …) */}}
 {{- define "rlmesh.refusal.imageDigest" -}}
 {{- printf "%v.digest: %v.digest %q is not an image digest: set sha256: followed by the 64 lowercase hex digits your registry reports for the image, or leave it empty to pull %v.repository:%v.tag" (index . "path") (index . "path") (index . "digest") (index . "path") (index . "path") -}}

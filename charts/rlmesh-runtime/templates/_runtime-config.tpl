@@ -68,10 +68,19 @@
 {{- $o13 := dict }}
 {{- $_ := set $o13 "runWithoutNetworkPolicyEnforcement" $v.evaluations.runWithoutNetworkPolicyEnforcement }}
 {{- $_ := set $o13 "startDeadlineSeconds" $v.evaluations.startDeadlineSeconds }}
-{{- $_ := set $o0 "evaluations" $o13 }}
 {{- $o14 := dict }}
-{{- $_ := set $o14 "metrics" $v.metrics.port }}
-{{- $_ := set $o14 "health" 8081 }}
-{{- $_ := set $o0 "ports" $o14 }}
+{{- $_ := set $o14 "nodeSelector" $v.evaluations.nodeSelector }}
+{{- $_ := set $o14 "tolerations" $v.evaluations.tolerations }}
+{{- $_ := set $o14 "affinity" $v.evaluations.affinity }}
+{{- $_ := set $o14 "priorityClassName" $v.evaluations.priorityClassName }}
+{{- $_ := set $o14 "runtimeClassName" $v.evaluations.runtimeClassName }}
+{{- $_ := set $o14 "podLabels" $v.evaluations.podLabels }}
+{{- $_ := set $o14 "podAnnotations" $v.evaluations.podAnnotations }}
+{{- $_ := set $o13 "placement" $o14 }}
+{{- $_ := set $o0 "evaluations" $o13 }}
+{{- $o15 := dict }}
+{{- $_ := set $o15 "metrics" $v.metrics.port }}
+{{- $_ := set $o15 "health" 8081 }}
+{{- $_ := set $o0 "ports" $o15 }}
 {{- toPrettyJson $o0 }}
 {{- end }}

@@ -44,6 +44,30 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- if and $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled }}
 {{- $errors = append $errors (include "rlmesh.refusal.bothMonitors" (dict)) }}
 {{- end }}
+{{- /* placementErrors() in lib/values-schema.ts: the operator's policy for evaluation pods */}}
+{{- $e := $v.evaluations }}
+{{- range $field := list "nodeSelector" "podLabels" "podAnnotations" }}
+{{- range $k, $_ := index $e $field }}
+{{- if or (not (regexMatch `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$` $k)) (gt (len $k) 317) }}
+{{- $errors = append $errors (include "rlmesh.refusal.placementKey" (dict "field" $field "key" $k)) }}
+{{- else if and (ne $field "nodeSelector") (or (hasPrefix "rlmesh.dev/" $k) (has $k (list "app.kubernetes.io/managed-by" "app.kubernetes.io/name" "app.kubernetes.io/part-of" "app.kubernetes.io/instance" "app.kubernetes.io/component"))) }}
+{{- $errors = append $errors (include "rlmesh.refusal.placementReservedKey" (dict "field" $field "key" $k)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $r := include "rlmesh.platformNodeRequirements" . | fromJsonArray }}
+{{- if and (hasKey $e.nodeSelector $r.key) (not (has (index $e.nodeSelector $r.key) $r.values)) }}
+{{- $errors = append $errors (include "rlmesh.refusal.placementPlatform" (dict "key" $r.key "value" (index $e.nodeSelector $r.key) "allowed" (join ", " $r.values))) }}
+{{- end }}
+{{- end }}
+{{- if hasPrefix "system-" $e.priorityClassName }}
+{{- $errors = append $errors (include "rlmesh.refusal.priorityClassSystem" (dict "name" $e.priorityClassName)) }}
+{{- end }}
+{{- range $i, $t := dig "nodeAffinity" "requiredDuringSchedulingIgnoredDuringExecution" "nodeSelectorTerms" (list) $e.affinity }}
+{{- if not (or (dig "matchExpressions" (list) $t) (dig "matchFields" (list) $t)) }}
+{{- $errors = append $errors (include "rlmesh.refusal.nodeTermEmpty" (dict "index" $i)) }}
+{{- end }}
+{{- end }}
 {{- /* controlPlane.proxy: proxyErrors() in lib/outbound-proxy-values.ts; rlmesh.proxy (the generated _proxy.tpl) reads the url */}}
 {{- $proxy := $v.controlPlane.proxy }}
 {{- $pu := include "rlmesh.proxy" . | fromJson }}
