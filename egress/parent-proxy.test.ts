@@ -173,7 +173,8 @@ async function httpsThroughEgress(host: string, port = tlsPort): Promise<{ statu
   }
   const secure = tls.connect({ socket, servername: host, ca: cert });
   await once(secure, 'secureConnect');
-  secure.end(`GET / HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+  // no half-close: Squid closes a tunnel whose client half-closes, racing the answer; the server closes after it
+  secure.write(`GET / HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
   let text = '';
   for await (const chunk of secure) text += (chunk as Buffer).toString();
   return { status, text, headers: {} };
