@@ -413,8 +413,9 @@ describe('objects', () => {
     expect(policy.spec.matchConstraints.resourceRules).toEqual([{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['pods', 'pods/ephemeralcontainers'] }]);
     expect(policy.spec.matchConditions.map((c) => c.expression)).toEqual([`request.userInfo.username == 'system:serviceaccount:${SYS}:rlmesh-cluster-controller'`]);
     expect((get(objs, 'ValidatingAdmissionPolicyBinding', '', name).spec as object)).toEqual({ policyName: name, validationActions: ['Deny'] });
-    // one validation per rule, each saying what it refused
-    expect(policy.spec.validations).toHaveLength(8);
+    // one validation per rule, each saying what it refused (the sandbox rule only with evaluations.runtimeClassName)
+    expect(policy.spec.validations).toHaveLength(10);
+    expect(policy.spec.validations.map((v) => v.expression).filter((e) => /runtimeClassName|priorityClassName/.test(e))).toHaveLength(2);
     for (const v of policy.spec.validations) expect(v.message ?? v.messageExpression, v.expression).toMatch(/the rlmesh controller/);
     expect(policy.spec.validations[0]!.expression).toContain("object.spec.serviceAccountName == 'default'");
     expect(variable(policy, 'otherVolumes')).toContain("v.persistentVolumeClaim.claimName == 'rlmesh-artifact-cache'");

@@ -110,11 +110,13 @@ describe('behind a corporate proxy (Squid, basic auth), on the real node', () =>
   });
 
   it('follows a rotation of the control credential through Squid', async () => {
+    const reauthentications = () => rt.log('agent').split('\n').filter((l) => /re-?authenticat|credential (changed|rotated)/i.test(l)).length;
     const before = tunnelsTo(API_HOST, 443).length;
+    const reauthenticatedBefore = reauthentications();
     const rotated = await api<{ value: string }>(cp, 'POST', `/v1/clusters/${clusterId}/credentials/control/rotate`);
     expect(rotated.status).toBe(200);
     kubectl(['-n', NS, 'patch', 'secret', 'rlmesh-cluster-control', '--type', 'merge', '-p', JSON.stringify({ stringData: { control: rotated.body.value } })]);
-    await until('the agent to re-authenticate', () => /re-?authenticat|credential (changed|rotated)/i.test(rt.log('agent')) || undefined, { timeoutMs: 90_000 });
+    await until('the agent to re-authenticate', () => reauthentications() > reauthenticatedBefore || undefined, { timeoutMs: 90_000 });
     await waitConnected(cp, clusterId, 60);
     // the session opened with the old credential ends, and Squid logs its tunnel when it closes
     await until('Squid logs the re-authenticated session\'s predecessor', () => tunnelsTo(API_HOST, 443).length > before || undefined, { timeoutMs: 60_000 });
