@@ -4,7 +4,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join as joinPath } from 'node:path';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runtimeConfigSchema } from '../lib/runtime-config.ts';
 import { api } from '../test/support/api.ts';
@@ -12,7 +12,8 @@ import { startTestControlPlane, type TestControlPlane } from '../test/support/co
 import { freePort } from '../test/support/free-port.ts';
 import { startSquid, type Squid } from '../test/support/squid.ts';
 import { until } from '../test/support/until.ts';
-import { Session, type SessionState } from './control-plane-session.ts';
+import type { OutboundProxy } from '../lib/outbound-proxy.ts';
+import { Session } from './control-plane-session.ts';
 import { controlPlaneClient, fetchInfo, join } from './join.ts';
 
 const CP_HOST = 'api.corporate-proxy.test';
@@ -55,6 +56,25 @@ const config = () =>
     artifactCache: {},
   });
 
+/** The agent's session to the control plane, through `proxy`, with quick timings. */
+function sessionThroughSquid(proxy: OutboundProxy | undefined, joined: { control: string; clusterId: string }, log: Logger): Session {
+  return new Session({
+    target: { host: CP_HOST, port: cp.port },
+    ca: cp.ca,
+    proxy,
+    credential: () => ({ control: joined.control, clusterId: joined.clusterId }),
+    agentVersion: '0.0.0-test',
+    kubernetesVersion: () => 'v1.31.0',
+    timing: { heartbeatMs: 200, silenceMs: 5000, backoffBaseMs: 100, backoffMaxMs: 500, authBackoffMs: 1000, reportDelayMs: 10, watchSilenceMs: 60_000, leaseSeconds: 15 },
+    log,
+    pendingIds: () => [],
+    onConnected: () => undefined,
+    onMessage: () => undefined,
+    onState: () => undefined,
+    onReconnect: () => undefined,
+  });
+}
+
 const tunnels = (from: number) => squid.accessLog().slice(from).filter((l) => l.includes(`CONNECT ${CP_HOST}:${cp.port}`) && l.includes(squid.username));
 
 describe('the agent behind Squid', () => {
@@ -67,22 +87,7 @@ describe('the agent behind Squid', () => {
     const joined = await join(client, String(created.body.joinToken), {});
     await client.dispatcher.close();
 
-    const states: SessionState[] = [];
-    const session = new Session({
-      target: { host: CP_HOST, port: cp.port },
-      ca: cp.ca,
-      proxy: client.proxy,
-      credential: () => ({ control: joined.control, clusterId: joined.clusterId }),
-      agentVersion: '0.0.0-test',
-      kubernetesVersion: () => 'v1.31.0',
-      timing: { heartbeatMs: 200, silenceMs: 5000, backoffBaseMs: 100, backoffMaxMs: 1000, authBackoffMs: 1000, reportDelayMs: 10, watchSilenceMs: 60_000, leaseSeconds: 15 },
-      log: pino({ level: 'silent' }),
-      pendingIds: () => [],
-      onConnected: () => undefined,
-      onMessage: () => undefined,
-      onState: (s) => states.push(s),
-      onReconnect: () => undefined,
-    });
+    const session = sessionThroughSquid(client.proxy, joined, pino({ level: 'silent' }));
     session.start();
     try {
       await until('the session through Squid is live', () => session.live, { timeoutMs: 15_000 });
@@ -116,21 +121,7 @@ describe('the agent behind Squid', () => {
     password('a-wrong-password');
     const lines: string[] = [];
     const log = pino({ level: 'warn' }, { write: (l: string) => void lines.push(l) });
-    const session = new Session({
-      target: { host: CP_HOST, port: cp.port },
-      ca: cp.ca,
-      proxy: client.proxy,
-      credential: () => ({ control: joined.control, clusterId: joined.clusterId }),
-      agentVersion: '0.0.0-test',
-      kubernetesVersion: () => 'v1.31.0',
-      timing: { heartbeatMs: 200, silenceMs: 5000, backoffBaseMs: 100, backoffMaxMs: 500, authBackoffMs: 1000, reportDelayMs: 10, watchSilenceMs: 60_000, leaseSeconds: 15 },
-      log,
-      pendingIds: () => [],
-      onConnected: () => undefined,
-      onMessage: () => undefined,
-      onState: () => undefined,
-      onReconnect: () => undefined,
-    });
+    const session = sessionThroughSquid(client.proxy, joined, log);
     session.start();
     try {
       await until('the session logs the 407', () => lines.find((l) => l.includes('answered 407')), { timeoutMs: 10_000 });

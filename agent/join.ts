@@ -57,10 +57,11 @@ export function controlPlaneClient(cfg: RuntimeConfig): ControlPlaneClient {
     }
   }
   // behind a corporate proxy, discovery and the join go through a CONNECT tunnel, TLS inside it
-  const proxy = outboundProxy(cfg.controlPlane.proxy);
-  const connect = proxy?.appliesTo(apiHost) ? proxy.undiciConnector({ ca, timeoutMs: 10_000 }) : { ...(ca ? { ca } : {}), timeout: 10_000 };
+  const configured = outboundProxy(cfg.controlPlane.proxy);
+  const proxy = configured?.appliesTo(apiHost) ? configured : undefined;
+  const connect = proxy ? proxy.undiciConnector({ ca, timeoutMs: 10_000 }) : { ...(ca ? { ca } : {}), timeout: 10_000 };
   const dispatcher = new Agent({ connect, headersTimeout: 15_000, bodyTimeout: 15_000 });
-  return { baseUrl: `https://${apiHost}${apiPort === 443 ? '' : `:${apiPort}`}`, dispatcher, ca, apiHost, apiPort, proxy: proxy?.appliesTo(apiHost) ? proxy : undefined };
+  return { baseUrl: `https://${apiHost}${apiPort === 443 ? '' : `:${apiPort}`}`, dispatcher, ca, apiHost, apiPort, proxy };
 }
 
 async function call(cp: ControlPlaneClient, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
