@@ -6,7 +6,7 @@ import { rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runtimeConfigSchema } from '../lib/runtime-config.ts';
 import { startTestControlPlane, type TestControlPlane } from '../test/support/control-plane.ts';
-import { checkSessionEndpoint, controlPlaneClient, fetchInfo, JoinError } from './join.ts';
+import { checkRegistryHost, checkSessionEndpoint, controlPlaneClient, fetchInfo, JoinError } from './join.ts';
 
 const cp443 = { baseUrl: 'https://api.rlmesh.dev', apiHost: 'api.rlmesh.dev', apiPort: 443 };
 const refusal = (f: () => void): JoinError => {
@@ -40,6 +40,25 @@ describe('the session endpoint /v1/info names', () => {
   });
 });
 
+describe("the control plane's registry /v1/info names", () => {
+  const installed = { baseUrl: 'https://api.staging.example', registryHost: 'registry.staging.example' };
+  it('is accepted when it is controlPlane.registryHost (case and a trailing dot aside), or not named', () => {
+    expect(() => checkRegistryHost(installed, 'registry.staging.example')).not.toThrow();
+    expect(() => checkRegistryHost(installed, 'Registry.Staging.Example.')).not.toThrow();
+    expect(() => checkRegistryHost(installed, undefined)).not.toThrow();
+  });
+
+  it('is refused when it is another host, naming both, saying the token is unused and the value to set', () => {
+    const e = refusal(() => checkRegistryHost(installed, 'registry.rlmesh.dev'));
+    expect(e.code).toBe('registry_host_mismatch');
+    expect(e.permanent).toBe(true);
+    expect(e.message).toMatch(/registry is registry\.rlmesh\.dev, but the chart was installed with controlPlane\.registryHost=registry\.staging\.example/);
+    expect(e.message).toMatch(/has not used the join token/);
+    expect(e.message).toMatch(/set controlPlane\.registryHost=registry\.rlmesh\.dev/);
+    expect(e.message).not.toContain('\n');
+  });
+});
+
 describe('fetchInfo against a control plane', () => {
   let cps: TestControlPlane[] = [];
   afterEach(async () => {
@@ -64,6 +83,12 @@ describe('fetchInfo against a control plane', () => {
     cps.push(cp);
     const info = await fetchInfo(client(cp));
     expect(info.grpc).toEqual({ host: '127.0.0.1', port: cp.port, tls: true });
+  });
+
+  it("refuses a control plane whose registry is not controlPlane.registryHost, before any join", async () => {
+    const staging = await startTestControlPlane({ registryHost: 'registry.staging.example' });
+    cps.push(staging);
+    await expect(fetchInfo(client(staging))).rejects.toMatchObject({ code: 'registry_host_mismatch', permanent: true, message: expect.stringMatching(/registry is registry\.staging\.example, but the chart was installed with controlPlane\.registryHost=registry\.rlmesh\.dev/) });
   });
 
   it('refuses an advertised host or port other than the configured ones', async () => {

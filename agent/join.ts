@@ -44,7 +44,16 @@ export class JoinError extends Error {
  * controlPlane.apiPort, which the chart always renders as 443 and only tests set to
  * the ephemeral port of their local control plane): the only endpoint it dials.
  */
-export type ControlPlaneClient = { baseUrl: string; dispatcher: Agent; ca: string | undefined; apiHost: string; apiPort: number; proxy: OutboundProxy | undefined };
+export type ControlPlaneClient = {
+  baseUrl: string;
+  dispatcher: Agent;
+  ca: string | undefined;
+  apiHost: string;
+  apiPort: number;
+  /** controlPlane.registryHost: where this installation pulls the runtime's images from */
+  registryHost: string;
+  proxy: OutboundProxy | undefined;
+};
 
 export function controlPlaneClient(cfg: RuntimeConfig): ControlPlaneClient {
   const { apiHost, apiPort, caBundlePath } = cfg.controlPlane;
@@ -61,7 +70,7 @@ export function controlPlaneClient(cfg: RuntimeConfig): ControlPlaneClient {
   const proxy = configured?.appliesTo(apiHost) ? configured : undefined;
   const connect = proxy ? proxy.undiciConnector({ ca, timeoutMs: 10_000 }) : { ...(ca ? { ca } : {}), timeout: 10_000 };
   const dispatcher = new Agent({ connect, headersTimeout: 15_000, bodyTimeout: 15_000 });
-  return { baseUrl: `https://${apiHost}${apiPort === 443 ? '' : `:${apiPort}`}`, dispatcher, ca, apiHost, apiPort, proxy };
+  return { baseUrl: `https://${apiHost}${apiPort === 443 ? '' : `:${apiPort}`}`, dispatcher, ca, apiHost, apiPort, registryHost: cfg.controlPlane.registryHost, proxy };
 }
 
 async function call(cp: ControlPlaneClient, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
@@ -102,7 +111,26 @@ export async function fetchInfo(cp: ControlPlaneClient): Promise<ControlPlaneInf
     throw new JoinError('bad_info', `GET ${cp.baseUrl}/v1/info answered ${status} without the session address; check controlPlane.apiHost points at the rlmesh API`, false);
   }
   checkSessionEndpoint(cp, parsed.data.grpc);
+  checkRegistryHost(cp, parsed.data.registryHost);
   return parsed.data;
+}
+
+/**
+ * The join's pull credential is for the control plane's registry, and the chart pulls the
+ * runtime's images from controlPlane.registryHost: when the two differ (a staging API with the
+ * production registry, or the other way round), every pull after the join would go to a host
+ * the credential is not for. Refused here, before the token is spent, so fixing the value and
+ * upgrading with the same token works.
+ */
+export function checkRegistryHost(cp: Pick<ControlPlaneClient, 'baseUrl' | 'registryHost'>, advertised: string | undefined): void {
+  if (advertised === undefined || bareHost(advertised) === bareHost(cp.registryHost)) return;
+  throw new JoinError(
+    'registry_host_mismatch',
+    `GET ${cp.baseUrl}/v1/info says this control plane's registry is ${advertised}, but the chart was installed with controlPlane.registryHost=${cp.registryHost}: ` +
+      `its pull credential would be for ${advertised} while the runtime's images are pulled from ${cp.registryHost}, so the agent has not used the join token; ` +
+      `set controlPlane.registryHost=${advertised} (helm upgrade --reuse-values --set controlPlane.registryHost=${advertised}), or check that controlPlane.apiHost is the control plane of the cell you meant`,
+    true,
+  );
 }
 
 const bareHost = (h: string) => h.trim().toLowerCase().replace(/\.$/, '').replace(/^\[(.*)\]$/, '$1');

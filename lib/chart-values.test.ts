@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { imageBlocks, imageErrors, imageReference } from './chart-values.ts';
+import { IMAGE_REGISTRY, imageBlocks, imageErrors, imageReference, relocatedRepository, splitRepository } from './chart-values.ts';
 import { defaultObservabilityValues, observabilityCrossFieldErrors, observabilityValuesObjectSchema, observabilityValuesSchema, PROMETHEUS_IMAGE } from './observability-values-schema.ts';
 import { CHART_APP_VERSION, crossFieldErrors, defaultValues, KUBECTL_IMAGE, renderRuntimeConfig, valuesSchema } from './values-schema.ts';
 
@@ -52,6 +52,36 @@ describe('image blocks of both charts', () => {
     expect(imageReference({ repository: 'r.example/a', tag: '1.0', digest: '' }, '0.1.0')).toBe('r.example/a:1.0');
     expect(() => imageReference({ repository: 'r.example/a', tag: '', digest: '' })).toThrow(/neither a tag nor a digest/);
     expect(() => imageReference({ repository: 'r.example/a', tag: '', digest: 'sha256:abc' })).toThrow(/must be empty or sha256:/);
+  });
+
+  it('splits a repository as container runtimes do: a first component with a dot, a port or localhost is the registry, else Docker Hub', () => {
+    expect(splitRepository('registry.rlmesh.dev/rlmesh/rlmesh-runtime')).toEqual({ registry: 'registry.rlmesh.dev', path: 'rlmesh/rlmesh-runtime' });
+    expect(splitRepository('localhost:5000/a/b')).toEqual({ registry: 'localhost:5000', path: 'a/b' });
+    expect(splitRepository('localhost/a')).toEqual({ registry: 'localhost', path: 'a' });
+    expect(splitRepository('bitnami/kubectl')).toEqual({ registry: 'docker.io', path: 'bitnami/kubectl' });
+    expect(splitRepository('busybox')).toEqual({ registry: 'docker.io', path: 'library/busybox' });
+  });
+
+  it('relocates to the mirror (path kept), else the platform registry to controlPlane.registryHost, else leaves the repository', () => {
+    const runtime = 'registry.rlmesh.dev/rlmesh/rlmesh-runtime';
+    expect(relocatedRepository(runtime, {})).toBe(runtime);
+    expect(relocatedRepository(runtime, { registryHost: 'registry.rlmesh.dev' })).toBe(runtime);
+    expect(relocatedRepository(runtime, { registryHost: 'registry.staging.example' })).toBe('registry.staging.example/rlmesh/rlmesh-runtime');
+    expect(relocatedRepository('ghcr.io/acme/tool', { registryHost: 'registry.staging.example' })).toBe('ghcr.io/acme/tool');
+    expect(relocatedRepository(runtime, { mirror: 'mirror.example:5000/cache/', registryHost: 'registry.staging.example' })).toBe('mirror.example:5000/cache/rlmesh/rlmesh-runtime');
+    expect(relocatedRepository('busybox', { mirror: 'mirror.example' })).toBe('mirror.example/library/busybox');
+    expect(imageReference({ repository: runtime, tag: '1.0', digest: D }, '', { mirror: 'mirror.example' })).toBe(`mirror.example/rlmesh/rlmesh-runtime@${D}`);
+  });
+
+  it('global.imageRegistry takes a host, host:port or host/path, never a scheme, and is refused at its path in both charts', () => {
+    for (const ok of ['', 'mirror.example', 'mirror.example:5000', 'harbor.corp.example/proxy-cache', 'mirror.example:5000/a/b_c']) expect(IMAGE_REGISTRY.test(ok), ok).toBe(true);
+    for (const bad of ['https://mirror.example', 'mirror.example/', 'Mirror.Example', 'mirror.example:port', 'mirror example']) expect(IMAGE_REGISTRY.test(bad), bad).toBe(false);
+    for (const schema of [valuesSchema, observabilityValuesSchema]) {
+      const r = schema.safeParse({ joinToken: TOKEN, global: { imageRegistry: 'https://mirror.example' } });
+      expect(r.success).toBe(false);
+      expect(r.error!.issues[0]!.path.join('.')).toBe('global.imageRegistry');
+      expect(r.error!.issues[0]!.message).toMatch(/without a scheme/);
+    }
   });
 
   it('the preflight probe image in the runtime config follows the same rule', () => {

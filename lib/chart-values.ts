@@ -3,6 +3,8 @@
 // limits, and the scheduling knobs every pod has.
 import { z } from 'zod';
 import { CHART_QUANTITY } from './quantity.ts';
+import { NAMES } from './fixed-names.ts';
+import { HOST_LABELS } from './outbound-proxy-values.ts';
 import { refuse, type Refusal } from './refusals.ts';
 
 export const K8S_NAME = '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*';
@@ -27,16 +29,61 @@ export const DIGEST_MESSAGE = 'must be empty or sha256: followed by 64 lowercase
  * The reference a pod runs: repository@digest when a digest is set (the tag is then
  * ignored, as cert-manager's chart does), repository:tag when not, with defaultTag
  * (the chart's appVersion for the runtime image) standing in for an empty tag.
- * The charts' rlmesh.image and obs.image helpers render the same.
+ * The repository is relocated first (relocatedRepository). The charts' rlmesh.image and obs.image
+ * helpers render the same.
  */
-export function imageReference(image: Image, defaultTag = ''): string {
+export function imageReference(image: Image, defaultTag = '', relocation: ImageRelocation = {}): string {
+  const repository = image.repository === '' ? '' : relocatedRepository(image.repository, relocation);
   if (image.digest !== '') {
     if (!DIGEST.test(image.digest)) throw new Error(`image digest ${JSON.stringify(image.digest)} ${DIGEST_MESSAGE}`);
-    return `${image.repository}@${image.digest}`;
+    return `${repository}@${image.digest}`;
   }
   const tag = image.tag || defaultTag;
-  if (image.repository === '' || tag === '') throw new Error(`image ${JSON.stringify(image)} names no repository, or neither a tag nor a digest`);
-  return `${image.repository}:${tag}`;
+  if (repository === '' || tag === '') throw new Error(`image ${JSON.stringify(image)} names no repository, or neither a tag nor a digest`);
+  return `${repository}:${tag}`;
+}
+
+/** global.imageRegistry: empty, or host[:port] with an optional path, as an image reference begins. */
+export const IMAGE_REGISTRY = new RegExp(`^(${HOST_LABELS}(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*)?$`);
+export const imageRegistrySchema = z
+  .string()
+  .max(200)
+  .regex(IMAGE_REGISTRY, { message: 'must be a registry host, host:port or host/path (mirror.example.com, mirror.example.com:5000, mirror.example.com/rlmesh), without a scheme' })
+  .default('')
+  .describe(
+    `Mirror every image of the chart is pulled from instead of its own registry (an air-gapped copy or a pull-through cache): the repository's path and the digest are kept, so ${NAMES.platformRegistry}/rlmesh/rlmesh-runtime@sha256:… is pulled as <imageRegistry>/rlmesh/rlmesh-runtime@sha256:…. It applies to every pod the chart, the controller (cache filler, NetworkPolicy probe) and preflight create; evaluation images are the platform's and keep their registry. Give the mirror's pull Secret in imagePullSecrets. Empty: each image's own registry.`,
+  );
+
+/** Where an image is pulled from instead of the repository it names (the charts' rlmesh.imageRepository and obs.imageRepository render the same). */
+export type ImageRelocation = {
+  /** global.imageRegistry: a mirror (host[:port][/path]) that every image of the chart is pulled from, digests kept */
+  mirror?: string;
+  /** controlPlane.registryHost: where the images of the platform's registry (NAMES.platformRegistry) come from, e.g. a staging registry */
+  registryHost?: string;
+};
+
+/**
+ * A repository's registry and path as container runtimes read them: the first component is the
+ * registry when it has a dot or a port or is localhost; otherwise the image is Docker Hub's
+ * (docker.io, with library/ before a one-component name).
+ */
+export function splitRepository(repository: string): { registry: string; path: string } {
+  const slash = repository.indexOf('/');
+  const first = slash < 0 ? '' : repository.slice(0, slash);
+  if (first !== '' && (first.includes('.') || first.includes(':') || first === 'localhost')) return { registry: first, path: repository.slice(slash + 1) };
+  return { registry: 'docker.io', path: slash < 0 ? `library/${repository}` : repository };
+}
+
+/**
+ * The repository a pod pulls `repository` from: under the mirror when one is set (its path kept,
+ * so a pull-through cache or a copy made with `skopeo copy --all` serves it); else, for an image of
+ * the platform's registry, under controlPlane.registryHost; else as named.
+ */
+export function relocatedRepository(repository: string, r: ImageRelocation): string {
+  const { registry, path } = splitRepository(repository);
+  if (r.mirror) return `${r.mirror.replace(/\/+$/, '')}/${path}`;
+  if (r.registryHost && registry === NAMES.platformRegistry) return `${r.registryHost}/${path}`;
+  return repository;
 }
 
 /** Every image block (a map with repository, tag and digest) in a values object, by its dotted path. */

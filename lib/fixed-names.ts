@@ -3,6 +3,8 @@
 // into the chart's templates/_names.tpl as rlmesh.name.<key>, which the templates include.
 
 export const NAMES = {
+  /** the platform's production registry: the registry of the runtime's own images, which controlPlane.registryHost and global.imageRegistry move */
+  platformRegistry: 'registry.rlmesh.dev',
   /** the namespace evaluations run in */
   runsNamespace: 'rlmesh-runs',
   /** Secret: the agent's control-plane credential (default of credentials.controlSecret) */

@@ -6,7 +6,7 @@
 // (OBSERVABILITY_REFUSALS, generated into its _refusals.tpl).
 import { z } from 'zod';
 import { RELAY_KEY } from './credential-secret.ts';
-import { imageErrors, podSettings, quantity, secretName } from './chart-values.ts';
+import { imageErrors, imageRegistrySchema, podSettings, quantity, secretName } from './chart-values.ts';
 import { NAMES } from './fixed-names.ts';
 import { OBSERVABILITY_REFUSALS } from './observability-refusals.ts';
 import { refuse } from './refusals.ts';
@@ -25,7 +25,7 @@ const CELL_IN_URL = /\/v1\/cells\/([^/]+)\/metrics$/;
  * keeps the three equal) and publishes. No digest here: the release stamps the
  * digest of the image it pushed into the packaged chart (scripts/release/stamp-digests.ts).
  */
-export const PROMETHEUS_IMAGE = { repository: 'registry.rlmesh.dev/rlmesh/prometheus', tag: 'v3.5.0', digest: '' };
+export const PROMETHEUS_IMAGE = { repository: `${NAMES.platformRegistry}/rlmesh/prometheus`, tag: 'v3.5.0', digest: '' };
 /**
  * Grafana: no image. This project builds no Grafana image (Grafana is AGPL, which
  * the project may not use) and names none it does not produce: with
@@ -80,6 +80,11 @@ const remoteWriteSchema = z
 /** The values' shape and defaults; observabilityValuesSchema adds the cross-field rules. */
 export const observabilityValuesObjectSchema = z
   .object({
+    global: z
+      .object({ imageRegistry: imageRegistrySchema })
+      .catchall(z.unknown())
+      .prefault({})
+      .describe('Helm global values, shared with the rlmesh-runtime chart and any umbrella chart; this chart reads imageRegistry.'),
     imagePullSecrets: z
       .array(z.object({ name: secretName.min(1) }).strict())
       .default([])

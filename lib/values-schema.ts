@@ -5,14 +5,14 @@
 // config every component reads by RUNTIME_CONFIG_SPEC, from which the chart's
 // template is generated (a test still keeps the two renders equal).
 import { z } from 'zod';
-import { affinitySchema, tolerationSchema, automaticPullPolicy, imageErrors, imageReference, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type Res } from './chart-values.ts';
+import { affinitySchema, tolerationSchema, automaticPullPolicy, imageErrors, imageReference, imageRegistrySchema, imageSchema, K8S_NAME, podSettings, port, quantity, resourcesWithStorageSchema, secretName, stringMap, type Image, type ImageRelocation, type Res } from './chart-values.ts';
 import { allowRangePrefix, WIDEST_REOPENABLE } from './network-policy-ranges.ts';
 import { parseQuantity } from './quantity.ts';
 import { refuse } from './refusals.ts';
 import { VALUES_REFUSALS } from './values-refusals.ts';
 import { DEFAULT_START_DEADLINE_SECONDS, runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 import { evaluateSpec, RUNTIME_CONFIG_SPEC } from './runtime-config-spec.ts';
-import { PLATFORM_NODE_REQUIREMENTS, RUNTIME_PLATFORM } from './fixed-names.ts';
+import { NAMES, PLATFORM_NODE_REQUIREMENTS, RUNTIME_PLATFORM } from './fixed-names.ts';
 import { requiredNodeTerms } from './preflight/label-selector.ts';
 import { DEFAULT_PROXY_PORTS, HOST_LABELS, proxyErrors } from './outbound-proxy-values.ts';
 import { isReservedKey } from './evaluation-placement.ts';
@@ -46,13 +46,13 @@ export const CHART_APP_VERSION = '0.1.0';
  * it pushed into the packaged chart (scripts/release/stamp-digests.ts); the tag
  * is the chart's appVersion.
  */
-export const RUNTIME_IMAGE = { repository: 'registry.rlmesh.dev/rlmesh/rlmesh-runtime', tag: '', digest: '' };
+export const RUNTIME_IMAGE = { repository: `${NAMES.platformRegistry}/rlmesh/rlmesh-runtime`, tag: '', digest: '' };
 /**
  * The CRD hook's kubectl, built by this repository from the Kubernetes Go modules at
  * the version the local cluster runs (test/cluster/build-binaries.sh, v1.35.4) and
  * published beside the runtime image; pulled with Secret rlmesh-registry-join-crd-upgrade.
  */
-export const KUBECTL_IMAGE = { repository: 'registry.rlmesh.dev/rlmesh/kubectl', tag: 'v1.35.4', digest: '' };
+export const KUBECTL_IMAGE = { repository: `${NAMES.platformRegistry}/rlmesh/kubectl`, tag: 'v1.35.4', digest: '' };
 /** Image blocks that have no appVersion stand-in for an empty tag. */
 const OWN_TAG_IMAGES = ['crdUpgradeHook.image'];
 
@@ -236,7 +236,14 @@ export const valuesObjectSchema = z
     controlPlane: z
       .object({
         apiHost: z.string().max(253).regex(hostnamePattern).default('api.rlmesh.dev').describe('Control-plane API host (HTTPS and gRPC on 443).'),
-        registryHost: z.string().max(253).regex(hostnamePattern).default('registry.rlmesh.dev').describe('Registry host the runtime images come from.'),
+        registryHost: z
+          .string()
+          .max(253)
+          .regex(hostnamePattern)
+          .default(NAMES.platformRegistry)
+          .describe(
+            `The platform's registry: where the runtime's images come from (every image the chart names under ${NAMES.platformRegistry} moves to this host), the host the join's pull credential is for, and where evaluation images come from. A staging cell sets it together with apiHost; the agent refuses to join a control plane whose registry is another host, before it uses the token.`,
+          ),
         outputHosts: z
           .array(z.string().max(253).regex(hostnamePattern))
           .default([])
@@ -560,9 +567,10 @@ export const valuesObjectSchema = z
       .prefault({})
       .describe('Prometheus metrics.'),
     global: z
-      .record(z.string(), z.unknown())
-      .optional()
-      .describe('Helm global values, set by an umbrella chart; this chart reads none of them.'),
+      .object({ imageRegistry: imageRegistrySchema })
+      .catchall(z.unknown())
+      .prefault({})
+      .describe('Helm global values, shared with the rlmesh-observability chart and any umbrella chart; this chart reads imageRegistry.'),
     imagePullSecrets: z
       .array(z.object({ name: secretName.min(1) }).strict())
       .default([])
@@ -643,6 +651,9 @@ export function ephemeralStorageErrors(v: Values): { path: string; message: stri
   return errors;
 }
 
+/** Where the values pull the chart's images from (imageReference's relocation). */
+export const imageRelocation = (v: Values): ImageRelocation => ({ mirror: v.global.imageRegistry, registryHost: v.controlPlane.registryHost });
+
 /** Values with every default filled in (what values.yaml holds). */
 export const defaultValues = (): Values => valuesObjectSchema.parse({});
 
@@ -662,7 +673,7 @@ export function renderRuntimeConfig(values: Values, release = { name: 'rlmesh', 
       release,
       helpers: {
         spoolMaxBytes: () => spoolMaxBytes(values.agent.spool.size),
-        probeImage: () => imageReference(values.controller.image, CHART_APP_VERSION),
+        probeImage: () => imageReference(values.controller.image, CHART_APP_VERSION, imageRelocation(values)),
         gpuDiscoveryNodeTerms: () => requiredNodeTerms(values.gpuFeatureDiscovery.affinity),
       },
     }),

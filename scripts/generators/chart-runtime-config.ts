@@ -5,7 +5,7 @@ import { RUNTIME_CONFIG_SPEC, type HelperName, type Scalar, type SpecNode } from
 
 const HELPERS: Record<HelperName, string> = {
   spoolMaxBytes: '(include "rlmesh.spoolMaxBytes" . | int64)',
-  probeImage: '(include "rlmesh.image" (dict "image" $v.controller.image "defaultTag" .Chart.AppVersion))',
+  probeImage: '(include "rlmesh.image" (dict "image" $v.controller.image "root" . "defaultTag" .Chart.AppVersion))',
   gpuDiscoveryNodeTerms: '(dig "nodeAffinity" "requiredDuringSchedulingIgnoredDuringExecution" "nodeSelectorTerms" (list) $v.gpuFeatureDiscovery.affinity)',
 };
 

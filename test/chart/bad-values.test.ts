@@ -57,6 +57,8 @@ const cases: Case[] = [
   { name: 'proxy url with a path', values: { ...T, controlPlane: { proxy: { url: 'http://192.0.2.10:3128/proxy.pac' } } }, path: 'controlPlane.proxy.url', says: /scheme, host and port only/ },
   { name: 'proxy by host name without its addresses', values: { ...T, controlPlane: { proxy: { url: 'http://proxy.corp.example:3128' } } }, path: 'controlPlane.proxy.addresses', says: /list the CIDRs the proxy listens on/ },
   { name: 'proxy address that is not a CIDR', values: { ...T, controlPlane: { proxy: { url: 'http://proxy.corp.example:3128', addresses: ['10.20.30.40'] } } }, path: 'controlPlane.proxy.addresses.0', says: /is not a CIDR/ },
+  { name: 'mirror registry with a scheme', values: { ...T, global: { imageRegistry: 'https://harbor.corp.example' } }, path: 'global.imageRegistry' },
+  { name: 'staging registry host with a scheme', values: { ...T, controlPlane: { registryHost: 'https://registry.staging.example' } }, path: 'controlPlane.registryHost' },
   { name: 'CA bundle that is not PEM', values: { ...T, controlPlane: { caBundle: 'not a certificate' } }, path: 'controlPlane.caBundle' },
   { name: 'image digest that is not sha256:<64 hex>', values: { ...T, agent: { image: { digest: 'latest' } } }, path: 'agent.image.digest', says: /sha256:\[a-f0-9\]\{64\}/ },
   { name: 'kubectl image with neither tag nor digest', values: { ...T, crdUpgradeHook: { image: { tag: '' } } }, path: 'crdUpgradeHook.image.tag', says: /both empty/ },

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { runtimeConfigSchema } from '../../lib/runtime-config.ts';
-import { imageBlocks, imageErrors } from '../../lib/chart-values.ts';
-import { AGENT_NODE_OPTIONS, CHART_APP_VERSION, crossFieldErrors, defaultValues, GPU_NODE_TERMS, KUBECTL_IMAGE, RUNTIME_IMAGE, renderRuntimeConfig, valuesObjectSchema, valuesSchema } from '../../lib/values-schema.ts';
+import { imageBlocks, imageErrors, imageReference } from '../../lib/chart-values.ts';
+import { AGENT_NODE_OPTIONS, CHART_APP_VERSION, crossFieldErrors, defaultValues, GPU_NODE_TERMS, imageRelocation, KUBECTL_IMAGE, RUNTIME_IMAGE, renderRuntimeConfig, valuesObjectSchema, valuesSchema } from '../../lib/values-schema.ts';
 import ipaddr from 'ipaddr.js';
 import { IPV4_ROWS, IPV6_GLOBAL_UNICAST, IPV6_ROWS } from '../../lib/special-purpose-registry.ts';
 import { CHART, get, podTemplate, render, scenarios, template, TOKEN, valuesFile, type K8sObject, type NodeSelectorTerm } from './chart.ts';
@@ -427,8 +427,9 @@ describe('objects', () => {
     const digest = `sha256:${'c'.repeat(64)}`;
     const custom = render([...token, '--set', 'evaluations.extraRegistries={index.docker.io,localhost:5000}', '--set', 'controlPlane.registryHost=registry.staging.example', '--set', `controller.image.digest=${digest}`]);
     const p = policyOf(custom);
-    expect(probeImage(custom)).toBe(`${RUNTIME_IMAGE.repository}@${digest}`);
-    expect(variable(p, 'foreignImages')).toBe(`variables.images.filter(r, r.image != "${RUNTIME_IMAGE.repository}@${digest}" && !(r.registry in ["registry.staging.example","docker.io","localhost:5000","index.docker.io"]))`);
+    // the runtime image moved with controlPlane.registryHost
+    expect(probeImage(custom)).toBe(`registry.staging.example/rlmesh/rlmesh-runtime@${digest}`);
+    expect(variable(p, 'foreignImages')).toBe(`variables.images.filter(r, r.image != "registry.staging.example/rlmesh/rlmesh-runtime@${digest}" && !(r.registry in ["registry.staging.example","docker.io","localhost:5000","index.docker.io"]))`);
     expect(p.spec.validations.at(-1)!.messageExpression).toContain('may run images only from registry.staging.example, docker.io, localhost:5000 (controlPlane.registryHost, evaluations.extraRegistries)');
   });
 
@@ -636,6 +637,9 @@ describe('every pod', () => {
   for (const s of [undefined, ...scenarios()]) {
     it(`is restricted, runs an image this project builds, is bounded and requires linux/amd64 (${s ?? 'token'})`, () => {
       const o = render(s ? ['-f', join(CHART, 'ci', s)] : token);
+      // a scenario that moves the images (controlPlane.registryHost, global.imageRegistry) moves them all
+      const relocation = imageRelocation(valuesObjectSchema.parse(s ? parse(readFileSync(join(CHART, 'ci', s), 'utf8')) : { joinToken: TOKEN }));
+      const built = [imageReference(RUNTIME_IMAGE, CHART_APP_VERSION, relocation), imageReference(KUBECTL_IMAGE, '', relocation)];
       const w = workloads(o);
       expect(w.length).toBeGreaterThanOrEqual(4);
       for (const x of w) {
@@ -652,7 +656,7 @@ describe('every pod', () => {
             capabilities: { drop: ['ALL'] },
             seccompProfile: { type: 'RuntimeDefault' },
           });
-          expect([RUNTIME_REF, KUBECTL_REF], x.metadata.name).toContain(c.image);
+          expect(built, x.metadata.name).toContain(c.image);
           expect(Object.keys(c.resources?.requests ?? {}).sort()).toEqual(['cpu', 'ephemeral-storage', 'memory']);
           expect(Object.keys(c.resources?.limits ?? {}).sort()).toEqual(['cpu', 'ephemeral-storage', 'memory']);
           // the repository's chart pulls by tag: Always (test/chart/posture.test.ts has the whole rule)
@@ -664,7 +668,6 @@ describe('every pod', () => {
 });
 
 const RUNTIME_REF = `${RUNTIME_IMAGE.repository}:${CHART_APP_VERSION}`;
-const KUBECTL_REF = `${KUBECTL_IMAGE.repository}:${KUBECTL_IMAGE.tag}`;
 const IMAGE_PATHS = imageBlocks(defaultValues()).map((b) => b.path);
 const digestOf = (i: number) => `sha256:${(i + 1).toString(16).padStart(2, '0').repeat(32)}`;
 /** Every container image and the probe image in the runtime config, by where it is. */
@@ -734,6 +737,41 @@ describe('images: repository:tag without a digest, repository@digest with one', 
     const expected = imageErrors(values, []);
     expect(expected).toHaveLength(IMAGE_PATHS.length);
     for (const e of expected) expect(r.stderr).toContain(`${e.path}: ${e.message}`);
+  });
+
+  it('global.imageRegistry moves every image, the chart\'s and the controller\'s probe, to the mirror with path and digest kept', () => {
+    const set = IMAGE_PATHS.flatMap((p, i) => ['--set', `${p}.digest=${digestOf(i)}`]);
+    const byPath = Object.fromEntries(IMAGE_PATHS.map((p, i) => [p, digestOf(i)]));
+    const o = render([...token, ...set, '--set', 'global.imageRegistry=mirror.corp.example:5000/rlmesh-cache']);
+    const mirrored = (repository: string, digest: string) => `${repository.replace(/^registry\.rlmesh\.dev\//, 'mirror.corp.example:5000/rlmesh-cache/')}@${digest}`;
+    expect(images(o)).toEqual({
+      'rlmesh-cluster-agent/agent': mirrored(RUNTIME_IMAGE.repository, byPath['agent.image']!),
+      'rlmesh-cluster-controller/controller': mirrored(RUNTIME_IMAGE.repository, byPath['controller.image']!),
+      'rlmesh-artifact-cache-filler/cache-filler': mirrored(RUNTIME_IMAGE.repository, byPath['artifactCache.filler.image']!),
+      'rlmesh-egress-proxy/egress-proxy': mirrored(RUNTIME_IMAGE.repository, byPath['egress.image']!),
+      'rlmesh-gpu-feature-discovery/gpu-feature-discovery': mirrored(RUNTIME_IMAGE.repository, byPath['gpuFeatureDiscovery.image']!),
+      'rlmesh-crd-upgrade/kubectl': mirrored(KUBECTL_IMAGE.repository, byPath['crdUpgradeHook.image']!),
+      'preflight probe': mirrored(RUNTIME_IMAGE.repository, byPath['controller.image']!),
+    });
+    // the controller-pods policy lets the controller run the mirrored runtime image (the filler's and the probe's)
+    expect(JSON.stringify(get(o, 'ValidatingAdmissionPolicy', '', `rlmesh-cluster-controller-pods.${SYS}`))).toContain(mirrored(RUNTIME_IMAGE.repository, byPath['controller.image']!));
+    // renderRuntimeConfig() relocates the probe image the same way
+    const v = valuesSchema.parse({ joinToken: TOKEN, global: { imageRegistry: 'mirror.corp.example:5000/rlmesh-cache' }, controller: { image: { digest: byPath['controller.image'] } } });
+    expect(renderRuntimeConfig(v).preflight?.networkPolicyProbe.image).toBe(images(o)['preflight probe']);
+    // an image the operator names on Docker Hub keeps its path under the mirror
+    expect(images(render([...token, '--set', 'global.imageRegistry=mirror.corp.example', '--set', 'crdUpgradeHook.image.repository=bitnami/kubectl']))['rlmesh-crd-upgrade/kubectl']).toBe('mirror.corp.example/bitnami/kubectl:v1.35.4');
+  });
+
+  it('controlPlane.registryHost moves the images of the platform\'s registry and the join\'s pull Secret together; other registries stay', () => {
+    const o = render([...token, '--set', 'controlPlane.registryHost=registry.staging.example']);
+    const all = images(o);
+    for (const [where, ref] of Object.entries(all)) expect(ref, where).toMatch(/^registry\.staging\.example\/rlmesh\//);
+    const join = get(o, 'Secret', 'rlmesh-system', 'rlmesh-registry-join') as K8sObject & { data: Record<string, string> };
+    expect(Object.keys((JSON.parse(Buffer.from(join.data['.dockerconfigjson']!, 'base64').toString('utf8')) as { auths: object }).auths)).toEqual(['registry.staging.example']);
+    const own = images(render([...token, '--set', 'controlPlane.registryHost=registry.staging.example', '--set', 'agent.image.repository=images.corp.example/rlmesh/runtime']));
+    expect(own['rlmesh-cluster-agent/agent']).toBe(`images.corp.example/rlmesh/runtime:${CHART_APP_VERSION}`);
+    // with a mirror as well, the mirror wins: it serves what the staging registry holds
+    expect(images(render([...token, '--set', 'controlPlane.registryHost=registry.staging.example', '--set', 'global.imageRegistry=mirror.corp.example']))['rlmesh-cluster-agent/agent']).toBe(`mirror.corp.example/rlmesh/rlmesh-runtime:${CHART_APP_VERSION}`);
   });
 
   it('kubectl with neither tag nor digest is refused (no appVersion stands in for its tag)', () => {

@@ -245,6 +245,14 @@ describe('images: repository:tag without a digest, repository@digest with one', 
     expect(images(digestOnly)['rlmesh-grafana']).toEqual([`${GRAFANA.repository}@${GRAF}`]);
   });
 
+  it('global.imageRegistry moves both images to the mirror, path and digest kept (ci/scheduling-mirror-values.yaml)', () => {
+    const o = render(['-f', join(CHART, 'ci/scheduling-mirror-values.yaml'), '--set', `prometheus.image.digest=${PROM}`]);
+    expect(images(o)).toEqual({ 'rlmesh-prometheus': [`mirror.example.com/rlmesh/prometheus@${PROM}`], 'rlmesh-grafana': ['mirror.example.com/grafana/grafana:12.1.1'] });
+    const r = template([...mirror, '--set', 'global.imageRegistry=https://mirror.example.com'], { allowFail: true });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain('/global/imageRegistry');
+  });
+
   it('a malformed digest is refused at its path: by values.schema.json, and by _validate.tpl when the schema is skipped', () => {
     for (const p of ['prometheus.image', 'grafana.image']) {
       const r = template([...mirror, '--set', `${p}.digest=latest`], { allowFail: true });

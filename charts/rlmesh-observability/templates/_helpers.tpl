@@ -15,21 +15,32 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end }}
 
 {{/*
-The image a pod runs: repository@digest when the digest is set (the tag is then
-ignored); else, in a released chart, the digest the release pushed for this image
-(templates/_released-images.tpl) when the tag is the released one; else
-repository:tag. imageReference() in lib/chart-values.ts is the
-same rule; templates/_validate.tpl has already refused a malformed digest and a
-block with neither tag nor digest.
+The image a pod runs (dict "image" … "root" $): repository@digest when .image.digest
+is set, else the digest the release pushed for a released tag, else repository:tag;
+the repository under global.imageRegistry when that is set, its path kept (a mirror;
+imageReference() and relocatedRepository() in lib/chart-values.ts are the same rule).
 */}}
 {{- define "obs.image" -}}
-{{- $released := get (include "obs.releasedImages" . | fromJson) (base .repository) -}}
-{{- if .digest -}}
-{{- printf "%s@%s" .repository .digest -}}
-{{- else if and $released (eq .tag $released.tag) -}}
-{{- printf "%s@%s" .repository $released.digest -}}
+{{- $img := .image -}}
+{{- $released := get (include "obs.releasedImages" . | fromJson) (base $img.repository) -}}
+{{- $repo := $img.repository -}}
+{{- $mirror := trimSuffix "/" (((.root.Values.global | default dict).imageRegistry) | default "") -}}
+{{- if $mirror -}}
+{{- $parts := splitn "/" 2 $repo -}}
+{{- $path := $repo -}}
+{{- if and $parts._1 (or (contains "." $parts._0) (contains ":" $parts._0) (eq $parts._0 "localhost")) -}}
+{{- $path = $parts._1 -}}
+{{- else if not (contains "/" $repo) -}}
+{{- $path = printf "library/%s" $repo -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" $mirror $path -}}
+{{- end -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $repo $img.digest -}}
+{{- else if and $released (eq $img.tag $released.tag) -}}
+{{- printf "%s@%s" $repo $released.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .repository .tag -}}
+{{- printf "%s:%s" $repo $img.tag -}}
 {{- end -}}
 {{- end }}
 

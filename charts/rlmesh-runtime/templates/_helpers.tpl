@@ -17,22 +17,53 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end }}
 
 {{/*
-The image a pod runs: repository@digest when .image.digest is set (the tag is then
-ignored); else, in a released chart, the digest the release pushed for this image
+The repository a pod pulls .image.repository from (relocatedRepository() in
+lib/chart-values.ts is the same rule): under global.imageRegistry when set, the
+repository's path kept; else, for an image of the platform's registry, under
+controlPlane.registryHost; else as named. The registry of a repository is its first
+component when that has a dot or a port or is localhost, else Docker Hub's.
+*/}}
+{{- define "rlmesh.imageRepository" -}}
+{{- $repo := .image.repository -}}
+{{- $parts := splitn "/" 2 $repo -}}
+{{- $first := $parts._0 -}}
+{{- $registry := "docker.io" -}}
+{{- $path := $repo -}}
+{{- if and $parts._1 (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $registry = $first -}}
+{{- $path = $parts._1 -}}
+{{- else if not (contains "/" $repo) -}}
+{{- $path = printf "library/%s" $repo -}}
+{{- end -}}
+{{- $mirror := trimSuffix "/" (.root.Values.global.imageRegistry | default "") -}}
+{{- if $mirror -}}
+{{- printf "%s/%s" $mirror $path -}}
+{{- else if and (eq $registry (include "rlmesh.name.platformRegistry" .root)) .root.Values.controlPlane.registryHost -}}
+{{- printf "%s/%s" .root.Values.controlPlane.registryHost $path -}}
+{{- else -}}
+{{- $repo -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The image a pod runs (dict "image" … "root" $ "defaultTag" …): the repository of
+rlmesh.imageRepository, @digest when .image.digest is set (the tag is then ignored);
+else, in a released chart, the digest the release pushed for this image
 (templates/_released-images.tpl) when the tag is empty or the released one; else
-repository:tag. An empty tag is .defaultTag (the chart's appVersion for the
-runtime image). imageReference() in lib/chart-values.ts is the
-same rule; templates/_validate.tpl has already refused a malformed digest.
+:tag. An empty tag is .defaultTag (the chart's appVersion for the runtime image).
+imageReference() in lib/chart-values.ts is the same rule; templates/_validate.tpl
+has already refused a malformed digest.
 */}}
 {{- define "rlmesh.image" -}}
 {{- $tag := .image.tag | default .defaultTag -}}
 {{- $released := get (include "rlmesh.releasedImages" . | fromJson) (base .image.repository) -}}
+{{- $repository := include "rlmesh.imageRepository" . -}}
 {{- if .image.digest -}}
-{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- printf "%s@%s" $repository .image.digest -}}
 {{- else if and $released (eq $tag $released.tag) -}}
-{{- printf "%s@%s" .image.repository $released.digest -}}
+{{- printf "%s@%s" $repository $released.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .image.repository $tag -}}
+{{- printf "%s:%s" $repository $tag -}}
 {{- end -}}
 {{- end }}
 

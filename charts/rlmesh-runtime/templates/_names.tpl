@@ -1,4 +1,5 @@
 {{/* Generated from lib/fixed-names.ts by `npm run generate`; do not edit. */}}
+{{- define "rlmesh.name.platformRegistry" -}}registry.rlmesh.dev{{- end }}
 {{- define "rlmesh.name.runsNamespace" -}}rlmesh-runs{{- end }}
 {{- define "rlmesh.name.controlSecret" -}}rlmesh-cluster-control{{- end }}
 {{- define "rlmesh.name.pullSecret" -}}rlmesh-registry-pull{{- end }}

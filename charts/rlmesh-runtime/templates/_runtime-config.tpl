@@ -62,7 +62,7 @@
 {{- $o11 := dict }}
 {{- $o12 := dict }}
 {{- $_ := set $o12 "enabled" $v.preflight.networkPolicyProbe.enabled }}
-{{- $_ := set $o12 "image" (include "rlmesh.image" (dict "image" $v.controller.image "defaultTag" .Chart.AppVersion)) }}
+{{- $_ := set $o12 "image" (include "rlmesh.image" (dict "image" $v.controller.image "root" . "defaultTag" .Chart.AppVersion)) }}
 {{- $_ := set $o11 "networkPolicyProbe" $o12 }}
 {{- $_ := set $o0 "preflight" $o11 }}
 {{- $o13 := dict }}
