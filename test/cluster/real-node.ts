@@ -228,6 +228,28 @@ function stopHostNetwork(dir: string): void {
   if (!otherClusterOnBridge(dir) && trySh('ip', ['link', 'show', NET.bridge])) ip('link', 'del', NET.bridge);
 }
 
+// ---------------------------------------------------------------- registries the nodes pull from
+
+/** containerd's hosts.toml: image references naming `host` are pulled from `url` (plain HTTP, pull and resolve only). */
+function writeHostsToml(nodeDir: string, host: string, url: string): void {
+  mkdirSync(join(nodeDir, 'containerd/certs.d', host), { recursive: true });
+  writeFileSync(join(nodeDir, 'containerd/certs.d', host, 'hosts.toml'), `server = "${url}"\n\n[host."${url}"]\n  capabilities = ["pull", "resolve"]\n`);
+}
+
+/**
+ * Every real node pulls image references that name `host` from `url` (containerd reads
+ * certs.d at each pull, so no restart): a test's own registry (a mirror), or another name of
+ * the local registry (a staging cell's registry host). `url` must be on the host's bridge.
+ */
+export function routeRegistryHost(host: string, url: string, dir = clusterDir()): void {
+  for (const node of realNodes(dir)) writeHostsToml(node.dir, host, url);
+}
+
+export function unrouteRegistryHost(host: string, dir = clusterDir()): void {
+  if (host === SANDBOX_REGISTRY) throw new Error(`${SANDBOX_REGISTRY} is the cluster's own route; it is not removed`);
+  for (const node of realNodes(dir)) rmSync(join(node.dir, 'containerd/certs.d', host), { recursive: true, force: true });
+}
+
 // ---------------------------------------------------------------- state of the nodes
 
 const nodesDir = (dir = clusterDir()) => join(dir, 'nodes');
@@ -498,7 +520,7 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
     cgroup: `rlmesh-${name}`,
   };
   rmSync(dir, { recursive: true, force: true });
-  for (const d of ['containerd/certs.d/registry.rlmesh.dev', 'cni/net.d', 'cni/ipam', 'kubelet', 'pod-logs', 'volume-plugins', 'pids']) mkdirSync(join(dir, d), { recursive: true });
+  for (const d of ['cni/net.d', 'cni/ipam', 'kubelet', 'pod-logs', 'volume-plugins', 'pids']) mkdirSync(join(dir, d), { recursive: true });
   writeFileSync(join(dir, 'node.json'), JSON.stringify(node, null, 2));
   try {
     ensureHostNetwork(i);
@@ -536,7 +558,7 @@ export async function startRealNode(opts: { name?: string; taints?: Taint[]; lab
 
     // containerd, in the node's namespace, pulling registry.rlmesh.dev from the local registry
     const registryUrl = `http://${NET.hostAddress}:${i.ports.registry}`;
-    writeFileSync(join(dir, 'containerd/certs.d/registry.rlmesh.dev/hosts.toml'), `server = "${registryUrl}"\n\n[host."${registryUrl}"]\n  capabilities = ["pull", "resolve"]\n`);
+    writeHostsToml(dir, SANDBOX_REGISTRY, registryUrl);
     writeFileSync(join(dir, 'containerd/config.toml'), containerdConfig(node, `${SANDBOX_REGISTRY}/${pause.repository}@${pause.digest}`));
     writeFileSync(join(dir, 'cni/net.d/10-rlmesh.conflist'), cniConfig(node));
     const inNode = (proc: string, argv: string[]) => [

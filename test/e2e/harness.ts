@@ -20,14 +20,14 @@ export const CONTROL_PLANE_HOST = Object.keys(HARNESS_HOSTS).find((h) => HARNESS
 
 export type Chart = { ref: string; version: string };
 
-export async function controlPlane(chart: Chart, dataDir?: string): Promise<ControlPlane> {
+export async function controlPlane(chart: Chart, dataDir?: string, extraArgs: string[] = []): Promise<ControlPlane> {
   return startControlPlane({
     ...(dataDir ? { dataDir } : {}),
     listen: `${NET.hostAddress}:443`,
     args: ['--tls-host', CONTROL_PLANE_HOST, '--tls-host', NET.hostAddress, '--advertise-host', CONTROL_PLANE_HOST,
       '--ping-interval', '2', '--silence-timeout', '20', '--chart-ref', chart.ref, '--chart-version', chart.version,
       // the registry's token service judges this control plane's join tokens and pull credentials
-      '--registry-stores-dir', clusterInfo().registryStores],
+      '--registry-stores-dir', clusterInfo().registryStores, ...extraArgs],
   });
 }
 
@@ -72,7 +72,7 @@ export function runNewInstallCommand(command: string, stdin?: string): void {
   runPrinted(`${command} ${quoted(PLUMBING)}`, stdin);
 }
 
-const quoted = (args: string[]): string => args.map((a) => `'${a}'`).join(' ');
+export const quoted = (args: string[]): string => args.map((a) => `'${a}'`).join(' ');
 
 /** Runs a printed command line (with whatever the test appended) in bash. */
 export function runPrinted(line: string, stdin?: string): void {
