@@ -120,15 +120,14 @@ describe('a mirror: global.imageRegistry', () => {
     const access = readFileSync(log, 'utf8');
     expect(access).toContain(`GET /v2/${MIRROR_PATH}/rlmesh/rlmesh-runtime/manifests/${release.images['rlmesh-runtime']!.digest}`);
     expect(access).toContain(`GET /v2/${MIRROR_PATH}/rlmesh/kubectl/manifests/${release.images.kubectl!.digest}`);
-    await cp.stop();
-    cp = undefined;
-    cleanSlate();
   }, 900_000);
 });
 
 describe('a staging cell: controlPlane.registryHost', () => {
   it('refuses the production registry before spending the token, then joins with the same token and pulls everything from the staging host', async () => {
     // the local registry (on the host's bridge) under the staging name
+    await cp?.stop();
+    cleanSlate();
     routeRegistryHost(STAGING_REGISTRY, `http://${clusterInfo().registry}`);
     const release = releaseInfo();
     forgetImages([`${STAGING_REGISTRY}/${release.images['rlmesh-runtime']!.repository}@${release.images['rlmesh-runtime']!.digest}`]);
