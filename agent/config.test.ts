@@ -29,6 +29,12 @@ describe('agent config', () => {
     expect(c.listenHost).toBe('127.0.0.1');
   });
 
+  it('listens on every interface, IPv4 and IPv6, without RLMESH_LISTEN_HOST, and refuses a malformed one', () => {
+    expect(loadAgentConfig([], { RLMESH_CONFIG: file(good) }).listenHost).toBeUndefined();
+    expect(loadAgentConfig([], { RLMESH_CONFIG: file(good), RLMESH_LISTEN_HOST: '[::1]' }).listenHost).toBe('::1');
+    expect(() => loadAgentConfig([], { RLMESH_CONFIG: file(good), RLMESH_LISTEN_HOST: '::g' })).toThrow(/invalid agent environment: RLMESH_LISTEN_HOST='::g' is not an IPv6 address/);
+  });
+
   it('treats an empty token as GitOps mode', () => {
     expect(loadAgentConfig([], { RLMESH_CONFIG: file(good), RLMESH_JOIN_TOKEN: '' }).joinToken).toBeUndefined();
   });

@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { MOUNTS } from '../lib/fixed-names.ts';
+import { listenHost as listenHostFromEnv } from '../lib/listen-address.ts';
 import { DEFAULT_CONFIG_PATH, loadRuntimeConfig, type RuntimeConfig } from '../lib/runtime-config.ts';
 
 export type AgentConfig = {
@@ -16,7 +17,8 @@ export type AgentConfig = {
   podNamespace: string;
   spoolDir: string;
   /** address the health and metrics servers bind */
-  listenHost: string;
+  /** undefined: every interface, IPv4 and IPv6 (lib/listen-address.ts) */
+  listenHost: string | undefined;
   timing: Timing;
 };
 
@@ -49,7 +51,6 @@ const envSchema = z.object({
     }),
   POD_NAME: z.string().min(1, 'must be set (the Deployment passes it from metadata.name)').default('rlmesh-cluster-agent'),
   POD_NAMESPACE: z.string().min(1).optional(),
-  RLMESH_LISTEN_HOST: z.string().min(1).default('0.0.0.0'),
 });
 
 const flagSchema = z.object({
@@ -75,7 +76,7 @@ export const USAGE = `usage: rlmesh-runtime agent [--spool-dir DIR] [--heartbeat
   [--watch-silence-ms 300000] [--lease-seconds 60]
 The chart's runtime config comes from RLMESH_CONFIG (default /etc/rlmesh/config/config.json); env:
   RLMESH_JOIN_TOKEN   the single-use join token (absent with your own Secrets)
-  POD_NAME, POD_NAMESPACE, RLMESH_LISTEN_HOST (default 0.0.0.0)
+  POD_NAME, POD_NAMESPACE, RLMESH_LISTEN_HOST (default every interface, IPv4 and IPv6)
 See agent/README.md.`;
 
 export function wantsHelp(argv: string[]): boolean {
@@ -91,6 +92,12 @@ export function loadAgentConfig(argv: string[] = process.argv.slice(2), env: Nod
     throw new Error(`invalid agent environment: ${issue.path.join('.')} ${issue.message}`);
   }
   const e = parsed.data;
+  let listenHost: string | undefined;
+  try {
+    listenHost = listenHostFromEnv(env);
+  } catch (err) {
+    throw new Error(`invalid agent environment: ${(err as Error).message}`);
+  }
   const { values } = parseArgs({ args: argv, options: FLAG_OPTIONS, strict: true });
   const flags = flagSchema.safeParse(values);
   if (!flags.success) {
@@ -105,7 +112,7 @@ export function loadAgentConfig(argv: string[] = process.argv.slice(2), env: Nod
     podName: e.POD_NAME,
     podNamespace: e.POD_NAMESPACE ?? runtime.namespace,
     spoolDir: f['spool-dir'],
-    listenHost: e.RLMESH_LISTEN_HOST,
+    listenHost,
     timing: {
       heartbeatMs: f['heartbeat-ms'],
       silenceMs: f['silence-ms'],

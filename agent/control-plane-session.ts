@@ -20,6 +20,7 @@ import {
 import { createBackoff, sleep } from '../lib/backoff.ts';
 import type { Timing } from './config.ts';
 import { errorMessage } from '../lib/error-fields.ts';
+import { hostPort } from '../lib/listen-address.ts';
 import { proxyTunnelError, type OutboundProxy } from '../lib/outbound-proxy.ts';
 
 export type SessionState = 'connecting' | 'connected' | 'backoff' | 'unauthenticated' | 'stopped';
@@ -279,7 +280,7 @@ export class Session {
   private newSessionManager(): Http2SessionManager {
     const { target, ca, proxy } = this.d;
     const tls = { ...(ca ? { ca } : {}), servername: isIp(target.host) ? undefined : target.host };
-    return new Http2SessionManager(`https://${target.host}:${target.port}`, undefined, {
+    return new Http2SessionManager(`https://${hostPort(target.host, target.port)}`, undefined, {
       ...tls,
       // behind a corporate proxy: HTTP/2 over TLS inside a CONNECT tunnel
       ...(proxy ? { createConnection: () => proxy.tlsThroughTunnel(target.host, target.port, { ...tls, ALPNProtocols: ['h2'] }) } : {}),

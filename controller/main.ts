@@ -13,6 +13,7 @@ import * as k8s from '@kubernetes/client-node';
 import { reuseConnections } from '../lib/kube-transport.ts';
 import { createLogger } from '../lib/logger.ts';
 import { OpsServer } from '../lib/ops-server.ts';
+import { listenHost as listenHostFromEnv } from '../lib/listen-address.ts';
 import { loadRuntimeConfig, type RuntimeConfig } from '../lib/runtime-config.ts';
 import { parseControllerFlags, USAGE, type ControllerFlags } from './flags.ts';
 import { ControllerInformers } from './informers.ts';
@@ -57,8 +58,8 @@ const identity = flags.identity ?? process.env.POD_NAME ?? `${hostname()}-${proc
 const stoppers: (() => Promise<void> | void)[] = [];
 let synced = false;
 
-// all interfaces in a pod (kubelet probes, Prometheus); RLMESH_LISTEN_HOST=127.0.0.1 when run on a shared host
-const listenHost = process.env.RLMESH_LISTEN_HOST;
+// every interface and address family in a pod (kubelet probes, Prometheus); RLMESH_LISTEN_HOST=127.0.0.1 when run on a shared host
+const listenHost = listenHostFromEnv();
 const ops = new OpsServer({
   registry: metrics.registry,
   // a standby is ready: it serves probes and waits for the Lease; a leader is ready once its informers synced

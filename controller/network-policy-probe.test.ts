@@ -4,6 +4,8 @@ import { defaultProbeTargets, podOutcome, probePod } from './network-policy-prob
 describe('NetworkPolicy probe pod', () => {
   it('targets this controller metrics port (forbidden) and the egress proxy (allowed)', () => {
     expect(defaultProbeTargets('http://10.96.0.20:3128', 9090, '10.244.1.7')).toEqual({ forbidden: '10.244.1.7:9090', allowed: '10.96.0.20:3128' });
+    // an IPv6-only cluster: the pod's address bracketed for the probe's host:port, the ClusterIP already is in the URL
+    expect(defaultProbeTargets('http://[fd00:10:96::20]:3128', 9090, 'fd00:10:244::7')).toEqual({ forbidden: '[fd00:10:244::7]:9090', allowed: '[fd00:10:96::20]:3128' });
   });
   it('is a restricted pod without a ServiceAccount token running the small probe command', () => {
     const pod = probePod({ runsNamespace: 'rlmesh-runs', image: 'img', pullSecrets: ['pull', 'join'], targets: { forbidden: 'a:1', allowed: 'b:2' } });

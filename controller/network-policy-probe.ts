@@ -7,7 +7,6 @@
 // and termination message become a check result, stored in ConfigMap
 // rlmesh-network-policy-probe where the agent's preflight picks it up.
 // Opt out with the chart value preflight.networkPolicyProbe.enabled=false.
-import { networkInterfaces } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { NAMES } from '../lib/fixed-names.ts';
@@ -21,6 +20,7 @@ import { probeVerdict, readCni, type ProbeOutcome, type ProbeTargets } from '../
 import type { CheckResult } from '../lib/preflight/types.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 import { createBackoff } from '../lib/backoff.ts';
+import { hostPort, podAddress } from '../lib/listen-address.ts';
 
 export const PROBE_NAME = NAMES.networkPolicyProbe;
 export const PROBE_LABELS = { 'app.kubernetes.io/name': PROBE_NAME, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/component': 'preflight' };
@@ -45,7 +45,7 @@ export function gateTargets(proxyUrl: string, env = process.env): { forbidden: s
   const port = env.KUBERNETES_SERVICE_PORT;
   if (!host || !port) return undefined;
   const proxy = new URL(proxyUrl);
-  return { forbidden: `${host.includes(':') ? `[${host}]` : host}:${port}`, allowed: `${proxy.hostname}:${proxy.port || '80'}` };
+  return { forbidden: hostPort(host, port), allowed: `${proxy.hostname}:${proxy.port || '80'}` };
 }
 
 export type ProbeOptions = {
@@ -63,17 +63,15 @@ export type ProbeOptions = {
   pollMs?: number;
 };
 
-/** This pod's IP: POD_IP from the downward API, else the first non-loopback IPv4 address. */
+/** This pod's IP: POD_IP from the downward API, else its first non-loopback IPv4 address, else (IPv6-only) its first IPv6 one. */
 export function ownPodIp(): string | undefined {
-  if (process.env.POD_IP) return process.env.POD_IP;
-  for (const addrs of Object.values(networkInterfaces())) for (const a of addrs ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
-  return undefined;
+  return process.env.POD_IP || podAddress();
 }
 
 /** Forbidden: this controller's metrics port; allowed: the egress proxy at `proxyUrl` (by address: the probe pod, in the runs namespace, has no DNS). */
 export function defaultProbeTargets(proxyUrl: string, metricsPort: number, podIp = ownPodIp()): ProbeTargets {
   const proxy = new URL(proxyUrl);
-  return { forbidden: `${podIp ?? '127.0.0.1'}:${metricsPort}`, allowed: `${proxy.hostname}:${proxy.port || '80'}` };
+  return { forbidden: hostPort(podIp ?? '127.0.0.1', metricsPort), allowed: `${proxy.hostname}:${proxy.port || '80'}` };
 }
 
 /** A container running the probe program from `image` (the probe pod's, and an evaluation pod's network-ready gate). */

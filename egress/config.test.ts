@@ -26,9 +26,10 @@ describe('egress config', () => {
     expect(c.allow).toEqual(['api.rlmesh.dev', 'extra.example']);
     expect(c.ports).toEqual([443, 8443]);
     expect(c.allowRanges).toEqual(['10.20.0.0/16']);
-    expect(c.listen).toEqual({ host: '0.0.0.0', port: 3129 });
-    expect(c.healthListen).toEqual({ host: '0.0.0.0', port: 8181 });
-    expect(c.metricsListen).toEqual({ host: '0.0.0.0', port: 9191 });
+    // no host: every interface of every address family the pod has (lib/listen-address.ts)
+    expect(c.listen).toEqual({ port: 3129 });
+    expect(c.healthListen).toEqual({ port: 8181 });
+    expect(c.metricsListen).toEqual({ port: 9191 });
   });
 
   it('says what is wrong with a flag', () => {
@@ -56,7 +57,7 @@ describe('egress config', () => {
 
   it('listens on port 80 when the proxy URL names it (new URL() leaves the default port empty)', () => {
     const file = runtimeConfig({ proxyUrl: 'http://rlmesh-egress-proxy.rlmesh-system.svc:80' });
-    expect(parseConfig([], { RLMESH_CONFIG: file }).listen).toEqual({ host: '0.0.0.0', port: 80 });
+    expect(parseConfig([], { RLMESH_CONFIG: file }).listen).toEqual({ port: 80 });
     expect(parseConfig([], { RLMESH_CONFIG: runtimeConfig({ proxyUrl: 'http://p.svc' }) }).listen.port).toBe(80);
     expect(parseConfig([], { RLMESH_CONFIG: runtimeConfig({}) }).listen.port).toBe(3128);
     expect(() => parseConfig([], { RLMESH_CONFIG: runtimeConfig({ proxyUrl: 'https://p.svc:3128' }) })).toThrow(/egress\.proxyUrl 'https:\/\/p\.svc:3128' .* not http:\/\//);

@@ -16,10 +16,12 @@ import { parseArgs } from 'node:util';
 import type { OutboundProxySettings } from '../lib/outbound-proxy.ts';
 import { DEFAULT_CONFIG_PATH, loadRuntimeConfig, type RuntimeConfig } from '../lib/runtime-config.ts';
 import { MOUNTS } from '../lib/fixed-names.ts';
+import { listenHost } from '../lib/listen-address.ts';
 import { bufferLimits, MiB, type BufferLimits } from './buffer-budget.ts';
 
 export interface HostPort {
-  host: string;
+  /** undefined: every interface, IPv4 and IPv6 (lib/listen-address.ts) */
+  host?: string;
   port: number;
 }
 
@@ -65,7 +67,7 @@ export const USAGE = `usage: rlmesh-runtime egress [--help] [--config FILE] [--p
   [--max-tunnels N] [--max-tunnels-per-client N] [--max-connections N] [--max-connections-per-client N]
   [--drain-timeout-ms MS] [--dns-timeout-ms MS] [--memory-limit-mib N]
   [--parent-proxy URL [--parent-proxy-credentials DIR] [--no-proxy LIST]]
-The listen host is RLMESH_LISTEN_HOST (default 0.0.0.0); the memory limit defaults to $RLMESH_MEMORY_LIMIT_MIB, else 256.`;
+The listen host is RLMESH_LISTEN_HOST (default every interface, IPv4 and IPv6); the memory limit defaults to $RLMESH_MEMORY_LIMIT_MIB, else 256.`;
 
 function port(flag: string, text: string | undefined, fallback: number): number {
   if (text === undefined) return fallback;
@@ -139,12 +141,13 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   const maxConnectionsPerClient = atLeast('max-connections-per-client', v['max-connections-per-client'], 'max-tunnels-per-client', maxTunnelsPerClient);
   // in the cluster, ConfigMap rlmesh-cluster-ranges as the chart mounts it (templates/egress-proxy.yaml)
   const clusterRangesFile = v['cluster-ranges-file'] ?? (runtime ? CLUSTER_RANGES_FILE : undefined);
-  const host = env.RLMESH_LISTEN_HOST || '0.0.0.0';
+  const host = listenHost(env);
+  const at = host === undefined ? {} : { host };
   const parentProxy = parentProxyOf(runtime, v['parent-proxy'], v['parent-proxy-credentials'], v['no-proxy']);
   return {
-    listen: { host, port: port('port', v.port, proxyPort) },
-    healthListen: { host, port: port('health-port', v['health-port'], runtime?.ports.health ?? 8081) },
-    metricsListen: { host, port: port('metrics-port', v['metrics-port'], runtime?.ports.metrics ?? 9090) },
+    listen: { ...at, port: port('port', v.port, proxyPort) },
+    healthListen: { ...at, port: port('health-port', v['health-port'], runtime?.ports.health ?? 8081) },
+    metricsListen: { ...at, port: port('metrics-port', v['metrics-port'], runtime?.ports.metrics ?? 9090) },
     allow: [...(runtime?.egress.allowedDomains ?? []), ...v.allow],
     ports,
     allowRanges: [...(runtime?.egress.allowRanges ?? []), ...v['allow-range']],

@@ -17,15 +17,16 @@ import { createProxy } from './proxy.ts';
 import { DestinationResolver, localAddresses } from './resolve-destination.ts';
 import { errorMessage } from '../lib/error-fields.ts';
 import { outboundProxy } from '../lib/outbound-proxy.ts';
+import { shownListen } from '../lib/listen-address.ts';
 
 const logger = createLogger('egress');
 
 async function listen(server: Server, at: HostPort, what: string): Promise<void> {
-  server.listen(at.port, at.host);
+  server.listen({ port: at.port, ...(at.host === undefined ? {} : { host: at.host }) });
   await Promise.race([
     once(server, 'listening'),
     once(server, 'error').then(([err]) => {
-      throw new Error(`cannot listen for ${what} on ${at.host}:${at.port}: ${errorMessage(err)}; choose another address or port`);
+      throw new Error(`cannot listen for ${what} on ${shownListen(at.host, at.port)}: ${errorMessage(err)}; choose another address or port`);
     }),
   ]);
 }

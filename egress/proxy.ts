@@ -14,6 +14,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { ERROR_HEADER, REFUSED_HEADER } from '../lib/egress-headers.ts';
 import { errorFields } from '../lib/error-fields.ts';
+import { peerAddress } from '../lib/listen-address.ts';
 import type { OutboundProxy } from '../lib/outbound-proxy.ts';
 import { parseAbsoluteUrl, parseAuthority, type AllowList, type Destination, type Refusal } from './allow-list.ts';
 import { BufferBudget, MiB } from './buffer-budget.ts';
@@ -310,7 +311,7 @@ export function createProxy(deps: ProxyDeps) {
 
   // before Node's HTTP parser is attached to the socket (it listens on 'connection' too)
   server.prependListener('connection', (socket: net.Socket) => {
-    const client = socket.remoteAddress ?? 'unknown';
+    const client = peerAddress(socket.remoteAddress);
     const over = connectionLimit(client);
     if (over) {
       turnedAway.add(socket);
@@ -335,7 +336,7 @@ export function createProxy(deps: ProxyDeps) {
   server.on('connect', (req: IncomingMessage, clientSocket: Duplex, head: Buffer) => {
     if (turnedAway.has(req.socket)) return clientSocket.destroy();
     const started = performance.now();
-    const client = req.socket.remoteAddress ?? 'unknown';
+    const client = peerAddress(req.socket.remoteAddress);
     const target = req.url ?? '';
     clientSocket.on('error', () => clientSocket.destroy());
     const base = { host: shownTarget(target), client, method: 'CONNECT', bytesUp: 0, bytesDown: 0 };
@@ -421,7 +422,7 @@ export function createProxy(deps: ProxyDeps) {
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     if (turnedAway.has(req.socket)) return req.socket.destroy();
     const started = performance.now();
-    const client = req.socket.remoteAddress ?? 'unknown';
+    const client = peerAddress(req.socket.remoteAddress);
     const target = req.url ?? '';
     const base = { host: shownTarget(target), client, method: req.method ?? '', bytesUp: 0, bytesDown: 0 };
     let failed = false;
@@ -523,7 +524,7 @@ export function createProxy(deps: ProxyDeps) {
       body: `egress to '${host}' refused: protocol upgrades over plain HTTP are not proxied; use TLS (wss://, https://) through CONNECT`,
     };
     answerSocket(socket, a);
-    record({ host, client: req.socket.remoteAddress ?? 'unknown', method: req.method ?? '', decision: a.decision, rule: a.rule, status: a.status, bytesUp: 0, bytesDown: 0, durationMs: 0 });
+    record({ host, client: peerAddress(req.socket.remoteAddress), method: req.method ?? '', decision: a.decision, rule: a.rule, status: a.status, bytesUp: 0, bytesDown: 0, durationMs: 0 });
   });
 
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {

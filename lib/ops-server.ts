@@ -5,6 +5,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import { shownListen } from './listen-address.ts';
 
 /** How long the event loop may stand still before /healthz fails: the kubelet restarts a process that cannot run. */
 export const STALL_LIMIT_MS = 10_000;
@@ -15,7 +16,7 @@ export type OpsSources = {
   registry: Registry;
 };
 
-/** Where to listen; a host left out means every interface (in a pod: the kubelet's probes, Prometheus). */
+/** Where to listen; a host left out means every interface, IPv4 and IPv6 (in a pod: the kubelet's probes, Prometheus). */
 export type OpsAddress = { host?: string; port: number };
 
 export class OpsServer {
@@ -64,7 +65,7 @@ export class OpsServer {
     this.servers.push(server);
     return new Promise((resolve, reject) => {
       server.once('error', (err) =>
-        reject(new Error(`cannot listen for ${paths.join(', ')} on ${host ?? 'every interface'}:${port}: ${err.message}; choose another port (or stop what holds it)`)),
+        reject(new Error(`cannot listen for ${paths.join(', ')} on ${shownListen(host, port)}: ${err.message}; choose another port (or stop what holds it)`)),
       );
       server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
     });
