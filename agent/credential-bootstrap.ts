@@ -12,7 +12,7 @@ import { createBackoff, sleep } from '../lib/backoff.ts';
 import type { AgentConfig } from './config.ts';
 import type { ControlCredentials, CredentialStore } from './credentials.ts';
 import { tokenHash, type JoinResult } from '../lib/credential-secret.ts';
-import { JoinError, join, type ControlPlaneClient } from './join.ts';
+import { JoinError, fetchInfo, join, type ControlPlaneClient } from './join.ts';
 import { acquireJoinLease } from './join-lease.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
@@ -92,6 +92,8 @@ async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredent
           { controlPlane: d.cp.baseUrl, replacing: existing.ok ? existing.value.clusterId : undefined },
           existing.ok ? 'a new join token was given: joining again and replacing the credentials' : 'joining the control plane with the join token',
         );
+        // the token is spent only with a control plane whose session endpoint and registry are this installation's (fetchInfo checks both)
+        await fetchInfo(d.cp);
         const result = await join(d.cp, token, await facts);
         savePendingJoin(cfg, hash, result);
         await store.writeJoined(result, hash);
