@@ -101,13 +101,14 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- end }}
 {{- end }}
 {{- /* caBundleFromErrors() in lib/values-schema.ts */}}
-{{- with $v.controlPlane.caBundleFrom }}
+{{- if hasKey $v.controlPlane "caBundleFrom" }}
+{{- $from := $v.controlPlane.caBundleFrom | default dict }}
 {{- if $v.controlPlane.caBundle }}
 {{- $errors = append $errors (include "rlmesh.refusal.caBundleTwice" (dict)) }}
 {{- end }}
-{{- if and .configMap .secret }}
+{{- if and $from.configMap $from.secret }}
 {{- $errors = append $errors (include "rlmesh.refusal.caBundleFromBoth" (dict)) }}
-{{- else if not (or .configMap .secret) }}
+{{- else if not (or $from.configMap $from.secret) }}
 {{- $errors = append $errors (include "rlmesh.refusal.caBundleFromNone" (dict)) }}
 {{- end }}
 {{- end }}
