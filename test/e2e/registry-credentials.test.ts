@@ -186,7 +186,9 @@ describe('registry credentials', () => {
       const pod = JSON.parse(kubectl(['-n', RUNS, 'get', 'pod', podName, '-o', 'json']).stdout) as { spec: { imagePullSecrets: { name: string }[]; nodeName: string } };
       expect(pod.spec.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-pull' }, { name: CORP_SECRET }]);
       expect(realNodes().map((n) => n.name)).toContain(pod.spec.nodeName);
-      expect(podEvents(RUNS, podName).find((e) => e.reason === 'Pulled')?.message).toMatch(/Successfully pulled image/);
+      // the evaluation container's pull (the network-ready init container runs the runtime image)
+      const pulled = podEvents(RUNS, podName).filter((e) => e.reason === 'Pulled').map((e) => e.message);
+      expect(pulled.find((m) => m.includes(CORP_REGISTRY)), pulled.join('\n')).toMatch(/Successfully pulled image "registry\.corp\.test\/corp\/evaluation@sha256:/);
       // the kubelet's containerd fetched the manifest from the private registry as the operator's user
       const authorized = corp.log().split('\n').filter((l) => l.includes(`auth.user.name=${corp.creds.username} `) && l.includes(`/v2/corp/evaluation/manifests/${layout.digest}`));
       expect(authorized.length, corp.log().split('\n').slice(-20).join('\n')).toBeGreaterThan(0);
