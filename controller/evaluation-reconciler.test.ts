@@ -9,6 +9,7 @@ import { EvaluationReconciler } from './evaluation-reconciler.ts';
 import type { EventRecorder } from './events.ts';
 import { createMetrics } from './metrics.ts';
 import type { FenceDecision } from './network-fence.ts';
+import type { PullSecretVerdict } from './pull-secrets.ts';
 
 const NS = 'rlmesh-runs';
 const KEY = `${NS}/e1`;
@@ -24,9 +25,11 @@ type WorldOptions = {
   waitingRetryMs?: number;
   /** what the API server answers a pod create with instead of creating it */
   refuseCreate?: () => Error | undefined;
+  /** the operator's pull Secrets and what their check says */
+  pulls?: { names: string[]; check: () => Promise<PullSecretVerdict> };
 };
 
-function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined }: WorldOptions = {}) {
+function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined, pulls }: WorldOptions = {}) {
   const evaluations = cache<RLMeshEvaluation>();
   const pods = cache<V1Pod>();
   const caches = cache<RLMeshCache>();
@@ -76,7 +79,8 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
     events: recorder,
     metrics: createMetrics(),
     log: pino({ level: 'silent' }),
-    settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs, startDeadlineSeconds, networkFence: fence },
+    settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs, startDeadlineSeconds, networkFence: fence,
+      ...(pulls ? { extraPullSecrets: pulls.names, pullSecretCheck: pulls.check } : {}) },
   });
   evaluations.items.set('e1', {
     apiVersion: 'rlmesh.dev/v1alpha1',
@@ -112,6 +116,25 @@ describe('EvaluationReconciler', () => {
     await w.reconciler.reconcile(KEY);
     expect(w.calls).toEqual(['status Waiting/NetworkPolicyNotEnforced', 'create pod']);
     expect(w.server.get('rle-e1')?.spec?.initContainers?.map((c) => c.name)).toEqual(['network-ready']);
+  });
+
+  it("creates no pod while an operator's pull Secret is missing: Waiting naming it, then the pod with both Secrets, or the start deadline", async () => {
+    let verdict: PullSecretVerdict = { ok: false, message: 'Secret rlmesh-runs/corp-pull, named in the chart value evaluations.imagePullSecrets, does not exist' };
+    const w = world({ pulls: { names: ['corp-pull'], check: async () => verdict }, startDeadlineSeconds: 60 });
+    expect(await w.reconciler.reconcile(KEY)).toEqual({ requeueAfterMs: 1000 });
+    expect(w.calls).toEqual(['status Waiting/PullSecretInvalid']);
+    expect(w.status()).toMatchObject({ phase: 'Waiting', reason: 'PullSecretInvalid', message: expect.stringContaining('rlmesh-runs/corp-pull') });
+    expect(w.events).toEqual(['PullSecretInvalid']);
+    w.createdAgo(61_000);
+    await w.reconciler.reconcile(KEY);
+    expect(w.status()).toMatchObject({ phase: 'Failed', reason: 'StartDeadlineExceeded', message: expect.stringContaining('corp-pull') });
+    expect(w.calls).not.toContain('create pod');
+
+    const fixed = world({ pulls: { names: ['corp-pull'], check: async () => verdict } });
+    verdict = { ok: true };
+    await fixed.reconciler.reconcile(KEY);
+    expect(fixed.calls).toEqual(['create pod']);
+    expect(fixed.server.get('rle-e1')?.spec?.imagePullSecrets).toEqual([{ name: 'pull' }, { name: 'corp-pull' }]);
   });
 
   it('creates the pod and nothing else, then writes once per phase as the pod informer reports it', async () => {

@@ -37,6 +37,7 @@ import { MERGE_PATCH, isConflict, isNotFound, isRbacDenial } from '../lib/kube-e
 import type { Metrics } from './metrics.ts';
 import { buildEvaluationPod, cacheNodeOf, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
 import { NOT_ENFORCED_REASON, type FenceDecision } from './network-fence.ts';
+import { PULL_SECRET_REASON, type PullSecretVerdict } from './pull-secrets.ts';
 import type { WorkResult } from './work-queue.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
 import { NO_PLACEMENT, placementConflict, type ClusterPlacement } from '../lib/evaluation-placement.ts';
@@ -44,6 +45,10 @@ import { NO_PLACEMENT, placementConflict, type ClusterPlacement } from '../lib/e
 export type ReconcilerSettings = {
   namespace: string;
   pullSecret: string;
+  /** the operator's pull Secrets (evaluations.imagePullSecrets), after the platform's */
+  extraPullSecrets?: readonly string[];
+  /** whether those Secrets exist and are dockerconfigjson (controller/pull-secrets.ts); absent: not checked */
+  pullSecretCheck?: () => Promise<PullSecretVerdict>;
   proxyUrl: string;
   /** whether a new pod may start (the probe has seen NetworkPolicy enforced), and its network-ready init container */
   networkFence: () => FenceDecision;
@@ -232,11 +237,17 @@ export class EvaluationReconciler {
       await this.#write(ev, { phase: 'Waiting', reason: NOT_ENFORCED_REASON, message: fence.message, conditions: [{ type: 'Scheduled', status: 'False', reason: NOT_ENFORCED_REASON, message: fence.message }] }, { refusal: true });
       return retry(s.waitingRetryMs);
     }
+    const pulls = s.pullSecretCheck ? await s.pullSecretCheck() : { ok: true as const };
+    if (!pulls.ok) {
+      await this.#write(ev, { phase: 'Waiting', reason: PULL_SECRET_REASON, message: pulls.message, conditions: [{ type: 'Scheduled', status: 'False', reason: PULL_SECRET_REASON, message: pulls.message }] }, { refusal: true });
+      return retry(s.waitingRetryMs);
+    }
     const cache = this.#d.caches.get(s.cacheName);
     const podSettings: PodSettings = {
       namespace: s.namespace,
       ...(fence.gate ? { networkGate: fence.gate } : {}),
       pullSecret: s.pullSecret,
+      ...(s.extraPullSecrets?.length ? { extraPullSecrets: s.extraPullSecrets } : {}),
       proxyUrl: s.proxyUrl,
       ...(s.noProxy ? { noProxy: s.noProxy } : {}),
       ...(s.placement ? { placement: s.placement } : {}),

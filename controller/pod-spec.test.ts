@@ -32,6 +32,10 @@ const settings = (accessModes: string[] = ['ReadWriteOnce'], nodeName: string | 
 });
 
 describe('buildEvaluationPod', () => {
+  it("carries the operator's pull Secrets after the platform's, each once", () => {
+    const pod = buildEvaluationPod(ev(), { ...settings(), extraPullSecrets: ['corp-pull', 'rlmesh-registry-pull', 'ghcr-pull'] });
+    expect(pod.spec!.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-pull' }, { name: 'corp-pull' }, { name: 'ghcr-pull' }]);
+  });
   it('builds a restricted pod with no token, the pull Secret, proxy env, GPUs, deadline, owner and labels', () => {
     const pod = buildEvaluationPod(ev(), settings());
     const spec = pod.spec!;

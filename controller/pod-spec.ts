@@ -1,5 +1,5 @@
 // The pod an RLMeshEvaluation runs as: restricted Pod Security, no
-// ServiceAccount token, the pull Secret, the artifact cache mounted read-only
+// ServiceAccount token, the pull Secrets (the platform's, then the operator's), the artifact cache mounted read-only
 // with each artifact at /artifacts/<name>, proxy variables pointing at the
 // egress proxy, GPU requests, a deadline, an owner reference so deleting
 // the evaluation deletes the pod, and a node of the runtime's platform.
@@ -33,6 +33,8 @@ export type PodSettings = {
   namespace: string;
   networkGate?: NetworkGate;
   pullSecret: string;
+  /** the operator's pull Secrets for evaluations.extraRegistries (chart value evaluations.imagePullSecrets), after the platform's */
+  extraPullSecrets?: readonly string[];
   proxyUrl: string;
   noProxy?: string;
   /** the operator's policy for evaluation pods (chart values evaluations.nodeSelector, tolerations, …); absent: none */
@@ -126,7 +128,7 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      imagePullSecrets: [{ name: s.pullSecret }],
+      imagePullSecrets: [s.pullSecret, ...(s.extraPullSecrets ?? []).filter((n) => n !== s.pullSecret)].map((name) => ({ name })),
       activeDeadlineSeconds: spec.deadlineSeconds,
       securityContext: {
         runAsNonRoot: true,

@@ -11,6 +11,7 @@ import { NetworkFence, UNENFORCED_REPROBE_MS } from './network-fence.ts';
 import { resolveProxyUrl } from './proxy-address.ts';
 import { DEFAULT_START_DEADLINE_SECONDS } from '../lib/runtime-config.ts';
 import { meteredQueue, type RoleContext } from './role-context.ts';
+import { PULL_SECRET_REASON, PullSecretCheck } from './pull-secrets.ts';
 
 export async function startReconcilerRole(c: RoleContext): Promise<void> {
   const { core, custom, config, kc, log, metrics, flags } = c;
@@ -56,6 +57,12 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
   if (config.evaluations?.runWithoutNetworkPolicyEnforcement && !fence.enforced) {
     log.warn('evaluations.runWithoutNetworkPolicyEnforcement=true: evaluation pods start although NetworkPolicy enforcement has not been seen');
   }
+  // the operator's pull Secrets for private registries: checked before each pod (cached briefly), and once now for the log
+  const extraPullSecrets = (config.evaluations?.imagePullSecrets ?? []).map((p) => p.name);
+  const pullSecrets = new PullSecretCheck({ core, namespace: runs, names: extraPullSecrets });
+  const pulls = await pullSecrets.check();
+  if (!pulls.ok) log.warn({ reason: PULL_SECRET_REASON }, `evaluation pods wait until their pull Secrets are fixed: ${pulls.message}`);
+  else if (extraPullSecrets.length > 0) log.info({ pullSecrets: extraPullSecrets }, 'the pull Secrets of evaluations.imagePullSecrets are in place');
   const reconciler = new EvaluationReconciler({
     core,
     custom,
@@ -68,6 +75,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
     settings: {
       namespace: runs,
       pullSecret: config.credentials.pullSecret,
+      ...(extraPullSecrets.length > 0 ? { extraPullSecrets, pullSecretCheck: () => pullSecrets.check() } : {}),
       proxyUrl,
       networkFence: () => fence.decide(),
       cacheName: config.artifactCache.cacheName,

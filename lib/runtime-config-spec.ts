@@ -22,11 +22,13 @@ export type Scalar =
   /** scalar values and lists, concatenated, without repeats */
   | { kind: 'uniqueList'; items: ({ scalar: string } | { list: string })[] }
   | { kind: 'helper'; name: HelperName };
-export type SpecNode = Scalar | { kind: 'object'; fields: Record<string, SpecNode | { kind: 'optional'; when: string; node: SpecNode }> };
+/** An optional field: present when the value at `when` (any of them, for a list) is set. */
+export type Optional = { kind: 'optional'; when: string | string[]; node: SpecNode };
+export type SpecNode = Scalar | { kind: 'object'; fields: Record<string, SpecNode | Optional> };
 
 const v = (path: string): Scalar => ({ kind: 'value', path });
 const c = (value: string | number): Scalar => ({ kind: 'const', value });
-const object = (fields: Record<string, SpecNode | { kind: 'optional'; when: string; node: SpecNode }>): SpecNode => ({ kind: 'object', fields });
+const object = (fields: Record<string, SpecNode | Optional>): SpecNode => ({ kind: 'object', fields });
 
 export const RUNTIME_CONFIG_SPEC: SpecNode = object({
   release: { kind: 'release', field: 'name' },
@@ -37,7 +39,8 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
     apiPort: c(443),
     registryHost: v('controlPlane.registryHost'),
     outputHosts: v('controlPlane.outputHosts'),
-    caBundlePath: { kind: 'optional', when: 'controlPlane.caBundle', node: c(MOUNTS.caFile) },
+    // inline (ConfigMap rlmesh-ca-bundle) or from the operator's ConfigMap or Secret: mounted at the same path
+    caBundlePath: { kind: 'optional', when: ['controlPlane.caBundle', 'controlPlane.caBundleFrom'], node: c(MOUNTS.caFile) },
     // only with a proxy; its credentials only with existingSecret, mounted at credentialsDir in the agent and the egress proxy
     proxy: {
       kind: 'optional',
@@ -83,6 +86,7 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
   evaluations: object({
     runWithoutNetworkPolicyEnforcement: v('evaluations.runWithoutNetworkPolicyEnforcement'),
     startDeadlineSeconds: v('evaluations.startDeadlineSeconds'),
+    imagePullSecrets: v('evaluations.imagePullSecrets'),
     // the operator's policy for evaluation pods (lib/evaluation-placement.ts)
     placement: object({
       nodeSelector: v('evaluations.nodeSelector'),
@@ -101,6 +105,10 @@ type Context = { values: unknown; release: { name: string; namespace: string }; 
 
 const lookup = (values: unknown, path: string): unknown =>
   path.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], values);
+
+/** Set as a template's `if` reads it: not '', 0, false, nil, or an empty list or map. */
+const isSet = (x: unknown): boolean =>
+  Array.isArray(x) ? x.length > 0 : typeof x === 'object' && x !== null ? Object.keys(x).length > 0 : Boolean(x);
 
 /** The config a spec node gives for these values (what the chart's template renders). */
 export function evaluateSpec(node: SpecNode, ctx: Context): unknown {
@@ -127,7 +135,7 @@ export function evaluateSpec(node: SpecNode, ctx: Context): unknown {
       const out: Record<string, unknown> = {};
       for (const [k, f] of Object.entries(node.fields)) {
         if (f.kind !== 'optional') out[k] = evaluateSpec(f, ctx);
-        else if (lookup(ctx.values, f.when)) out[k] = evaluateSpec(f.node, ctx);
+        else if ([f.when].flat().some((w) => isSet(lookup(ctx.values, w)))) out[k] = evaluateSpec(f.node, ctx);
       }
       return out;
     }

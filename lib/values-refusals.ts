@@ -40,6 +40,26 @@ export const VALUES_REFUSALS = {
     path: 'network.dnsPeers.{index}',
     message: 'this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers',
   },
+  caBundleTwice: {
+    path: 'controlPlane.caBundleFrom',
+    message: 'controlPlane.caBundle and controlPlane.caBundleFrom are both set: the CA bundle comes from one place; keep the inline PEM in caBundle or the ConfigMap or Secret in caBundleFrom, and remove the other',
+  },
+  caBundleFromBoth: {
+    path: 'controlPlane.caBundleFrom',
+    message: 'names both a configMap and a secret: the CA bundle comes from one of them; keep controlPlane.caBundleFrom.configMap or controlPlane.caBundleFrom.secret',
+  },
+  caBundleFromNone: {
+    path: 'controlPlane.caBundleFrom',
+    message: 'is set but names neither a configMap nor a secret: set controlPlane.caBundleFrom.configMap (or .secret) to {name: <name>, key: <key>}, or remove caBundleFrom to trust the system roots',
+  },
+  evaluationPullSecretPlatform: {
+    path: 'evaluations.imagePullSecrets.{index}.name',
+    message: "{name} is the platform's pull Secret, which every evaluation pod already carries (the agent writes and rotates it): list only Secrets you create in rlmesh-runs for the registries in evaluations.extraRegistries",
+  },
+  evaluationPullSecretTwice: {
+    path: 'evaluations.imagePullSecrets.{index}.name',
+    message: '{name} is listed more than once: list each pull Secret once',
+  },
   bothMonitors: {
     path: 'metrics.podMonitor.enabled',
     message: 'metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one',

@@ -89,6 +89,35 @@ describe('values schema', () => {
     expect(spoolMaxBytes('500M')).toBe(450_000_000);
   });
 
+  it("evaluations.imagePullSecrets: the operator's own Secrets, each once, into the runtime config", () => {
+    const errs = (o: object) => crossFieldErrors(valuesObjectSchema.parse(o));
+    const ok = valuesSchema.parse({ joinToken: TOKEN, evaluations: { extraRegistries: ['ghcr.io'], imagePullSecrets: [{ name: 'ghcr-pull' }] } });
+    expect(crossFieldErrors(ok)).toEqual([]);
+    expect(renderRuntimeConfig(ok).evaluations?.imagePullSecrets).toEqual([{ name: 'ghcr-pull' }]);
+    expect(renderRuntimeConfig(valuesSchema.parse({ joinToken: TOKEN })).evaluations?.imagePullSecrets).toEqual([]);
+    expect(errs({ joinToken: TOKEN, evaluations: { imagePullSecrets: [{ name: 'rlmesh-registry-pull' }] } })).toEqual([
+      { path: 'evaluations.imagePullSecrets.0.name', message: expect.stringContaining("rlmesh-registry-pull is the platform's pull Secret") },
+    ]);
+    const bring = { credentials: { controlSecret: 'c', pullSecret: 'mine' }, evaluations: { imagePullSecrets: [{ name: 'a' }, { name: 'mine' }, { name: 'a' }] } };
+    expect(errs(bring).map((e) => e.message)).toEqual([expect.stringMatching(/^mine is the platform's pull Secret/), 'a is listed more than once: list each pull Secret once']);
+    expect(errs(bring).map((e) => e.path)).toEqual(['evaluations.imagePullSecrets.1.name', 'evaluations.imagePullSecrets.2.name']);
+    expect(valuesSchema.safeParse({ joinToken: TOKEN, evaluations: { imagePullSecrets: [{ name: 'Not_A_Name' }] } }).error?.issues[0]?.path).toEqual(['evaluations', 'imagePullSecrets', 0, 'name']);
+  });
+
+  it('controlPlane.caBundleFrom: exactly one source, not beside caBundle; the runtime config trusts it at the same path', () => {
+    const errs = (cp: object) => crossFieldErrors(valuesObjectSchema.parse({ joinToken: TOKEN, controlPlane: cp })).map((e) => e.path + ': ' + e.message);
+    const pem = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+    const fromCm = valuesSchema.parse({ joinToken: TOKEN, controlPlane: { caBundleFrom: { configMap: { name: 'corp-trust' } } } });
+    expect(fromCm.controlPlane.caBundleFrom).toEqual({ configMap: { name: 'corp-trust', key: 'ca.crt' } });
+    expect(renderRuntimeConfig(fromCm).controlPlane.caBundlePath).toBe('/etc/rlmesh/ca/ca.crt');
+    expect(renderRuntimeConfig(valuesSchema.parse({ joinToken: TOKEN })).controlPlane.caBundlePath).toBeUndefined();
+    expect(errs({ caBundleFrom: { secret: { name: 's', key: 'bundle.pem' } } })).toEqual([]);
+    expect(errs({ caBundle: pem, caBundleFrom: { secret: { name: 's' } } })).toEqual([expect.stringMatching(/^controlPlane.caBundleFrom: controlPlane.caBundle and controlPlane.caBundleFrom are both set/)]);
+    expect(errs({ caBundleFrom: { secret: { name: 's' }, configMap: { name: 'c' } } })).toEqual([expect.stringMatching(/^controlPlane.caBundleFrom: names both a configMap and a secret/)]);
+    expect(errs({ caBundleFrom: {} })).toEqual([expect.stringMatching(/^controlPlane.caBundleFrom: is set but names neither/)]);
+    expect(valuesSchema.safeParse({ joinToken: TOKEN, controlPlane: { caBundleFrom: { configMap: { name: 'c', key: 'a/b' } } } }).error?.issues[0]?.path).toEqual(['controlPlane', 'caBundleFrom', 'configMap', 'key']);
+  });
+
   it('renderRuntimeConfig gives a valid runtime config with the built-in hosts first', () => {
     const values = valuesSchema.parse({ joinToken: TOKEN, egress: { extraDomains: ['api.rlmesh.dev', 'x.example.org'] } });
     const cfg = renderRuntimeConfig(values);

@@ -56,6 +56,34 @@ export const KUBECTL_IMAGE = { repository: `${NAMES.platformRegistry}/rlmesh/kub
 /** Image blocks that have no appVersion stand-in for an empty tag. */
 const OWN_TAG_IMAGES = ['crdUpgradeHook.image'];
 
+/** A key of a ConfigMap or Secret (what the API accepts). */
+const DATA_KEY = /^[-._a-zA-Z0-9]+$/;
+const caBundleRef = (kind: 'ConfigMap' | 'Secret') =>
+  z
+    .object({
+      name: z.string().max(253).regex(new RegExp(`^${K8S_NAME}$`), { message: `must be a ${kind} name (lowercase DNS subdomain)` }).describe(`The ${kind}'s name.`),
+      key: z.string().max(253).regex(DATA_KEY, { message: `must be a ${kind} key (letters, digits, -, _ and .)` }).default('ca.crt').describe(`The key that holds the PEM bundle.`),
+    })
+    .strict();
+/** controlPlane.caBundleFrom: the CA bundle from a ConfigMap or Secret the cluster already has (trust-manager and the like); exactly one (crossFieldErrors). */
+const caBundleFromSchema = z
+  .object({
+    configMap: caBundleRef('ConfigMap').optional().describe('A ConfigMap in the release namespace and rlmesh-runs (the cache filler runs there), e.g. one a trust-manager Bundle writes.'),
+    secret: caBundleRef('Secret').optional().describe('A Secret in the release namespace and rlmesh-runs.'),
+  })
+  .strict()
+  .optional()
+  .describe(
+    "The PEM CA bundle from an existing ConfigMap or Secret instead of inline in caBundle (not both): {configMap: {name, key}} or {secret: {name, key}}, key default ca.crt. It is mounted (optional: false) into the agent, the controller, the cache filler, the egress proxy and GPU discovery, so a missing ConfigMap, Secret or key keeps the pod from starting, with the reason in its Events. Pods read it at start: after the bundle's contents change, restart them (kubectl rollout restart). Unset: caBundle, or the system roots.",
+  );
+/** evaluations.imagePullSecrets: the operator's pull Secrets for evaluations.extraRegistries, in rlmesh-runs. */
+const evaluationPullSecretsSchema = z
+  .array(z.object({ name: z.string().max(253).regex(new RegExp(`^${K8S_NAME}$`), { message: 'must be a Secret name (lowercase DNS subdomain)' }) }).strict())
+  .default([])
+  .describe(
+    "kubernetes.io/dockerconfigjson Secrets you create in rlmesh-runs for private registries in evaluations.extraRegistries, e.g. [{name: ghcr-pull}]. Every evaluation pod carries them after the platform's pull Secret. The controller may read exactly these Secrets (by name): an evaluation waits as PullSecretInvalid, naming the Secret and the fix, while one is missing or of another type, and fails at its start deadline if it stays so. Its admission policy lets it give pods no other pull Secret.",
+  );
+
 /** Size limit of the /tmp emptyDir every pod of the chart mounts (templates/_helpers.tpl, rlmesh.tmpSizeLimit). */
 export const TMP_SIZE_LIMIT = '64Mi';
 /**
@@ -253,6 +281,7 @@ export const valuesObjectSchema = z
           .regex(/^(-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*)?$/, { message: 'must be PEM certificates' })
           .default('')
           .describe('PEM CA bundle for private or staging endpoints; empty: system roots.'),
+        caBundleFrom: caBundleFromSchema,
         proxy: z
           .object({
             // its shape is checked by proxyErrors() (crossFieldErrors), so that each mistake is refused with what to do
@@ -361,6 +390,7 @@ export const valuesObjectSchema = z
           .describe(
             'Registries whose images evaluations may run besides controlPlane.registryHost (host or host:port, no scheme or path). The agent refuses an assignment whose image comes from anywhere else, and evaluation pods always pull (imagePullPolicy Always), so an image already on a node is not run without the registry\'s say.',
           ),
+        imagePullSecrets: evaluationPullSecretsSchema,
         runWithoutNetworkPolicyEnforcement: z
           .boolean()
           .default(false)
@@ -607,9 +637,35 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
   });
   if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled) errors.push(refuse(R.bothMonitors));
   errors.push(...proxyErrors(v.controlPlane.proxy));
+  errors.push(...caBundleFromErrors(v));
+  errors.push(...evaluationPullSecretErrors(v));
   errors.push(...placementErrors(v));
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));
   errors.push(...ephemeralStorageErrors(v));
+  return errors;
+}
+
+/** controlPlane.caBundleFrom: exactly one source, and not beside an inline caBundle. */
+export function caBundleFromErrors(v: Values): { path: string; message: string }[] {
+  const from = v.controlPlane.caBundleFrom;
+  if (from === undefined) return [];
+  const R = VALUES_REFUSALS;
+  const errors: { path: string; message: string }[] = [];
+  if (v.controlPlane.caBundle !== '') errors.push(refuse(R.caBundleTwice));
+  if (from.configMap && from.secret) errors.push(refuse(R.caBundleFromBoth));
+  if (!from.configMap && !from.secret) errors.push(refuse(R.caBundleFromNone));
+  return errors;
+}
+
+/** evaluations.imagePullSecrets: the operator's own Secrets, each once. */
+export function evaluationPullSecretErrors(v: Values): { path: string; message: string }[] {
+  const R = VALUES_REFUSALS;
+  const platform = v.credentials.pullSecret || NAMES.pullSecret;
+  const errors: { path: string; message: string }[] = [];
+  v.evaluations.imagePullSecrets.forEach(({ name }, index) => {
+    if (name === platform) errors.push(refuse(R.evaluationPullSecretPlatform, { index, name }));
+    else if (v.evaluations.imagePullSecrets.findIndex((s) => s.name === name) < index) errors.push(refuse(R.evaluationPullSecretTwice, { index, name }));
+  });
   return errors;
 }
 

@@ -14,6 +14,7 @@ APT_PACKAGES=(
   squid
   util-linux
   skopeo
+  apache2-utils
   umoci
   runc
   containerd

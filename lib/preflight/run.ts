@@ -13,6 +13,7 @@ import { checkNodeArchitecture } from './checks/node-architecture.ts';
 import { checkOutbound } from './checks/outbound.ts';
 import { checkSingleInstallation } from './checks/single-installation.ts';
 import { checkStorageClass } from './checks/storage-class.ts';
+import { checkReferencedObjects } from './checks/referenced-objects.ts';
 import { isForbidden } from '../kube-errors.ts';
 import type { Check, CheckResult, PreflightContext, Verdict } from './types.ts';
 import { errorMessage } from '../error-fields.ts';
@@ -28,6 +29,7 @@ const CHECKS: Entry[] = [
   { id: 'single-installation', check: checkSingleInstallation, cli: true, agent: true },
   { id: 'storage-class', check: checkStorageClass, cli: true, agent: true },
   { id: 'access-modes', check: checkAccessModes, cli: true, agent: true },
+  { id: 'referenced-objects', check: checkReferencedObjects, cli: true, agent: false },
   { id: 'gpu-resources', check: checkGpuResources, cli: true, agent: true },
   { id: 'dns-peers', check: checkDnsPeers, cli: true, agent: true },
   { id: 'network-policy', check: checkNetworkPolicy, cli: true, agent: true },

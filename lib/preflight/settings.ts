@@ -6,7 +6,7 @@ import { outboundProxy } from '../outbound-proxy.ts';
 import { DEFAULT_DNS_PEERS, type RuntimeConfig } from '../runtime-config.ts';
 import type { Values } from '../values-schema.ts';
 import { requiredNodeTerms, type NodeSelectorTerm } from './label-selector.ts';
-import type { PreflightSettings } from './types.ts';
+import type { CaBundleSource, PreflightSettings } from './types.ts';
 
 export function settingsFromRuntimeConfig(cfg: RuntimeConfig): PreflightSettings {
   return {
@@ -25,6 +25,7 @@ export function settingsFromRuntimeConfig(cfg: RuntimeConfig): PreflightSettings
     nodeSelector: cfg.agent.nodeSelector,
     networkPolicyProbe: cfg.preflight?.networkPolicyProbe.enabled ?? true,
     proxy: outboundProxy(cfg.controlPlane.proxy),
+    evaluationPullSecrets: (cfg.evaluations?.imagePullSecrets ?? []).map((p) => p.name),
   };
 }
 
@@ -44,5 +45,13 @@ export function settingsFromValues(values: Values, namespace = 'rlmesh-system'):
     ...(values.controlPlane.caBundle ? { ca: values.controlPlane.caBundle } : {}),
     nodeSelector: values.agent.reportNodeSelector,
     networkPolicyProbe: values.preflight.networkPolicyProbe.enabled,
+    evaluationPullSecrets: values.evaluations.imagePullSecrets.map((p) => p.name),
+    ...caBundleSource(values.controlPlane.caBundleFrom),
   };
+}
+
+function caBundleSource(from: Values['controlPlane']['caBundleFrom']): { caBundleFrom?: CaBundleSource } {
+  if (from?.configMap) return { caBundleFrom: { kind: 'ConfigMap', ...from.configMap } };
+  if (from?.secret) return { caBundleFrom: { kind: 'Secret', ...from.secret } };
+  return {};
 }

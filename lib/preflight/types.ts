@@ -38,9 +38,15 @@ export type PreflightSettings = {
   /** label selector of the nodes evaluations may use (the agent's report selector); empty: all */
   nodeSelector: string;
   networkPolicyProbe: boolean;
+  /** evaluations.imagePullSecrets: the operator's pull Secrets in runsNamespace */
+  evaluationPullSecrets?: string[];
+  /** controlPlane.caBundleFrom: the operator's ConfigMap or Secret holding the CA bundle (CLI only: the runtime config has only its path) */
+  caBundleFrom?: CaBundleSource;
   /** the corporate proxy the agent's outbound connections go through (controlPlane.proxy) */
   proxy?: OutboundProxy | undefined;
 };
+
+export type CaBundleSource = { kind: 'ConfigMap' | 'Secret'; name: string; key: string };
 
 export type PreflightContext = {
   mode: PreflightMode;

@@ -12,6 +12,7 @@ import { architectureVerdict } from './checks/node-architecture.ts';
 import { outboundVerdict } from './checks/outbound.ts';
 import { helmReleaseChart, installationVerdict } from './checks/single-installation.ts';
 import { storageClassVerdict } from './checks/storage-class.ts';
+import { caBundleFinding, pullSecretFinding, referencedObjectsVerdict, type Seen } from './checks/referenced-objects.ts';
 import { exitCode, formatJson, formatTable, summaryLine } from './format.ts';
 import { matchesNodeSelectorTerms, matchesSelector, selectorString } from './label-selector.ts';
 import { GPU_NODE_TERMS } from '../values-schema.ts';
@@ -323,5 +324,36 @@ describe('output and publishing', () => {
       ['storage-class', 'fail'],
       ['access-modes', 'warn'],
     ]);
+  });
+});
+
+describe('referenced-objects', () => {
+  const cm = (data: Record<string, string>): Seen => ({ namespaceExists: true, object: { data } });
+  const pem = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+  const source = { kind: 'ConfigMap' as const, name: 'corp-trust', key: 'trust-bundle.pem' };
+
+  it('nothing named: pass', () => {
+    expect(referencedObjectsVerdict([])).toMatchObject({ id: 'referenced-objects', verdict: 'pass' });
+  });
+
+  it('pull Secrets: present as dockerconfigjson pass; missing or another type fail with the command; before install warn', () => {
+    expect(pullSecretFinding('rlmesh-runs', 'corp', { namespaceExists: true, object: { type: 'kubernetes.io/dockerconfigjson', data: {} } }).verdict).toBe('pass');
+    const missing = referencedObjectsVerdict([pullSecretFinding('rlmesh-runs', 'corp', { namespaceExists: true })]);
+    expect(missing).toMatchObject({ verdict: 'fail', found: 'pull Secret rlmesh-runs/corp (evaluations.imagePullSecrets) does not exist' });
+    expect(missing.fix).toContain('kubectl -n rlmesh-runs create secret docker-registry corp');
+    expect(pullSecretFinding('rlmesh-runs', 'corp', { namespaceExists: true, object: { type: 'Opaque', data: {} } })).toMatchObject({ verdict: 'fail', found: expect.stringContaining('is of type Opaque') });
+    expect(pullSecretFinding('rlmesh-runs', 'corp', { namespaceExists: false })).toMatchObject({ verdict: 'warn', fix: expect.stringMatching(/^After install, kubectl/) });
+  });
+
+  it('CA bundle: the key must hold PEM; a missing object, key or namespace of the release fails; rlmesh-runs before install warns', () => {
+    expect(caBundleFinding(source, 'rlmesh-system', cm({ 'trust-bundle.pem': pem }), false).verdict).toBe('pass');
+    expect(caBundleFinding(source, 'rlmesh-system', cm({ 'ca.crt': pem }), false)).toMatchObject({ verdict: 'fail', found: 'ConfigMap rlmesh-system/corp-trust has no key trust-bundle.pem (it has ca.crt)' });
+    expect(caBundleFinding(source, 'rlmesh-system', cm({ 'trust-bundle.pem': 'not a cert' }), false)).toMatchObject({ verdict: 'fail', found: expect.stringContaining('holds no PEM') });
+    expect(caBundleFinding(source, 'rlmesh-system', { namespaceExists: true }, false)).toMatchObject({ verdict: 'fail', found: expect.stringContaining('does not exist: the pods that mount it would not start') });
+    expect(caBundleFinding(source, 'rlmesh-runs', { namespaceExists: false }, true).verdict).toBe('warn');
+    expect(caBundleFinding(source, 'rlmesh-system', { namespaceExists: false }, false).verdict).toBe('fail');
+    const both = referencedObjectsVerdict([caBundleFinding(source, 'rlmesh-system', cm({ 'trust-bundle.pem': pem }), false), caBundleFinding(source, 'rlmesh-runs', { namespaceExists: false }, true)]);
+    expect(both.verdict).toBe('warn');
+    expect(both.found).toContain('ConfigMap rlmesh-system/corp-trust key trust-bundle.pem (PEM); rlmesh-runs does not exist yet');
   });
 });

@@ -49,7 +49,8 @@ function build(node: SpecNode, lines: string[], counter: { n: number }): string 
   for (const [k, f] of Object.entries(node.fields)) {
     if (f.kind === 'optional') {
       const expr = build(f.node, lines, counter);
-      lines.push(`{{- if ${value(f.when)} }}{{ $_ := set ${name} ${str(k)} ${expr} }}{{ end }}`);
+      const when = [f.when].flat().map(value);
+      lines.push(`{{- if ${when.length > 1 ? `or ${when.join(' ')}` : when[0]} }}{{ $_ := set ${name} ${str(k)} ${expr} }}{{ end }}`);
     } else {
       const expr = build(f, lines, counter);
       lines.push(`{{- $_ := set ${name} ${str(k)} ${expr} }}`);

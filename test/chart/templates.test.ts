@@ -414,7 +414,7 @@ describe('objects', () => {
     expect(policy.spec.matchConditions.map((c) => c.expression)).toEqual([`request.userInfo.username == 'system:serviceaccount:${SYS}:rlmesh-cluster-controller'`]);
     expect((get(objs, 'ValidatingAdmissionPolicyBinding', '', name).spec as object)).toEqual({ policyName: name, validationActions: ['Deny'] });
     // one validation per rule, each saying what it refused (the sandbox rule only with evaluations.runtimeClassName)
-    expect(policy.spec.validations).toHaveLength(10);
+    expect(policy.spec.validations).toHaveLength(11);
     expect(policy.spec.validations.map((v) => v.expression).filter((e) => /runtimeClassName|priorityClassName/.test(e))).toHaveLength(2);
     for (const v of policy.spec.validations) expect(v.message ?? v.messageExpression, v.expression).toMatch(/the rlmesh controller/);
     expect(policy.spec.validations[0]!.expression).toContain("object.spec.serviceAccountName == 'default'");
@@ -422,6 +422,8 @@ describe('objects', () => {
     // the chart's runtime image (the probe's and the network-ready gate's) and controlPlane.registryHost
     expect(probeImage(objs)).toBe(RUNTIME_REF);
     expect(variable(policy, 'foreignImages')).toBe(`variables.images.filter(r, r.image != "${RUNTIME_REF}" && !(r.registry in ["registry.rlmesh.dev"]))`);
+    // pull Secrets: the platform's and the join token's (the probe pulls with it before the join)
+    expect(variable(policy, 'foreignPullSecrets')).toContain('filter(n, !(n in ["rlmesh-registry-pull","rlmesh-registry-join"]))');
 
     // evaluations.extraRegistries are added, compared as the agent compares them (index.docker.io is docker.io); a pinned runtime image is allowed as pinned
     const digest = `sha256:${'c'.repeat(64)}`;
@@ -450,6 +452,48 @@ describe('objects', () => {
       outputHosts: ['outputs.staging.rlmesh.dev'],
       caBundlePath: '/etc/rlmesh/ca/ca.crt',
     });
+  });
+
+  it('CA bundle from a ConfigMap or Secret: mounted at the same path in every pod of the chart, optional: false, no ConfigMap of its own', () => {
+    const st = render(['-f', join(CHART, 'ci/ca-bundle-from-values.yaml')]);
+    expect([...st.keys()].some((k) => k.includes('rlmesh-ca-bundle'))).toBe(false);
+    const deployments = [...st.values()].filter((o) => o.kind === 'Deployment' || o.kind === 'DaemonSet');
+    expect(deployments.map((d) => d.metadata.name).sort()).toEqual(['rlmesh-artifact-cache-filler', 'rlmesh-cluster-agent', 'rlmesh-cluster-controller', 'rlmesh-egress-proxy', 'rlmesh-gpu-feature-discovery']);
+    for (const d of deployments) {
+      const pod = podTemplate(d);
+      expect(pod.spec.volumes?.find((v) => v.name === 'ca-bundle'), d.metadata.name).toEqual({
+        name: 'ca-bundle',
+        configMap: { name: 'corp-trust-bundle', items: [{ key: 'trust-bundle.pem', path: 'ca.crt' }], optional: false },
+      });
+      const c = pod.spec.containers[0]!;
+      expect(c.env?.find((e) => e.name === 'NODE_EXTRA_CA_CERTS')?.value, d.metadata.name).toBe('/etc/rlmesh/ca/ca.crt');
+      expect(c.volumeMounts?.map((m) => m.mountPath), d.metadata.name).toContain('/etc/rlmesh/ca');
+      expect(pod.metadata.annotations?.['checksum/ca-bundle'], d.metadata.name).toMatch(/^[0-9a-f]{64}$/);
+    }
+    for (const ns of [SYS, RUNS]) {
+      const cfg = JSON.parse((get(st, 'ConfigMap', ns, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!);
+      expect(cfg.controlPlane.caBundlePath).toBe('/etc/rlmesh/ca/ca.crt');
+    }
+    const fromSecret = render([...token, '--set', 'controlPlane.caBundleFrom.secret.name=corp-ca']);
+    expect(podTemplate(get(fromSecret, 'Deployment', SYS, 'rlmesh-cluster-agent')).spec.volumes?.find((v) => v.name === 'ca-bundle')).toEqual({
+      name: 'ca-bundle',
+      secret: { secretName: 'corp-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }], optional: false },
+    });
+  });
+
+  it("private registries: the operator's pull Secrets reach the runtime config, the controller may get exactly them, and its pods no other", () => {
+    const o = render(['-f', join(CHART, 'ci/private-registry-values.yaml')]);
+    const cfg = JSON.parse((get(o, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!);
+    expect(cfg.evaluations.imagePullSecrets).toEqual([{ name: 'corp-registry-pull' }]);
+    expect(cfg.agent.imageRegistries).toEqual(['registry.rlmesh.dev', 'registry.corp.example:5000']);
+    const role = get(o, 'Role', RUNS, 'rlmesh-cluster-controller') as K8sObject & { rules: { resources: string[]; resourceNames?: string[]; verbs: string[] }[] };
+    expect(role.rules.filter((r) => r.resources.includes('secrets'))).toEqual([{ apiGroups: [''], resources: ['secrets'], resourceNames: ['corp-registry-pull'], verbs: ['get'] }]);
+    const plain = get(objs, 'Role', RUNS, 'rlmesh-cluster-controller') as typeof role;
+    expect(plain.rules.some((r) => r.resources.includes('secrets'))).toBe(false);
+    type Policy = K8sObject & { spec: { variables: { name: string; expression: string }[]; validations: { expression: string; messageExpression?: string }[] } };
+    const policy = get(o, 'ValidatingAdmissionPolicy', '', `rlmesh-cluster-controller-pods.${SYS}`) as Policy;
+    expect(policy.spec.variables.find((v) => v.name === 'foreignPullSecrets')!.expression).toContain('["rlmesh-registry-pull","rlmesh-registry-join","corp-registry-pull"]');
+    expect(policy.spec.validations.find((v) => v.expression === 'size(variables.foreignPullSecrets) == 0')!.messageExpression).toContain('add it to evaluations.imagePullSecrets');
   });
 
   it('ServiceMonitor or PodMonitor when enabled, on the metrics port', () => {

@@ -262,6 +262,22 @@ export function realNodes(dir = clusterDir()): RealNode[] {
     .map((f) => JSON.parse(readFileSync(f, 'utf8')) as RealNode);
 }
 
+/**
+ * Lets every real node's containerd pull images named `registry` (a host, as image references
+ * name it) from `url`, a plain-HTTP registry on the host's bridge address: a certs.d entry, read
+ * at each pull, as an operator configures a node for a private registry. Returns its remover.
+ */
+export function addRegistryHost(registry: string, url: string, dir = clusterDir()): () => void {
+  const entries = realNodes(dir).map((node) => join(node.dir, 'containerd/certs.d', registry));
+  for (const d of entries) {
+    mkdirSync(d, { recursive: true });
+    writeFileSync(join(d, 'hosts.toml'), `server = "${url}"\n\n[host."${url}"]\n  capabilities = ["pull", "resolve"]\n`);
+  }
+  return () => {
+    for (const d of entries) rmSync(d, { recursive: true, force: true });
+  };
+}
+
 // ---------------------------------------------------------------- cgroups
 
 /** The cgroup v1 hierarchies (and the v2 one of a hybrid setup) mounted on this machine. */

@@ -4,7 +4,9 @@
 // proxy's address rules even though its name is allow-listed, and the
 // evaluation's status carries the refusal; once egress.allowRanges names its
 // address (the in-cluster route the chart documents), the same artifact comes
-// through the proxy into the cache and the evaluation reads it from there.
+// through the proxy into the cache and the evaluation reads it from there. The
+// S3 server's CA (with the control plane's) comes from a ConfigMap of the
+// operator's (controlPlane.caBundleFrom), as trust-manager would write it.
 // Then the same objects from an S3 server inside the cluster (a versitygw pod
 // behind a Service, as a customer's MinIO): its Service address is one of the
 // cluster's own ranges the agent publishes for the proxy, refused as such,
@@ -24,7 +26,7 @@ import { kubectl } from '../support/cluster.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import {
-  RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected,
+  NS, RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected,
   waitFinished, type Chart,
 } from './harness.ts';
 
@@ -32,6 +34,8 @@ const S3_HOST = 's3.private.test';
 const S3_PORT = 9443;
 const IN_CLUSTER_NS = 'rlmesh-test-s3';
 const IN_CLUSTER_HOST = `s3.${IN_CLUSTER_NS}.svc.cluster.local`;
+/** The operator's CA bundle ConfigMap (controlPlane.caBundleFrom), in rlmesh-system and rlmesh-runs. */
+const TRUST_BUNDLE = 'corp-trust-bundle';
 
 let chart: Chart;
 let cp: ControlPlane;
@@ -68,10 +72,21 @@ beforeAll(async () => {
   clusterId = created.body.clusterId;
   runInstallCommand(cp, created.body.installCommand);
   await waitConnected(cp, clusterId);
-  // the S3 server's name is allow-listed and its port allowed, and its CA trusted: only its address stands in the way
+  // the S3 server's name is allow-listed and its port allowed, and its CA trusted: only its address stands in the way.
+  // The CA bundle moves from inline to a ConfigMap of the operator's (as trust-manager writes one) in both
+  // namespaces: the agent's session to the control plane and the filler's downloads from S3 trust it from there
   const bundle = join(mkdtempSync(join(tmpdir(), 'ca-')), 'bundle.pem');
   writeFileSync(bundle, `${readFileSync(cp.caFile, 'utf8').trim()}\n${s3.ca!.trim()}\n`);
-  upgradeReusing(chart, ['--set', `egress.extraDomains={${S3_HOST},${IN_CLUSTER_HOST}}`, '--set', `egress.allowedPorts={443,${S3_PORT}}`, '--set-file', `controlPlane.caBundle=${bundle}`, '--wait', '--timeout', '5m']);
+  for (const ns of [NS, RUNS]) kubectl(['-n', ns, 'create', 'configmap', TRUST_BUNDLE, `--from-file=trust-bundle.pem=${bundle}`]);
+  upgradeReusing(chart, [
+    '--set', `egress.extraDomains={${S3_HOST},${IN_CLUSTER_HOST}}`, '--set', `egress.allowedPorts={443,${S3_PORT}}`,
+    '--set', 'controlPlane.caBundle=', '--set', `controlPlane.caBundleFrom.configMap.name=${TRUST_BUNDLE}`, '--set', 'controlPlane.caBundleFrom.configMap.key=trust-bundle.pem',
+    '--wait', '--timeout', '5m',
+  ]);
+  for (const w of ['agent', 'filler'] as const) {
+    const volume = (rt.pod(w) as unknown as { spec: { volumes: { name: string; configMap?: { name: string } }[] } }).spec.volumes.find((v) => v.name === 'ca-bundle');
+    expect(volume?.configMap?.name, `${w}'s CA bundle`).toBe(TRUST_BUNDLE);
+  }
   await waitConnected(cp, clusterId);
 }, 600_000);
 

@@ -4,6 +4,10 @@
 // the cluster has, so it pulls the agent's image; from the join on, the pull
 // Secret the agent wrote is what lets the kubelet pull the runtime images, in
 // rlmesh-system and in rlmesh-runs; a wrong one is the spec's ImagePullBackOff.
+// An evaluation image from the operator's own private registry (a second
+// registry with Basic auth, listed in evaluations.extraRegistries) is pulled
+// with the operator's pull Secret (evaluations.imagePullSecrets); while that
+// Secret is missing, the evaluation waits and says which Secret and what to do.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +18,10 @@ import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import { realNodes } from '../cluster/real-node.ts';
 import { dockerConfigJson } from '../../lib/credential-secret.ts';
-import { NS, RUNS, Runtime, cleanSlate, controlPlane, releasedChart, runInstallCommand, waitConnected, type Workload } from './harness.ts';
+import { NS, RUNS, Runtime, cleanSlate, controlPlane, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected, waitFinished, type Workload } from './harness.ts';
+import { addRegistryHost, NET } from '../cluster/real-node.ts';
+import { startPrivateRegistry } from '../support/private-registry.ts';
+import { evaluationLayout } from '../images/evaluation/publish.ts';
 
 let cp: ControlPlane;
 let clusterId = '';
@@ -74,6 +81,14 @@ afterAll(async () => {
   await cp?.stop();
   cleanSlate();
 });
+
+/** The operator's private registry as image references name it, and its pull Secret in rlmesh-runs. */
+const CORP_REGISTRY = 'registry.corp.test';
+const CORP_SECRET = 'corp-registry-pull';
+
+type ClusterEvaluation = { spec: { evaluationId: string }; status?: { phase?: string; reason?: string; message?: string; podName?: string } };
+const clusterEvaluation = (id: string): ClusterEvaluation | undefined =>
+  (JSON.parse(kubectl(['-n', RUNS, 'get', 'rlmeshevaluations', '-o', 'json']).stdout) as { items: ClusterEvaluation[] }).items.find((e) => e.spec.evaluationId === id);
 
 describe('registry credentials', () => {
   it('the runtime images need a credential; the charts and public images do not', async () => {
@@ -142,5 +157,47 @@ describe('registry credentials', () => {
       patch(config);
     }
     await rt.ready('filler', 360);
+  }, 600_000);
+  it("a private registry for evaluations: the operator's pull Secret pulls its image on the real node; while it is missing the evaluation waits naming it", async () => {
+    const corp = await startPrivateRegistry(NET.hostAddress);
+    const removeHost = addRegistryHost(CORP_REGISTRY, `http://${corp.address}`);
+    try {
+      const layout = await evaluationLayout();
+      corp.push(layout, 'corp/evaluation');
+      // anonymous clients get nothing from it
+      expect((await fetch(`http://${corp.address}/v2/corp/evaluation/manifests/${layout.digest}`)).status).toBe(401);
+      upgradeReusing(releasedChart(), ['--set', `evaluations.extraRegistries={${CORP_REGISTRY}}`, '--set', `evaluations.imagePullSecrets[0].name=${CORP_SECRET}`, '--wait', '--timeout', '5m']);
+      await waitConnected(cp, clusterId);
+
+      const id = await submit(cp, clusterId, smallEvaluation(`${CORP_REGISTRY}/corp/evaluation@${layout.digest}`));
+      const waiting = await until('the evaluation to wait for its pull Secret', () => {
+        const st = clusterEvaluation(id)?.status;
+        return st?.reason === 'PullSecretInvalid' ? st : undefined;
+      }, { timeoutMs: 120_000 });
+      expect(waiting.phase).toBe('Waiting');
+      expect(waiting.message).toContain(`Secret ${RUNS}/${CORP_SECRET}, named in the chart value evaluations.imagePullSecrets, does not exist`);
+      expect(waiting.message).toContain(`kubectl -n ${RUNS} create secret docker-registry ${CORP_SECRET}`);
+      expect(waiting.podName, 'no pod that would pull without credentials').toBeUndefined();
+
+      kubectl(['-n', RUNS, 'create', 'secret', 'docker-registry', CORP_SECRET, `--docker-server=${CORP_REGISTRY}`, `--docker-username=${corp.creds.username}`, `--docker-password=${corp.creds.password}`]);
+      const done = await waitFinished(cp, id, 240);
+      expect(done.phase, JSON.stringify(done.updates)).toBe('Succeeded');
+      const podName = clusterEvaluation(id)?.status?.podName ?? '';
+      const pod = JSON.parse(kubectl(['-n', RUNS, 'get', 'pod', podName, '-o', 'json']).stdout) as { spec: { imagePullSecrets: { name: string }[]; nodeName: string } };
+      expect(pod.spec.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-pull' }, { name: CORP_SECRET }]);
+      expect(realNodes().map((n) => n.name)).toContain(pod.spec.nodeName);
+      // the evaluation container's pull (the network-ready init container runs the runtime image)
+      const pulled = podEvents(RUNS, podName).filter((e) => e.reason === 'Pulled').map((e) => e.message);
+      expect(pulled.find((m) => m.includes(CORP_REGISTRY)), pulled.join('\n')).toMatch(/Successfully pulled image "registry\.corp\.test\/corp\/evaluation@sha256:/);
+      // the node's containerd fetched the manifest from the private registry with the operator's credentials
+      // (the registry logs "authorized request" only for a valid Basic credential; anonymous tries get its 401)
+      const authorized = corp.log().split('\n').filter((l) => l.includes('msg="authorized request"') && l.includes('useragent="containerd/') && l.includes(`/v2/corp/evaluation/manifests/${layout.digest}`));
+      expect(authorized.length, corp.log().split('\n').slice(-20).join('\n')).toBeGreaterThan(0);
+      expect(corp.log()).not.toContain(corp.creds.password);
+    } finally {
+      kubectl(['-n', RUNS, 'delete', 'secret', CORP_SECRET, '--ignore-not-found']);
+      removeHost();
+      await corp.stop();
+    }
   }, 600_000);
 });

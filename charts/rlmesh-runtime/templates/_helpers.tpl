@@ -215,11 +215,18 @@ spec:
 {{- mulf (include "rlmesh.quantityBytes" .Values.agent.spool.size | float64) 0.9 | floor | int64 }}
 {{- end }}
 
-{{/* Pod annotations that roll a Deployment when its config changes */}}
+{{/* "true" when the pods trust a CA bundle: inline (controlPlane.caBundle) or from the operator's ConfigMap or Secret (controlPlane.caBundleFrom) */}}
+{{- define "rlmesh.hasCaBundle" -}}
+{{- if or .Values.controlPlane.caBundle .Values.controlPlane.caBundleFrom }}true{{ end }}
+{{- end }}
+
+{{/* Pod annotations that roll a Deployment when its config changes (with caBundleFrom: when the reference changes; its contents are the operator's) */}}
 {{- define "rlmesh.configChecksums" -}}
 checksum/runtime-config: {{ include "rlmesh.runtimeConfig" . | sha256sum }}
 {{- if .Values.controlPlane.caBundle }}
 checksum/ca-bundle: {{ .Values.controlPlane.caBundle | sha256sum }}
+{{- else if .Values.controlPlane.caBundleFrom }}
+checksum/ca-bundle: {{ .Values.controlPlane.caBundleFrom | toJson | sha256sum }}
 {{- end }}
 {{- end }}
 
@@ -235,6 +242,26 @@ checksum/ca-bundle: {{ .Values.controlPlane.caBundle | sha256sum }}
 - name: ca-bundle
   configMap:
     name: {{ include "rlmesh.name.caBundleConfigMap" . }}
+{{- else if .Values.controlPlane.caBundleFrom }}
+{{- /* optional: false, so a missing ConfigMap, Secret or key keeps the pod from starting, with the reason in its Events */}}
+{{- with .Values.controlPlane.caBundleFrom.configMap }}
+- name: ca-bundle
+  configMap:
+    name: {{ .name }}
+    items:
+      - key: {{ .key | default "ca.crt" | quote }}
+        path: ca.crt
+    optional: false
+{{- end }}
+{{- with .Values.controlPlane.caBundleFrom.secret }}
+- name: ca-bundle
+  secret:
+    secretName: {{ .name }}
+    items:
+      - key: {{ .key | default "ca.crt" | quote }}
+        path: ca.crt
+    optional: false
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -244,7 +271,7 @@ checksum/ca-bundle: {{ .Values.controlPlane.caBundle | sha256sum }}
   readOnly: true
 - name: tmp
   mountPath: /tmp
-{{- if .Values.controlPlane.caBundle }}
+{{- if include "rlmesh.hasCaBundle" . }}
 - name: ca-bundle
   mountPath: {{ include "rlmesh.mount.caDir" . }}
   readOnly: true
@@ -262,7 +289,7 @@ checksum/ca-bundle: {{ .Values.controlPlane.caBundle | sha256sum }}
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
-{{- if .Values.controlPlane.caBundle }}
+{{- if include "rlmesh.hasCaBundle" . }}
 - name: NODE_EXTRA_CA_CERTS
   value: {{ include "rlmesh.mount.caFile" . }}
 {{- end }}

@@ -35,6 +35,26 @@
 {{- define "rlmesh.refusal.dnsPeerMixed" -}}
 {{- printf "network.dnsPeers.%v: this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers" (index . "index") -}}
 {{- end }}
+{{/* caBundleTwice */}}
+{{- define "rlmesh.refusal.caBundleTwice" -}}
+{{- printf "controlPlane.caBundleFrom: controlPlane.caBundle and controlPlane.caBundleFrom are both set: the CA bundle comes from one place; keep the inline PEM in caBundle or the ConfigMap or Secret in caBundleFrom, and remove the other" -}}
+{{- end }}
+{{/* caBundleFromBoth */}}
+{{- define "rlmesh.refusal.caBundleFromBoth" -}}
+{{- printf "controlPlane.caBundleFrom: names both a configMap and a secret: the CA bundle comes from one of them; keep controlPlane.caBundleFrom.configMap or controlPlane.caBundleFrom.secret" -}}
+{{- end }}
+{{/* caBundleFromNone */}}
+{{- define "rlmesh.refusal.caBundleFromNone" -}}
+{{- printf "controlPlane.caBundleFrom: is set but names neither a configMap nor a secret: set controlPlane.caBundleFrom.configMap (or .secret) to {name: <name>, key: <key>}, or remove caBundleFrom to trust the system roots" -}}
+{{- end }}
+{{/* evaluationPullSecretPlatform; include with (dict "index" … "name" …) */}}
+{{- define "rlmesh.refusal.evaluationPullSecretPlatform" -}}
+{{- printf "evaluations.imagePullSecrets.%v.name: %v is the platform's pull Secret, which every evaluation pod already carries (the agent writes and rotates it): list only Secrets you create in rlmesh-runs for the registries in evaluations.extraRegistries" (index . "index") (index . "name") -}}
+{{- end }}
+{{/* evaluationPullSecretTwice; include with (dict "index" … "name" …) */}}
+{{- define "rlmesh.refusal.evaluationPullSecretTwice" -}}
+{{- printf "evaluations.imagePullSecrets.%v.name: %v is listed more than once: list each pull Secret once" (index . "index") (index . "name") -}}
+{{- end }}
 {{/* bothMonitors */}}
 {{- define "rlmesh.refusal.bothMonitors" -}}
 {{- printf "metrics.podMonitor.enabled: metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one" -}}

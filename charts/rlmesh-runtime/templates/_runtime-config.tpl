@@ -11,7 +11,7 @@
 {{- $_ := set $o1 "apiPort" 443 }}
 {{- $_ := set $o1 "registryHost" $v.controlPlane.registryHost }}
 {{- $_ := set $o1 "outputHosts" $v.controlPlane.outputHosts }}
-{{- if $v.controlPlane.caBundle }}{{ $_ := set $o1 "caBundlePath" "/etc/rlmesh/ca/ca.crt" }}{{ end }}
+{{- if or $v.controlPlane.caBundle $v.controlPlane.caBundleFrom }}{{ $_ := set $o1 "caBundlePath" "/etc/rlmesh/ca/ca.crt" }}{{ end }}
 {{- $o2 := dict }}
 {{- $_ := set $o2 "url" $v.controlPlane.proxy.url }}
 {{- $_ := set $o2 "noProxy" $v.controlPlane.proxy.noProxy }}
@@ -68,6 +68,7 @@
 {{- $o13 := dict }}
 {{- $_ := set $o13 "runWithoutNetworkPolicyEnforcement" $v.evaluations.runWithoutNetworkPolicyEnforcement }}
 {{- $_ := set $o13 "startDeadlineSeconds" $v.evaluations.startDeadlineSeconds }}
+{{- $_ := set $o13 "imagePullSecrets" $v.evaluations.imagePullSecrets }}
 {{- $o14 := dict }}
 {{- $_ := set $o14 "nodeSelector" $v.evaluations.nodeSelector }}
 {{- $_ := set $o14 "tolerations" $v.evaluations.tolerations }}

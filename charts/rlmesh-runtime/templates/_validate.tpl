@@ -100,6 +100,28 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- $errors = append $errors (include "rlmesh.refusal.proxyAddressNotCidr" (dict "index" $i "address" $a)) }}
 {{- end }}
 {{- end }}
+{{- /* caBundleFromErrors() in lib/values-schema.ts */}}
+{{- if hasKey $v.controlPlane "caBundleFrom" }}
+{{- $from := $v.controlPlane.caBundleFrom | default dict }}
+{{- if $v.controlPlane.caBundle }}
+{{- $errors = append $errors (include "rlmesh.refusal.caBundleTwice" (dict)) }}
+{{- end }}
+{{- if and $from.configMap $from.secret }}
+{{- $errors = append $errors (include "rlmesh.refusal.caBundleFromBoth" (dict)) }}
+{{- else if not (or $from.configMap $from.secret) }}
+{{- $errors = append $errors (include "rlmesh.refusal.caBundleFromNone" (dict)) }}
+{{- end }}
+{{- end }}
+{{- /* evaluationPullSecretErrors() in lib/values-schema.ts */}}
+{{- $seen := list }}
+{{- range $i, $s := $v.evaluations.imagePullSecrets }}
+{{- if eq $s.name (include "rlmesh.pullSecret" $) }}
+{{- $errors = append $errors (include "rlmesh.refusal.evaluationPullSecretPlatform" (dict "index" $i "name" $s.name)) }}
+{{- else if has $s.name $seen }}
+{{- $errors = append $errors (include "rlmesh.refusal.evaluationPullSecretTwice" (dict "index" $i "name" $s.name)) }}
+{{- end }}
+{{- $seen = append $seen $s.name }}
+{{- end }}
 {{- $errors = concat $errors (include "rlmesh.imageErrors" (dict "images" (dict
   "agent.image" $v.agent.image
   "artifactCache.filler.image" $v.artifactCache.filler.image
