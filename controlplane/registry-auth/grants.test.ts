@@ -14,10 +14,11 @@ describe('registry grants', () => {
     expect(parseScope('repository::pull')).toBeUndefined();
   });
 
-  it('the runtime images need a pull credential or, for the runtime image alone, a join token', () => {
+  it('the runtime images need a pull credential or, for the runtime image and the CRD hook\'s kubectl alone, a join token', () => {
     expect(granted(anonymous, scope('repository:rlmesh/rlmesh-runtime:pull'))).toEqual([]);
     expect(granted(join, scope('repository:rlmesh/rlmesh-runtime:pull'))).toEqual(['pull']);
-    expect(granted(join, scope('repository:rlmesh/kubectl:pull'))).toEqual([]);
+    expect(granted(join, scope('repository:rlmesh/kubectl:pull'))).toEqual(['pull']);
+    expect(granted(join, scope('repository:rlmesh/prometheus:pull'))).toEqual([]);
     expect(granted(cluster, scope('repository:rlmesh/kubectl:pull'))).toEqual(['pull']);
     expect(granted(cluster, scope('repository:rlmesh/prometheus:pull'))).toEqual(['pull']);
   });
@@ -62,7 +63,7 @@ describe('registry grants', () => {
   });
 
   it('a token lists only what was granted', () => {
-    expect(accessFor(join, [scope('repository:rlmesh/rlmesh-runtime:pull'), scope('repository:rlmesh/kubectl:pull')])).toEqual([
+    expect(accessFor(join, [scope('repository:rlmesh/rlmesh-runtime:pull'), scope('repository:rlmesh/prometheus:pull')])).toEqual([
       { type: 'repository', name: 'rlmesh/rlmesh-runtime', actions: ['pull'] },
     ]);
   });

@@ -8,8 +8,9 @@
 //   namespace rlmesh-evaluations/): the images the platform runs on clusters.
 //   The reference has no per-cluster repository: every cluster may pull every
 //   evaluation image the platform publishes, and nothing else.
-// - A join token not yet redeemed pulls the runtime image alone, so the agent's
-//   pod can start before the cluster has any credential of its own.
+// - A join token not yet redeemed pulls the runtime image and the CRD hook's
+//   kubectl alone, so the agent's pod can start (and an upgrade before the first
+//   join can run its hook) before the cluster has any credential of its own.
 // - An anonymous client pulls the public repositories and nothing else.
 //
 // An entry ending in "/" names a namespace (every repository under it); any
@@ -36,8 +37,8 @@ export type Policy = {
 
 export const DEFAULT_POLICY: Policy = { publicRepositories: ['rlmesh/charts/'], evaluationRepositories: ['rlmesh-evaluations/'] };
 
-/** The image a join token may pull: the one the agent's pod runs. */
-export const JOIN_REPOSITORIES = ['rlmesh/rlmesh-runtime'];
+/** The images a join token may pull: the one the agent's pod runs, and the CRD upgrade hook's. */
+export const JOIN_REPOSITORIES = ['rlmesh/rlmesh-runtime', 'rlmesh/kubectl'];
 
 /** Whether `repository` is one of `entries` (an entry ending in "/" is a namespace). */
 export const matches = (repository: string, entries: string[]): boolean => entries.some((e) => (e.endsWith('/') ? repository.startsWith(e) : repository === e));

@@ -236,20 +236,6 @@ function writeHostsToml(nodeDir: string, host: string, url: string): void {
   writeFileSync(join(nodeDir, 'containerd/certs.d', host, 'hosts.toml'), `server = "${url}"\n\n[host."${url}"]\n  capabilities = ["pull", "resolve"]\n`);
 }
 
-/**
- * Every real node pulls image references that name `host` from `url` (containerd reads
- * certs.d at each pull, so no restart): a test's own registry (a mirror), or another name of
- * the local registry (a staging cell's registry host). `url` must be on the host's bridge.
- */
-export function routeRegistryHost(host: string, url: string, dir = clusterDir()): void {
-  for (const node of realNodes(dir)) writeHostsToml(node.dir, host, url);
-}
-
-export function unrouteRegistryHost(host: string, dir = clusterDir()): void {
-  if (host === SANDBOX_REGISTRY) throw new Error(`${SANDBOX_REGISTRY} is the cluster's own route; it is not removed`);
-  for (const node of realNodes(dir)) rmSync(join(node.dir, 'containerd/certs.d', host), { recursive: true, force: true });
-}
-
 // ---------------------------------------------------------------- state of the nodes
 
 const nodesDir = (dir = clusterDir()) => join(dir, 'nodes');
@@ -268,13 +254,11 @@ export function realNodes(dir = clusterDir()): RealNode[] {
  * at each pull, as an operator configures a node for a private registry. Returns its remover.
  */
 export function addRegistryHost(registry: string, url: string, dir = clusterDir()): () => void {
-  const entries = realNodes(dir).map((node) => join(node.dir, 'containerd/certs.d', registry));
-  for (const d of entries) {
-    mkdirSync(d, { recursive: true });
-    writeFileSync(join(d, 'hosts.toml'), `server = "${url}"\n\n[host."${url}"]\n  capabilities = ["pull", "resolve"]\n`);
-  }
+  if (registry === SANDBOX_REGISTRY) throw new Error(`${SANDBOX_REGISTRY} is the cluster's own route; it is not replaced`);
+  const nodes = realNodes(dir);
+  for (const node of nodes) writeHostsToml(node.dir, registry, url);
   return () => {
-    for (const d of entries) rmSync(d, { recursive: true, force: true });
+    for (const node of nodes) rmSync(join(node.dir, 'containerd/certs.d', registry), { recursive: true, force: true });
   };
 }
 

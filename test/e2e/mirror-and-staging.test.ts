@@ -1,5 +1,5 @@
 // Installs where the images do not come from the platform's registry, on the real node.
-// A mirror: a second registry (Debian's docker-registry, on the host's bridge) holds a copy of
+// A mirror: a second registry (test/support/private-registry.ts, anonymous) holds a copy of
 // the released images made with `skopeo copy --preserve-digests`; installed with
 // global.imageRegistry, every pod (the chart's, the CRD hook's on upgrade, the cache filler and
 // the NetworkPolicy probe the controller creates) pulls from it, by the released digests.
@@ -8,14 +8,10 @@
 // install that keeps the production registry is refused by the agent before it spends the
 // token; `helm upgrade --reuse-values --set controlPlane.registryHost=…` then joins with the same
 // token, every image and both pull Secrets are for the staging host, and an evaluation from it runs.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NET, realNodes, routeRegistryHost, unrouteRegistryHost } from '../cluster/real-node.ts';
+import { addRegistryHost, NET, realNodes } from '../cluster/real-node.ts';
 import { clusterInfo, kubectl, registryAuthFile, run } from '../support/cluster.ts';
-import { freePort } from '../support/free-port.ts';
+import { startPrivateRegistry, type PrivateRegistry } from '../support/private-registry.ts';
 import { releaseInfo } from '../support/release.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
@@ -45,8 +41,8 @@ function forgetImages(refs: string[]): void {
 
 let chart: Chart;
 let cp: ControlPlane | undefined;
-let mirror: ChildProcess | undefined;
-let mirrorDir = '';
+let mirror: PrivateRegistry | undefined;
+const unroute: (() => void)[] = [];
 
 beforeAll(() => {
   chart = releasedChart();
@@ -55,31 +51,16 @@ beforeAll(() => {
 
 afterAll(async () => {
   await cp?.stop();
-  mirror?.kill('SIGTERM');
+  await mirror?.stop();
   cleanSlate();
-  unrouteRegistryHost(MIRROR_HOST);
-  unrouteRegistryHost(STAGING_REGISTRY);
-  if (mirrorDir) rmSync(mirrorDir, { recursive: true, force: true });
+  for (const remove of unroute) remove();
 });
-
-/** A plain registry on the host's bridge, as a corporate mirror would be; its access log says who pulled what. */
-async function startMirror(): Promise<{ address: string; log: string }> {
-  mirrorDir = mkdtempSync(join(tmpdir(), 'rlmesh-mirror-'));
-  const port = await freePort();
-  const address = `${NET.hostAddress}:${port}`;
-  const config = join(mirrorDir, 'registry.yml');
-  writeFileSync(config, `version: 0.1\nlog: { level: info, accesslog: { disabled: false } }\nstorage: { filesystem: { rootdirectory: "${mirrorDir}/data" } }\nhttp: { addr: "${address}" }\n`);
-  const log = join(mirrorDir, 'registry.log');
-  const { openSync } = await import('node:fs');
-  const out = openSync(log, 'a');
-  mirror = spawn('docker-registry', ['serve', config], { stdio: ['ignore', out, out] });
-  await until('the mirror registry answering /v2/', async () => (await fetch(`http://${address}/v2/`).catch(() => undefined))?.status === 200, { timeoutMs: 20_000 });
-  return { address, log };
-}
 
 describe('a mirror: global.imageRegistry', () => {
   it('every pod of the chart, the CRD hook and the controller pulls the released digests from the mirror', async () => {
-    const { address, log } = await startMirror();
+    // a plain registry on the host's bridge, as a corporate pull-through mirror is to the cluster; its access log says who pulled what
+    mirror = await startPrivateRegistry(NET.hostAddress, { anonymous: true });
+    const address = mirror.address;
     const release = releaseInfo();
     // the mirror's copy: the same repositories under its path, digests preserved (what a Harbor proxy project or an air-gap copy holds)
     for (const name of ['rlmesh-runtime', 'kubectl']) {
@@ -88,7 +69,7 @@ describe('a mirror: global.imageRegistry', () => {
         `docker://${image.ref}`, `docker://${address}/${MIRROR_PATH}/${image.repository}:${image.tag}`]);
       expect(r.status, r.stderr).toBe(0);
     }
-    routeRegistryHost(MIRROR_HOST, `http://${address}`);
+    unroute.push(addRegistryHost(MIRROR_HOST, `http://${address}`));
     const runtime = `${MIRROR_HOST}/${MIRROR_PATH}/${release.images['rlmesh-runtime']!.repository}@${release.images['rlmesh-runtime']!.digest}`;
     const kubectlImage = `${MIRROR_HOST}/${MIRROR_PATH}/${release.images.kubectl!.repository}@${release.images.kubectl!.digest}`;
     // a node that ran this test before holds the mirrored names: forget them, so the kubelet pulls
@@ -117,7 +98,7 @@ describe('a mirror: global.imageRegistry', () => {
     for (const image of pulled) expect([runtime, kubectlImage], image).toContain(image);
     expect(pulled).toContain(kubectlImage);
     // and the mirror served them: manifests by digest, under its path
-    const access = readFileSync(log, 'utf8');
+    const access = mirror.log();
     expect(access).toContain(`GET /v2/${MIRROR_PATH}/rlmesh/rlmesh-runtime/manifests/${release.images['rlmesh-runtime']!.digest}`);
     expect(access).toContain(`GET /v2/${MIRROR_PATH}/rlmesh/kubectl/manifests/${release.images.kubectl!.digest}`);
   }, 900_000);
@@ -128,7 +109,7 @@ describe('a staging cell: controlPlane.registryHost', () => {
     // the local registry (on the host's bridge) under the staging name
     await cp?.stop();
     cleanSlate();
-    routeRegistryHost(STAGING_REGISTRY, `http://${clusterInfo().registry}`);
+    unroute.push(addRegistryHost(STAGING_REGISTRY, `http://${clusterInfo().registry}`));
     const release = releaseInfo();
     forgetImages([`${STAGING_REGISTRY}/${release.images['rlmesh-runtime']!.repository}@${release.images['rlmesh-runtime']!.digest}`]);
     cp = await controlPlane(chart, undefined, ['--registry-host', STAGING_REGISTRY]);

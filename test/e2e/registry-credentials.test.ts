@@ -96,10 +96,11 @@ describe('registry credentials', () => {
     expect(anonymous.access).toEqual([]);
     expect((await registryGet(runtimeImage().repository, `manifests/${runtimeImage().digest}`, { accept: MANIFEST })).status).toBe(401);
     expect((await registryToken('repository:rlmesh/charts/rlmesh-runtime:pull')).access).toEqual([{ type: 'repository', name: 'rlmesh/charts/rlmesh-runtime', actions: ['pull'] }]);
-    // an unredeemed join token pulls the agent's image, and nothing else of the platform's
+    // an unredeemed join token pulls the agent's image and the CRD hook's kubectl, and nothing else of the platform's
     const join = { username: 'rlmesh-join', password: joinToken };
     expect((await registryGet(runtimeImage().repository, `manifests/${runtimeImage().digest}`, { accept: MANIFEST, creds: join })).status).toBe(200);
-    expect((await registryToken('repository:rlmesh/kubectl:pull', join)).access).toEqual([]);
+    expect((await registryToken('repository:rlmesh/kubectl:pull', join)).access).toEqual([{ type: 'repository', name: 'rlmesh/kubectl', actions: ['pull'] }]);
+    expect((await registryToken('repository:rlmesh/prometheus:pull', join)).access).toEqual([]);
     expect((await registryToken('repository:rlmesh/rlmesh-runtime:push', join)).access).toEqual([]);
   });
 

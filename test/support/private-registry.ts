@@ -34,7 +34,8 @@ async function freePortOn(host: string): Promise<number> {
   return port;
 }
 
-export async function startPrivateRegistry(host: string): Promise<PrivateRegistry> {
+/** `anonymous`: no credentials asked (a pull-through mirror that serves any client of the network), `creds` unused. */
+export async function startPrivateRegistry(host: string, opts: { anonymous?: boolean } = {}): Promise<PrivateRegistry> {
   const dir = mkdtempSync(join(tmpdir(), 'rlmesh-private-registry-'));
   const creds = { username: 'corp-puller', password: randomBytes(18).toString('base64url') };
   // bcrypt, the only scheme the registry's htpasswd accepts (htpasswd: Debian's apache2-utils)
@@ -48,7 +49,7 @@ export async function startPrivateRegistry(host: string): Promise<PrivateRegistr
       'log: { level: info, accesslog: { disabled: false } }',
       `storage: { filesystem: { rootdirectory: "${join(dir, 'data')}" } }`,
       `http: { addr: "${address}" }`,
-      `auth: { htpasswd: { realm: corp-registry, path: "${join(dir, 'htpasswd')}" } }`,
+      ...(opts.anonymous ? [] : [`auth: { htpasswd: { realm: corp-registry, path: "${join(dir, 'htpasswd')}" } }`]),
       '',
     ].join('\n'),
   );
@@ -57,7 +58,7 @@ export async function startPrivateRegistry(host: string): Promise<PrivateRegistr
   const proc = spawn('docker-registry', ['serve', join(dir, 'registry.yml')], { stdio: ['ignore', out, out] });
   const stop = stopper(proc);
   const log = () => readFileSync(logFile, 'utf8');
-  await until(`the private registry on ${address}`, async () => (await fetch(`http://${address}/v2/`).catch(() => undefined))?.status === 401, { timeoutMs: 20_000, context: () => log() });
+  await until(`the private registry on ${address}`, async () => (await fetch(`http://${address}/v2/`).catch(() => undefined))?.status === (opts.anonymous ? 200 : 401), { timeoutMs: 20_000, context: () => log() });
   return {
     address,
     creds,

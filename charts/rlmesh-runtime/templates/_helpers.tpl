@@ -67,6 +67,11 @@ has already refused a malformed digest.
 {{- end -}}
 {{- end }}
 
+{{/* The join token as a dockerconfigjson for controlPlane.registryHost (Secrets rlmesh-registry-join and the CRD hook's rlmesh-crd-upgrade-join). */}}
+{{- define "rlmesh.joinDockerConfig" -}}
+{{- dict "auths" (dict .Values.controlPlane.registryHost (dict "username" "rlmesh-join" "password" .Values.joinToken "auth" (printf "rlmesh-join:%s" .Values.joinToken | b64enc))) | toJson -}}
+{{- end }}
+
 {{/*
 The imagePullPolicy of a container (same dict as rlmesh.image): .image.pullPolicy when
 set; else IfNotPresent when rlmesh.image pins the image by digest (its own, or the
