@@ -347,7 +347,15 @@ describe('objects', () => {
     expect([...pod.containers[0]!.command!, ...pod.containers[0]!.args!]).toEqual([
       'kubectl', 'apply', '--server-side', '--force-conflicts', '--field-manager=rlmesh-crd-upgrade', '-f', '/crds/',
     ]);
-    expect(pod.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-join-crd-upgrade' }, { name: 'rlmesh-registry-pull' }]);
+    expect(pod.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-join-crd-upgrade' }, { name: 'rlmesh-crd-upgrade-join' }, { name: 'rlmesh-registry-pull' }]);
+    // before the first join the hook pulls with the token of this upgrade: a hook Secret of its own, for controlPlane.registryHost
+    const hookJoin = get(objs, 'Secret', SYS, 'rlmesh-crd-upgrade-join') as K8sObject & { type: string; data: Record<string, string> };
+    expect(hookJoin.metadata.annotations).toMatchObject({ 'helm.sh/hook': 'pre-upgrade', 'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded' });
+    expect(hookJoin.type).toBe('kubernetes.io/dockerconfigjson');
+    expect(hookJoin.data['.dockerconfigjson']).toBe((get(objs, 'Secret', SYS, 'rlmesh-registry-join') as K8sObject & { data: Record<string, string> }).data['.dockerconfigjson']);
+    // with Secrets delivered out of band there is no token, and no such Secret
+    const gitops = render(['-f', join(CHART, 'ci/gitops-secrets-values.yaml')]);
+    expect([...gitops.keys()].filter((k) => k.includes('rlmesh-crd-upgrade-join'))).toEqual([]);
     const cm = get(objs, 'ConfigMap', SYS, 'rlmesh-crd-upgrade') as K8sObject & { data: Record<string, string> };
     for (const f of ['rlmesh.dev_rlmeshcaches.yaml', 'rlmesh.dev_rlmeshevaluations.yaml'])
       expect(cm.data[f]).toBe(readFileSync(join(CHART, 'crds', f), 'utf8'));

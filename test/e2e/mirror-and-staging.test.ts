@@ -21,10 +21,11 @@ const MIRROR_HOST = 'mirror.rlmesh-e2e.test';
 const MIRROR_PATH = 'rlmesh-proxy';
 const STAGING_REGISTRY = 'registry.staging.rlmesh-e2e.test';
 
-type Pod = { metadata: { name: string }; spec: { containers: { image: string }[]; initContainers?: { image: string }[] }; status: { containerStatuses?: { imageID: string }[] } };
+type Pod = { metadata: { name: string; deletionTimestamp?: string }; spec: { containers: { image: string }[]; initContainers?: { image: string }[] }; status: { containerStatuses?: { imageID: string }[] } };
 type Event = { reason: string; message: string; lastTimestamp?: string; eventTime?: string };
 
-const podsOf = (ns: string): Pod[] => (JSON.parse(kubectl(['-n', ns, 'get', 'pods', '-o', 'json']).stdout) as { items: Pod[] }).items;
+/** The pods of `ns` that are not on their way out (an upgrade's old ReplicaSet may still be terminating). */
+const podsOf = (ns: string): Pod[] => (JSON.parse(kubectl(['-n', ns, 'get', 'pods', '-o', 'json']).stdout) as { items: Pod[] }).items.filter((p) => !p.metadata.deletionTimestamp);
 const imagesOf = (p: Pod): string[] => [...(p.spec.initContainers ?? []), ...p.spec.containers].map((c) => c.image);
 /** What the kubelet said it pulled or started pulling, in both namespaces: `Pulling image "…"`. */
 const pulledImages = (since: number): string[] =>
