@@ -16,6 +16,7 @@ import { PLATFORM_NODE_REQUIREMENTS, RUNTIME_PLATFORM } from './fixed-names.ts';
 import { requiredNodeTerms } from './preflight/label-selector.ts';
 import { DEFAULT_PROXY_PORTS, HOST_LABELS, proxyErrors } from './outbound-proxy-values.ts';
 import { isReservedKey } from './evaluation-placement.ts';
+import { extraEnvSchema, knobErrors, knobValues, serviceAccountSchema } from './chart-knobs.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength (HOST_LABELS: lib/outbound-proxy-values.ts).
 export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
@@ -104,6 +105,8 @@ export const POD_BLOCKS = ['egress', 'artifactCache.filler', 'agent', 'controlle
  */
 const runtimePod = (what: string, image: Image, resources: { requests: Res; limits: Res }) => ({
   ...podSettings(what, image, resources),
+  extraEnv: extraEnvSchema(what),
+  serviceAccount: serviceAccountSchema(what),
   affinity: affinitySchema.default({}).describe(`Affinity of ${what} pods. ${PLATFORM_AFFINITY_HELP}`),
   image: imageSchema(image, what, {}, automaticPullPolicy),
   resources: resourcesWithStorageSchema(
@@ -567,6 +570,7 @@ export const valuesObjectSchema = z
       .array(z.object({ name: secretName.min(1) }).strict())
       .default([])
       .describe('Pull Secrets for the chart images, e.g. [{name: rlmesh-registry-pull}] with a private mirror.'),
+    ...knobValues,
   })
   .strict();
 
@@ -602,6 +606,7 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
   errors.push(...placementErrors(v));
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));
   errors.push(...ephemeralStorageErrors(v));
+  errors.push(...knobErrors(v, Object.fromEntries(POD_BLOCKS.map((b) => [b, podBlock(v, b)]))));
   return errors;
 }
 
@@ -634,7 +639,7 @@ export function placementErrors(v: Values): { path: string; message: string }[] 
 export function ephemeralStorageErrors(v: Values): { path: string; message: string }[] {
   const errors: { path: string; message: string }[] = [];
   for (const block of POD_BLOCKS) {
-    const { resources } = block.split('.').reduce((o: Record<string, unknown>, k) => o[k] as Record<string, unknown>, v) as Pick<Values['agent'], 'resources'>;
+    const { resources } = podBlock(v, block);
     const request = resources.requests['ephemeral-storage'];
     const limit = resources.limits['ephemeral-storage'];
     if (parseQuantity(limit) < parseQuantity(request)) errors.push(refuse(VALUES_REFUSALS.ephemeralBelowRequest, { block, limit, request }));
@@ -642,6 +647,10 @@ export function ephemeralStorageErrors(v: Values): { path: string; message: stri
   }
   return errors;
 }
+
+/** The values block of a pod (POD_BLOCKS), e.g. artifactCache.filler. */
+const podBlock = (v: Values, block: (typeof POD_BLOCKS)[number]) =>
+  block.split('.').reduce((o: Record<string, unknown>, k) => o[k] as Record<string, unknown>, v) as unknown as Values['agent'];
 
 /** Values with every default filled in (what values.yaml holds). */
 export const defaultValues = (): Values => valuesObjectSchema.parse({});
