@@ -155,6 +155,11 @@ describe('OpenShift restricted-v2: the runtime under an arbitrary UID with group
   });
 
   it('the pods the controller creates set no user, so the SCC admits them: the probe passes and an evaluation succeeds', async () => {
+    // the emulated SCC is in force: a pod with the fixed user the runtime used to set is refused
+    const fixed = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'fixed-user', namespace: RUNS }, spec: { securityContext: { runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: 'RuntimeDefault' } }, containers: [{ name: 'c', image: 'x', securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } }] } };
+    const refused = kubectl(['create', '--dry-run=server', '-f', '-'], { input: JSON.stringify(fixed), allowFail: true });
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toContain(POLICY);
     const image = await evaluationImage();
     const id = await submit(cp, clusterId, smallEvaluation(image));
     const done = await waitFinished(cp, id, 240);
