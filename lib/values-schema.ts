@@ -639,7 +639,7 @@ export function placementErrors(v: Values): { path: string; message: string }[] 
 export function ephemeralStorageErrors(v: Values): { path: string; message: string }[] {
   const errors: { path: string; message: string }[] = [];
   for (const block of POD_BLOCKS) {
-    const { resources } = podBlock(v, block);
+    const { resources } = block.split('.').reduce((o: Record<string, unknown>, k) => o[k] as Record<string, unknown>, v) as Pick<Values['agent'], 'resources'>;
     const request = resources.requests['ephemeral-storage'];
     const limit = resources.limits['ephemeral-storage'];
     if (parseQuantity(limit) < parseQuantity(request)) errors.push(refuse(VALUES_REFUSALS.ephemeralBelowRequest, { block, limit, request }));
