@@ -63,6 +63,8 @@ export type ReconcilerSettings = {
   maxConcurrent?: number;
   /** the operator's policy for evaluation pods (runtime config evaluations.placement) */
   placement?: ClusterPlacement;
+  /** runtime config pods.arbitraryUid (podSecurity.arbitraryUid) */
+  arbitraryUid?: boolean;
 };
 
 export type ReconcilerDeps = {
@@ -251,6 +253,7 @@ export class EvaluationReconciler {
       proxyUrl: s.proxyUrl,
       ...(s.noProxy ? { noProxy: s.noProxy } : {}),
       ...(s.placement ? { placement: s.placement } : {}),
+      ...(s.arbitraryUid ? { arbitraryUid: true } : {}),
       cache: {
         pvcName: cache?.spec.pvcName ?? s.pvcName,
         accessModes: cache?.spec.accessModes ?? s.accessModes,

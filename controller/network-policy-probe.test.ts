@@ -38,3 +38,20 @@ describe('NetworkPolicy probe pod', () => {
     expect(podOutcome({ status: { phase: 'Running' } })).toBeUndefined();
   });
 });
+
+describe('the probe pod and the chart knobs (runtime config pods)', () => {
+  const base = { runsNamespace: 'rlmesh-runs', image: 'img', pullSecrets: ['pull'], targets: { forbidden: 'a:1', allowed: 'b:2' } };
+  it('carries commonLabels, podLabels and podAnnotations; its own labels win', () => {
+    const plain = probePod(base);
+    const pod = probePod({ ...base, pods: { arbitraryUid: false, commonLabels: { team: 'ml' }, podLabels: { cost: 'c1' }, podAnnotations: { 'example.com/a': 'b' } } });
+    expect(pod.metadata!.labels).toEqual({ team: 'ml', cost: 'c1', ...plain.metadata!.labels });
+    expect(pod.metadata!.annotations).toEqual({ 'example.com/a': 'b' });
+    expect(pod.spec!.securityContext).toMatchObject({ runAsUser: 65532, runAsGroup: 65532 });
+  });
+  it('under arbitraryUid sets no user or group', () => {
+    const sc = probePod({ ...base, pods: { arbitraryUid: true, commonLabels: {}, podLabels: {}, podAnnotations: {} } }).spec!.securityContext!;
+    expect(sc.runAsUser).toBeUndefined();
+    expect(sc.runAsGroup).toBeUndefined();
+    expect(sc.runAsNonRoot).toBe(true);
+  });
+});

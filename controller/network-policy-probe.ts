@@ -10,6 +10,8 @@
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { NAMES } from '../lib/fixed-names.ts';
+import { podUser } from '../lib/chart-knobs.ts';
+import type { RuntimeConfig } from '../lib/runtime-config.ts';
 import { platformAffinity } from './platform-affinity.ts';
 
 /** The probe's command in the runtime image, which holds lib/preflight/netprobe.ts compiled to .js. */
@@ -57,6 +59,8 @@ export type ProbeOptions = {
   /** the cluster's pull Secret, then the join token's while the join has not written that */
   pullSecrets: string[];
   targets: ProbeTargets;
+  /** runtime config pods: no fixed user under arbitraryUid, and the chart's commonLabels, podLabels and podAnnotations */
+  pods?: RuntimeConfig['pods'];
   log: Logger;
   /** how long to wait for the pod to finish (default 90 s; the pod's own deadline is 60 s) */
   timeoutMs?: number;
@@ -91,11 +95,14 @@ export function netprobeContainer(name: string, image: string, targets: ProbeTar
   };
 }
 
-export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecrets' | 'targets'>): k8s.V1Pod {
+export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecrets' | 'targets' | 'pods'>): k8s.V1Pod {
+  // the operator's labels first: the probe's own keys win (the chart refuses them anyway)
+  const labels = { ...o.pods?.commonLabels, ...o.pods?.podLabels, ...PROBE_LABELS };
+  const annotations = o.pods?.podAnnotations ?? {};
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { generateName: `${PROBE_NAME}-`, namespace: o.runsNamespace, labels: { ...PROBE_LABELS } },
+    metadata: { generateName: `${PROBE_NAME}-`, namespace: o.runsNamespace, labels, ...(Object.keys(annotations).length > 0 ? { annotations } : {}) },
     spec: {
       restartPolicy: 'Never',
       activeDeadlineSeconds: 60,
@@ -103,7 +110,7 @@ export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pull
       enableServiceLinks: false,
       imagePullSecrets: o.pullSecrets.map((name) => ({ name })),
       affinity: platformAffinity(),
-      securityContext: { runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: { type: 'RuntimeDefault' } },
+      securityContext: { runAsNonRoot: true, ...podUser(o.pods?.arbitraryUid), seccompProfile: { type: 'RuntimeDefault' } },
       containers: [netprobeContainer('probe', o.image, o.targets, ENFORCEMENT_GRACE_SECONDS)],
     },
   };

@@ -205,3 +205,14 @@ describe('buildEvaluationPod', () => {
     expect(labelValueFor(long).length).toBeLessThanOrEqual(63);
   });
 });
+
+describe('podSecurity.arbitraryUid (OpenShift restricted-v2)', () => {
+  it('an evaluation pod runs as 65532:65532 by default, and under arbitraryUid sets no user or group for the SCC to assign', () => {
+    expect(buildEvaluationPod(ev(), settings()).spec!.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532 });
+    const sc = buildEvaluationPod(ev(), { ...settings(), arbitraryUid: true }).spec!.securityContext!;
+    expect(sc.runAsNonRoot).toBe(true);
+    expect(sc.runAsUser).toBeUndefined();
+    expect(sc.runAsGroup).toBeUndefined();
+    expect(sc.fsGroup).toBeUndefined();
+  });
+});

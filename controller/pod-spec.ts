@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
 import { API_VERSION, EVALUATION, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { netprobeContainer } from './network-policy-probe.ts';
+import { podUser } from '../lib/chart-knobs.ts';
 import { evaluationAffinity, mergedNodeSelector, NO_PLACEMENT, type ClusterPlacement } from '../lib/evaluation-placement.ts';
 
 export const MANAGED_BY = 'rlmesh-cluster-controller';
@@ -39,6 +40,8 @@ export type PodSettings = {
   noProxy?: string;
   /** the operator's policy for evaluation pods (chart values evaluations.nodeSelector, tolerations, …); absent: none */
   placement?: ClusterPlacement;
+  /** podSecurity.arbitraryUid: no fixed runAsUser and runAsGroup (OpenShift's SCC assigns them) */
+  arbitraryUid?: boolean;
   cache: {
     pvcName: string;
     accessModes: readonly string[];
@@ -132,8 +135,7 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
       activeDeadlineSeconds: spec.deadlineSeconds,
       securityContext: {
         runAsNonRoot: true,
-        runAsUser: 65532,
-        runAsGroup: 65532,
+        ...podUser(s.arbitraryUid),
         seccompProfile: { type: 'RuntimeDefault' },
       },
       ...(s.networkGate ? { initContainers: [netprobeContainer(NETWORK_GATE_CONTAINER, s.networkGate.image, s.networkGate, s.networkGate.graceSeconds)] } : {}),

@@ -86,6 +86,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
       startDeadlineSeconds: config.evaluations?.startDeadlineSeconds ?? DEFAULT_START_DEADLINE_SECONDS,
       ...(flags['max-concurrent'] ? { maxConcurrent: flags['max-concurrent'] } : {}),
       ...(config.evaluations?.placement ? { placement: config.evaluations.placement } : {}),
+      ...(config.pods?.arbitraryUid ? { arbitraryUid: true } : {}),
     },
   });
   q.start();
@@ -101,6 +102,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
       // the probe may run before the join wrote the pull Secret: the join token's pulls the runtime image until then
       pullSecrets: [config.credentials.pullSecret, config.credentials.joinPullSecret].filter(Boolean),
       targets: defaultProbeTargets(proxyUrl, c.metricsPort),
+      ...(config.pods ? { pods: config.pods } : {}),
       log,
       active: c.leading,
       retryMs: UNENFORCED_REPROBE_MS,

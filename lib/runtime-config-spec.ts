@@ -99,6 +99,13 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
     }),
   }),
   ports: object({ metrics: v('metrics.port'), health: c(8081) }),
+  // podSecurity.arbitraryUid and the pod labels of the pods the controller starts besides evaluations (lib/chart-knobs.ts)
+  pods: object({
+    arbitraryUid: v('podSecurity.arbitraryUid'),
+    commonLabels: v('commonLabels'),
+    podLabels: v('podLabels'),
+    podAnnotations: v('podAnnotations'),
+  }),
 });
 
 type Context = { values: unknown; release: { name: string; namespace: string }; helpers: Record<HelperName, () => unknown> };

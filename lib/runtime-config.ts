@@ -159,6 +159,17 @@ export const runtimeConfigSchema = z
       .object({ metrics: z.number().int().default(9090), health: z.number().int().default(8081) })
       .strict()
       .default({ metrics: 9090, health: 8081 }),
+    // podSecurity.arbitraryUid (true: no pod the controller starts sets runAsUser, runAsGroup or fsGroup; OpenShift
+    // assigns them) and commonLabels, podLabels, podAnnotations for its NetworkPolicy probe pods; absent: 65532, none.
+    pods: z
+      .object({
+        arbitraryUid: z.boolean(),
+        commonLabels: z.record(z.string(), z.string()),
+        podLabels: z.record(z.string(), z.string()),
+        podAnnotations: z.record(z.string(), z.string()),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 

@@ -2,8 +2,10 @@
 // crossFieldErrors() in lib/values-schema.ts decides when, and the chart's
 // templates/_validate.tpl includes the generated rlmesh.refusal.<name> templates.
 import type { Refusal } from './refusals.ts';
+import { KNOB_REFUSALS } from './knob-refusals.ts';
 
 export const VALUES_REFUSALS = {
+  ...KNOB_REFUSALS,
   noCredentials: {
     path: 'joinToken',
     message: 'neither joinToken nor credentials.controlSecret is set: pass --set joinToken=rlm_jt_… from Clusters → Connect your cluster, or name your own Secrets in credentials.controlSecret and credentials.pullSecret',

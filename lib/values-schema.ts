@@ -16,6 +16,7 @@ import { NAMES, PLATFORM_NODE_REQUIREMENTS, RUNTIME_PLATFORM } from './fixed-nam
 import { requiredNodeTerms } from './preflight/label-selector.ts';
 import { DEFAULT_PROXY_PORTS, HOST_LABELS, proxyErrors } from './outbound-proxy-values.ts';
 import { isReservedKey } from './evaluation-placement.ts';
+import { extraEnvSchema, knobErrors, knobValues, serviceAccountSchema } from './chart-knobs.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength (HOST_LABELS: lib/outbound-proxy-values.ts).
 export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
@@ -132,6 +133,8 @@ export const POD_BLOCKS = ['egress', 'artifactCache.filler', 'agent', 'controlle
  */
 const runtimePod = (what: string, image: Image, resources: { requests: Res; limits: Res }) => ({
   ...podSettings(what, image, resources),
+  extraEnv: extraEnvSchema(what),
+  serviceAccount: serviceAccountSchema(what),
   affinity: affinitySchema.default({}).describe(`Affinity of ${what} pods. ${PLATFORM_AFFINITY_HELP}`),
   image: imageSchema(image, what, {}, automaticPullPolicy),
   resources: resourcesWithStorageSchema(
@@ -605,6 +608,7 @@ export const valuesObjectSchema = z
       .array(z.object({ name: secretName.min(1) }).strict())
       .default([])
       .describe('Pull Secrets for the chart images, e.g. [{name: rlmesh-registry-pull}] with a private mirror.'),
+    ...knobValues,
   })
   .strict();
 
@@ -642,6 +646,7 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
   errors.push(...placementErrors(v));
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));
   errors.push(...ephemeralStorageErrors(v));
+  errors.push(...knobErrors(v, Object.fromEntries(POD_BLOCKS.map((b) => [b, podBlock(v, b)]))));
   return errors;
 }
 
@@ -709,6 +714,10 @@ export function ephemeralStorageErrors(v: Values): { path: string; message: stri
 
 /** Where the values pull the chart's images from (imageReference's relocation). */
 export const imageRelocation = (v: Values): ImageRelocation => ({ mirror: v.global.imageRegistry, registryHost: v.controlPlane.registryHost });
+
+/** The values block of a pod (POD_BLOCKS), e.g. artifactCache.filler. */
+const podBlock = (v: Values, block: (typeof POD_BLOCKS)[number]) =>
+  block.split('.').reduce((o: Record<string, unknown>, k) => o[k] as Record<string, unknown>, v) as unknown as Values['agent'];
 
 /** Values with every default filled in (what values.yaml holds). */
 export const defaultValues = (): Values => valuesObjectSchema.parse({});

@@ -4,7 +4,7 @@
 // _validate.tpl says what crossFieldErrors() says without a copy of the words.
 // Generation fails when a chart's _validate.tpl includes a refusal that does not
 // exist, or leaves one out.
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { IMAGE_REFUSALS } from '../../lib/chart-values.ts';
@@ -39,8 +39,10 @@ export function refusalsTemplate(prefix: string, source: string, refusals: Recor
 export async function outputs(): Promise<Record<string, string>> {
   const files: Record<string, string> = {};
   for (const c of CHARTS) {
-    const validatePath = `${c.dir}/templates/_validate.tpl`;
-    const validate = await readFile(join(root, validatePath), 'utf8');
+    // _validate.tpl and the _validate-<topic>.tpl files it includes
+    const validateFiles = (await readdir(join(root, c.dir, 'templates'))).filter((f) => /^_validate(-[\w-]+)?\.tpl$/.test(f)).sort();
+    const validatePath = `${c.dir}/templates/${validateFiles.length > 1 ? `{${validateFiles.join(',')}}` : '_validate.tpl'}`;
+    const validate = (await Promise.all(validateFiles.map((f) => readFile(join(root, c.dir, 'templates', f), 'utf8')))).join('\n');
     const used = new Set([...validate.matchAll(new RegExp(`"${c.prefix}\\.refusal\\.(\\w+)"`, 'g'))].map((m) => m[1]!));
     const known = Object.keys(c.refusals);
     const unknown = [...used].filter((n) => !known.includes(n));

@@ -106,12 +106,12 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     const rootfs = resolve(values.rootfs);
     for (const dir of [tree.base, tree.app]) {
       cpSync(dir, rootfs, { recursive: true, verbatimSymlinks: true });
-      // cpSync makes folders with the default mode: give each its layer's mode (/tmp 1777, the home 0700)
+      // cpSync makes folders with the default mode: give each its layer's mode (/tmp 1777, the home 0770)
       for (const rel of walk(dir)) if (lstatSync(join(dir, rel)).isDirectory()) chmodSync(join(rootfs, rel), lstatSync(join(dir, rel)).mode & 0o7777);
     }
-    // the layers' owners (everything root's but the user's home), as files on disk
+    // the layers' owners (everything root's but the user's home, 65532's and group 0's: baseOwner()), as files on disk
     execFileSync('chown', ['-R', '0:0', rootfs]);
-    execFileSync('chown', [`${NONROOT.uid}:${NONROOT.gid}`, join(rootfs, NONROOT.home)]);
+    execFileSync('chown', [`${NONROOT.uid}:0`, join(rootfs, NONROOT.home)]);
     rmSync(stage, { recursive: true, force: true });
   } else {
     const out = resolve(values.out ?? join(ROOT, 'dist/images'));

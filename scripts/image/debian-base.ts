@@ -116,10 +116,11 @@ function writeUsers(rootfs: string): void {
   mkdirSync(join(rootfs, 'tmp'), { recursive: true });
   execFileSync('chmod', ['1777', join(rootfs, 'tmp')]);
   execFileSync('chmod', ['0755', join(rootfs, 'home')]);
-  execFileSync('chmod', ['0700', join(rootfs, home)]);
+  // group 0 may use it too: OpenShift runs a pod under an arbitrary UID with group 0 (podSecurity.arbitraryUid)
+  execFileSync('chmod', ['0770', join(rootfs, home)]);
 }
 
-/** Layer owners: everything root's except the non-root user's home. */
+/** Layer owners: everything root's except the non-root user's home, which is 65532's and group 0's (any UID OpenShift assigns runs in group 0). */
 export function baseOwner(path: string): { uid: number; gid: number } | undefined {
-  return path === NONROOT.home ? { uid: NONROOT.uid, gid: NONROOT.gid } : undefined;
+  return path === NONROOT.home ? { uid: NONROOT.uid, gid: 0 } : undefined;
 }

@@ -81,6 +81,14 @@ const cases: Case[] = [
   { name: 'ServiceMonitor and PodMonitor both on', values: { ...T, metrics: { serviceMonitor: { enabled: true }, podMonitor: { enabled: true } } }, path: 'metrics.podMonitor.enabled' },
   { name: 'gpuFeatureDiscovery.enabled not a boolean', values: { ...T, gpuFeatureDiscovery: { enabled: 'yes' } }, path: 'gpuFeatureDiscovery.enabled' },
   { name: 'controller replicas zero', values: { ...T, controller: { replicas: 0 } }, path: 'controller.replicas' },
+  // the chart's ordinary knobs (lib/chart-knobs.ts; every key and name: test/chart/knobs.test.ts)
+  { name: 'commonLabels overriding a selector label', values: { ...T, commonLabels: { 'app.kubernetes.io/instance': 'other' } }, path: 'commonLabels.app.kubernetes.io/instance', says: /a key the chart sets itself/ },
+  { name: 'podLabels value that is not a label value', values: { ...T, podLabels: { team: 'two words' } }, path: 'podLabels.team' },
+  { name: 'extraEnv overriding a variable the chart sets', values: { ...T, controller: { extraEnv: [{ name: 'RLMESH_CONFIG', value: '/tmp/x.json' }] } }, path: 'controller.extraEnv.0', says: /RLMESH_CONFIG is an environment variable the chart sets itself/ },
+  { name: 'logging.level that pino does not have', values: { ...T, logging: { level: 'verbose' } }, path: 'logging.level' },
+  { name: 'logging.format unknown', values: { ...T, logging: { format: 'pretty' } }, path: 'logging.format' },
+  { name: 'podSecurity.arbitraryUid not a boolean', values: { ...T, podSecurity: { arbitraryUid: 'yes' } }, path: 'podSecurity.arbitraryUid' },
+  { name: 'ServiceAccount annotations misspelled as a list', values: { ...T, agent: { serviceAccount: { annotations: ['eks.amazonaws.com/role-arn=x'] } } }, path: 'agent.serviceAccount.annotations' },
 ];
 
 afterAll(() => {

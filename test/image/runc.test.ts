@@ -80,7 +80,7 @@ function must(cmd: string, args: string[]): string {
   return r.stdout;
 }
 
-type Run = { args: string[]; env?: Record<string, string>; netns?: string; mounts?: Mount[] };
+type Run = { args: string[]; env?: Record<string, string>; netns?: string; mounts?: Mount[]; user?: { uid: number; gid: number } };
 
 /**
  * A bundle for one container: the image's config as umoci unpacked it, with
@@ -96,7 +96,7 @@ function bundle(name: string, run: Run): { id: string; dir: string } {
   spec.process = {
     ...spec.process,
     terminal: false,
-    user: { uid: NONROOT, gid: NONROOT },
+    user: run.user ?? { uid: NONROOT, gid: NONROOT },
     args: run.args,
     env: [...spec.process.env.filter((e) => !e.startsWith('TERM=')), ...Object.entries(run.env ?? {}).map(([k, v]) => `${k}=${v}`)],
     capabilities: { bounding: none, effective: none, inheritable: none, permitted: none, ambient: none },
@@ -251,6 +251,18 @@ describe(`the released ${IMAGE} image`, () => {
     const r = runContainer('home', { args: ['/usr/local/bin/node', '-e', `require('node:fs').accessSync(require('node:os').homedir(), require('node:fs').constants.R_OK | require('node:fs').constants.X_OK); console.log('ok')`] });
     const modes = ['home', 'home/nonroot'].map((p) => `/${p} ${(statSync(join(rootfs, p)).mode & 0o7777).toString(8)} ${statSync(join(rootfs, p)).uid}`);
     expect({ status: r.status, stdout: r.stdout.trim() }, `HOME is not reachable by 65532 (${modes.join(', ')}): ${r.stderr.trim()}`).toEqual({ status: 0, stdout: 'ok' });
+  });
+
+  // OpenShift's restricted-v2 SCC (chart value podSecurity.arbitraryUid): a UID from the namespace's range, not in /etc/passwd, group 0
+  it.each(COMPONENTS)('%s --help runs as an arbitrary UID with group 0, and that user can use HOME', (component) => {
+    const user = { uid: 1000770000 + Math.floor(Math.random() * 10000), gid: 0 };
+    const r = runContainer(`any-uid-${component}`, { args: [...entrypoint(), component, '--help'], user });
+    expect({ status: r.status, stderr: r.stderr.trim() }, `${component} --help as ${user.uid}:0`).toEqual({ status: 0, stderr: '' });
+    const home = statSync(join(rootfs, 'home/nonroot'));
+    expect({ gid: home.gid, mode: (home.mode & 0o070).toString(8) }, 'HOME is group 0\'s, group-writable').toEqual({ gid: 0, mode: '70' });
+    const probe = `const fs=require('node:fs');fs.accessSync('/home/nonroot',fs.constants.R_OK|fs.constants.X_OK);fs.accessSync('/tmp',fs.constants.W_OK);console.log(process.getuid(),process.getgid())`;
+    const p = runContainer(`any-uid-home-${component}`, { args: ['/usr/local/bin/node', '-e', probe], user });
+    expect({ status: p.status, stdout: p.stdout.trim(), stderr: p.stderr.trim() }).toEqual({ status: 0, stdout: `${user.uid} 0`, stderr: '' });
   });
 });
 

@@ -9,6 +9,9 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "rlmesh.selectorLabels" -}}
@@ -89,11 +92,14 @@ Always
 {{- end -}}
 {{- end }}
 
+{{- /* podSecurity.arbitraryUid (OpenShift restricted-v2): no fixed user, group or fsGroup; the SCC assigns them */}}
 {{- define "rlmesh.podSecurityContext" -}}
 runAsNonRoot: true
+{{- if not .Values.podSecurity.arbitraryUid }}
 runAsUser: 65532
 runAsGroup: 65532
 fsGroup: 65532
+{{- end }}
 seccompProfile:
   type: RuntimeDefault
 {{- end }}
@@ -286,6 +292,10 @@ checksum/ca-bundle: {{ .Values.controlPlane.caBundleFrom | toJson | sha256sum }}
 {{- define "rlmesh.commonEnv" -}}
 - name: RLMESH_CONFIG
   value: {{ include "rlmesh.mount.configFile" . }}
+- name: LOG_LEVEL
+  value: {{ .Values.logging.level | quote }}
+- name: LOG_FORMAT
+  value: {{ .Values.logging.format | quote }}
 - name: POD_NAME
   valueFrom:
     fieldRef:

@@ -1,4 +1,20 @@
 {{/* Generated from lib/values-refusals.ts and lib/chart-values.ts by `npm run generate`; do not edit. The refusals _validate.tpl reports, as "path: message". */}}
+{{/* knobKey; include with (dict "field" … "key" …) */}}
+{{- define "rlmesh.refusal.knobKey" -}}
+{{- printf "%v.%v: %q is not a label or annotation key: an optional DNS subdomain prefix and /, then a name of at most 63 letters, digits, -, _ and . that starts and ends with a letter or digit (example.com/team)" (index . "field") (index . "key") (index . "key") -}}
+{{- end }}
+{{/* knobReservedKey; include with (dict "field" … "key" …) */}}
+{{- define "rlmesh.refusal.knobReservedKey" -}}
+{{- printf "%v.%v: %v is a key the chart sets itself (app.kubernetes.io/*, helm.sh/chart, rlmesh.dev/*, and checksum/* on pods), which the Deployments, Services and NetworkPolicies select by: overriding it would detach them from their pods; choose a key of your own, such as example.com/team" (index . "field") (index . "key") (index . "key") -}}
+{{- end }}
+{{/* extraEnvReserved; include with (dict "block" … "index" … "name" …) */}}
+{{- define "rlmesh.refusal.extraEnvReserved" -}}
+{{- printf "%v.extraEnv.%v: %v is an environment variable the chart sets itself on this container: a second entry would override the runtime's own setting; set it through the chart's values (logging.level, controlPlane.proxy, agent.nodeOptions, ...) or choose another name" (index . "block") (index . "index") (index . "name") -}}
+{{- end }}
+{{/* extraEnvValue; include with (dict "block" … "index" … "name" …) */}}
+{{- define "rlmesh.refusal.extraEnvValue" -}}
+{{- printf "%v.extraEnv.%v: %v has both value and valueFrom, and the apiserver refuses a variable with both: keep value for a literal, or valueFrom (e.g. secretKeyRef) for a secret" (index . "block") (index . "index") (index . "name") -}}
+{{- end }}
 {{/* noCredentials */}}
 {{- define "rlmesh.refusal.noCredentials" -}}
 {{- printf "joinToken: neither joinToken nor credentials.controlSecret is set: pass --set joinToken=rlm_jt_… from Clusters → Connect your cluster, or name your own Secrets in credentials.controlSecret and credentials.pullSecret" -}}

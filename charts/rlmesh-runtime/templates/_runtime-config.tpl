@@ -83,5 +83,11 @@
 {{- $_ := set $o15 "metrics" $v.metrics.port }}
 {{- $_ := set $o15 "health" 8081 }}
 {{- $_ := set $o0 "ports" $o15 }}
+{{- $o16 := dict }}
+{{- $_ := set $o16 "arbitraryUid" $v.podSecurity.arbitraryUid }}
+{{- $_ := set $o16 "commonLabels" $v.commonLabels }}
+{{- $_ := set $o16 "podLabels" $v.podLabels }}
+{{- $_ := set $o16 "podAnnotations" $v.podAnnotations }}
+{{- $_ := set $o0 "pods" $o16 }}
 {{- toPrettyJson $o0 }}
 {{- end }}

@@ -141,6 +141,8 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- $errors = append $errors (include "rlmesh.refusal.ephemeralBelowTmp" (dict "block" $block "limit" $lim "tmp" $tmp)) }}
 {{- end }}
 {{- end }}
+{{- /* knobErrors() in lib/chart-knobs.ts (_validate-knobs.tpl) */}}
+{{- $errors = concat $errors (include "rlmesh.knobErrors" . | fromJsonArray) }}
 {{- if $errors }}
 {{- fail (printf "\n\nrlmesh-runtime: invalid values:\n  - %s\n" (join "\n  - " $errors)) }}
 {{- end }}

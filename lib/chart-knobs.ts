@@ -1,0 +1,146 @@
+// The chart's ordinary knobs: labels and annotations on what it renders, log
+// level and format, ServiceAccount annotations, extra environment variables
+// per component, and the arbitrary-UID mode of OpenShift's restricted-v2 SCC.
+// lib/values-schema.ts spreads these into its schema; knobErrors() are the
+// rules JSON Schema cannot express (their words: KNOB_REFUSALS), which the
+// chart's templates/_validate-knobs.tpl checks the same way.
+import { z } from 'zod';
+import { refuse } from './refusals.ts';
+import { KNOB_REFUSALS } from './knob-refusals.ts';
+
+const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
+/** An environment variable name as the API takes it (C_IDENTIFIER and the relaxed form both allow this). */
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
+
+/**
+ * Label keys the chart sets on its objects (templates/_helpers.tpl, rlmesh.labels and
+ * rlmesh.selectorLabels) and the rlmesh.dev/ prefix the runtime selects by
+ * (rlmesh.dev/metrics, the NetworkPolicies): commonLabels and podLabels may not set them.
+ */
+export const CHART_LABEL_KEYS = [
+  'app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/part-of', 'app.kubernetes.io/component',
+  'app.kubernetes.io/version', 'app.kubernetes.io/managed-by', 'helm.sh/chart',
+];
+export const CHART_KEY_PREFIXES = ['rlmesh.dev/'];
+/** Annotation key prefixes the chart sets on its pods (checksum/… rolls a Deployment when its config changes). */
+export const CHART_ANNOTATION_PREFIXES = ['rlmesh.dev/', 'checksum/'];
+
+/**
+ * Environment variables the chart sets on some container (a test renders the chart and
+ * finds no other): extraEnv may not set them, since a second entry of one name silently
+ * wins or loses depending on the kubelet.
+ */
+export const CHART_ENV_NAMES = [
+  'RLMESH_CONFIG', 'POD_NAME', 'POD_NAMESPACE', 'NODE_NAME', 'NODE_EXTRA_CA_CERTS', 'NODE_OPTIONS', 'LOG_LEVEL', 'LOG_FORMAT',
+  'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'RLMESH_JOIN_TOKEN', 'RLMESH_MEMORY_LIMIT_MIB',
+  'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'HOME',
+];
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export const LOG_FORMATS = ['json', 'text'] as const;
+
+const labels = (what: string) =>
+  z
+    .record(z.string(), z.string().max(63).regex(LABEL_VALUE, { message: 'must be a label value: at most 63 letters, digits, -, _ and ., starting and ending with a letter or digit, or empty' }))
+    .default({})
+    .describe(what);
+
+/** An EnvVar as a container takes it: a value, or valueFrom (checked by the apiserver). */
+const envVar = z
+  .object({
+    name: z.string().min(1).max(253).regex(ENV_NAME, { message: 'must be an environment variable name: a letter or _, then letters, digits, _, . or -' }),
+    value: z.string().optional(),
+    valueFrom: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+
+/** extraEnv of a component's containers. */
+export const extraEnvSchema = (what: string) =>
+  z
+    .array(envVar)
+    .default([])
+    .describe(`Extra environment variables of ${what}'s container: EnvVars (name with value or valueFrom), after the chart's own. Names the chart sets itself (${CHART_ENV_NAMES.join(', ')}) are refused.`);
+
+/** serviceAccount of a component: annotations on its ServiceAccount (IRSA, Workload Identity). */
+export const serviceAccountSchema = (what: string) =>
+  z
+    .object({
+      annotations: z
+        .record(z.string(), z.string())
+        .default({})
+        .describe(`Annotations on the ServiceAccount of ${what}, e.g. eks.amazonaws.com/role-arn (IRSA) or iam.gke.io/gcp-service-account (Workload Identity).`),
+    })
+    .strict()
+    .prefault({})
+    .describe(`The ServiceAccount ${what} runs as.`);
+
+/** The top-level knobs, spread into the values object. */
+export const knobValues = {
+  commonLabels: labels(
+    'Labels added to every object the chart renders (not the CRDs in crds/, which Helm applies as they are), e.g. for a policy engine or cost allocation. The chart\'s own keys (app.kubernetes.io/*, helm.sh/chart, rlmesh.dev/*) are refused: selectors use them.',
+  ),
+  podLabels: labels(
+    'Labels added to every pod the chart renders and to the NetworkPolicy probe pods the controller starts (not to evaluation pods: evaluations.podLabels). The chart\'s own keys are refused, as for commonLabels.',
+  ),
+  podAnnotations: z
+    .record(z.string(), z.string())
+    .default({})
+    .describe(
+      'Annotations added to every pod the chart renders and to the NetworkPolicy probe pods (not to evaluation pods: evaluations.podAnnotations); a component\'s own <component>.podAnnotations win on the same key. rlmesh.dev/* and checksum/* are refused.',
+    ),
+  logging: z
+    .object({
+      level: z.enum(LOG_LEVELS).default('info').describe('Log level of every component (LOG_LEVEL): debug, info, warn or error.'),
+      format: z
+        .enum(LOG_FORMATS)
+        .default('json')
+        .describe('json: one JSON object a line (pino), for a log pipeline. text: one line of time, level, component, message and key=value fields, for reading with kubectl logs.'),
+    })
+    .strict()
+    .prefault({})
+    .describe('Logs of every component (stdout).'),
+  podSecurity: z
+    .object({
+      arbitraryUid: z
+        .boolean()
+        .default(false)
+        .describe(
+          'OpenShift (restricted-v2 SCC): no pod the chart renders or the controller starts sets runAsUser, runAsGroup or fsGroup, so the SCC assigns them from the namespace\'s range; the images run under any UID with group 0. false: every pod runs as 65532:65532 with fsGroup 65532.',
+        ),
+    })
+    .strict()
+    .prefault({})
+    .describe('The user pods run as (chart README, "OpenShift").'),
+};
+
+type KnobValues = {
+  commonLabels: Record<string, string>;
+  podLabels: Record<string, string>;
+  podAnnotations: Record<string, string>;
+};
+
+const reservedLabel = (key: string) => CHART_LABEL_KEYS.includes(key) || CHART_KEY_PREFIXES.some((p) => key.startsWith(p));
+
+/** Label and annotation keys (well-formed, not the chart's own) and extraEnv names (not the chart's own) of each block. */
+export function knobErrors(v: KnobValues, blocks: Record<string, { extraEnv: { name: string; value?: string; valueFrom?: unknown }[] }>): { path: string; message: string }[] {
+  const R = KNOB_REFUSALS;
+  const errors: { path: string; message: string }[] = [];
+  for (const field of ['commonLabels', 'podLabels', 'podAnnotations'] as const) {
+    for (const key of Object.keys(v[field])) {
+      if (!LABEL_KEY.test(key) || key.length > 317) errors.push(refuse(R.knobKey, { field, key }));
+      else if (field === 'podAnnotations' ? CHART_ANNOTATION_PREFIXES.some((p) => key.startsWith(p)) : reservedLabel(key)) errors.push(refuse(R.knobReservedKey, { field, key }));
+    }
+  }
+  for (const [block, c] of Object.entries(blocks)) {
+    c.extraEnv.forEach((e, index) => {
+      if (CHART_ENV_NAMES.includes(e.name)) errors.push(refuse(R.extraEnvReserved, { block, index, name: e.name }));
+      if (e.value !== undefined && e.valueFrom !== undefined) errors.push(refuse(R.extraEnvValue, { block, index, name: e.name }));
+    });
+  }
+  return errors;
+}
+
+/** The fixed user of a pod: 65532:65532, or none under podSecurity.arbitraryUid (OpenShift's SCC assigns one). */
+export const RUNTIME_USER = { runAsUser: 65532, runAsGroup: 65532 } as const;
+export const podUser = (arbitraryUid: boolean | undefined): { runAsUser?: number; runAsGroup?: number } => (arbitraryUid ? {} : { ...RUNTIME_USER });

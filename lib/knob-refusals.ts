@@ -1,0 +1,23 @@
+// Refusals of the chart's ordinary knobs (lib/chart-knobs.ts, knobErrors()); part
+// of VALUES_REFUSALS, so the chart's generated _refusals.tpl has them too.
+import type { Refusal } from './refusals.ts';
+
+export const KNOB_REFUSALS = {
+  knobKey: {
+    path: '{field}.{key}',
+    message: '{key:q} is not a label or annotation key: an optional DNS subdomain prefix and /, then a name of at most 63 letters, digits, -, _ and . that starts and ends with a letter or digit (example.com/team)',
+  },
+  knobReservedKey: {
+    path: '{field}.{key}',
+    message:
+      '{key} is a key the chart sets itself (app.kubernetes.io/*, helm.sh/chart, rlmesh.dev/*, and checksum/* on pods), which the Deployments, Services and NetworkPolicies select by: overriding it would detach them from their pods; choose a key of your own, such as example.com/team',
+  },
+  extraEnvReserved: {
+    path: '{block}.extraEnv.{index}',
+    message: '{name} is an environment variable the chart sets itself on this container: a second entry would override the runtime\'s own setting; set it through the chart\'s values (logging.level, controlPlane.proxy, agent.nodeOptions, ...) or choose another name',
+  },
+  extraEnvValue: {
+    path: '{block}.extraEnv.{index}',
+    message: '{name} has both value and valueFrom, and the apiserver refuses a variable with both: keep value for a literal, or valueFrom (e.g. secretKeyRef) for a secret',
+  },
+} as const satisfies Record<string, Refusal>;

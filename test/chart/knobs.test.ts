@@ -1,0 +1,124 @@
+// The chart's ordinary knobs (lib/chart-knobs.ts) as the real helm renders them:
+// commonLabels on every object, podLabels and podAnnotations on every pod,
+// ServiceAccount annotations, extraEnv, logging, podSecurity.arbitraryUid; and
+// the refusals of _validate-knobs.tpl, which must say what knobErrors() says.
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CHART_ENV_NAMES, CHART_LABEL_KEYS } from '../../lib/chart-knobs.ts';
+import { crossFieldErrors, POD_BLOCKS, valuesObjectSchema } from '../../lib/values-schema.ts';
+import { CHART, podTemplate, render, template, TOKEN, valuesFile, type K8sObject } from './chart.ts';
+
+const token = ['--set', `joinToken=${TOKEN}`];
+const workloads = (o: Map<string, K8sObject>) => [...o.values()].filter((x) => ['Deployment', 'DaemonSet', 'Job'].includes(x.kind));
+// gpuFeatureDiscovery on, so its DaemonSet and ServiceAccount are rendered too
+const gpuOn = ['--set', 'gpuFeatureDiscovery.enabled=true'];
+const scenario = render([...gpuOn, '-f', join(CHART, 'ci/common-labels-values.yaml')]);
+const plain = render([...token, ...gpuOn]);
+
+describe('commonLabels, podLabels, podAnnotations', () => {
+  it('every object the chart renders carries commonLabels', () => {
+    const without = [...scenario.values()].filter((o) => o.metadata.labels?.['example.com/cost-center'] !== 'ml-platform' || o.metadata.labels.owner !== 'team-rl');
+    expect(without.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([]);
+  });
+
+  it('every pod template carries commonLabels, podLabels and podAnnotations; selectors stay the chart\'s own', () => {
+    const w = workloads(scenario);
+    expect(w.length).toBeGreaterThanOrEqual(6);
+    for (const o of w) {
+      const pod = podTemplate(o);
+      expect(pod.metadata.labels, o.metadata.name).toMatchObject({ 'example.com/cost-center': 'ml-platform', 'example.com/data-class': 'internal' });
+      expect(pod.metadata.annotations?.['example.com/contact'], o.metadata.name).toBe('rl-oncall');
+      const selector = (o.spec as { selector?: { matchLabels: Record<string, string> } }).selector?.matchLabels ?? {};
+      for (const k of Object.keys(selector)) expect(CHART_LABEL_KEYS, `${o.metadata.name} selects by ${k}`).toContain(k);
+    }
+  });
+
+  it('a component\'s own podAnnotations win over podAnnotations on the same key', () => {
+    const o = render([...token, '--set', 'podAnnotations.example\\.com/a=global', '--set', 'agent.podAnnotations.example\\.com/a=agent']);
+    expect(podTemplate(o.get('Deployment/rlmesh-system/rlmesh-cluster-agent')!).metadata.annotations?.['example.com/a']).toBe('agent');
+    expect(podTemplate(o.get('Deployment/rlmesh-system/rlmesh-cluster-controller')!).metadata.annotations?.['example.com/a']).toBe('global');
+  });
+});
+
+describe('ServiceAccount annotations', () => {
+  it('each ServiceAccount carries its component\'s serviceAccount.annotations and no other\'s', () => {
+    const sa = (ns: string, name: string) => scenario.get(`ServiceAccount/${ns}/${name}`)!.metadata.annotations ?? {};
+    expect(sa('rlmesh-system', 'rlmesh-cluster-controller')).toEqual({ 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/rlmesh-controller' });
+    expect(sa('rlmesh-runs', 'rlmesh-artifact-cache-filler')).toEqual({ 'iam.gke.io/gcp-service-account': 'rlmesh-filler@example-project.iam.gserviceaccount.com' });
+    expect(sa('rlmesh-system', 'rlmesh-cluster-agent')).toEqual({});
+  });
+
+  it('every ServiceAccount of a pod block takes them (the CRD hook\'s keeps its hook annotations)', () => {
+    const args = POD_BLOCKS.flatMap((b) => ['--set', `${b}.serviceAccount.annotations.example\\.com/block=${b}`]);
+    const o = render([...token, ...gpuOn, ...args]);
+    const sas = [...o.values()].filter((x) => x.kind === 'ServiceAccount');
+    expect(sas.map((s) => s.metadata.annotations?.['example.com/block']).sort()).toEqual([...POD_BLOCKS].sort());
+    const hook = sas.find((s) => s.metadata.name === 'rlmesh-crd-upgrade')!;
+    expect(hook.metadata.annotations).toMatchObject({ 'helm.sh/hook': 'pre-upgrade', 'example.com/block': 'crdUpgradeHook' });
+  });
+});
+
+describe('extraEnv and logging', () => {
+  it('extraEnv comes after the chart\'s own variables, in its container only', () => {
+    const env = (o: Map<string, K8sObject>, name: string) => podTemplate(o.get(`Deployment/rlmesh-system/${name}`)!).spec.containers[0]!.env!;
+    expect(env(scenario, 'rlmesh-cluster-controller').at(-1)).toEqual({ name: 'TZ', value: 'UTC' });
+    expect(env(scenario, 'rlmesh-cluster-agent').at(-1)).toEqual({ name: 'EXAMPLE_NODE_POOL', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
+    expect(env(scenario, 'rlmesh-egress-proxy').map((e) => e.name)).not.toContain('TZ');
+  });
+
+  it('the chart sets no variable CHART_ENV_NAMES does not list (so extraEnv cannot collide unnoticed)', () => {
+    const names = new Set<string>();
+    for (const o of [...workloads(plain), ...workloads(render(['--set', 'credentials.controlSecret=a', '--set', 'credentials.pullSecret=b', '--set', 'controlPlane.proxy.url=http://10.0.0.1:3128']))])
+      for (const c of [...podTemplate(o).spec.containers, ...(podTemplate(o).spec.initContainers ?? [])]) for (const e of c.env ?? []) names.add(e.name);
+    expect([...names].filter((n) => !CHART_ENV_NAMES.includes(n))).toEqual([]);
+  });
+
+  it('LOG_LEVEL and LOG_FORMAT of every runtime container follow logging', () => {
+    for (const o of workloads(scenario).filter((x) => x.metadata.name !== 'rlmesh-crd-upgrade')) {
+      const env = podTemplate(o).spec.containers[0]!.env!;
+      expect(env.find((e) => e.name === 'LOG_LEVEL')?.value, o.metadata.name).toBe('debug');
+      expect(env.find((e) => e.name === 'LOG_FORMAT')?.value, o.metadata.name).toBe('text');
+    }
+  });
+});
+
+describe('podSecurity.arbitraryUid (OpenShift)', () => {
+  it('by default every pod runs as 65532:65532 with fsGroup 65532', () => {
+    for (const o of workloads(plain)) expect(podTemplate(o).spec.securityContext, o.metadata.name).toMatchObject({ runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, fsGroup: 65532 });
+  });
+
+  it('with it no pod or container sets a user, group or fsGroup, and the controller\'s config says so', () => {
+    const o = render([...gpuOn, '-f', join(CHART, 'ci/openshift-values.yaml')]);
+    for (const w of workloads(o)) {
+      const spec = podTemplate(w).spec;
+      for (const sc of [spec.securityContext ?? {}, ...spec.containers.map((c) => c.securityContext ?? {})]) {
+        expect(Object.keys(sc).filter((k) => ['runAsUser', 'runAsGroup', 'fsGroup'].includes(k)), w.metadata.name).toEqual([]);
+      }
+      expect(spec.securityContext?.runAsNonRoot, w.metadata.name).toBe(true);
+    }
+    const config = JSON.parse((o.get('ConfigMap/rlmesh-system/rlmesh-runtime-config')! as unknown as { data: Record<string, string> }).data['config.json']!) as { pods: { arbitraryUid: boolean } };
+    expect(config.pods.arbitraryUid).toBe(true);
+  });
+});
+
+describe('refusals: helm and knobErrors() say the same, naming the path', () => {
+  const cases: { name: string; values: Record<string, unknown>; path: string }[] = [
+    ...CHART_LABEL_KEYS.map((k) => ({ name: `commonLabels ${k}`, values: { commonLabels: { [k]: 'x' } }, path: `commonLabels.${k}` })),
+    { name: 'podLabels rlmesh.dev/metrics', values: { podLabels: { 'rlmesh.dev/metrics': 'false' } }, path: 'podLabels.rlmesh.dev/metrics' },
+    { name: 'podLabels key that is not a key', values: { podLabels: { 'a b': 'x' } }, path: 'podLabels.a b' },
+    { name: 'podAnnotations checksum/runtime-config', values: { podAnnotations: { 'checksum/runtime-config': 'x' } }, path: 'podAnnotations.checksum/runtime-config' },
+    ...CHART_ENV_NAMES.map((n) => ({ name: `agent.extraEnv ${n}`, values: { agent: { extraEnv: [{ name: n, value: 'x' }] } }, path: 'agent.extraEnv.0' })),
+    ...POD_BLOCKS.map((b) => ({ name: `${b}.extraEnv LOG_LEVEL`, values: b.split('.').reduceRight<Record<string, unknown>>((inner, k) => ({ [k]: inner }), { extraEnv: [{ name: 'OK', value: '1' }, { name: 'LOG_LEVEL', value: 'x' }] }), path: `${b}.extraEnv.1` })),
+    { name: 'extraEnv with value and valueFrom', values: { egress: { extraEnv: [{ name: 'X', value: '1', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }] } }, path: 'egress.extraEnv.0' },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const values = { joinToken: TOKEN, ...c.values };
+      const expected = crossFieldErrors(valuesObjectSchema.parse(values));
+      expect(expected.map((e) => e.path)).toEqual([c.path]);
+      const r = template(['-f', valuesFile(values)], { allowFail: true });
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toContain(`- ${expected[0]!.path}: ${expected[0]!.message}`);
+    });
+  }
+});
