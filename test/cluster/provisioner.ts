@@ -1,7 +1,18 @@
-// Test infrastructure: a dynamic provisioner for the local cluster's default
-// StorageClass. It watches claims the PV controller hands to it, creates a
+// Test infrastructure: a dynamic provisioner for the local cluster's
+// StorageClasses. It watches claims the PV controller hands to it, creates a
 // hostPath PersistentVolume pre-bound to each, and deletes Released volumes,
 // so PVCs go Pending -> Bound exactly as with a real CSI driver.
+//
+// Every real node shares this machine's filesystem, so a volume's folder is the
+// same on each, as an NFS export is for its clients. The class's parameter
+// rlmesh.dev/volume says what a claim gets (test/cluster/up makes one class of each):
+//   movable     (standard, the default) ReadWriteOnce, usable from any node, one at a time,
+//               as a cloud block volume that detaches and follows its pod
+//   node-local  (node-local) ReadWriteOnce, bound to the node the scheduler picked for the
+//               first consumer (WaitForFirstConsumer), as a local disk: lost with that node
+//   shared      (shared-rwx) ReadWriteMany, as NFS, CephFS or EFS
+// A claim for ReadWriteMany or ReadOnlyMany on a class without it is refused with an Event,
+// as a block storage driver refuses it.
 import { chmodSync, mkdirSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 
@@ -22,7 +33,14 @@ async function provision(pvc: k8s.V1PersistentVolumeClaim): Promise<void> {
   const className = pvc.spec?.storageClassName;
   if (!className) return;
   const sc = await storage.readStorageClass({ name: className });
+  const kind = sc.parameters?.['rlmesh.dev/volume'] ?? 'movable';
+  const accessModes = pvc.spec?.accessModes ?? ['ReadWriteOnce'];
   const pvName = `pvc-${pvc.metadata!.uid}`;
+  if (kind !== 'shared' && accessModes.some((m) => m === 'ReadWriteMany' || m === 'ReadOnlyMany')) {
+    return refuse(pvc, `StorageClass ${className} gives ${kind} ReadWriteOnce volumes, not ${accessModes.join(', ')}: use the class shared-rwx`);
+  }
+  const node = annotations['volume.kubernetes.io/selected-node'];
+  if (kind === 'node-local' && !node) return; // WaitForFirstConsumer: the scheduler names the node first
   // the kubelet applies no fsGroup to a hostPath volume: as local-path-provisioner does, the folder is
   // writable by every user, so pods running as a non-root user (the chart's run as 65532) can write to it
   const path = `${root}/${pvName}`;
@@ -34,19 +52,42 @@ async function provision(pvc: k8s.V1PersistentVolumeClaim): Promise<void> {
         metadata: { name: pvName, annotations: { 'pv.kubernetes.io/provisioned-by': PROVISIONER } },
         spec: {
           capacity: { storage: pvc.spec?.resources?.requests?.storage ?? '1Gi' },
-          accessModes: pvc.spec?.accessModes ?? ['ReadWriteOnce'],
+          accessModes,
           persistentVolumeReclaimPolicy: sc.reclaimPolicy ?? 'Delete',
           storageClassName: className,
           volumeMode: pvc.spec?.volumeMode ?? 'Filesystem',
           claimRef: { apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace: ns, name, uid: pvc.metadata!.uid! },
           hostPath: { path, type: 'Directory' },
+          ...(kind === 'node-local' ? { nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [node!] }] }] } } } : {}),
         },
       },
     });
-    console.log(`provisioned ${pvName} for ${ns}/${name}`);
+    console.log(`provisioned ${kind} ${pvName} for ${ns}/${name}${kind === 'node-local' ? ` on node ${node}` : ''}`);
   } catch (err) {
     if ((err as { code?: number }).code !== 409) console.error(`provisioning ${ns}/${name} failed: ${String(err)}`);
   }
+}
+
+const refused = new Set<string>();
+async function refuse(pvc: k8s.V1PersistentVolumeClaim, message: string): Promise<void> {
+  if (refused.has(pvc.metadata!.uid!)) return;
+  refused.add(pvc.metadata!.uid!);
+  const ns = pvc.metadata!.namespace!;
+  await core.createNamespacedEvent({
+    namespace: ns,
+    body: {
+      metadata: { generateName: `${pvc.metadata!.name}.`, namespace: ns },
+      involvedObject: { kind: 'PersistentVolumeClaim', apiVersion: 'v1', namespace: ns, name: pvc.metadata!.name!, uid: pvc.metadata!.uid! },
+      type: 'Warning',
+      reason: 'ProvisioningFailed',
+      message,
+      source: { component: PROVISIONER },
+      firstTimestamp: new Date(),
+      lastTimestamp: new Date(),
+      count: 1,
+    },
+  });
+  console.error(`refused ${ns}/${pvc.metadata!.name}: ${message}`);
 }
 
 async function reclaim(pv: k8s.V1PersistentVolume): Promise<void> {
