@@ -1,8 +1,9 @@
 import { defineConfig } from 'vitest/config';
 
-// Two projects: unit tests sit next to the code they test; integration tests
+// Three projects: unit tests sit next to the code they test; integration tests
 // under test/ run against the real local cluster that test/cluster/up starts
-// (the test toolkit's own tests in test/support and the cluster's forwarder test need no cluster: unit).
+// (the test toolkit's own tests in test/support and the cluster's forwarder test need no cluster: unit);
+// the multi-node suites under test/multi-node run on that cluster with two more real nodes.
 export default defineConfig({
   test: {
     projects: [
@@ -17,10 +18,20 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/support/*.test.ts', 'test/cluster/forward.test.ts'],
+          exclude: ['test/support/*.test.ts', 'test/cluster/forward.test.ts', 'test/multi-node/**'],
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 180_000,
           hookTimeout: 300_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          name: 'multi-node',
+          include: ['test/multi-node/**/*.test.ts'],
+          globalSetup: ['test/multi-node/global-setup.ts'],
+          testTimeout: 300_000,
+          hookTimeout: 600_000,
           fileParallelism: false,
         },
       },
