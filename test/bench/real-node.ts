@@ -9,8 +9,11 @@
 //     control plane, p50/p99, and the rate against the peer: the same pods
 //     (the controller's own pod spec) created by a bare `kubectl create` loop;
 //   - each chart pod's memory (its cgroup's usage and peak) against its limit.
+// With --nodes 3 it runs on three real nodes (real-1 and real-2 added for the
+// run, as the multi-node suites do) and also prints how the evaluations and the
+// controller's and the proxy's replicas spread over them.
 //
-//   node test/bench/real-node.ts [--sizes 1,20,100]   (needs test/cluster/up and node test/support/release.ts)
+//   node test/bench/real-node.ts [--sizes 1,20,100] [--nodes 1|3]   (needs test/cluster/up and node test/support/release.ts)
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +21,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { podCgroupDir, realNodes } from '../cluster/real-node.ts';
+import { ensureThreeRealNodes, stopExtraRealNodes } from '../support/multi-node.ts';
 import { cleanSlate, clusterRow, controlPlane, evaluation, evaluationImage, FINISHED, NS, releasedChart, runInstallCommand, Runtime, RUNS, smallEvaluation, submit, waitConnected, type Workload } from '../e2e/harness.ts';
 import { adminKubeConfig, clusterDir, kubectl, run } from '../support/cluster.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
@@ -26,23 +30,26 @@ import { until } from '../support/until.ts';
 const pct = (xs: number[], p: number) => [...xs].sort((x, y) => x - y)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 const rt = new Runtime();
-const { values } = parseArgs({ options: { sizes: { type: 'string', default: '1,20,100' } } });
+const { values } = parseArgs({ options: { sizes: { type: 'string', default: '1,20,100' }, nodes: { type: 'string', default: '1' } } });
 const SIZES = values.sizes.split(',').map(Number);
+const NODES = Number(values.nodes);
+if (NODES !== 1 && NODES !== 3) throw new Error(`--nodes ${values.nodes}: the benchmark runs on 1 real node (the local cluster's) or 3 (two added for the run)`);
 // small enough that 100 fit on the one real node beside the chart's pods (2 CPUs, 110 pods)
 const CPU = '10m';
 const MEMORY = '32Mi';
 const RUN_FOR = '2s';
 const BARE_NS = 'rlmesh-bench-bare';
 
-type Seen = { running: Map<string, number>; finished: Map<string, number>; first?: k8s.V1Pod; stop: () => void };
+type Seen = { running: Map<string, number>; finished: Map<string, number>; nodes: Map<string, string>; first?: k8s.V1Pod; stop: () => void };
 
 /** Watches a namespace's pods and notes when each one's container is first seen running (or already past it) and finished. */
 async function watchPods(namespace: string, keyOf: (pod: k8s.V1Pod) => string | undefined): Promise<Seen> {
-  const seen: Seen = { running: new Map(), finished: new Map(), stop: () => {} };
+  const seen: Seen = { running: new Map(), finished: new Map(), nodes: new Map(), stop: () => {} };
   const req = await new k8s.Watch(adminKubeConfig()).watch(`/api/v1/namespaces/${namespace}/pods`, {}, (_type, pod: k8s.V1Pod) => {
     const key = keyOf(pod);
     if (!key) return;
     seen.first ??= pod;
+    if (pod.spec?.nodeName) seen.nodes.set(key, pod.spec.nodeName);
     const state = pod.status?.containerStatuses?.[0]?.state;
     if ((state?.running || state?.terminated) && !seen.running.has(key)) seen.running.set(key, Date.now());
     if (pod.status?.phase === 'Succeeded' && !seen.finished.has(key)) seen.finished.set(key, Date.now());
@@ -51,7 +58,12 @@ async function watchPods(namespace: string, keyOf: (pod: k8s.V1Pod) => string | 
   return seen;
 }
 
-type AtOnce = { toRunning: number[]; toResult: number[]; rate: number; template: k8s.V1Pod };
+type AtOnce = { toRunning: number[]; toResult: number[]; rate: number; template: k8s.V1Pod; perNode: string };
+const perNode = (nodes: Map<string, string>): string => {
+  const counts = new Map<string, number>();
+  for (const n of nodes.values()) counts.set(n, (counts.get(n) ?? 0) + 1);
+  return [...counts].sort().map(([n, c]) => `${n} ${c}`).join(', ');
+};
 
 async function evaluationsAtOnce(cp: ControlPlane, clusterId: string, image: string, n: number): Promise<AtOnce> {
   const ids: string[] = [];
@@ -84,6 +96,7 @@ async function evaluationsAtOnce(cp: ControlPlane, clusterId: string, image: str
     toResult: ids.map((e) => done.get(e)! - submitted.get(e)!),
     rate: n / ((lastRunning - start) / 1000),
     template: pods.first!,
+    perNode: perNode(pods.nodes),
   };
 }
 
@@ -133,9 +146,11 @@ async function kubectlLoop(template: k8s.V1Pod, n: number): Promise<AtOnce> {
     toResult: names.map((x) => pods.finished.get(x)! - created.get(x)!),
     rate: n / ((lastRunning - start) / 1000),
     template,
+    perNode: perNode(pods.nodes),
   };
 }
 
+if (NODES === 3) await ensureThreeRealNodes();
 cleanSlate();
 const chart = releasedChart();
 const cp = await controlPlane(chart);
@@ -176,6 +191,7 @@ try {
       `  ${String(n).padStart(3)} at once, bare kubectl create loop: created -> container running p50 ${s(pct(bare.toRunning, 50))} p99 ${s(pct(bare.toRunning, 99))}; ` +
         `-> pod Succeeded p50 ${s(pct(bare.toResult, 50))} p99 ${s(pct(bare.toResult, 99))}; ${bare.rate.toFixed(2)} running/s`,
       `      rate platform / bare loop ${ratio.toFixed(2)}x (goal >= 0.8x: ${ratio >= 0.8 ? 'met' : 'not met'})`,
+      ...(NODES > 1 ? [`      on the nodes, platform: ${ours.perNode}; bare loop: ${bare.perNode}`] : []),
     );
   }
 
@@ -191,7 +207,10 @@ try {
     }
   }
 
-  console.log('\nreal node: the chart as it ships, on one real node (2 CPUs shared with the control plane and the tests)');
+  const spread = (['controller', 'egress'] as Workload[]).map((w) => `${w} on ${rt.pods(w).map((p) => p.spec.nodeName).sort().join(', ')}`).join('; ');
+  console.log(NODES === 1
+    ? '\nreal node: the chart as it ships, on one real node (2 CPUs shared with the control plane and the tests)'
+    : `\nreal nodes: the chart as it ships, on three real nodes (sharing this machine's 2 CPUs with the control plane); replicas: ${spread}`);
   console.log(`  agent pod start -> Connected, image cached      ${cached.map(s).join(', ')}`);
   console.log(`  helm install -> all pods Ready, agent Connected, runtime image not in containerd  ${s(firstInstall)}`);
   console.log(`  evaluations of the test image (each runs ${RUN_FOR}, requests ${CPU} CPU and ${MEMORY}); rate = N / (first submission -> last container running)`);
@@ -200,4 +219,5 @@ try {
 } finally {
   await cp.stop();
   cleanSlate();
+  if (NODES === 3) await stopExtraRealNodes();
 }
