@@ -14,7 +14,6 @@
 // controller's and the proxy's replicas spread over them.
 //
 //   node test/bench/real-node.ts [--sizes 1,20,100] [--nodes 1|3]   (needs test/cluster/up and node test/support/release.ts)
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -130,7 +129,7 @@ async function kubectlLoop(template: k8s.V1Pod, n: number): Promise<AtOnce> {
     // the peer: an operator's shell loop, one `kubectl create` per pod; each pod's clock starts as its kubectl starts
     for (const name of names) {
       created.set(name, Date.now());
-      const r = spawnSync('kubectl', ['create', '-f', join(dir, `${name}.json`)], { encoding: 'utf8' });
+      const r = run('kubectl', ['create', '-f', join(dir, `${name}.json`)]);
       if (r.status !== 0) throw new Error(`kubectl create ${name}: ${r.stderr}`);
     }
     await until(`${n} bare containers to run`, () => (pods.running.size >= n ? true : undefined), { timeoutMs: 600_000, intervalMs: 100 });
