@@ -87,9 +87,19 @@ describe('access-modes', () => {
   it('warns on RWO with several nodes with the exact values to set, naming an RWX class when one exists', () => {
     const r = accessModesVerdict(['ReadWriteOnce'], [node('a'), node('b')], [sc('std', 'x', true), sc('shared', 'nfs.csi.k8s.io')], '');
     expect(r.verdict).toBe('warn');
-    expect(r.fix).toBe('To use every node, set storage.className=shared and artifactCache.storage.sharedPvc.accessModes=[ReadWriteMany].');
+    expect(r.fix).toBe('To run evaluations with artifacts on every node, set storage.className=shared and artifactCache.storage.sharedPvc.accessModes=[ReadWriteMany].');
+    expect(r.found).toContain('every evaluation that needs artifacts runs on the one node that holds the cache volume, and one asking for what that node lacks (GPUs, more cpu or memory than it has, a placement that excludes it) fails as CacheNodeCannotRun');
+    expect(r.found).not.toContain('differ in GPUs');
     const noRwx = accessModesVerdict(['ReadWriteOnce'], [node('a'), node('b')], [sc('std', 'x', true)], '');
     expect(noRwx.fix).toContain('storage.className=<an RWX StorageClass');
+  });
+  it('names the GPU nodes when the nodes differ in GPUs: evaluations needing GPUs and artifacts fail unless the cache lands there', () => {
+    const nodes = [node('cpu-0'), node('cpu-1'), node('gpu-0', { gpus: { 'nvidia.com/gpu': '8' } }), node('arm-0', { arch: 'arm64', gpus: { 'nvidia.com/gpu': '4' } })];
+    const r = accessModesVerdict(['ReadWriteOnce'], nodes, [], '');
+    expect(r.verdict).toBe('warn');
+    expect(r.found).toContain('the nodes differ in GPUs (gpu-0: nvidia.com/gpu 8; 2 without), so evaluations that need GPUs and artifacts fail unless the cache lands on a node with enough of them');
+    const alike = accessModesVerdict(['ReadWriteOnce'], [node('g0', { gpus: { 'nvidia.com/gpu': '8' } }), node('g1', { gpus: { 'nvidia.com/gpu': '8' } })], [], '');
+    expect(alike.found).not.toContain('differ in GPUs');
   });
   it('passes on one node or on ReadWriteMany', () => {
     expect(accessModesVerdict(['ReadWriteOnce'], [node('a'), node('b', { arch: 'arm64' })], [], '').verdict).toBe('pass');
