@@ -11,7 +11,7 @@ import { storedProbeVerdict } from './checks/network-policy.ts';
 import { architectureVerdict } from './checks/node-architecture.ts';
 import { outboundVerdict } from './checks/outbound.ts';
 import { helmReleaseChart, installationVerdict } from './checks/single-installation.ts';
-import { storageClassVerdict } from './checks/storage-class.ts';
+import { spoolClassVerdict, storageClassVerdict, withSpool } from './checks/storage-class.ts';
 import { caBundleFinding, pullSecretFinding, referencedObjectsVerdict, type Seen } from './checks/referenced-objects.ts';
 import { exitCode, formatJson, formatTable, summaryLine } from './format.ts';
 import { matchesNodeSelectorTerms, matchesSelector, selectorString } from './label-selector.ts';
@@ -80,6 +80,32 @@ describe('storage-class', () => {
   it('passes on a dynamic default or a named class', () => {
     expect(storageClassVerdict([sc('std', 'pd.csi.storage.gke.io', true)], '').verdict).toBe('pass');
     expect(storageClassVerdict([sc('nfs', 'nfs.csi.k8s.io')], 'nfs').verdict).toBe('pass');
+  });
+});
+
+describe('storage-class: the agent spool', () => {
+  const classes = [sc('std', 'ebs.csi.aws.com', true), sc('shared', 'efs.csi.aws.com'), sc('manual', 'kubernetes.io/no-provisioner')];
+  it('says nothing more when the spool follows a block class or the default', () => {
+    expect(spoolClassVerdict(classes, '', '')).toBeUndefined();
+    expect(spoolClassVerdict(classes, 'std', '')).toBeUndefined();
+  });
+  it('warns when the spool follows storage.className onto a ReadWriteMany class, naming the default block class to set', () => {
+    const r = spoolClassVerdict(classes, 'shared', '')!;
+    expect(r.verdict).toBe('warn');
+    expect(r.found).toContain('follows storage.className onto shared (provisioner efs.csi.aws.com), a ReadWriteMany class');
+    expect(r.fix).toBe('Set agent.spool.storageClassName=std on a new install (an existing spool keeps its class; chart README, "Several nodes").');
+    const joined = withSpool(storageClassVerdict(classes, 'shared'), r);
+    expect(joined).toMatchObject({ verdict: 'warn', fix: r.fix });
+    expect(joined.found).toContain('storage.className shared');
+  });
+  it('judges a spool class of its own: missing or manual fails, ReadWriteMany warns, block passes', () => {
+    expect(spoolClassVerdict(classes, 'shared', 'gp3')).toMatchObject({ verdict: 'fail', found: expect.stringContaining('agent.spool.storageClassName is gp3, but the cluster has no such StorageClass') });
+    expect(spoolClassVerdict(classes, 'shared', 'manual')!.verdict).toBe('fail');
+    expect(spoolClassVerdict(classes, '', 'shared')!.verdict).toBe('warn');
+    const ok = spoolClassVerdict(classes, 'shared', 'std')!;
+    expect(ok.verdict).toBe('pass');
+    expect(withSpool(storageClassVerdict(classes, 'shared'), ok)).toMatchObject({ verdict: 'pass', fix: 'Nothing to do.' });
+    expect(withSpool(storageClassVerdict(classes, 'shared'), spoolClassVerdict(classes, 'shared', 'gp3')).verdict).toBe('fail');
   });
 });
 

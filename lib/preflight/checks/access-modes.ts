@@ -3,24 +3,11 @@
 import type * as k8s from '@kubernetes/client-node';
 import { listNodes, nameList, nodeName, usableNodes } from '../kube.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
-import { listStorageClasses } from './storage-class.ts';
+import { isRwxProvisioner, listStorageClasses } from './storage-class.ts';
 
 const GPU_RESOURCES = ['nvidia.com/gpu', 'amd.com/gpu'];
 
 const ID = 'access-modes';
-
-// Provisioners known to give ReadWriteMany volumes.
-const RWX_PROVISIONERS = [
-  'nfs.csi.k8s.io',
-  'cephfs.csi.ceph.com',
-  'efs.csi.aws.com',
-  'filestore.csi.storage.gke.io',
-  'file.csi.azure.com',
-  'kubernetes.io/azure-file',
-  'nfs-subdir-external-provisioner',
-  'driver.longhorn.io',
-];
-const isRwxProvisioner = (p: string): boolean => RWX_PROVISIONERS.some((known) => p === known || p.endsWith(`/${known}`) || p.includes('nfs'));
 
 export function accessModesVerdict(accessModes: string[], nodes: k8s.V1Node[], classes: k8s.V1StorageClass[], className: string): CheckResult {
   const usable = usableNodes(nodes).map(nodeName);
