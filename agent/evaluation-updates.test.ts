@@ -32,6 +32,15 @@ describe('evaluation status → updates', () => {
     expect(timestampDate(sent[1]!.observedAt!).toISOString()).toBe('2026-01-01T00:00:05.000Z');
   });
 
+  it("sends a controller's refusal as it is: CacheNodeCannotRun reaches the platform with its message", async () => {
+    const { sent, see, settle } = await tracker();
+    const message = 'the artifact cache rlmesh-artifact-cache is ReadWriteOnce, … node real-0 can never run this one: no nvidia.com/gpu (1 asked). To run …';
+    see({ phase: 'Failed', reason: 'CacheNodeCannotRun', message });
+    await settle();
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({ phase: 'Failed', reason: 'CacheNodeCannotRun', message });
+  });
+
   it('adds nothing when Running was seen, or when the evaluation never started', async () => {
     const seen = await tracker();
     seen.see({ phase: 'Running', reason: 'Started', podName: 'p', nodeName: 'n1', startTime: '2026-01-01T00:00:05Z' });

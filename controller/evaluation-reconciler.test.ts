@@ -3,9 +3,10 @@
 // that vanishes before the status names it is lost, never created twice.
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import type { CoreV1Api, CustomObjectsApi, ObjectCache, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, CustomObjectsApi, ObjectCache, V1Node, V1Pod } from '@kubernetes/client-node';
 import type { RLMeshCache, RLMeshEvaluation } from '../lib/crds/types.ts';
 import { EvaluationReconciler } from './evaluation-reconciler.ts';
+import type { CacheNodeReader } from './cache-node-reader.ts';
 import type { EventRecorder } from './events.ts';
 import { createMetrics } from './metrics.ts';
 import type { FenceDecision } from './network-fence.ts';
@@ -27,9 +28,11 @@ type WorldOptions = {
   refuseCreate?: () => Error | undefined;
   /** the operator's pull Secrets and what their check says */
   pulls?: { names: string[]; check: () => Promise<PullSecretVerdict> };
+  /** a ReadWriteOnce cache held by node real-0, which reads as this (undefined: gone or not readable) */
+  rwoCacheNode?: { node: V1Node | undefined };
 };
 
-function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined, pulls }: WorldOptions = {}) {
+function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined, pulls, rwoCacheNode }: WorldOptions = {}) {
   const evaluations = cache<RLMeshEvaluation>();
   const pods = cache<V1Pod>();
   const caches = cache<RLMeshCache>();
@@ -79,9 +82,13 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
     events: recorder,
     metrics: createMetrics(),
     log: pino({ level: 'silent' }),
+    ...(rwoCacheNode ? { cacheNodes: { get: async (name: string) => (calls.push(`get node ${name}`), rwoCacheNode.node) } as unknown as CacheNodeReader } : {}),
     settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs, startDeadlineSeconds, networkFence: fence,
       ...(pulls ? { extraPullSecrets: pulls.names, pullSecretCheck: pulls.check } : {}) },
   });
+  if (rwoCacheNode) {
+    caches.items.set('c', { apiVersion: 'rlmesh.dev/v1alpha1', kind: 'RLMeshCache', metadata: { name: 'c' }, spec: { pvcName: 'rlmesh-artifact-cache', namespace: NS, accessModes: ['ReadWriteOnce'] }, status: { nodeName: 'real-0' } } as RLMeshCache);
+  }
   evaluations.items.set('e1', {
     apiVersion: 'rlmesh.dev/v1alpha1',
     kind: 'RLMeshEvaluation',
@@ -105,6 +112,41 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
 }
 
 describe('EvaluationReconciler', () => {
+  describe('a ReadWriteOnce cache on a node that can never run the evaluation', () => {
+    const artifacts = [{ name: 'policy.pt', sha256: 'a'.repeat(64), sizeBytes: 1, source: { httpsUrlSecretRef: { name: 'e1-sources', key: 'url.policy.pt' } } }];
+    const cpuNode: V1Node = { metadata: { name: 'real-0', labels: { 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' } }, status: { allocatable: { cpu: '2', memory: '8Gi' } } };
+    const wants = (w: ReturnType<typeof world>, spec: Partial<RLMeshEvaluation['spec']>): void => {
+      Object.assign(w.evaluations.items.get('e1')!.spec, spec);
+    };
+
+    it('fails it at once, before its artifacts arrive, as CacheNodeCannotRun naming the node, what it lacks and the fix; no pod', async () => {
+      const w = world({ rwoCacheNode: { node: cpuNode } });
+      wants(w, { artifacts, resources: { gpu: { count: 1, vendor: 'nvidia' } } });
+      expect(await w.reconciler.reconcile(KEY)).toBeUndefined();
+      expect(w.calls).toEqual(['get node real-0', 'status Failed/CacheNodeCannotRun']);
+      expect(w.status()).toMatchObject({ phase: 'Failed', reason: 'CacheNodeCannotRun' });
+      expect(w.status()!.message).toMatch(/node real-0, .* no nvidia\.com\/gpu \(1 asked\)\. To run evaluations with artifacts on every node, set storage\.className to a ReadWriteMany StorageClass and artifactCache\.storage\.sharedPvc\.accessModes=\[ReadWriteMany\]$/);
+      expect(w.status()!.conditions!.find((c) => c.type === 'Completed')).toMatchObject({ status: 'True', reason: 'CacheNodeCannotRun' });
+      expect(w.events).toEqual(['CacheNodeCannotRun']);
+    });
+
+    it('waits for the artifacts as usual when the node could run it, or is not known', async () => {
+      for (const node of [cpuNode, undefined]) {
+        const w = world({ rwoCacheNode: { node } });
+        wants(w, { artifacts, resources: { cpu: '2', memory: '8Gi' } });
+        await w.reconciler.reconcile(KEY);
+        expect(w.calls).toEqual(['get node real-0', 'status Fetching/Fetching']);
+      }
+    });
+
+    it('does not read the node for an evaluation without artifacts: it is not pinned', async () => {
+      const w = world({ rwoCacheNode: { node: cpuNode } });
+      wants(w, { resources: { gpu: { count: 1, vendor: 'nvidia' } } });
+      await w.reconciler.reconcile(KEY);
+      expect(w.calls).toEqual(['create pod']);
+    });
+  });
+
   it('creates no pod while the fence is closed: Waiting with its reason, then the pod once it opens', async () => {
     let decision: FenceDecision = { start: false, message: 'NetworkPolicy enforcement has not been seen: no' };
     const w = world({ fence: () => decision });

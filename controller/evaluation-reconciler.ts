@@ -41,6 +41,8 @@ import { PULL_SECRET_REASON, type PullSecretVerdict } from './pull-secrets.ts';
 import type { WorkResult } from './work-queue.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
 import { NO_PLACEMENT, placementConflict, type ClusterPlacement } from '../lib/evaluation-placement.ts';
+import { CACHE_NODE_CANNOT_RUN, cacheNodeCannotRunMessage, cacheNodeShortfalls } from './cache-node-fit.ts';
+import type { CacheNodeReader } from './cache-node-reader.ts';
 
 export type ReconcilerSettings = {
   namespace: string;
@@ -77,6 +79,8 @@ export type ReconcilerDeps = {
   metrics: Metrics;
   log: Logger;
   settings: ReconcilerSettings;
+  /** reads the node of a ReadWriteOnce cache; absent: no fit check, the start deadline bounds the wait */
+  cacheNodes?: CacheNodeReader;
 };
 
 const WARNING_PHASES = new Set(['Waiting', 'Failed']);
@@ -183,6 +187,11 @@ export class EvaluationReconciler {
     const conflict = !ev.status?.podName && !this.#created.has(key) ? placementConflict(s.placement ?? NO_PLACEMENT, ev.spec.placement?.nodeSelector) : undefined;
     if (conflict) {
       return this.#write(ev, { phase: 'Failed', reason: conflict.reason, message: conflict.message, conditions: [{ type: 'Completed', status: 'True', reason: conflict.reason, message: conflict.message }] });
+    }
+    // before the artifacts arrive: a pod that could only go to a node that can never run it is not worth waiting for
+    const cannotRun = !ev.status?.podName && !this.#created.has(key) ? await this.#cacheNodeCannotRun(ev) : undefined;
+    if (cannotRun) {
+      return this.#write(ev, { phase: 'Failed', reason: CACHE_NODE_CANNOT_RUN, message: cannotRun, conditions: [{ type: 'Completed', status: 'True', reason: CACHE_NODE_CANNOT_RUN, message: cannotRun }] });
     }
     if (artifacts.length > 0) {
       const a = ev.status?.artifacts;
@@ -315,6 +324,19 @@ export class EvaluationReconciler {
         throw err;
       }
     }
+  }
+
+  /** Why the node of a ReadWriteOnce cache can never run this evaluation, or undefined when it can (or is not known). */
+  async #cacheNodeCannotRun(ev: RLMeshEvaluation): Promise<string | undefined> {
+    const s = this.#d.settings;
+    const cache = this.#d.caches.get(s.cacheName);
+    const pvcName = cache?.spec.pvcName ?? s.pvcName;
+    const nodeName = cacheNodeOf(ev, { cache: { pvcName, accessModes: cache?.spec.accessModes ?? s.accessModes, ...(cache?.status?.nodeName ? { nodeName: cache.status.nodeName } : {}) } });
+    if (!nodeName || !this.#d.cacheNodes) return undefined;
+    const node = await this.#d.cacheNodes.get(nodeName);
+    if (!node) return undefined;
+    const lacks = cacheNodeShortfalls(node, ev, s.placement ?? NO_PLACEMENT);
+    return lacks.length > 0 ? cacheNodeCannotRunMessage(pvcName, nodeName, lacks) : undefined;
   }
 
   async #finished(ev: RLMeshEvaluation, pod: V1Pod | undefined): Promise<WorkResult> {

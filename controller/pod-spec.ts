@@ -66,7 +66,7 @@ export function cacheIsShared(accessModes: readonly string[]): boolean {
 }
 
 /** The node a pod is pinned to because it mounts the ReadWriteOnce cache there; undefined when it is not pinned. */
-export function cacheNodeOf(ev: RLMeshEvaluation, s: PodSettings): string | undefined {
+export function cacheNodeOf(ev: RLMeshEvaluation, s: Pick<PodSettings, 'cache'>): string | undefined {
   return (ev.spec.artifacts?.length ?? 0) > 0 && !cacheIsShared(s.cache.accessModes) ? s.cache.nodeName : undefined;
 }
 

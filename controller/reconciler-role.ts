@@ -4,6 +4,7 @@
 // probe without whose word no evaluation pod starts (controller/network-fence.ts).
 import { EvaluationReconciler } from './evaluation-reconciler.ts';
 import { EventRecorder } from './events.ts';
+import { CacheNodeReader } from './cache-node-reader.ts';
 import { EVALUATION } from '../lib/crds/types.ts';
 import { keyOf } from './informers.ts';
 import { defaultProbeTargets, gateTargets, GATE_GRACE_SECONDS, startNetworkPolicyProbeLoop, storedProbe } from './network-policy-probe.ts';
@@ -70,6 +71,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
     pods: pods.cache,
     caches: caches.cache,
     events: new EventRecorder(core, 'rlmesh-cluster-controller', c.identity, log),
+    cacheNodes: new CacheNodeReader({ core, log }),
     metrics,
     log,
     settings: {

@@ -80,7 +80,7 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
     imageRegistries: { kind: 'uniqueList', items: [{ scalar: 'controlPlane.registryHost' }, { list: 'evaluations.extraRegistries' }] },
   }),
   network: object({ dnsPeers: v('network.dnsPeers'), dnsPorts: v('network.dnsPorts') }),
-  storage: object({ className: v('storage.className') }),
+  storage: object({ className: v('storage.className'), spoolClassName: v('agent.spool.storageClassName') }),
   // the probe runs the controller's image (it carries lib/preflight/netprobe.ts)
   preflight: object({ networkPolicyProbe: object({ enabled: v('preflight.networkPolicyProbe.enabled'), image: { kind: 'helper', name: 'probeImage' } }) }),
   evaluations: object({

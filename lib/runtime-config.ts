@@ -133,7 +133,8 @@ export const runtimeConfigSchema = z
       })
       .strict()
       .optional(),
-    storage: z.object({ className: z.string() }).strict().optional(),
+    // spoolClassName: agent.spool.storageClassName; absent in configs rendered before it existed (the spool followed className)
+    storage: z.object({ className: z.string(), spoolClassName: z.string().optional() }).strict().optional(),
     preflight: z
       .object({
         // image: the runtime image (it carries lib/preflight/netprobe.ts); empty: the probe cannot run and says so

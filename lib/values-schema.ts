@@ -470,7 +470,7 @@ export const valuesObjectSchema = z
           .max(253)
           .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a StorageClass name or empty' })
           .default('')
-          .describe('StorageClass for the artifact cache and agent spool; empty: the default StorageClass. Must be an RWX class for ReadWriteMany.'),
+          .describe('StorageClass for the artifact cache (and the agent spool unless agent.spool.storageClassName names another); empty: the default StorageClass. Must be an RWX class for ReadWriteMany.'),
       })
       .strict()
       .default({ className: '' }),
@@ -506,7 +506,17 @@ export const valuesObjectSchema = z
     agent: z
       .object({
         spool: z
-          .object({ size: quantity('PVC size').default('10Gi').describe('Size of the agent spool PVC rlmesh-agent-spool (removed on uninstall).') })
+          .object({
+            size: quantity('PVC size').default('10Gi').describe('Size of the agent spool PVC rlmesh-agent-spool (removed on uninstall).'),
+            storageClassName: z
+              .string()
+              .max(253)
+              .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a StorageClass name or empty' })
+              .default('')
+              .describe(
+                "StorageClass of the agent spool PVC rlmesh-agent-spool, a single-writer journal: name a block-storage class (e.g. gp3, pd-balanced, managed-csi) that can attach on another node, so the agent comes back elsewhere after a node loss; not a ReadWriteMany class (NFS, EFS, Filestore's 1 TiB minimum) and not a node-local disk. Empty: the class of storage.className, as before this value existed, so an upgrade never changes the class of an existing spool, which Kubernetes refuses. Changing it on an existing install needs the PVC deleted first (chart README, \"Several nodes\").",
+              ),
+          })
           .strict()
           .prefault({}),
         reportNodeSelector: z

@@ -42,7 +42,7 @@ describe('preflight settings', () => {
       artifactCache: { storage: { sharedPvc: { accessModes: ['ReadWriteMany'] } } },
       gpuFeatureDiscovery: { enabled: false },
       network: { dnsPeers: [{ ipBlock: { cidr: '169.254.20.10/32' } }], dnsPorts: [5353] },
-      agent: { reportNodeSelector: 'pool=gpu' },
+      agent: { reportNodeSelector: 'pool=gpu', spool: { storageClassName: 'gp3' } },
       preflight: { networkPolicyProbe: { enabled: false } },
       controlPlane: { apiHost: 'api.staging.example.com', registryHost: 'registry.staging.example.com' },
     });

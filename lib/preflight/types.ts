@@ -24,6 +24,8 @@ export type PreflightSettings = {
   namespace: string;
   runsNamespace: string;
   storageClassName: string;
+  /** agent.spool.storageClassName; empty: the spool follows storageClassName */
+  spoolStorageClassName: string;
   accessModes: string[];
   gpuFeatureDiscovery: boolean;
   /** GPU discovery's required node terms (gpuFeatureDiscovery.affinity); empty: every linux/amd64 node */

@@ -11,7 +11,7 @@ import { storedProbeVerdict } from './checks/network-policy.ts';
 import { architectureVerdict } from './checks/node-architecture.ts';
 import { outboundVerdict } from './checks/outbound.ts';
 import { helmReleaseChart, installationVerdict } from './checks/single-installation.ts';
-import { storageClassVerdict } from './checks/storage-class.ts';
+import { spoolClassVerdict, storageClassVerdict, withSpool } from './checks/storage-class.ts';
 import { caBundleFinding, pullSecretFinding, referencedObjectsVerdict, type Seen } from './checks/referenced-objects.ts';
 import { exitCode, formatJson, formatTable, summaryLine } from './format.ts';
 import { matchesNodeSelectorTerms, matchesSelector, selectorString } from './label-selector.ts';
@@ -83,13 +83,49 @@ describe('storage-class', () => {
   });
 });
 
+describe('storage-class: the agent spool', () => {
+  const classes = [sc('std', 'ebs.csi.aws.com', true), sc('shared', 'efs.csi.aws.com'), sc('manual', 'kubernetes.io/no-provisioner')];
+  it('says nothing more when the spool follows a block class or the default', () => {
+    expect(spoolClassVerdict(classes, '', '')).toBeUndefined();
+    expect(spoolClassVerdict(classes, 'std', '')).toBeUndefined();
+  });
+  it('warns when the spool follows storage.className onto a ReadWriteMany class, naming the default block class to set', () => {
+    const r = spoolClassVerdict(classes, 'shared', '')!;
+    expect(r.verdict).toBe('warn');
+    expect(r.found).toContain('follows storage.className onto shared (provisioner efs.csi.aws.com), a ReadWriteMany class');
+    expect(r.fix).toBe('Set agent.spool.storageClassName=std on a new install (an existing spool keeps its class; chart README, "Several nodes").');
+    const joined = withSpool(storageClassVerdict(classes, 'shared'), r);
+    expect(joined).toMatchObject({ verdict: 'warn', fix: r.fix });
+    expect(joined.found).toContain('storage.className shared');
+  });
+  it('judges a spool class of its own: missing or manual fails, ReadWriteMany warns, block passes', () => {
+    expect(spoolClassVerdict(classes, 'shared', 'gp3')).toMatchObject({ verdict: 'fail', found: expect.stringContaining('agent.spool.storageClassName is gp3, but the cluster has no such StorageClass') });
+    expect(spoolClassVerdict(classes, 'shared', 'manual')!.verdict).toBe('fail');
+    expect(spoolClassVerdict(classes, '', 'shared')!.verdict).toBe('warn');
+    const ok = spoolClassVerdict(classes, 'shared', 'std')!;
+    expect(ok.verdict).toBe('pass');
+    expect(withSpool(storageClassVerdict(classes, 'shared'), ok)).toMatchObject({ verdict: 'pass', fix: 'Nothing to do.' });
+    expect(withSpool(storageClassVerdict(classes, 'shared'), spoolClassVerdict(classes, 'shared', 'gp3')).verdict).toBe('fail');
+  });
+});
+
 describe('access-modes', () => {
   it('warns on RWO with several nodes with the exact values to set, naming an RWX class when one exists', () => {
     const r = accessModesVerdict(['ReadWriteOnce'], [node('a'), node('b')], [sc('std', 'x', true), sc('shared', 'nfs.csi.k8s.io')], '');
     expect(r.verdict).toBe('warn');
-    expect(r.fix).toBe('To use every node, set storage.className=shared and artifactCache.storage.sharedPvc.accessModes=[ReadWriteMany].');
+    expect(r.fix).toBe('To run evaluations with artifacts on every node, set storage.className=shared and artifactCache.storage.sharedPvc.accessModes=[ReadWriteMany].');
+    expect(r.found).toContain('every evaluation that needs artifacts runs on the one node that holds the cache volume, and one asking for what that node lacks (GPUs, more cpu or memory than it has, a placement that excludes it) fails as CacheNodeCannotRun');
+    expect(r.found).not.toContain('differ in GPUs');
     const noRwx = accessModesVerdict(['ReadWriteOnce'], [node('a'), node('b')], [sc('std', 'x', true)], '');
     expect(noRwx.fix).toContain('storage.className=<an RWX StorageClass');
+  });
+  it('names the GPU nodes when the nodes differ in GPUs: evaluations needing GPUs and artifacts fail unless the cache lands there', () => {
+    const nodes = [node('cpu-0'), node('cpu-1'), node('gpu-0', { gpus: { 'nvidia.com/gpu': '8' } }), node('arm-0', { arch: 'arm64', gpus: { 'nvidia.com/gpu': '4' } })];
+    const r = accessModesVerdict(['ReadWriteOnce'], nodes, [], '');
+    expect(r.verdict).toBe('warn');
+    expect(r.found).toContain('the nodes differ in GPUs (gpu-0: nvidia.com/gpu 8; 2 without), so evaluations that need GPUs and artifacts fail unless the cache lands on a node with enough of them');
+    const alike = accessModesVerdict(['ReadWriteOnce'], [node('g0', { gpus: { 'nvidia.com/gpu': '8' } }), node('g1', { gpus: { 'nvidia.com/gpu': '8' } })], [], '');
+    expect(alike.found).not.toContain('differ in GPUs');
   });
   it('passes on one node or on ReadWriteMany', () => {
     expect(accessModesVerdict(['ReadWriteOnce'], [node('a'), node('b', { arch: 'arm64' })], [], '').verdict).toBe('pass');

@@ -78,6 +78,7 @@ const cases: Case[] = [
   { name: 'topologySpread with no topology key', values: { ...T, egress: { topologySpread: { topologyKeys: [] } } }, path: 'egress.topologySpread.topologyKeys' },
   { name: 'toleration with an unknown effect', values: { ...T, egress: { tolerations: [{ key: 'a', effect: 'Sometimes' }] } }, path: 'egress.tolerations.0.effect' },
   { name: 'storage.className that is not a name', values: { ...T, storage: { className: 'Fast SSD' } }, path: 'storage.className' },
+  { name: 'agent.spool.storageClassName that is not a name', values: { ...T, agent: { spool: { storageClassName: 'Block_SSD' } } }, path: 'agent.spool.storageClassName' },
   { name: 'ServiceMonitor and PodMonitor both on', values: { ...T, metrics: { serviceMonitor: { enabled: true }, podMonitor: { enabled: true } } }, path: 'metrics.podMonitor.enabled' },
   { name: 'gpuFeatureDiscovery.enabled not a boolean', values: { ...T, gpuFeatureDiscovery: { enabled: 'yes' } }, path: 'gpuFeatureDiscovery.enabled' },
   { name: 'controller replicas zero', values: { ...T, controller: { replicas: 0 } }, path: 'controller.replicas' },

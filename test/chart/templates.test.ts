@@ -209,7 +209,16 @@ describe('objects', () => {
       storageClassName: 'nfs-rwx',
       resources: { requests: { storage: '500Gi' } },
     });
-    expect(get(rwx, 'PersistentVolumeClaim', SYS, 'rlmesh-agent-spool').spec).toMatchObject({ storageClassName: 'nfs-rwx', resources: { requests: { storage: '20Gi' } } });
+    // agent.spool.storageClassName unset: the spool follows storage.className, as installs made before the value existed have it
+    expect(get(rwx, 'PersistentVolumeClaim', SYS, 'rlmesh-agent-spool').spec).toEqual({ accessModes: ['ReadWriteOnce'], storageClassName: 'nfs-rwx', resources: { requests: { storage: '20Gi' } } });
+    expect(get(objs, 'PersistentVolumeClaim', SYS, 'rlmesh-agent-spool').spec).toEqual({ accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Gi' } } });
+    const split = render(['-f', join(CHART, 'ci/rwx-cache-block-spool-values.yaml')]);
+    expect(get(split, 'PersistentVolumeClaim', RUNS, 'rlmesh-artifact-cache').spec).toMatchObject({ accessModes: ['ReadWriteMany'], storageClassName: 'nfs-rwx' });
+    expect(get(split, 'PersistentVolumeClaim', SYS, 'rlmesh-agent-spool').spec).toEqual({ accessModes: ['ReadWriteOnce'], storageClassName: 'gp3', resources: { requests: { storage: '10Gi' } } });
+    // its own class without storage.className: the cache on the default class, the spool on its own
+    const own = render([...token, '--set', 'agent.spool.storageClassName=premium-rwo']);
+    expect(get(own, 'PersistentVolumeClaim', SYS, 'rlmesh-agent-spool').spec).toMatchObject({ storageClassName: 'premium-rwo' });
+    expect(get(own, 'PersistentVolumeClaim', RUNS, 'rlmesh-artifact-cache').spec).not.toHaveProperty('storageClassName');
     const cache = get(objs, 'RLMeshCache', '', 'default');
     expect(cache.apiVersion).toBe('rlmesh.dev/v1alpha1');
     expect(cache.spec).toEqual({ pvcName: 'rlmesh-artifact-cache', namespace: RUNS, accessModes: ['ReadWriteOnce'] });

@@ -223,18 +223,37 @@ describe('node architecture', () => {
 });
 
 describe('RWO vs RWX placement', () => {
-  it('pins pods that mount a ReadWriteOnce cache to its node, and lets them run anywhere with ReadWriteMany', async () => {
-    const elsewhere = {
-      artifacts: [{ name: 'policy.pt', sha256: artifact.sha256, sizeBytes: artifact.data.length, source: { httpsUrl: server.url('/policy.pt') } }],
-      placement: { nodeSelector: { 'kubernetes.io/hostname': 'kwok-cpu-1' } },
-    };
-    await createEvaluation(env, evaluation('rwo-elsewhere', elsewhere, { duration: '500ms' }));
-    const stuck = await waitForPhase(env, 'rwo-elsewhere', ['Waiting']);
-    expect(stuck.status!.reason).toBe('Unschedulable');
-    expect(stuck.status!.message).toMatch(/didn't match Pod's node affinity\/selector/);
+  const artifacts = () => [{ name: 'policy.pt', sha256: artifact.sha256, sizeBytes: artifact.data.length, source: { httpsUrl: server.url('/policy.pt') } }];
+  const FIX = 'set storage.className to a ReadWriteMany StorageClass and artifactCache.storage.sharedPvc.accessModes=[ReadWriteMany]';
 
-    // the reconciler's cache informer re-runs Waiting evaluations on a cache change: once rwo-elsewhere
-    // (still Waiting) was reconciled again, the reconciler has seen ReadWriteMany
+  it('fails at once, as CacheNodeCannotRun, what the ReadWriteOnce cache node (kwok-cpu-0: 16 cpu, no GPU) can never run; no pod is made', async () => {
+    const cases = [
+      { name: 'rwo-gpu', spec: { resources: { gpu: { count: 1, vendor: 'nvidia' as const } } }, lacks: 'no nvidia.com/gpu (1 asked)' },
+      { name: 'rwo-cpu', spec: { resources: { cpu: '64' } }, lacks: 'cpu 64 asked, 16 allocatable' },
+      { name: 'rwo-elsewhere', spec: { placement: { nodeSelector: { 'kubernetes.io/hostname': 'kwok-cpu-1' } } }, lacks: "label kubernetes.io/hostname is not kwok-cpu-1 (the platform's node selector)" },
+    ];
+    for (const c of cases) await createEvaluation(env, evaluation(c.name, { ...c.spec, artifacts: artifacts() }, { duration: '500ms' }));
+    for (const c of cases) {
+      const failed = await waitForPhase(env, c.name, ['Failed', 'Succeeded', 'Running']);
+      expect(failed.status).toMatchObject({ phase: 'Failed', reason: 'CacheNodeCannotRun' });
+      expect(failed.status!.message).toContain('runs only on node kwok-cpu-0, which holds the volume, and kwok-cpu-0 can never run this one: ');
+      expect(failed.status!.message).toContain(c.lacks);
+      expect(failed.status!.message).toContain(FIX);
+      expect(failed.status!.conditions!.find((x) => x.type === 'Completed')).toMatchObject({ status: 'True', reason: 'CacheNodeCannotRun' });
+      expect(await getPod(env, `rle-${c.name}`)).toBeUndefined();
+      const event = (await eventsFor(env, c.name)).find((e) => e.reason === 'CacheNodeCannotRun');
+      expect(event?.type).toBe('Warning');
+    }
+    // busy is not impossible: what fits kwok-cpu-0's allocatable runs there, and a GPU evaluation without artifacts is not pinned (gpu-fail above)
+    await createEvaluation(env, evaluation('rwo-fits', { resources: { cpu: '2' }, artifacts: artifacts() }, { duration: '500ms' }));
+    expect((await waitForPhase(env, 'rwo-fits', ['Succeeded', 'Failed'])).status).toMatchObject({ phase: 'Succeeded', nodeName: 'kwok-cpu-0' });
+  });
+
+  it('lets pods that mount a ReadWriteMany cache run anywhere', async () => {
+    // an evaluation that waits: the reconciler's cache informer re-runs Waiting evaluations on a cache change,
+    // so once it was reconciled again after the patch, the reconciler has seen ReadWriteMany
+    await createEvaluation(env, evaluation('rwx-witness', { resources: { gpu: { count: 16, vendor: 'nvidia' } } }));
+    await waitForPhase(env, 'rwx-witness', ['Waiting']);
     const reconciles = () => metric(reconciler, 'rlmesh_controller_reconciles_total{queue="evaluations"');
     const before = await reconciles();
     await env.custom.patchClusterCustomObject(
@@ -242,7 +261,8 @@ describe('RWO vs RWX placement', () => {
       MERGE_PATCH,
     );
     await until('the reconciler to re-run the Waiting evaluation on the cache change', async () => (await reconciles()) > before);
-    await patchEvaluation('rwo-elsewhere', { spec: { cancelled: true } });
+    await patchEvaluation('rwx-witness', { spec: { cancelled: true } });
+    const elsewhere = { artifacts: artifacts(), placement: { nodeSelector: { 'kubernetes.io/hostname': 'kwok-cpu-1' } } };
     await createEvaluation(env, evaluation('rwx-elsewhere', elsewhere, { duration: '500ms' }));
     const done = await waitForPhase(env, 'rwx-elsewhere', ['Succeeded', 'Failed']);
     expect(done.status).toMatchObject({ phase: 'Succeeded', nodeName: 'kwok-cpu-1' });

@@ -60,7 +60,10 @@ export function rbacManifests(sys: string, runs: string, suffix: string): object
       { apiGroups: [''], resources: ['services'], resourceNames: ['rlmesh-egress-proxy'], verbs: ['get'] },
     ]),
     bind('Role', RECONCILER_SA, sys, RECONCILER_SA, sys),
-    clusterRole(`${suffix}-reconciler`, [{ apiGroups: [GROUP], resources: ['rlmeshcaches'], verbs: ['get', 'list', 'watch'] }]),
+    clusterRole(`${suffix}-reconciler`, [
+      { apiGroups: [GROUP], resources: ['rlmeshcaches'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['nodes'], verbs: ['get'] },
+    ]),
     bind('ClusterRole', `${suffix}-reconciler`, undefined, RECONCILER_SA, sys),
     // cache filler: evaluations (read, status.artifacts), the S3 credential Secrets, the cache object
     role(FILLER_SA, runs, [

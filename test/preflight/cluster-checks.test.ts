@@ -103,12 +103,15 @@ describe('access-modes', () => {
     expect(nodes.length).toBeGreaterThan(1);
     expect(r.verdict).toBe('warn');
     expect(r.found).toContain(`artifact cache [ReadWriteOnce] with ${nodes.length} schedulable nodes`);
-    expect(r.fix).toMatch(/^To use every node, set storage\.className=.+ and artifactCache\.storage\.sharedPvc\.accessModes=\[ReadWriteMany\]\.$/);
+    expect(r.fix).toMatch(/^To run evaluations with artifacts on every node, set storage\.className=.+ and artifactCache\.storage\.sharedPvc\.accessModes=\[ReadWriteMany\]\.$/);
+    // kwok-gpu-0 has 8 GPUs, the CPU nodes none: the cache's node may lack what GPU evaluations ask for
+    expect(r.found).toContain('fails as CacheNodeCannotRun');
+    expect(r.found).toMatch(/the nodes differ in GPUs \(.*kwok-gpu-0: nvidia\.com\/gpu 8.*; \d+ without\)/);
   });
   it('names an RWX-capable StorageClass in the values to set when the cluster has one', async () => {
     apply('{"apiVersion":"storage.k8s.io/v1","kind":"StorageClass","metadata":{"name":"rlmesh-pf-nfs"},"provisioner":"nfs.csi.k8s.io"}');
     const r = await checkAccessModes(context({ nodeSelector: `type=kwok,!${TEST_LABEL}` }));
-    expect(r.fix).toBe('To use every node, set storage.className=rlmesh-pf-nfs and artifactCache.storage.sharedPvc.accessModes=[ReadWriteMany].');
+    expect(r.fix).toBe('To run evaluations with artifacts on every node, set storage.className=rlmesh-pf-nfs and artifactCache.storage.sharedPvc.accessModes=[ReadWriteMany].');
   });
   it('passes with ReadWriteMany, and with ReadWriteOnce on a single node', async () => {
     expect((await checkAccessModes(context({ accessModes: ['ReadWriteMany'], storageClassName: 'rlmesh-pf-nfs' }))).verdict).toBe('pass');

@@ -58,6 +58,7 @@
 {{- $_ := set $o0 "network" $o9 }}
 {{- $o10 := dict }}
 {{- $_ := set $o10 "className" $v.storage.className }}
+{{- $_ := set $o10 "spoolClassName" $v.agent.spool.storageClassName }}
 {{- $_ := set $o0 "storage" $o10 }}
 {{- $o11 := dict }}
 {{- $o12 := dict }}

@@ -3,22 +3,11 @@
 import type * as k8s from '@kubernetes/client-node';
 import { listNodes, nameList, nodeName, usableNodes } from '../kube.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
-import { listStorageClasses } from './storage-class.ts';
+import { isRwxProvisioner, listStorageClasses } from './storage-class.ts';
+
+const GPU_RESOURCES = ['nvidia.com/gpu', 'amd.com/gpu'];
 
 const ID = 'access-modes';
-
-// Provisioners known to give ReadWriteMany volumes.
-const RWX_PROVISIONERS = [
-  'nfs.csi.k8s.io',
-  'cephfs.csi.ceph.com',
-  'efs.csi.aws.com',
-  'filestore.csi.storage.gke.io',
-  'file.csi.azure.com',
-  'kubernetes.io/azure-file',
-  'nfs-subdir-external-provisioner',
-  'driver.longhorn.io',
-];
-const isRwxProvisioner = (p: string): boolean => RWX_PROVISIONERS.some((known) => p === known || p.endsWith(`/${known}`) || p.includes('nfs'));
 
 export function accessModesVerdict(accessModes: string[], nodes: k8s.V1Node[], classes: k8s.V1StorageClass[], className: string): CheckResult {
   const usable = usableNodes(nodes).map(nodeName);
@@ -31,14 +20,30 @@ export function accessModesVerdict(accessModes: string[], nodes: k8s.V1Node[], c
   }
   const rwx = classes.filter((c) => isRwxProvisioner(c.provisioner)).map((c) => c.metadata?.name ?? '');
   const target = rwx[0] ?? '<an RWX StorageClass, e.g. NFS, CephFS, EFS, Filestore or Azure Files>';
+  const gpus = gpuNodes(usableNodes(nodes));
   return {
     id: ID,
     verdict: 'warn',
     found:
-      `artifact cache ${modes} with ${usable.length} schedulable nodes (${nameList(usable)}): every evaluation pod must run on the one node that holds the cache volume` +
+      `artifact cache ${modes} with ${usable.length} schedulable nodes (${nameList(usable)}): every evaluation that needs artifacts runs on the one node that holds the cache volume, ` +
+      'and one asking for what that node lacks (GPUs, more cpu or memory than it has, a placement that excludes it) fails as CacheNodeCannotRun' +
+      (gpus ? `; the nodes differ in GPUs (${gpus}), so evaluations that need GPUs and artifacts fail unless the cache lands on a node with enough of them` : '') +
       (rwx.length ? `; ReadWriteMany-capable StorageClasses: ${rwx.join(', ')}` : '; no StorageClass with a known ReadWriteMany provisioner'),
-    fix: `To use every node, set storage.className=${target} and artifactCache.storage.sharedPvc.accessModes=[ReadWriteMany].`,
+    fix: `To run evaluations with artifacts on every node, set storage.className=${target} and artifactCache.storage.sharedPvc.accessModes=[ReadWriteMany].`,
   };
+}
+
+/** "gpu-a: nvidia.com/gpu 8, …" when the nodes' GPUs are not all alike; undefined when they are. */
+function gpuNodes(nodes: k8s.V1Node[]): string | undefined {
+  const gpusOf = (n: k8s.V1Node): string =>
+    GPU_RESOURCES
+      .filter((r) => Number(n.status?.allocatable?.[r] ?? 0) > 0)
+      .map((r) => `${r} ${n.status!.allocatable![r]}`)
+      .join(', ');
+  const all = nodes.map((n) => ({ name: nodeName(n), gpus: gpusOf(n) }));
+  if (new Set(all.map((n) => n.gpus)).size <= 1) return undefined;
+  const withGpus = all.filter((n) => n.gpus !== '');
+  return `${nameList(withGpus.map((n) => `${n.name}: ${n.gpus}`))}; ${all.length - withGpus.length} without`;
 }
 
 export async function checkAccessModes(ctx: PreflightContext): Promise<CheckResult> {
