@@ -61,6 +61,8 @@ describe('the spec\'s multi-node install: a ReadWriteMany artifact cache', () =>
     const pvc = JSON.parse(kubectl(['-n', RUNS, 'get', 'pvc', 'rlmesh-artifact-cache', '-o', 'json']).stdout) as { spec: { storageClassName: string; accessModes: string[] }; status: { phase: string } };
     expect(pvc.spec).toMatchObject({ storageClassName: SHARED_CLASS, accessModes: ['ReadWriteMany'] });
     expect(pvc.status.phase).toBe('Bound');
+    // the agent's spool follows storage.className unless agent.spool.storageClassName names another class
+    expect(kubectl(['-n', NS, 'get', 'pvc', 'rlmesh-agent-spool', '-o', 'jsonpath={.spec.storageClassName}']).stdout).toBe(SHARED_CLASS);
     // two replicas each, spread by the chart's topologySpreadConstraints: never both on one node
     for (const w of ['controller', 'egress'] as const) {
       const nodes = nodesOf(rt.pods(w) as Pod[]);
