@@ -36,6 +36,7 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
   const evaluations = cache<RLMeshEvaluation>();
   const pods = cache<V1Pod>();
   const caches = cache<RLMeshCache>();
+  const nodes = cache<V1Node>();
   // what the API server holds, apart from the informers' view
   const server = new Map<string, V1Pod>();
   const calls: string[] = [];
@@ -79,6 +80,7 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
     evaluations,
     pods,
     caches,
+    nodes,
     events: recorder,
     metrics: createMetrics(),
     log: pino({ level: 'silent' }),
@@ -108,7 +110,7 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
   const createdAgo = (ms: number): void => {
     evaluations.items.get('e1')!.metadata.creationTimestamp = new Date(Date.now() - ms).toISOString();
   };
-  return { reconciler, calls, events, evaluations, server, pods, podIs, createdAgo, running, done, status: () => evaluations.items.get('e1')!.status };
+  return { reconciler, calls, events, evaluations, server, pods, nodes, podIs, createdAgo, running, done, status: () => evaluations.items.get('e1')!.status };
 }
 
 describe('EvaluationReconciler', () => {
@@ -217,6 +219,30 @@ describe('EvaluationReconciler', () => {
     await w.reconciler.reconcile(KEY);
     expect(w.calls).toEqual(['create pod', 'get pod', 'status Pending/PodCreated']);
     expect(w.status()?.podName).toBe('rle-e1');
+  });
+
+  it('fails a running evaluation as NodeLost once its node stops reporting, and stops its pod', async () => {
+    const w = world();
+    await w.reconciler.reconcile(KEY);
+    w.podIs({ phase: 'Running', startTime: new Date(), containerStatuses: [w.running] }, 'n1');
+    await w.reconciler.reconcile(KEY);
+    w.nodes.items.set('n1', { metadata: { name: 'n1' }, status: { conditions: [{ type: 'Ready', status: 'Unknown', message: 'Kubelet stopped posting node status.' }] } });
+    await w.reconciler.reconcile(KEY);
+    expect(w.calls).toEqual(['create pod', 'status Running/Started', 'status Failed/NodeLost', 'delete pod']);
+    expect(w.status()).toMatchObject({ phase: 'Failed', reason: 'NodeLost', nodeName: 'n1', startTime: '2026-01-01T00:00:05.000Z', message: expect.stringContaining('node n1 stopped reporting') });
+    expect(w.events).toEqual(['PodCreated', 'Started', 'NodeLost']);
+  });
+
+  it('reports an evicted pod as Evicted, not as the exit code the kubelet stopped it with', async () => {
+    const w = world();
+    await w.reconciler.reconcile(KEY);
+    w.podIs({ phase: 'Running', startTime: new Date(), containerStatuses: [w.running] }, 'n1');
+    await w.reconciler.reconcile(KEY);
+    const killed = { ...w.done, state: { terminated: { exitCode: 143, startedAt: new Date('2026-01-01T00:00:05Z'), finishedAt: new Date() } } };
+    w.podIs({ phase: 'Failed', containerStatuses: [killed], conditions: [{ type: 'DisruptionTarget', status: 'True', reason: 'EvictionByEvictionAPI', message: 'Eviction API: evicting' }] }, 'n1');
+    await w.reconciler.reconcile(KEY);
+    expect(w.calls).toEqual(['create pod', 'status Running/Started', 'status Failed/Evicted']);
+    expect(w.status()).toMatchObject({ phase: 'Failed', reason: 'Evicted', message: expect.stringContaining('kubectl drain') });
   });
 
   it('fails as PodLost, never creating it again, when the pod vanishes before the status names it', async () => {

@@ -8,7 +8,7 @@
 // informer's add queues the key again, and that reconcile writes the status
 // from the pod as it then is, so steps that happen meanwhile (scheduled,
 // started, even finished) cost one write, not one each.
-import type { CoreV1Api, CustomObjectsApi, ObjectCache, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, CustomObjectsApi, ObjectCache, V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
   EVALUATION,
@@ -37,6 +37,7 @@ import { MERGE_PATCH, isConflict, isNotFound, isRbacDenial } from '../lib/kube-e
 import type { Metrics } from './metrics.ts';
 import { buildEvaluationPod, cacheNodeOf, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
 import { NOT_ENFORCED_REASON, type FenceDecision } from './network-fence.ts';
+import { podDisruption } from './pod-disruption.ts';
 import { PULL_SECRET_REASON, type PullSecretVerdict } from './pull-secrets.ts';
 import type { WorkResult } from './work-queue.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
@@ -75,6 +76,8 @@ export type ReconcilerDeps = {
   evaluations: ObjectCache<RLMeshEvaluation>;
   pods: ObjectCache<V1Pod>;
   caches: ObjectCache<RLMeshCache>;
+  /** the cluster's nodes, for pods whose node was lost; without it, only the pods' own conditions say so */
+  nodes?: ObjectCache<V1Node>;
   events: EventRecorder;
   metrics: Metrics;
   log: Logger;
@@ -152,6 +155,26 @@ export class EvaluationReconciler {
   }
 
   async #followPod(ev: RLMeshEvaluation, pod: V1Pod): Promise<WorkResult> {
+    const nodeName = pod.spec?.nodeName;
+    const disruption = podDisruption(pod, nodeName ? this.#d.nodes?.get(nodeName) : undefined);
+    if (disruption) {
+      const { reason, message } = disruption;
+      const { podName, nodeName: node, startTime } = observePod(pod, ev);
+      const conflict = await this.#write(ev, {
+        podName,
+        nodeName: node,
+        startTime,
+        phase: 'Failed',
+        reason,
+        message,
+        finishTime: new Date().toISOString(),
+        conditions: [{ type: 'Completed', status: 'True', reason, message }],
+      });
+      if (conflict) return conflict;
+      // on a lost node the pod stays Terminating until the node returns or is deleted; its quota is freed after its grace period
+      if (!podFinished(pod) && !pod.metadata?.deletionTimestamp) await this.#deletePod(pod, reason);
+      return;
+    }
     let obs = observePod(pod, ev);
     if ((ev.spec.artifacts?.length ?? 0) > 0 && ev.status?.artifacts?.state === 'Ready') {
       obs.conditions = [...(obs.conditions ?? []), { type: 'ArtifactsReady', status: 'True', reason: 'Cached', message: `${ev.spec.artifacts!.length} artifact(s) in the cache` }];

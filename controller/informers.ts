@@ -1,5 +1,5 @@
 // The controller's informers: evaluations in the runs namespace, the cluster's
-// RLMeshCache objects, and the pods the controller manages; each change goes to
+// RLMeshCache objects, the pods the controller manages and the nodes' Ready conditions; each change goes to
 // one callback with its verb, and each informer has the watch watchdog.
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -13,6 +13,16 @@ export type Verb = 'add' | 'update' | 'delete';
 export type EvaluationObject = RLMeshEvaluation & k8s.KubernetesObject;
 export type CacheObject = RLMeshCache & k8s.KubernetesObject;
 export type PodObject = k8s.V1Pod & k8s.KubernetesObject;
+export type NodeObject = k8s.V1Node & k8s.KubernetesObject;
+
+/** What the controller needs of a node: its name and Ready condition (a large cluster's nodes carry much more). */
+function trimNode(o: unknown): NodeObject {
+  const n = o as k8s.V1Node;
+  return {
+    metadata: { name: n.metadata?.name },
+    status: { conditions: (n.status?.conditions ?? []).filter((c) => c.type === 'Ready') },
+  } as NodeObject;
+}
 
 export const keyOf = (o: { metadata?: { namespace?: string; name?: string } }): string => `${o.metadata?.namespace}/${o.metadata?.name}`;
 
@@ -30,7 +40,7 @@ export class ControllerInformers {
   }
 
   #start<T extends k8s.KubernetesObject>(
-    opts: Pick<Parameters<typeof startInformer<T>>[0], 'name' | 'path' | 'list' | 'labelSelector'>,
+    opts: Pick<Parameters<typeof startInformer<T>>[0], 'name' | 'path' | 'list' | 'labelSelector' | 'trim'>,
     onChange: (obj: T, verb: Verb) => void,
   ): Informer<T> {
     const i = startInformer<T>({ kc: this.#o.kc, log: this.#o.log, watchSilenceMs: this.#o.watchSilenceMs, ...(this.#o.metrics ? { metrics: this.#o.metrics } : {}), ...opts });
@@ -52,6 +62,16 @@ export class ControllerInformers {
       name: CACHE.plural,
       path: `/apis/${GROUP}/${VERSION}/${CACHE.plural}`,
       list: (page) => this.#custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: CACHE.plural, ...page }) as Promise<Page<CacheObject>>,
+    }, onChange);
+  }
+
+  /** the cluster's nodes, trimmed to their Ready condition: pods on a node that stopped reporting are lost */
+  nodes(onChange: (node: NodeObject, verb: Verb) => void): Informer<NodeObject> {
+    return this.#start<NodeObject>({
+      name: 'nodes',
+      path: '/api/v1/nodes',
+      list: (page) => this.#core.listNode(page),
+      trim: trimNode,
     }, onChange);
   }
 

@@ -1,7 +1,9 @@
-// The reconciler role, once it leads: informers on evaluations, their pods and
-// the caches; one work queue turning each evaluation into its pod, status,
+// The reconciler role, once it leads: informers on evaluations, their pods, the
+// caches and the nodes; one work queue turning each evaluation into its pod, status,
 // Events, deadline, cancellation and garbage collection; and the NetworkPolicy
-// probe without whose word no evaluation pod starts (controller/network-fence.ts).
+// probe without whose word no evaluation pod starts (controller/network-fence.ts);
+// and the check that says when the agent waits for its spool on a lost node.
+import { startAgentSpoolCheck } from './agent-spool-check.ts';
 import { EvaluationReconciler } from './evaluation-reconciler.ts';
 import { EventRecorder } from './events.ts';
 import { CacheNodeReader } from './cache-node-reader.ts';
@@ -13,6 +15,7 @@ import { resolveProxyUrl } from './proxy-address.ts';
 import { DEFAULT_START_DEADLINE_SECONDS } from '../lib/runtime-config.ts';
 import { meteredQueue, type RoleContext } from './role-context.ts';
 import { PULL_SECRET_REASON, PullSecretCheck } from './pull-secrets.ts';
+import { lostNode } from './pod-disruption.ts';
 
 export async function startReconcilerRole(c: RoleContext): Promise<void> {
   const { core, custom, config, kc, log, metrics, flags } = c;
@@ -38,8 +41,16 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
     }
   });
   const caches = c.informers.caches(() => requeueWaiting());
-  c.onStop(() => evaluations.stop(), () => pods.stop(), () => caches.stop(), () => q.stop());
-  await Promise.all([evaluations.synced, pods.synced, caches.synced]);
+  // a node that stopped reporting takes its pods' evaluations with it: each is looked at again
+  const nodes = c.informers.nodes((node) => {
+    if (!lostNode(node)) return;
+    for (const pod of pods.cache.list(runs)) {
+      const owner = pod.spec?.nodeName === node.metadata?.name ? pod.metadata?.ownerReferences?.find((o) => o.kind === EVALUATION.kind) : undefined;
+      if (owner) q.add(`${pod.metadata?.namespace}/${owner.name}`);
+    }
+  });
+  c.onStop(() => evaluations.stop(), () => pods.stop(), () => caches.stop(), () => nodes.stop(), () => q.stop());
+  await Promise.all([evaluations.synced, pods.synced, caches.synced, nodes.synced]);
   // no evaluation pod starts until the probe has seen NetworkPolicy enforced; then each waits in
   // an init container until its own policies are in place
   const probe = config.preflight?.networkPolicyProbe;
@@ -70,6 +81,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
     evaluations: evaluations.cache,
     pods: pods.cache,
     caches: caches.cache,
+    nodes: nodes.cache,
     events: new EventRecorder(core, 'rlmesh-cluster-controller', c.identity, log),
     cacheNodes: new CacheNodeReader({ core, log }),
     metrics,
@@ -94,6 +106,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
   q.start();
   for (const ev of evaluations.cache.list(runs)) q.add(keyOf(ev));
   log.info({ namespace: runs }, 'evaluation reconciler started');
+  c.onStop(startAgentSpoolCheck({ core, namespace: config.namespace, nodes: nodes.cache, log }));
   // preflight: does the CNI enforce NetworkPolicy? (result read by the agent's preflight)
   if (probe?.enabled) {
     const stop = startNetworkPolicyProbeLoop({

@@ -689,6 +689,36 @@ function shimSockets(pid: number | undefined): string[] {
 }
 
 /**
+ * Kills a real node as a machine dies: every process of its cgroup (kubelet,
+ * containerd, kube-proxy, kube-router, the shims and the containers) gets
+ * SIGKILL, and its veth is cut, so its pod addresses answer nothing. Its Node
+ * object stays, as a dead machine's does, for the node lifecycle controller to
+ * find; stopRealNode later removes what is left (it reads the pod namespaces
+ * recorded here, whose processes are gone).
+ */
+export async function killRealNode(name: string, dir = clusterDir()): Promise<void> {
+  const nodeDir = join(nodesDir(dir), name);
+  if (!existsSync(join(nodeDir, 'node.json'))) throw new Error(`no real node ${name} to kill (${nodeDir}/node.json missing)`);
+  const node = JSON.parse(readFileSync(join(nodeDir, 'node.json'), 'utf8')) as RealNode;
+  writeFileSync(join(nodeDir, 'killed-pod-netns'), netnsOf(cgroupPids(node.cgroup)).join('\n'));
+  ip('link', 'set', node.hostVeth, 'down');
+  const daemons = ['kubelet', 'containerd', 'kube-proxy', 'kube-router'].map((d) => readPid(join(nodeDir, 'pids', d)));
+  for (let round = 0; round < 100; round++) {
+    const pids = [...cgroupPids(node.cgroup), ...daemons.filter((p): p is number => p !== undefined)].filter(alive);
+    if (pids.length === 0) return;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    await sleep(100);
+  }
+  throw new Error(`killing real node ${name}: processes still running in cgroup ${node.cgroup}: ${cgroupPids(node.cgroup).filter(alive).join(' ')}`);
+}
+
+/**
  * Stops a real node: its pods go first through the kubelet when the apiserver
  * answers, then every process under its cgroup is killed by pid; what the
  * kubelet and containerd mounted is unmounted; the pod namespaces, the node
@@ -722,7 +752,8 @@ export async function stopRealNode(name: string, opts: { keepHostNetwork?: boole
     process.kill(kubeletPid, 'SIGTERM');
     await until('the kubelet to exit', () => !alive(kubeletPid), { timeoutMs: 10_000 }).catch(() => {});
   }
-  const podNetns = netnsOf(cgroupPids(node.cgroup));
+  const killed = join(dir, 'killed-pod-netns');
+  const podNetns = [...new Set([...netnsOf(cgroupPids(node.cgroup)), ...(existsSync(killed) ? readFileSync(killed, 'utf8').split('\n').filter(Boolean) : [])])];
   for (let round = 0; round < 100; round++) {
     const pids = cgroupPids(node.cgroup).filter(alive);
     if (kubeletPid && alive(kubeletPid)) pids.push(kubeletPid);

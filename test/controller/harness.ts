@@ -58,11 +58,14 @@ export function rbacManifests(sys: string, runs: string, suffix: string): object
     role(RECONCILER_SA, sys, [
       ...lease('rlmesh-cluster-controller'),
       { apiGroups: [''], resources: ['services'], resourceNames: ['rlmesh-egress-proxy'], verbs: ['get'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+      { apiGroups: [''], resources: ['persistentvolumeclaims'], resourceNames: ['rlmesh-agent-spool'], verbs: ['get'] },
     ]),
     bind('Role', RECONCILER_SA, sys, RECONCILER_SA, sys),
     clusterRole(`${suffix}-reconciler`, [
       { apiGroups: [GROUP], resources: ['rlmeshcaches'], verbs: ['get', 'list', 'watch'] },
-      { apiGroups: [''], resources: ['nodes'], verbs: ['get'] },
+      { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['persistentvolumes'], verbs: ['get'] },
     ]),
     bind('ClusterRole', `${suffix}-reconciler`, undefined, RECONCILER_SA, sys),
     // cache filler: evaluations (read, status.artifacts), the S3 credential Secrets, the cache object

@@ -114,13 +114,28 @@ seccompProfile:
   type: RuntimeDefault
 {{- end }}
 
-{{/* Scheduling and pull Secrets of a component: .c is its values block */}}
+{{/*
+Scheduling and pull Secrets of a component: .c is its values block. .nodeLossSeconds, when
+set, is how long the pod stays bound to a node that stopped reporting (the not-ready and
+unreachable NoExecute taints) before it is evicted and started elsewhere, instead of the
+300 s the API server gives by default; a toleration of the operator's for either key wins.
+*/}}
 {{- define "rlmesh.podScheduling" -}}
 {{- with .c.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .c.tolerations }}
+{{- $tolerations := .c.tolerations | default list }}
+{{- if .nodeLossSeconds }}
+{{- $keys := list }}
+{{- range $tolerations }}{{ $keys = append $keys (.key | default "") }}{{ end }}
+{{- range list "node.kubernetes.io/not-ready" "node.kubernetes.io/unreachable" }}
+{{- if not (has . $keys) }}
+{{- $tolerations = append $tolerations (dict "key" . "operator" "Exists" "effect" "NoExecute" "tolerationSeconds" $.nodeLossSeconds) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
