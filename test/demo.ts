@@ -96,6 +96,7 @@ async function main(): Promise<void> {
   say('Look at it yourself');
   for (const c of [
     `export KUBECONFIG=${kubeconfig}`,
+    `export PATH=${info.bin}:$PATH   # kubectl and helm as the local cluster built them`,
     'kubectl -n rlmesh-system rollout status deployment/rlmesh-cluster-agent',
     'kubectl get rlmeshcaches',
     'kubectl -n rlmesh-runs get rlmeshevaluations,pods,pvc',
