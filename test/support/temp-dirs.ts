@@ -9,7 +9,8 @@
 // among them) create meanwhile; a folder of the run's own sees only the run.
 //
 // List it after any globalSetup that starts long-lived processes (test/cluster/up): those
-// must keep the machine's TMPDIR.
+// must keep the machine's TMPDIR. test/cluster/up and restart, run by a test, give the cluster's
+// processes the machine's TMPDIR again (RLMESH_MACHINE_TMPDIR).
 import { chmodSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,13 +19,17 @@ export const RUN_PREFIX = 'rlmesh-test-run-';
 
 export default function setup(): () => void {
   const previous = process.env.TMPDIR;
-  const dir = realpathSync(mkdtempSync(join(tmpdir(), RUN_PREFIX)));
+  const machine = tmpdir();
+  const dir = realpathSync(mkdtempSync(join(machine, RUN_PREFIX)));
   // like /tmp: programs the tests start under another user (squid runs as proxy) reach their folders
   chmodSync(dir, 0o1777);
   process.env.TMPDIR = dir;
+  // what test/cluster/up and restart give the cluster's processes, which outlive the run
+  process.env.RLMESH_MACHINE_TMPDIR = machine;
   return () => {
     if (previous === undefined) delete process.env.TMPDIR;
     else process.env.TMPDIR = previous;
+    delete process.env.RLMESH_MACHINE_TMPDIR;
     let left: string[] = [];
     try {
       left = readdirSync(dir);
