@@ -4,6 +4,8 @@ import { defineConfig } from 'vitest/config';
 // under test/ run against the real local cluster that test/cluster/up starts
 // (the test toolkit's own tests in test/support and the cluster's forwarder test need no cluster: unit);
 // the multi-node suites under test/multi-node run on that cluster with two more real nodes.
+// Unit and integration runs keep their temporary files in a folder of the run and fail when a
+// test leaves one behind (test/support/temp-dirs.ts).
 export default defineConfig({
   test: {
     projects: [
@@ -12,6 +14,7 @@ export default defineConfig({
           name: 'unit',
           include: ['{agent,controller,egress,controlplane,gpu-discovery,lib,cli,bin,scripts}/**/*.test.ts', 'test/support/*.test.ts', 'test/cluster/forward.test.ts'],
           testTimeout: 20_000,
+          globalSetup: ['test/support/temp-dirs.ts'],
         },
       },
       {
@@ -19,7 +22,8 @@ export default defineConfig({
           name: 'integration',
           include: ['test/**/*.test.ts'],
           exclude: ['test/support/*.test.ts', 'test/cluster/forward.test.ts', 'test/multi-node/**'],
-          globalSetup: ['test/support/global-setup.ts'],
+          // temp-dirs.ts after the cluster's setup: the cluster's processes keep the machine's TMPDIR
+          globalSetup: ['test/support/global-setup.ts', 'test/support/temp-dirs.ts'],
           testTimeout: 180_000,
           hookTimeout: 300_000,
           fileParallelism: false,

@@ -1,11 +1,11 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadAgentConfig } from './config.ts';
+import { tempDir } from '../test/support/temp.ts';
 
 const file = (content: unknown) => {
-  const f = join(mkdtempSync(join(tmpdir(), 'agent-cfg-')), 'config.json');
+  const f = join(tempDir('agent-cfg-'), 'config.json');
   writeFileSync(f, JSON.stringify(content));
   return f;
 };

@@ -1,6 +1,3 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { pino } from 'pino';
@@ -8,9 +5,10 @@ import { describe, expect, it } from 'vitest';
 import type { EvaluationUpdate } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { EvaluationStatus, trimEvaluation } from './evaluation-updates.ts';
 import { Spool } from './spool.ts';
+import { tempDir } from '../test/support/temp.ts';
 
 async function tracker(maxBytes = 1 << 20) {
-  const spool = await Spool.open(mkdtempSync(join(tmpdir(), 'evst-')), { maxBytes, log: pino({ level: 'silent' }) });
+  const spool = await Spool.open(tempDir('evst-'), { maxBytes, log: pino({ level: 'silent' }) });
   const sent: EvaluationUpdate[] = [];
   const status = new EvaluationStatus({ kc: new k8s.KubeConfig(), namespace: 'rlmesh-runs', spool, log: pino({ level: 'silent' }), watchSilenceMs: 1000, send: (u) => sent.push(u) });
   const see = (st: Record<string, unknown>) => status.observe('ev-1', trimEvaluation({ metadata: { name: 'ev-1', namespace: 'rlmesh-runs' }, spec: { evaluationId: 'ev-1' }, status: st }).status!);

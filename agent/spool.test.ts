@@ -1,9 +1,9 @@
-import { appendFileSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { appendFileSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { Spool, SpoolFullError } from './spool.ts';
+import { tempDir } from '../test/support/temp.ts';
 
 function logCapture() {
   const lines: { msg: string; level: number }[] = [];
@@ -11,7 +11,7 @@ function logCapture() {
   return { log, lines };
 }
 
-const dir = () => mkdtempSync(join(tmpdir(), 'spool-'));
+const dir = () => tempDir('spool-');
 const msg = (id: string, seq: number, phase: string) => ({ id, evaluationId: 'e', sequence: String(seq), phase });
 
 describe('spool', () => {

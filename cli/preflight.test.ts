@@ -1,9 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { preflight } from './preflight.ts';
+import { tempDir } from '../test/support/temp.ts';
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   const stdout = new PassThrough();
@@ -16,7 +16,7 @@ async function cli(args: string[]): Promise<{ code: number; out: string; err: st
   return { code, out, err };
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'rlmesh-preflight-cli-'));
+const dir = tempDir('rlmesh-preflight-cli-');
 const kubeconfig = join(dir, 'kubeconfig');
 writeFileSync(
   kubeconfig,

@@ -1,10 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { ClusterRange } from './classify-address.ts';
 import { followRangesFile, parseRangesFile } from './cluster-ranges-file.ts';
+import { tempDir } from '../test/support/temp.ts';
 
 describe('the cluster ranges file', () => {
   it('reads one CIDR per line, skipping comments, blanks and lines that are no usable range, each with its reason', () => {
@@ -15,7 +15,7 @@ describe('the cluster ranges file', () => {
   });
 
   it('is read at start and again whenever its text changes; missing or empty is a problem that keeps the ranges in use', async () => {
-    const file = join(mkdtempSync(join(tmpdir(), 'ranges-')), 'ranges');
+    const file = join(tempDir('ranges-'), 'ranges');
     const seen: string[][] = [];
     const f = await followRangesFile({ path: file, log: pino({ level: 'silent' }), intervalMs: 20, onChange: (r: ClusterRange[]) => seen.push(r.map((x) => x.cidr)) });
     expect(seen).toEqual([]);

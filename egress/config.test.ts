@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CLUSTER_RANGES_FILE, parseConfig } from './config.ts';
+import { tempDir } from '../test/support/temp.ts';
 
 describe('egress config', () => {
   it('runs from flags alone', () => {
@@ -15,7 +15,7 @@ describe('egress config', () => {
   });
 
   it('takes the allow-list, ports and ranges from the runtime config, and adds flags to them', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'egress-config-'));
+    const dir = tempDir('egress-config-');
     const file = join(dir, 'config.json');
     writeFileSync(file, JSON.stringify({
       controlPlane: {}, credentials: {}, observability: {}, gpuFeatureDiscovery: {}, artifactCache: {},
@@ -46,7 +46,7 @@ describe('egress config', () => {
   });
 
   function runtimeConfig(egress: Record<string, unknown>): string {
-    const dir = mkdtempSync(join(tmpdir(), 'egress-config-'));
+    const dir = tempDir('egress-config-');
     const file = join(dir, 'config.json');
     writeFileSync(file, JSON.stringify({
       controlPlane: {}, credentials: {}, observability: {}, gpuFeatureDiscovery: {}, artifactCache: {},
@@ -108,7 +108,7 @@ describe('egress config', () => {
   });
 
   it('takes the parent proxy from controlPlane.proxy, or from flags that replace it with their own credentials', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'egress-config-'));
+    const dir = tempDir('egress-config-');
     const file = join(dir, 'config.json');
     writeFileSync(file, JSON.stringify({
       controlPlane: { proxy: { url: 'http://proxy.corp.example:3128', noProxy: ['.corp.example'], credentialsDir: '/etc/rlmesh/proxy-credentials', credentialsSecret: 'corp-proxy' } },

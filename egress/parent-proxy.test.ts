@@ -12,11 +12,10 @@
 // startLoopbackProxy's resolver does for every name.
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import tls from 'node:tls';
@@ -34,6 +33,7 @@ import { parseConfig } from './config.ts';
 import { createMetrics, type EgressMetrics } from './metrics.ts';
 import { createProxy } from './proxy.ts';
 import { DestinationResolver } from './resolve-destination.ts';
+import { tempDir } from '../test/support/temp.ts';
 
 const STAND_IN = '198.18.0.1';
 // on the allow-list, resolved by the egress proxy's DNS server, and in Squid's hosts file
@@ -76,7 +76,7 @@ function writePassword(password: string): void {
 }
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-parent-proxy-'));
+  const dir = tempDir('rlmesh-parent-proxy-');
   const pair = selfSigned(dir);
   cert = pair.cert;
   tlsServer = https.createServer({ key: pair.key, cert: pair.cert }, (req, res) => res.end(`hello from ${req.headers.host}\n`));

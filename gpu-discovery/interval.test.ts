@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseIntervalSeconds } from './interval.ts';
+import { tempDir } from '../test/support/temp.ts';
 
 describe('--interval-seconds', () => {
   it('takes whole seconds', () => {
@@ -19,7 +19,7 @@ describe('--interval-seconds', () => {
 
   it('the program exits 2 at start-up instead of patching its node in a loop', async () => {
     // a kubeconfig whose API server is a closed loopback port: a loop would log one failed attempt after another
-    const dir = mkdtempSync(join(tmpdir(), 'gpu-discovery-'));
+    const dir = tempDir('gpu-discovery-');
     const kubeconfig = join(dir, 'kubeconfig');
     writeFileSync(kubeconfig, JSON.stringify({
       apiVersion: 'v1', kind: 'Config', 'current-context': 'c',

@@ -2,9 +2,8 @@
 // reference control plane, both on loopback: CONNECT tunnels for undici
 // requests and for HTTP/2, the access log naming each, and what a wrong
 // password or an unreachable proxy says.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { connect as http2Connect } from 'node:http2';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +12,7 @@ import { freePort } from '../test/support/free-port.ts';
 import { startSquid, type Squid } from '../test/support/squid.ts';
 import { OutboundProxy, ProxyTunnelError } from './outbound-proxy.ts';
 import { outboundVerdict, probeTls } from './preflight/checks/outbound.ts';
+import { tempDir } from '../test/support/temp.ts';
 
 // a name only Squid's hosts file knows: nothing here reaches it but through the proxy
 const CP_HOST = 'api.corporate-proxy.test';
@@ -23,7 +23,7 @@ let credentialsDir: string;
 let port: number;
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-proxy-'));
+  const dir = tempDir('rlmesh-proxy-');
   cp = await startTestControlPlane({ dir, tlsHosts: [CP_HOST] });
   port = cp.port;
   squid = await startSquid({ listen: { host: '127.0.0.1', port: await freePort() }, hosts: { [CP_HOST]: '127.0.0.1' } });

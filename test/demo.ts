@@ -2,11 +2,14 @@
 // Local cluster with a real node -> reference control plane -> chart from the
 // local OCI registry installed with a fresh join token -> the chart's pods as
 // real containers -> one evaluation of the test image, phase by phase.
+// The control plane keeps running after the demo, so that what the demo prints
+// at its end works: `./demo stop` (or test/cluster/down) stops it.
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { CONTROL_PLANE_HOST, controlPlane, evaluationImage, notReady, Runtime, smallEvaluation } from './e2e/harness.ts';
+import { CONTROL_PLANE_HOST, controlPlaneListen, evaluationImage, notReady, Runtime, smallEvaluation } from './e2e/harness.ts';
 import { clusterInfo, helm, kubectl } from './support/cluster.ts';
+import { startDemoControlPlane, stopDemoControlPlane } from './support/demo-control-plane.ts';
 import { releaseIsCurrent, releaseToLocalRegistry } from './support/release.ts';
 import { api, releasedChart, ROOT } from './support/runtime.ts';
 import { until } from './support/until.ts';
@@ -18,9 +21,6 @@ const detail = (text: string) => console.log(`    ${text}`);
 const rt = new Runtime();
 
 let stopControlPlane: (() => Promise<void>) | undefined;
-async function cleanup(): Promise<void> {
-  await stopControlPlane?.();
-}
 
 async function main(): Promise<void> {
   say('Starting the local Kubernetes cluster (real kube-apiserver, scheduler, controller-manager; a real node with kubelet, containerd, kube-proxy, kube-router and CoreDNS; kwok nodes)');
@@ -36,11 +36,11 @@ async function main(): Promise<void> {
   detail(`${chart.ref} --version ${chart.version}`);
 
   say(`Starting the reference control plane (HTTPS + gRPC on port 443 of the node bridge's host address; pods resolve ${CONTROL_PLANE_HOST} to it)`);
-  const cp = await controlPlane(chart, join(homedir(), '.cache/rlmesh-demo/controlplane')).catch((err: Error) => {
+  const cp = await startDemoControlPlane({ dataDir: join(homedir(), '.cache/rlmesh-demo/controlplane'), ...controlPlaneListen(chart) }).catch((err: Error) => {
     throw new Error(`${err.message}. Port 443 on the host's bridge address must be free (the chart's agent dials the API on 443); stop whatever listens there and run ./demo again`);
   });
   stopControlPlane = cp.stop;
-  detail(`${cp.url}; log ${cp.logFile}`);
+  detail(`${cp.url}; log ${cp.logFile}; it keeps running after the demo (pid ${cp.proc.pid})`);
 
   say('Connect your cluster: the control plane issues a single-use join token');
   const created = await api<{ clusterId: string; joinToken: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'demo' });
@@ -96,16 +96,22 @@ async function main(): Promise<void> {
   say('Look at it yourself');
   for (const c of [
     `export KUBECONFIG=${kubeconfig}`,
+    `export PATH=${info.bin}:$PATH   # kubectl and helm as the local cluster built them`,
     'kubectl -n rlmesh-system rollout status deployment/rlmesh-cluster-agent',
     'kubectl get rlmeshcaches',
     'kubectl -n rlmesh-runs get rlmeshevaluations,pods,pvc',
     `kubectl -n rlmesh-runs describe rlmeshevaluation ${evalId}`,
   ]) detail(c);
-  detail('The cluster keeps running; stop it with: test/cluster/down');
+  // TODO(issue 36, deliver 1): end the list with `rlmesh status` once the CLI has it
+  detail('The cluster and the control plane keep running: ./demo stop stops the control plane (the agent then reports it away); test/cluster/down stops both');
+}
+
+if (process.argv[2] === 'stop') {
+  console.log((await stopDemoControlPlane()) ? 'stopped the demo\'s control plane' : 'the demo\'s control plane is not running');
+  process.exit(0);
 }
 
 main()
-  .then(cleanup)
   .catch(async (err: Error) => {
     console.error(`\ndemo stopped at step ${step}: ${err.message}`);
     console.error(`    not ready:\n${notReady()}`);
@@ -119,6 +125,7 @@ main()
       })();
       console.error(`    last lines of the ${w}:\n      ${tail}`);
     }
-    await cleanup();
+    // a demo that failed leaves nothing running but the cluster
+    await stopControlPlane?.();
     process.exit(1);
   });

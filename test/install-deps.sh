@@ -35,7 +35,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "[deps] npm ci" >&2
-npm ci --no-audit --no-fund --loglevel=error
+if [ -L node_modules ]; then
+  # npm ci empties node_modules through the link, i.e. the other checkout's packages
+  echo "[deps] node_modules links to $(readlink -f node_modules): left as it is (npm ci would empty it; remove the link to install here)" >&2
+else
+  echo "[deps] npm ci" >&2
+  npm ci --no-audit --no-fund --loglevel=error
+fi
 
 bash test/cluster/build-binaries.sh >/dev/null

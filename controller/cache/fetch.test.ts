@@ -1,11 +1,11 @@
-import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blob, startArtifactServer, type ArtifactServer } from '../../test/controller/artifact-server.ts';
 import { ArtifactFetcher, FetchError, proxyAnswer } from './fetch.ts';
 import { ArtifactStore } from './store.ts';
+import { tempDir } from '../../test/support/temp.ts';
 
 const log = pino({ level: 'silent' });
 let server: ArtifactServer;
@@ -15,7 +15,7 @@ beforeAll(async () => {
 afterAll(async () => server.close());
 
 async function setup(opts: ConstructorParameters<typeof ArtifactFetcher>[3] = {}) {
-  const store = new ArtifactStore(mkdtempSync(join(tmpdir(), 'rlmesh-cache-')));
+  const store = new ArtifactStore(tempDir('rlmesh-cache-'));
   await store.init();
   const fetcher = new ArtifactFetcher(store, log, undefined, { dispatcher: server.dispatcher, baseDelayMs: 10, ...opts });
   return { store, fetcher };

@@ -1,14 +1,15 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ArtifactStore } from './store.ts';
+import { tempDir } from '../../test/support/temp.ts';
 
 const d = (c: string) => c.repeat(64);
 
 async function store() {
-  const s = new ArtifactStore(mkdtempSync(join(tmpdir(), 'rlmesh-store-')));
+  const s = new ArtifactStore(tempDir('rlmesh-store-'));
   await s.init();
   return s;
 }

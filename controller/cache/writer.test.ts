@@ -1,15 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BackgroundSync, PositionalWriter } from './writer.ts';
+import { tempDir } from '../../test/support/temp.ts';
 
 describe('PositionalWriter', () => {
   it('writes pieces from several writers at their positions, in batches, with background datasyncs', async () => {
     const data = randomBytes(3 * 1024 * 1024 + 5);
-    const file = join(mkdtempSync(join(tmpdir(), 'rlmesh-writer-')), 'f');
+    const file = join(tempDir('rlmesh-writer-'), 'f');
     const fh = await open(file, 'w+');
     const sync = new BackgroundSync(fh, 256 * 1024);
     const half = 1024 * 1024 + 3;
@@ -34,7 +34,7 @@ describe('PositionalWriter', () => {
   });
 
   it('reports a failed write on the next call', async () => {
-    const file = join(mkdtempSync(join(tmpdir(), 'rlmesh-writer-')), 'f');
+    const file = join(tempDir('rlmesh-writer-'), 'f');
     await open(file, 'w').then((f) => f.close());
     const fh = await open(file, 'r'); // read-only: every write fails
     const out = new PositionalWriter(fh, 0, { batchBytes: 10 });

@@ -8,6 +8,9 @@
 // --authfile is a docker config file (auths) with the registry's push credential,
 // read by skopeo (--authfile) and helm (--registry-config).
 //
+// helm and skopeo come from PATH, or else from the project's own build of the test
+// tools (test/cluster/build-binaries.sh, ~/.cache/rlmesh-testbin/<version>/bin): tools.ts.
+//
 // Images go to HOST/rlmesh/<name>:<tag>, charts to oci://HOST/rlmesh/charts.
 // The charts keep naming registry.rlmesh.dev/rlmesh/<name>: the registry the
 // spec's egress prerequisites allow. A mirror (or the local cluster's
@@ -21,6 +24,7 @@ import { buildImage, chartField, RECIPES } from '../image/build.ts';
 import { ROOT, sourceFacts } from '../image/source.ts';
 import { buildCli } from './cli.ts';
 import { stampDigests, type ReleasedImage } from './stamp-digests.ts';
+import { findTool } from './tools.ts';
 
 /** Which chart runs which of the images. */
 const CHARTS: Record<string, string[]> = {
@@ -37,12 +41,13 @@ export type Published = {
   cli: { npmPackage: string; executable: string };
 };
 
+/** Runs helm or skopeo, found on PATH or where test/cluster/build-binaries.sh built it (tools.ts). */
 function tool(cmd: string, args: string[]): string {
+  const path = findTool(cmd);
   try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return execFileSync(path, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   } catch (err) {
-    const e = err as { code?: string; stderr?: string; message: string };
-    if (e.code === 'ENOENT') throw new Error(`release: ${cmd} is not on PATH; the release pushes with skopeo and packages charts with helm (3.8 or later), install them first`, { cause: err });
+    const e = err as { stderr?: string; message: string };
     throw new Error(`release: ${cmd} ${args.join(' ')} failed: ${(e.stderr ?? e.message).trim()}`, { cause: err });
   }
 }
@@ -51,6 +56,8 @@ export async function release(opts: { registry: string; plainHttp: boolean; out:
   const { registry, plainHttp, out } = opts;
   const skopeoAuth = opts.authFile ? ['--authfile', opts.authFile] : [];
   const helmAuth = opts.authFile ? ['--registry-config', opts.authFile] : [];
+  // before minutes of image builds: both tools are there
+  for (const cmd of ['skopeo', 'helm']) findTool(cmd);
   const versions = Object.keys(CHARTS).map((c) => chartField(c, 'version'));
   if (new Set(versions).size !== 1) throw new Error(`release: the charts have versions ${versions.join(', ')}; both charts are released under one version, so make their Chart.yaml versions equal`);
   const version = versions[0]!;

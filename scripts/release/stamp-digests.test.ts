@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { RELEASED_IMAGES_TPL, stampDigests } from './stamp-digests.ts';
+import { parse } from 'yaml';
+import { artifactHubImages, imageRepositories, RELEASED_IMAGES_TPL, stampDigests } from './stamp-digests.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const digest = (c: string) => `sha256:${c.repeat(64)}`;
@@ -54,5 +55,34 @@ describe('stampDigests', () => {
     const dir = copy('rlmesh-runtime');
     stampDigests(dir, RUNTIME);
     expect(() => stampDigests(dir, RUNTIME)).toThrow(/not an unreleased chart's template/);
+  });
+});
+
+describe('the artifacthub.io/images annotation', () => {
+  const imageNames = (dir: string) => artifactHubImages(dir).map((i) => i.image.replace(/[:@].*$/, '').split('/').pop());
+
+  it.each(['rlmesh-runtime', 'rlmesh-observability'])('%s lists exactly the images its values name, for linux/amd64', (chart) => {
+    const dir = join(root, 'charts', chart);
+    const values = parse(read(dir, 'values.yaml')) as unknown;
+    expect(imageNames(dir).sort()).toEqual([...new Set(imageRepositories(values).map((r) => r.split('/').pop()))].sort());
+    for (const i of artifactHubImages(dir)) expect(i.platforms).toEqual(['linux/amd64']);
+  });
+
+  it('the release pins each listed image to its digest', () => {
+    const dir = copy('rlmesh-runtime');
+    stampDigests(dir, RUNTIME);
+    expect(artifactHubImages(dir).map((i) => i.image)).toEqual([
+      `registry.rlmesh.dev/rlmesh/rlmesh-runtime:0.1.0@${digest('a')}`,
+      `registry.rlmesh.dev/rlmesh/kubectl:v1.35.4@${digest('b')}`,
+    ]);
+    expect(read(dir, 'Chart.yaml')).toContain('artifacthub.io/category: ai-machine-learning');
+  });
+
+  it('refuses a list whose tag is not the one released, and writes nothing', () => {
+    const dir = copy('rlmesh-runtime');
+    const before = read(dir, 'Chart.yaml');
+    expect(() => stampDigests(dir, { ...RUNTIME, kubectl: { tag: 'v9.9.9', digest: digest('b') } })).toThrow(/lists registry.rlmesh.dev\/rlmesh\/kubectl:v1.35.4, but the release pushed tag v9.9.9/);
+    expect(read(dir, 'Chart.yaml')).toBe(before);
+    expect(released(dir)).toEqual({});
   });
 });

@@ -10,12 +10,17 @@
 // keep an upgraded installation on the old images; templates always come from
 // the chart being installed.
 //
+// Chart.yaml's `artifacthub.io/images` annotation lists the same images by
+// repository:tag; the release appends each one's digest there too, so Artifact
+// Hub shows (and scans) exactly what the chart pulls.
+//
 // Refused, with nothing written: an image block of the chart that no released
 // image matches (it would ship unpinned), a released image the chart does not
-// name, a digest that is not sha256:<64 hex>.
+// name, a digest that is not sha256:<64 hex>, an `artifacthub.io/images` list
+// that names other images or tags than the release pushed.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse } from 'yaml';
+import { parse, parseDocument, stringify } from 'yaml';
 import { DIGEST } from '../../lib/chart-values.ts';
 
 export const RELEASED_IMAGES_TPL = 'templates/_released-images.tpl';
@@ -48,6 +53,37 @@ export function stampDigests(chartDir: string, images: Record<string, ReleasedIm
   const tpl = readFileSync(path, 'utf8');
   const define = /(\{\{- define "[a-z]+\.releasedImages" -\}\})\{\}(\{\{- end \}\})/;
   if (!define.test(tpl)) throw new Error(`${path} is not an unreleased chart's template (a releasedImages define holding {}); stamp a fresh copy of the chart`);
+  const chartYaml = stampArtifactHubImages(chartDir, images);
   const sorted = Object.fromEntries(Object.entries(images).sort(([a], [b]) => a.localeCompare(b)));
   writeFileSync(path, tpl.replace(define, `$1${JSON.stringify(sorted)}$2`));
+  writeFileSync(join(chartDir, 'Chart.yaml'), chartYaml);
+}
+
+export const ARTIFACTHUB_IMAGES = 'artifacthub.io/images';
+type ArtifactHubImage = { name: string; image: string; platforms?: string[] };
+
+/** The images Chart.yaml's artifacthub.io/images annotation lists. */
+export function artifactHubImages(chartDir: string): ArtifactHubImage[] {
+  const chart = parse(readFileSync(join(chartDir, 'Chart.yaml'), 'utf8')) as { annotations?: Record<string, string> };
+  const list = chart.annotations?.[ARTIFACTHUB_IMAGES];
+  if (!list) throw new Error(`${chartDir}/Chart.yaml has no ${ARTIFACTHUB_IMAGES} annotation; list the images the chart runs there`);
+  return parse(list) as ArtifactHubImage[];
+}
+
+/** Chart.yaml with each artifacthub.io/images entry pinned to the released digest (returned, not written). */
+function stampArtifactHubImages(chartDir: string, images: Record<string, ReleasedImage>): string {
+  const file = join(chartDir, 'Chart.yaml');
+  const listed = artifactHubImages(chartDir);
+  const names = listed.map((i) => imageName(i.image.replace(/[:@].*$/, '')));
+  const differ = [...Object.keys(images).filter((n) => !names.includes(n)), ...names.filter((n) => !images[n])];
+  if (differ.length > 0) throw new Error(`${file}: ${ARTIFACTHUB_IMAGES} lists ${names.join(', ')} but the release pushed ${Object.keys(images).join(', ')}; make the list name what the chart runs`);
+  const stamped = listed.map((entry, i) => {
+    const { tag, digest } = images[names[i]!]!;
+    const m = /^([^@]+):([^:/@]+)$/.exec(entry.image);
+    if (!m || m[2] !== tag) throw new Error(`${file}: ${ARTIFACTHUB_IMAGES} lists ${entry.image}, but the release pushed tag ${tag}; list it as <repository>:${tag}`);
+    return { ...entry, image: `${m[1]}:${tag}@${digest}` };
+  });
+  const doc = parseDocument(readFileSync(file, 'utf8'));
+  doc.setIn(['annotations', ARTIFACTHUB_IMAGES], stringify(stamped));
+  return doc.toString();
 }

@@ -3,14 +3,14 @@
 // agent stays up (not ready) and retries instead of crash-looping, except for a
 // bad config, which exits non-zero naming the field.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { api, ROOT, startControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import { cluster, newCluster, resetAgentState, runtimeConfig, secret, SYSTEM } from './harness.ts';
 import { agentSuite } from './suite.ts';
+import { tempDir } from '../support/temp.ts';
 
 const ERROR = 50;
 
@@ -88,7 +88,7 @@ describe('agent failures a user can meet', () => {
   });
 
   it('a bad config exits non-zero with one line naming the field', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'agent-badcfg-'));
+    const dir = tempDir('agent-badcfg-');
     const file = join(dir, 'config.json');
     writeFileSync(file, JSON.stringify({ controlPlane: { apiHost: 'https://api.rlmesh.dev' }, credentials: {}, observability: {}, gpuFeatureDiscovery: {}, egress: {}, artifactCache: {} }));
     const r = spawnSync(join(ROOT, 'node_modules/.bin/node'), [join(ROOT, 'agent/main.ts')], {

@@ -4,8 +4,6 @@
 // right — no restart. A new value written into the control Secret is followed
 // without a restart too.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { kubectl } from '../support/cluster.ts';
@@ -13,6 +11,7 @@ import { ROOT } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import { cluster, decode, newCluster, runtimeConfig, RUNS, secret, SYSTEM } from './harness.ts';
 import { agentSuite } from './suite.ts';
+import { tempDir } from '../support/temp.ts';
 
 describe('agent with Secrets delivered out of band (GitOps)', () => {
   const suite = agentSuite({ joinToken: false, controlSecret: 'rlmesh-secrets', pullSecret: 'rlmesh-registry-pull' });
@@ -38,7 +37,7 @@ describe('agent with Secrets delivered out of band (GitOps)', () => {
     kubectl(['-n', SYSTEM, 'delete', 'secret', 'rlmesh-secrets']);
 
     // the CLI claims the token and writes the Secrets; applying them is all it takes
-    const out = join(mkdtempSync(join(tmpdir(), 'gitops-')), 'rlmesh-secrets.yaml');
+    const out = join(tempDir('gitops-'), 'rlmesh-secrets.yaml');
     const cli = spawnSync(
       join(ROOT, 'node_modules/.bin/node'),
       [join(ROOT, 'cli/main.ts'), 'clusters', 'join', '--token', joinToken, '--format', 'k8s-secret', '--out', out, '--api', suite.cp.url, '--ca-file', suite.cp.caFile, '--namespace', SYSTEM, '--runs-namespace', RUNS],

@@ -11,8 +11,7 @@
 // pod on the real node in test/e2e (spec.test.ts, faults.test.ts), which is
 // what proves the pod: image, probes, mounts, securityContext, NetworkPolicy.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import { ConnectError, createClient } from '@connectrpc/connect';
@@ -26,6 +25,7 @@ import { until, type UntilOptions } from '../support/until.ts';
 import { get, podTemplate, render, TOKEN } from '../chart/chart.ts';
 import { KWOK_TOLERATION } from '../support/kwok-outcome.ts';
 import type { ClusterPlacement } from '../../lib/evaluation-placement.ts';
+import { tempDir } from '../support/temp.ts';
 
 // reassigned by useNamespaces (live ESM bindings)
 export let SYSTEM = 'rlmesh-agent-it';
@@ -69,7 +69,7 @@ export function installAgentRbac(mode: RbacMode = { joinToken: true, observabili
     if (d.kind === 'ClusterRoleBinding' && d.roleRef) d.roleRef.name += clusterScopedSuffix;
   }
   const ns = [SYSTEM, RUNS].map((n) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: n } }));
-  const file = join(mkdtempSync(join(tmpdir(), 'agent-rbac-')), 'rbac.json');
+  const file = join(tempDir('agent-rbac-'), 'rbac.json');
   writeFileSync(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [...ns, ...docs] }));
   kubectl(['apply', '-f', file]);
 }
@@ -134,7 +134,7 @@ export function runtimeConfig(cp: ControlPlane, over: { controlSecret?: string; 
     evaluations: { runWithoutNetworkPolicyEnforcement: false, placement: { ...over.placement, tolerations: [KWOK_TOLERATION, ...(over.placement?.tolerations ?? [])] } },
     ports: { health: 0, metrics: 0 },
   };
-  const file = join(mkdtempSync(join(tmpdir(), 'agent-config-')), 'config.json');
+  const file = join(tempDir('agent-config-'), 'config.json');
   writeFileSync(file, JSON.stringify(config));
   return file;
 }
@@ -172,9 +172,9 @@ export type AgentProcess = {
 /** `main`: the agent's entry file; the sources by default, or the compiled build the image runs (test/bench). */
 /** `timing`: the agent's timing flags (FAST_TIMING by default); `args`: more flags after them, which win. */
 export async function startAgent(opts: { configFile: string; token?: string; spoolDir?: string; env?: Record<string, string>; timing?: string[]; args?: string[]; name?: string; main?: string }): Promise<AgentProcess> {
-  const spoolDir = opts.spoolDir ?? mkdtempSync(join(tmpdir(), 'agent-spool-'));
+  const spoolDir = opts.spoolDir ?? tempDir('agent-spool-');
   mkdirSync(spoolDir, { recursive: true });
-  const logFile = join(mkdtempSync(join(tmpdir(), 'agent-log-')), 'agent.log');
+  const logFile = join(tempDir('agent-log-'), 'agent.log');
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
     RLMESH_CONFIG: opts.configFile,

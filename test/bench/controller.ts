@@ -41,6 +41,7 @@ import { NODE, apply, createEvaluation, evaluation, metric, setupEnv, startContr
 import { startS3Server } from '../controller/s3-server.ts';
 import { allCpus, pin } from './pin.ts';
 import { pool } from '../support/pool.ts';
+import { tempDir } from '../support/temp.ts';
 
 const { values } = parseArgs({
   options: {
@@ -142,7 +143,7 @@ async function benchPods(env: Env): Promise<void> {
   for (const [label, conc] of [['sequential', 1], [`${CONCURRENCY} at once`, CONCURRENCY]] as const) {
     const ns = `${env.id}-bare-${conc}`;
     apply([{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } }]);
-    const file = join(mkdtempSync(join(tmpdir(), 'bare-pods-')), 'pods.json');
+    const file = join(tempDir('bare-pods-'), 'pods.json');
     writeFileSync(file, JSON.stringify(barePods(ns)));
     // timed as the controller is: a process of its own, from its start to the Nth pod a watch of the namespace has seen
     const appeared = podsAppear(ns, N);

@@ -15,14 +15,15 @@
 // mode "direct" is the client and the upstream alone on CPU 0.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
+import { readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import net from 'node:net';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startDnsServer } from '../egress/dns-server.ts';
 import { createNetns } from '../egress/netns.ts';
 import { allCpus, pin } from './pin.ts';
+import { tempDir } from '../support/temp.ts';
 
 const { values } = parseArgs({
   options: {
@@ -44,7 +45,7 @@ const UNLISTED = 'unlisted.egress.test';
 const PROXY_PORT = 24128;
 const SQUID_PORT = 24129;
 const SMOKESCREEN_PORT = 24132;
-const work = mkdtempSync(join(tmpdir(), 'egress-bench-'));
+const work = tempDir('egress-bench-');
 chmodSync(work, 0o777);
 
 type Mode = 'direct' | 'proxy' | 'squid' | 'smokescreen';

@@ -1,12 +1,12 @@
 // Helpers for the chart tests: render the chart with helm, parse every object,
 // and the ci/*-values.yaml scenarios.
-import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments, parse } from 'yaml';
 import { helm, type RunResult } from '../support/cluster.ts';
 import { KWOK_TOLERATION } from '../support/kwok-outcome.ts';
+import { tempDir } from '../support/temp.ts';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 export const CHART = join(root, 'charts/rlmesh-runtime');
@@ -33,7 +33,7 @@ export type K8sObject = {
 
 /** Writes a values object to a temp file for -f. */
 export function valuesFile(values: unknown): string {
-  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-chart-'));
+  const dir = tempDir('rlmesh-chart-');
   const path = join(dir, 'values.yaml');
   writeFileSync(path, JSON.stringify(values));
   return path;

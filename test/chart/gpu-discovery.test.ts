@@ -7,7 +7,7 @@
 // nodes that can have GPUs by their labels, not on a node without GPUs nor on
 // an arm64 GPU node.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,10 +21,11 @@ import { until } from '../support/until.ts';
 import { matchesNodeSelectorTerms } from '../../lib/preflight/label-selector.ts';
 import { PLATFORM_NODE_REQUIREMENTS } from '../../lib/fixed-names.ts';
 import { GPU_NODE_TERMS } from '../../lib/values-schema.ts';
+import { tempDir } from '../support/temp.ts';
 
 type Dev = { vendor: string; device: string; class: string; vram?: string };
 function sysfs(devices: Record<string, Dev>): string {
-  const base = mkdtempSync(join(tmpdir(), 'rlmesh-sysfs-'));
+  const base = tempDir('rlmesh-sysfs-');
   const dir = join(base, 'bus/pci/devices');
   mkdirSync(dir, { recursive: true });
   for (const [address, d] of Object.entries(devices)) {

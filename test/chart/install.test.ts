@@ -3,8 +3,7 @@
 // upgrade --reuse-values, upgrade --install with a new token, the CRD hook,
 // uninstall (what stays, what goes) and reinstall adopting what was kept.
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
@@ -12,6 +11,7 @@ import { releasedChart } from '../support/release.ts';
 import { until } from '../support/until.ts';
 import { CHART, HOOK_ON_KWOK, get, podTemplate, render, scenarios, template, type K8sObject } from './chart.ts';
 import { parseAllDocuments } from 'yaml';
+import { tempDir } from '../support/temp.ts';
 
 const SYS = 'rlmesh-system';
 const RUNS = 'rlmesh-runs';
@@ -120,7 +120,7 @@ describe('the chart on the local cluster', () => {
 
   it('upgrade --reuse-values to a newer chart version fills in the values that version added', () => {
     // a next chart version with a new value (and a template that uses it)
-    const dir = mkdtempSync(join(tmpdir(), 'rlmesh-chart-next-'));
+    const dir = tempDir('rlmesh-chart-next-');
     const next = join(dir, 'rlmesh-runtime');
     cpSync(CHART, next, { recursive: true });
     const chartYaml = join(next, 'Chart.yaml');
@@ -159,7 +159,7 @@ describe('the chart on the local cluster', () => {
       const desc = () => json<{ spec: { versions: { schema: { openAPIV3Schema: { description: string } } }[] } }>(['get', 'crd', CRDS[0]!]).spec.versions[0]!.schema.openAPIV3Schema.description;
       expect(desc()).toBe('stale');
       const cm = get(hook, 'ConfigMap', SYS, 'rlmesh-crd-upgrade') as K8sObject & { data: Record<string, string> };
-      const dir = mkdtempSync(join(tmpdir(), 'rlmesh-crds-'));
+      const dir = tempDir('rlmesh-crds-');
       for (const [f, body] of Object.entries(cm.data)) writeFileSync(join(dir, f), body);
       const c = podTemplate(get(hook, 'Job', SYS, 'rlmesh-crd-upgrade')).spec.containers[0]!;
       const args = c.args!.map((a) => (a === '/crds/' ? dir : a));

@@ -11,8 +11,7 @@
 // and the pull-policy rule: Always for an image pulled by tag, IfNotPresent for one
 // pinned by digest (its own or, in a released chart, the released one), an explicit
 // pullPolicy as it is.
-import { cpSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { matchesSelector } from '../../lib/preflight/label-selector.ts';
@@ -21,6 +20,7 @@ import { CHART_APP_VERSION, defaultValues, KUBECTL_IMAGE, TMP_SIZE_LIMIT } from 
 import { parseQuantity } from '../../lib/quantity.ts';
 import { stampDigests } from '../../scripts/release/stamp-digests.ts';
 import { CHART, render, scenarios, TOKEN, type Container, type K8sObject, type LabelSelector, type PodSpec } from './chart.ts';
+import { tempDir } from '../support/temp.ts';
 
 const token = ['--set', `joinToken=${TOKEN}`];
 const HOSTNAME = 'kubernetes.io/hostname';
@@ -296,7 +296,7 @@ describe('imagePullPolicy: IfNotPresent when pinned by digest, Always when pulle
   });
 
   it('a released chart pins every image by the released digest: IfNotPresent; an override by tag pulls that tag Always', () => {
-    const copy = join(mkdtempSync(join(tmpdir(), 'rlmesh-released-')), 'rlmesh-runtime');
+    const copy = join(tempDir('rlmesh-released-'), 'rlmesh-runtime');
     cpSync(CHART, copy, { recursive: true });
     const runtime = `sha256:${'1a'.repeat(32)}`;
     const kubectl = `sha256:${'2b'.repeat(32)}`;

@@ -7,8 +7,7 @@
 // checks the local cluster.
 import { spawn, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, delimiter, join } from 'node:path';
 import type * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +19,7 @@ import { buildCli, CLI_PACKAGE_NAME, pinnedNodeBinary, type CliArtifacts } from 
 import { clusterInfo } from '../support/cluster.ts';
 import { openSession, startTestControlPlane, type TestControlPlane } from '../support/control-plane.ts';
 import { api } from '../support/api.ts';
+import { tempDir } from '../support/temp.ts';
 
 const root = join(import.meta.dirname, '../..');
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
@@ -33,7 +33,7 @@ let emptyBin: string;
 let cp: TestControlPlane;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'rlmesh-cli-artifacts-'));
+  dir = tempDir('rlmesh-cli-artifacts-');
   // the artifacts the test command's release built, as a user downloads them
   const released = releaseInfo().cli;
   artifacts = { ...released, version: releaseInfo().version };

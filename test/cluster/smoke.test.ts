@@ -1,13 +1,13 @@
 // Proves the local cluster is a real Kubernetes: real authentication and RBAC,
 // PodSecurity admission, scheduling onto kwok nodes, garbage collection,
 // dynamic volumes and an OCI registry that Helm installs from.
-import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { clusterInfo, helm, kubectl, registryAuthFile, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { KWOK_TOLERATION, outcomeEnv } from '../support/kwok-outcome.ts';
 import { until } from '../support/until.ts';
+import { tempDir } from '../support/temp.ts';
 
 const ns = `smoke-${process.pid}`;
 
@@ -111,7 +111,7 @@ describe('the local cluster is real Kubernetes', () => {
   });
 
   it('installs a chart pushed to the local OCI registry from oci://', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'smoke-chart-'));
+    const dir = tempDir('smoke-chart-');
     const chart = join(dir, 'smoke');
     mkdirSync(join(chart, 'templates'), { recursive: true });
     writeFileSync(join(chart, 'Chart.yaml'), 'apiVersion: v2\nname: smoke\nversion: 0.0.1\n');

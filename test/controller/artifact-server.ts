@@ -4,11 +4,11 @@
 // the first requests, to stall, or to serve content other than asked for.
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent } from 'undici';
+import { tempDir } from '../support/temp.ts';
 
 export type Blob = { data: Buffer; sha256: string };
 
@@ -17,14 +17,15 @@ export function blob(size: number): Blob {
   return { data, sha256: createHash('sha256').update(data).digest('hex') };
 }
 
-export function selfSignedCert(): { key: string; cert: string; caFile: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-cert-'));
+/** A certificate for 127.0.0.1 in a folder of its own (`dir`), which the caller removes. */
+export function selfSignedCert(): { key: string; cert: string; caFile: string; dir: string } {
+  const dir = tempDir('rlmesh-cert-');
   execFileSync('openssl', [
     'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
     '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
     '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
   ], { stdio: 'ignore' });
-  return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), caFile: join(dir, 'cert.pem') };
+  return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), caFile: join(dir, 'cert.pem'), dir };
 }
 
 export type ArtifactServer = {
@@ -109,6 +110,7 @@ export async function startArtifactServer(): Promise<ArtifactServer> {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await dispatcher.close();
+      rmSync(tls.dir, { recursive: true, force: true });
     },
   };
 }

@@ -11,8 +11,7 @@
 // The chart's controller and filler pods run on the real node in test/e2e.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, createWriteStream } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync, createWriteStream } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +21,7 @@ import { KWOK_TOLERATION, outcomeEnv, type Outcome } from '../support/kwok-outco
 import { until } from '../support/until.ts';
 import { GROUP, VERSION, type Artifact, type EvaluationSpec, type RLMeshCache, type RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { sourcesSecretName, urlKey } from '../../agent/assignments.ts';
+import { tempDir } from '../support/temp.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 export const NODE = join(root, 'node_modules/.bin/node');
@@ -128,7 +128,7 @@ export async function setupEnv(opts: { accessModes?: string[]; startDeadlineSeco
       spec: { accessModes: opts.accessModes ?? ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
     },
   ]);
-  const dir = mkdtempSync(join(tmpdir(), `rlmesh-${id}-`));
+  const dir = tempDir(`rlmesh-${id}-`);
   const configPath = join(dir, 'config.json');
   writeFileSync(
     configPath,

@@ -4,15 +4,14 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { Agent } from 'node:https';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { CreateBucketCommand, ListBucketsCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { ensureTls } from '../../controlplane/tls.ts';
+import { tempDir } from '../support/temp.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -37,7 +36,7 @@ export function versitygwBinary(): string {
 
 export async function startS3Server(opts: { host?: string; port?: number; tls?: { hosts: string[] } } = {}): Promise<S3Server> {
   const bin = versitygwBinary();
-  const root = mkdtempSync(join(tmpdir(), 'rlmesh-s3-'));
+  const root = tempDir('rlmesh-s3-');
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port ?? (await freePort());
   const tls = opts.tls ? await ensureTls(join(root, '.tls'), opts.tls.hosts) : undefined;

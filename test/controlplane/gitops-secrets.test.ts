@@ -4,8 +4,7 @@
 // stores are the ones the agent accepts and the control plane authenticates,
 // also after a control plane restart.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -13,6 +12,7 @@ import { parseControlSecret, parsePullSecret } from '../../agent/credentials.ts'
 import { openSession } from '../support/control-plane.ts';
 import { kubectl } from '../support/cluster.ts';
 import { api, startControlPlane, type ControlPlane } from '../support/runtime.ts';
+import { tempDir } from '../support/temp.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const suffix = Math.random().toString(36).slice(2, 8);
@@ -22,7 +22,7 @@ let cp: ControlPlane;
 let dir: string;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'rlmesh-gitops-'));
+  dir = tempDir('rlmesh-gitops-');
   cp = await startControlPlane({ dataDir: join(dir, 'cp') });
   for (const n of [ns, runsNs]) kubectl(['create', 'namespace', n]);
 });

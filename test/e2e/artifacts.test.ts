@@ -14,8 +14,7 @@
 // which the proxy (it dials the Service) and the proxy's NetworkPolicy (it sees
 // the pod after the Service's DNAT) honour together.
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setClusterHosts } from '../cluster/addons.ts';
@@ -29,6 +28,7 @@ import {
   NS, RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected,
   waitFinished, type Chart,
 } from './harness.ts';
+import { tempDir } from '../support/temp.ts';
 
 const S3_HOST = 's3.private.test';
 const S3_PORT = 9443;
@@ -75,7 +75,7 @@ beforeAll(async () => {
   // the S3 server's name is allow-listed and its port allowed, and its CA trusted: only its address stands in the way.
   // The CA bundle moves from inline to a ConfigMap of the operator's (as trust-manager writes one) in both
   // namespaces: the agent's session to the control plane and the filler's downloads from S3 trust it from there
-  const bundle = join(mkdtempSync(join(tmpdir(), 'ca-')), 'bundle.pem');
+  const bundle = join(tempDir('ca-'), 'bundle.pem');
   writeFileSync(bundle, `${readFileSync(cp.caFile, 'utf8').trim()}\n${s3.ca!.trim()}\n`);
   for (const ns of [NS, RUNS]) kubectl(['-n', ns, 'create', 'configmap', TRUST_BUNDLE, `--from-file=trust-bundle.pem=${bundle}`]);
   upgradeReusing(chart, [

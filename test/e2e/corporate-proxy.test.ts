@@ -10,8 +10,7 @@
 // shows each connection. Then a wrong proxy password: one line that names
 // the proxy; fixed in the Secret, the agent connects again.
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HARNESS_HOSTS } from '../cluster/addons.ts';
@@ -24,6 +23,7 @@ import { until } from '../support/until.ts';
 import {
   NS, PLUMBING, RUNS, Runtime, cleanSlate, evaluationImage, releasedChart, runPrinted, smallEvaluation, submit, waitConnected, waitFinished, type Chart,
 } from './harness.ts';
+import { tempDir } from '../support/temp.ts';
 
 const API_HOST = 'api.corporate-proxy.test';
 const S3_HOST = 's3.corporate-proxy.test';
@@ -77,7 +77,7 @@ describe('behind a corporate proxy (Squid, basic auth), on the real node', () =>
     proxySecret(squid.password);
     const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'behind-a-proxy' });
     clusterId = created.body.clusterId;
-    const bundle = join(mkdtempSync(join(tmpdir(), 'ca-')), 'bundle.pem');
+    const bundle = join(tempDir('ca-'), 'bundle.pem');
     writeFileSync(bundle, `${readFileSync(cp.caFile, 'utf8').trim()}\n${s3.ca!.trim()}\n`);
     const values = [
       '--set', `controlPlane.apiHost=${API_HOST}`, '--set-file', `controlPlane.caBundle=${bundle}`,

@@ -21,14 +21,18 @@ export const CONTROL_PLANE_HOST = Object.keys(HARNESS_HOSTS).find((h) => HARNESS
 export type Chart = { ref: string; version: string };
 
 export async function controlPlane(chart: Chart, dataDir?: string, extraArgs: string[] = []): Promise<ControlPlane> {
-  return startControlPlane({
-    ...(dataDir ? { dataDir } : {}),
+  return startControlPlane({ ...(dataDir ? { dataDir } : {}), ...controlPlaneListen(chart, extraArgs) });
+}
+
+/** Where the suites' control plane listens and what it is started with (the demo's too). */
+export function controlPlaneListen(chart: Chart, extraArgs: string[] = []): { listen: string; args: string[] } {
+  return {
     listen: `${NET.hostAddress}:443`,
     args: ['--tls-host', CONTROL_PLANE_HOST, '--tls-host', NET.hostAddress, '--advertise-host', CONTROL_PLANE_HOST,
       '--ping-interval', '2', '--silence-timeout', '20', '--chart-ref', chart.ref, '--chart-version', chart.version,
       // the registry's token service judges this control plane's join tokens and pull credentials
       '--registry-stores-dir', clusterInfo().registryStores, ...extraArgs],
-  });
+  };
 }
 
 /**

@@ -19,13 +19,13 @@
 // The cluster itself is not used (the integration project's global setup starts it regardless).
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REFUSED_HEADER } from '../../lib/egress-headers.ts';
 import { until } from '../support/until.ts';
+import { tempDir } from '../support/temp.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const NS = { client: 'rlm-v6-client', pod: 'rlm-v6-pod', up: 'rlm-v6-up' } as const;
@@ -124,7 +124,7 @@ beforeAll(async () => {
   link(NS.client, 'v6c-pod', ADDR.client, NS.pod, 'v6p-client', ADDR.podToClient);
   link(NS.pod, 'v6p-up', ADDR.podToUp, NS.up, 'v6u-pod', ADDR.up);
 
-  dir = mkdtempSync(join(tmpdir(), 'rlmesh-ipv6-'));
+  dir = tempDir('rlmesh-ipv6-');
   // the agent's kube API: the pod namespace's own loopback, where nothing listens (it only needs to start its ops server)
   writeFileSync(join(dir, 'kubeconfig'), [
     'apiVersion: v1', 'kind: Config', 'current-context: none',

@@ -15,8 +15,6 @@
 // runs leaves rlmesh-runs fenced; and at the end, with enforcement gone (the
 // probe fails) or unverified (the probe off), new evaluations wait with the
 // reason until the named opt-out lets them run.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NET, realNodes } from '../cluster/real-node.ts';
@@ -29,6 +27,7 @@ import {
   waitConnected, waitFinished, type Chart, type Workload,
 } from './harness.ts';
 import { startPublicServer, type PublicServer } from './public-server.ts';
+import { tempDir } from '../support/temp.ts';
 
 const ELSEWHERE = 'rlmesh-netpol-elsewhere';
 // the resolver that is a DNS peer only in the custom scenarios: OpenShift's namespace and label, ports 53 and 5353
@@ -270,7 +269,7 @@ let clusterId = '';
 beforeAll(async () => {
   cleanSlate();
   kubectl(['delete', 'namespace', ELSEWHERE, OTHER_DNS_NS, '--ignore-not-found', '--timeout=120s'], { allowFail: true });
-  work = mkdtempSync(join(tmpdir(), 'netpol-real-'));
+  work = tempDir('netpol-real-');
   chart = releasedChart();
   cp = await controlPlane(chart);
   image = await evaluationImage();

@@ -8,8 +8,7 @@
 // released image's processes then run as that UID with group 0: the agent joins and
 // writes its spool, the egress proxy and the controller become ready, the probe passes
 // and an evaluation runs to Succeeded. Logs are logging.format=text there too.
-import { readFileSync, writeFileSync, mkdtempSync, chmodSync, readdirSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync, chmodSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realNodes } from '../cluster/real-node.ts';
@@ -17,6 +16,7 @@ import { kubectl, run } from '../support/cluster.ts';
 import { api, ROOT, type ControlPlane } from '../support/runtime.ts';
 import { template, TOKEN } from '../chart/chart.ts';
 import { NS, RUNS, cleanSlate, controlPlane, evaluationImage, releasedChart, Runtime, runInstallCommand, smallEvaluation, submit, waitConnected, waitFinished, type Chart } from './harness.ts';
+import { tempDir } from '../support/temp.ts';
 
 const BASE = 1000770000;
 const RANGE = 10000;
@@ -72,7 +72,7 @@ function sccPolicy(): unknown {
 
 /** The post-renderer as helm runs it: an executable file. */
 function postRenderer(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-scc-'));
+  const dir = tempDir('rlmesh-scc-');
   const path = join(dir, 'scc-post-renderer');
   writeFileSync(path, `#!/bin/sh\nexec '${join(ROOT, 'node_modules/.bin/node')}' '${join(ROOT, 'test/e2e/scc-post-renderer.ts')}' "$@"\n`);
   chmodSync(path, 0o755);

@@ -5,14 +5,12 @@
 // range through (egress.allowRanges). It serves its own CA as an artifact
 // (/ca.pem, so an evaluation can trust it from the cache) and a probe (/probe),
 // and records who asked for what.
-import { mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { ensureTls } from '../../controlplane/tls.ts';
 import { HARNESS_HOSTS } from '../cluster/addons.ts';
 import { NET } from '../cluster/real-node.ts';
+import { tempDir } from '../support/temp.ts';
 
 export type PublicServer = {
   /** the names pods resolve to this server */
@@ -25,7 +23,7 @@ export type PublicServer = {
 
 export async function startPublicServer(): Promise<PublicServer> {
   const hosts = Object.keys(HARNESS_HOSTS).filter((h) => HARNESS_HOSTS[h] === NET.publicAddress);
-  const tls = await ensureTls(mkdtempSync(join(tmpdir(), 'rlmesh-public-')), hosts);
+  const tls = await ensureTls(tempDir('rlmesh-public-'), hosts);
   const requests: PublicServer['requests'] = [];
   const server: Server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
     requests.push({ host: String(req.headers.host ?? ''), path: req.url ?? '', from: req.socket.remoteAddress ?? '' });

@@ -6,8 +6,7 @@
 // replicas, the cache filler, both proxy replicas, the CRD hook Job and the
 // evaluations, with NetworkPolicies enforced by kube-router.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NET, podNetnsPath, realNodes, routesIn, routesOutsideHarness } from '../cluster/real-node.ts';
@@ -20,6 +19,7 @@ import {
 } from './harness.ts';
 import { startPublicServer, type PublicServer } from './public-server.ts';
 import { TOKEN_HASH_ANNOTATION, tokenHash } from '../../lib/credential-secret.ts';
+import { tempDir } from '../support/temp.ts';
 
 const NODE = join(process.cwd(), 'node_modules/.bin/node');
 let chart: Chart;
@@ -136,7 +136,7 @@ describe('Install', () => {
   it('egress.extraDomains adds a host: an evaluation reaches it through the proxy Service only, a host not listed is refused', async () => {
     const [allowed, notListed] = publicServer.hosts;
     // the tests' "public" server sits on 198.18.0.1: refused as a benchmarking address unless its range is let through
-    const bundle = join(mkdtempSync(join(tmpdir(), 'ca-')), 'bundle.pem');
+    const bundle = join(tempDir('ca-'), 'bundle.pem');
     writeFileSync(bundle, `${readFileSync(cp.caFile, 'utf8').trim()}\n${publicServer.ca.trim()}\n`);
     helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', '--set', `egress.extraDomains={${allowed}}`,
       '--set', `egress.allowRanges={${NET.publicAddress}/32}`, ...localFlags(cp), '--set-file', `controlPlane.caBundle=${bundle}`]);
@@ -183,7 +183,7 @@ describe('Bring your own Secrets', () => {
   it('rlmesh clusters join writes the Secrets; the chart installed without joinToken names them; the agent connects', async () => {
     cleanSlate();
     const created = await api<{ clusterId: string; joinToken: string }>(cp, 'POST', '/v1/clusters', { name: 'e2e-gitops' });
-    const out = join(mkdtempSync(join(tmpdir(), 'gitops-')), 'rlmesh-secrets.yaml');
+    const out = join(tempDir('gitops-'), 'rlmesh-secrets.yaml');
     const r = run(NODE, [cliPath, 'clusters', 'join', '--token', created.body.joinToken, '--api', cp.url, '--ca-file', cp.caFile, '--format', 'k8s-secret', '--out', out]);
     expect(r.status, r.stderr).toBe(0);
     kubectl(['apply', '-f', out]); // namespaces first, then the Secrets, as a GitOps tool would
@@ -260,7 +260,7 @@ describe('Troubleshooting, as the spec lists it', () => {
   it('agent authentication error: a used token is named in the agent log with the fix', async () => {
     const created = await api<{ clusterId: string; joinToken: string }>(cp, 'POST', `/v1/clusters/${clusterId}/install-command`);
     // use the token once out of band, then give it to the agent
-    run(NODE, [cliPath, 'clusters', 'join', '--token', created.body.joinToken, '--api', cp.url, '--ca-file', cp.caFile, '--format', 'k8s-secret', '--out', join(mkdtempSync(join(tmpdir(), 'used-')), 'x.yaml')]);
+    run(NODE, [cliPath, 'clusters', 'join', '--token', created.body.joinToken, '--api', cp.url, '--ca-file', cp.caFile, '--format', 'k8s-secret', '--out', join(tempDir('used-'), 'x.yaml')]);
     // the agent cannot become ready with a used token: helm does not wait for it
     helm(['upgrade', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--reuse-values', '--set', `joinToken=${created.body.joinToken}`, '--set', 'credentials.controlSecret=', '--set', 'credentials.pullSecret=', ...noWait(localFlags(cp))]);
     const line = await until('the agent to explain', () => rt.log('agent').split('\n').find((l) => /token_used|already used/.test(l)), { timeoutMs: 120_000 });
@@ -310,7 +310,7 @@ describe('Rotate credentials and upgrade', () => {
     cleanSlate();
     const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'e2e-upgrade' });
     clusterId = created.body.clusterId;
-    const values = join(mkdtempSync(join(tmpdir(), 'values-')), 'values.yaml');
+    const values = join(tempDir('values-'), 'values.yaml');
     writeFileSync(values, JSON.stringify(CUSTOMISED)); // JSON is YAML
     runInstallCommand(cp, `${created.body.installCommand} -f ${values}`);
     expect(userValues()).toMatchObject(CUSTOMISED);

@@ -10,9 +10,8 @@
 // through CoreDNS. The chart's proxy pods run on the real node in test/e2e.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseAllDocuments } from 'yaml';
@@ -21,6 +20,7 @@ import { parseConfig } from '../../egress/config.ts';
 import { clusterInfo } from '../support/cluster.ts';
 import { until } from '../support/until.ts';
 import { startDnsServer, type TestDnsServer } from './dns-server.ts';
+import { tempDir } from '../support/temp.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const CHART = process.env.RLMESH_CHART_DIR ?? join(ROOT, 'charts/rlmesh-runtime');
@@ -56,7 +56,7 @@ beforeAll(async () => {
   const configMap = parseAllDocuments(rendered).map((d) => d.toJSON())
     .find((o) => o?.kind === 'ConfigMap' && o.metadata?.name === 'rlmesh-runtime-config' && o.metadata?.namespace === 'rlmesh-system');
   expect(configMap, 'the chart renders ConfigMap rlmesh-runtime-config in rlmesh-system').toBeDefined();
-  configFile = join(mkdtempSync(join(tmpdir(), 'egress-chart-config-')), 'config.json');
+  configFile = join(tempDir('egress-chart-config-'), 'config.json');
   writeFileSync(configFile, configMap.data['config.json']);
 
   dns = await startDnsServer({

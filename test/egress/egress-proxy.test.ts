@@ -11,9 +11,8 @@
 // network-policies.test.ts and spec.test.ts go through them.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
@@ -22,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDnsServer, type TestDnsServer } from './dns-server.ts';
 import { createNetns, type Netns } from './netns.ts';
 import { until } from '../support/until.ts';
+import { tempDir } from '../support/temp.ts';
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '../..');
@@ -151,7 +151,7 @@ async function metrics(): Promise<string> {
 }
 
 beforeAll(async () => {
-  certDir = mkdtempSync(join(tmpdir(), 'egress-test-'));
+  certDir = tempDir('egress-test-');
   await run('openssl', [
     'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1',
     '-subj', '/CN=ok.egress.test',

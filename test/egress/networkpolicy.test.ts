@@ -5,11 +5,10 @@
 // covers), kube-system (CoreDNS), the other resolvers and outside addresses, and
 // compare its truth table, port by port, with the intended matrix written out below.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { cyclonus, intended, key, renderPolicies, simulate, writePolicies, type Pod, type Probe, type Scenario } from './network-model.ts';
+import { tempDir } from '../support/temp.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const JOIN_TOKEN = 'rlm_jt_ci0123456789abcdefghijklmnop';
@@ -66,7 +65,7 @@ const SCENARIOS: Scenario[] = [
 
 let work: string;
 beforeAll(() => {
-  work = mkdtempSync(join(tmpdir(), 'egress-netpol-'));
+  work = tempDir('egress-netpol-');
   cyclonus();
 });
 

@@ -3,14 +3,14 @@
 // link target and a hash of the content, the way a runtime would unpack them.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createReadStream, lstatSync, mkdtempSync, readFileSync, readlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { createReadStream, lstatSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { extract } from 'tar-stream';
 import { readImage, walk } from '../../scripts/image/oci-layout.ts';
 import { registryAuthFile } from '../support/cluster.ts';
+import { tempDir } from '../support/temp.ts';
 
 export type TreeEntry = { type: 'file' | 'directory' | 'symlink'; mode: number; uid: number; gid: number; sha256?: string; linkname?: string };
 export type Tree = Map<string, TreeEntry>;
@@ -20,7 +20,7 @@ export type Tree = Map<string, TreeEntry>;
  * skopeo retries a blob read the registry cut short (seen once under load: "happened during read: unexpected EOF").
  */
 export function pullLayout(ref: string): string {
-  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-pulled-'));
+  const dir = tempDir('rlmesh-pulled-');
   execFileSync('skopeo', ['copy', '--quiet', '--retry-times', '3', '--src-tls-verify=false', '--src-authfile', registryAuthFile(), '--preserve-digests', `docker://${ref}`, `oci:${dir}:img`], { stdio: ['ignore', 'ignore', 'pipe'] });
   return dir;
 }

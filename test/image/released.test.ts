@@ -3,8 +3,7 @@
 // of this commit gives every image the same digest, and that the Dockerfile
 // would produce the same files, user, workdir, env and entrypoint.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImage, RECIPES } from '../../scripts/image/build.ts';
@@ -18,10 +17,11 @@ import { releaseInfo } from '../support/release.ts';
 import { ROOT } from '../support/runtime.ts';
 import { readImage } from '../../scripts/image/oci-layout.ts';
 import { folderTree, layoutTree, pullLayout, type Tree } from './layers.ts';
+import { tempDir } from '../support/temp.ts';
 
 const scratch: string[] = [];
 const temp = (tag: string) => {
-  const d = mkdtempSync(join(tmpdir(), `rlmesh-${tag}-`));
+  const d = tempDir(`rlmesh-${tag}-`);
   scratch.push(d);
   return d;
 };

@@ -21,8 +21,7 @@
 // the chart sets it for a private CA bundle.
 import { execFile, spawn, spawnSync, type ChildProcess, type SpawnSyncOptions } from 'node:child_process';
 import { once } from 'node:events';
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
@@ -34,6 +33,7 @@ import { until, type UntilOptions } from '../support/until.ts';
 import { CODE_CACHE_SUFFIX } from '../../bin/run-bundle.ts';
 import { COMPONENTS } from '../../bin/components.ts';
 import { AGENT_NODE_OPTIONS } from '../../lib/values-schema.ts';
+import { tempDir } from '../support/temp.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const IMAGE = 'rlmesh-runtime';
@@ -137,7 +137,7 @@ beforeAll(() => {
   // what the release step published; fails (never skips) if it did not run
   published = releaseInfo().images[IMAGE]!;
   if (!published) throw new Error(`the release published no ${IMAGE} image: ${JSON.stringify(releaseInfo().images)}`);
-  work = mkdtempSync(join(tmpdir(), 'rlmesh-runc-'));
+  work = tempDir('rlmesh-runc-');
   const oci = join(work, 'oci');
   // by digest, from the local registry only
   expect(published.ref).toBe(`${clusterInfo().registry}/${published.repository}@${published.digest}`);

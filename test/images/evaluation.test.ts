@@ -8,11 +8,10 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
@@ -26,6 +25,7 @@ import { clusterInfo } from '../support/cluster.ts';
 import { registryGet } from '../support/registry.ts';
 import { buildEvaluationImage } from './evaluation/build.ts';
 import { publishEvaluationImage } from './evaluation/publish.ts';
+import { tempDir } from '../support/temp.ts';
 
 const BINARY_PATH = 'usr/local/bin/rlmesh-test-evaluation';
 // one source for every build here: a concurrent commit or edit elsewhere in
@@ -69,7 +69,7 @@ async function runProgram(env: Record<string, string>): Promise<{ code: number |
 }
 
 beforeAll(async () => {
-  work = mkdtempSync(join(tmpdir(), 'rlmesh-evaluation-image-'));
+  work = tempDir('rlmesh-evaluation-image-');
   first = await buildEvaluationImage(join(work, 'a'), source);
   binary = join(work, 'rlmesh-test-evaluation');
   await binaryFromImage(first.layout, binary);

@@ -8,9 +8,8 @@
 // metrics port to 127.0.0.1, where the components' real registries are served.
 // It remote-writes to the reference control plane (controlplane/) on 127.0.0.1.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics as agentMetrics } from '../../agent/metrics.ts';
@@ -22,6 +21,7 @@ import { prometheusConfig, renderIntoFreshNamespace, root, type K8sObject } from
 import { activeTargets, freePort, ownMetric, logTail, serveRegistry, startPrometheus, type RunningPrometheus } from './prometheus-run.ts';
 import { until as untilFor, type Probe } from '../support/until.ts';
 import { joinWithRelay, relayView, rotateRelay, rotationUsed, startTestControlPlane, type RelayCluster, type TestControlPlane } from './control-plane.ts';
+import { tempDir } from '../support/temp.ts';
 
 const NS = 'rlmesh-obs-sd';
 let cp: TestControlPlane;
@@ -80,7 +80,7 @@ beforeAll(async () => {
   ];
   kubectl(['apply', '-f', '-'], { input: pods.map((o) => JSON.stringify(o)).join('\n') });
 
-  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-prometheus-sd-'));
+  const dir = tempDir('rlmesh-prometheus-sd-');
   credentialFile = join(dir, 'relay-secret');
   writeCredential(cluster.relay);
   const port = await freePort();

@@ -11,9 +11,8 @@
 // reference control plane's relay (controlplane/, on 127.0.0.1)
 // with the credential from the file; rotation in the file is followed without a
 // restart, and a wrong credential is refused and counted by Prometheus itself.
-import { existsSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,6 +24,7 @@ import { CHART, prometheusConfig, renderIntoFreshNamespace, type K8sObject } fro
 import { activeTargets, freePort, ownMetric, logTail, serveRegistry, startPrometheus, type RunningPrometheus } from './prometheus-run.ts';
 import { until as untilFor, type Probe } from '../support/until.ts';
 import { joinWithRelay, relayView, rotateRelay, rotationUsed, startTestControlPlane, type RelayCluster, type TestControlPlane } from './control-plane.ts';
+import { tempDir } from '../support/temp.ts';
 
 const PROMETHEUS = '/usr/bin/prometheus';
 const PROMTOOL = '/usr/bin/promtool';
@@ -97,7 +97,7 @@ beforeAll(async () => {
   saKubeconfig = await serviceAccountKubeconfig(NS, 'rlmesh-prometheus');
 
   // prometheus.yml as the chart renders it, with the out-of-cluster rewrites
-  const dir = mkdtempSync(join(tmpdir(), 'rlmesh-prometheus-'));
+  const dir = tempDir('rlmesh-prometheus-');
   credentialFile = join(dir, 'relay-secret');
   writeCredential(cluster.relay);
   const promPort = await freePort();

@@ -1,16 +1,16 @@
 // rlmesh preflight as a user runs it: a process with a kubeconfig and a
 // values file, table and JSON output, exit 1 on a fail.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { CHECK_IDS } from '../../lib/preflight/run.ts';
 import { clusterInfo } from '../support/cluster.ts';
+import { tempDir } from '../support/temp.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
-const dir = mkdtempSync(join(tmpdir(), 'rlmesh-pf-cli-'));
+const dir = tempDir('rlmesh-pf-cli-');
 const values = join(dir, 'values.yaml');
 writeFileSync(
   values,

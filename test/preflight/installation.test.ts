@@ -3,8 +3,7 @@
 // named rlmesh-runtime (installed with the real helm), a control Secret in
 // another namespace; SelfSubjectAccessReview for an admin and for a
 // ServiceAccount without rights.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +12,7 @@ import { checkSingleInstallation } from '../../lib/preflight/checks/single-insta
 import { helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { agentKubeConfig, apply, context, NS, setUpNamespaces, tearDownNamespaces } from './support.ts';
 import { until } from '../support/until.ts';
+import { tempDir } from '../support/temp.ts';
 
 const OTHER = 'rlmesh-pf-other';
 const HELM_NS = 'rlmesh-pf-helm';
@@ -60,7 +60,7 @@ spec:
   });
 
   it('fails on a Helm release of chart rlmesh-runtime in another namespace', async () => {
-    const chart = join(mkdtempSync(join(tmpdir(), 'rlmesh-pf-chart-')), 'rlmesh-runtime');
+    const chart = join(tempDir('rlmesh-pf-chart-'), 'rlmesh-runtime');
     mkdirSync(join(chart, 'templates'), { recursive: true });
     writeFileSync(join(chart, 'Chart.yaml'), 'apiVersion: v2\nname: rlmesh-runtime\nversion: 0.0.1-preflight-test\n');
     writeFileSync(join(chart, 'templates', 'cm.yaml'), 'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: rlmesh-pf-marker }\ndata: { a: b }\n');

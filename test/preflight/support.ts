@@ -2,8 +2,7 @@
 // namespaces (so they never touch another test's rlmesh-system), the agent and
 // controller ServiceAccounts with the rights of test/preflight/rbac.yaml,
 // kwok nodes of their own, and waiting.
-import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
@@ -11,6 +10,7 @@ import { defaultValues } from '../../lib/values-schema.ts';
 import { settingsFromValues } from '../../lib/preflight/settings.ts';
 import type { PreflightContext, PreflightMode, PreflightSettings } from '../../lib/preflight/types.ts';
 import { adminKubeConfig, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
+import { tempDir } from '../support/temp.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const NS = 'rlmesh-pf-system';
@@ -18,7 +18,7 @@ export const RUNS = 'rlmesh-pf-runs';
 export const TEST_LABEL = 'rlmesh.dev/preflight-test';
 
 export function apply(yaml: string): void {
-  const file = join(mkdtempSync(join(tmpdir(), 'rlmesh-pf-')), 'objects.yaml');
+  const file = join(tempDir('rlmesh-pf-'), 'objects.yaml');
   writeFileSync(file, yaml);
   kubectl(['apply', '-f', file]);
 }

@@ -3,8 +3,6 @@
 // plane on 127.0.0.1 with a generated CA and a fixed admin token, a REST client
 // that trusts that CA, and a Connect-ES gRPC session client. It lives under
 // test/ so that nothing of it goes into the product (scripts/image/bundle.test.ts checks).
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { ConnectError, createClient } from '@connectrpc/connect';
@@ -16,6 +14,7 @@ import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from '
 import type { Clock } from '../../controlplane/store.ts';
 import { ensureTls } from '../../controlplane/tls.ts';
 import { api } from './api.ts';
+import { tempDir } from './temp.ts';
 
 export type ManualClock = Clock & { advance(ms: number): void };
 
@@ -29,7 +28,7 @@ export type TestControlPlane = ControlPlane & { ca: string; caFile: string; admi
 export async function startTestControlPlane(
   { tlsHosts = [], ...overrides }: Partial<ControlPlaneOptions> & { dir?: string; clock?: ManualClock; tlsHosts?: string[] } = {},
 ): Promise<TestControlPlane> {
-  const dir = overrides.dir ?? mkdtempSync(join(tmpdir(), 'rlmesh-cp-'));
+  const dir = overrides.dir ?? tempDir('rlmesh-cp-');
   const tls = await ensureTls(join(dir, 'tls'), tlsHosts);
   const clock = overrides.clock ?? manualClock(new Date().toISOString());
   const adminToken = 'rlm_admin_test_0123456789abcdefghijklmnopqrstuv';

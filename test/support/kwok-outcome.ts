@@ -9,15 +9,13 @@
 // (outcomeEnv). Pods whose spec a test does not write, such as the
 // controller's NetworkPolicy probe, get them from a mutating admission webhook
 // the test serves and registers for that pod alone (startOutcomeWebhook).
-import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { CoreV1Api, type V1EnvVar, type V1Pod } from '@kubernetes/client-node';
 import { ensureTls } from '../../controlplane/tls.ts';
 import { adminKubeConfig, kubectl } from './cluster.ts';
 import { until } from './until.ts';
+import { tempDir } from './temp.ts';
 
 /** What a pod carries to land on a kwok node: with real nodes in the cluster, kwok's nodes are tainted (test/cluster/nodes.ts). */
 export const KWOK_TOLERATION = { key: 'kwok.x-k8s.io/node', operator: 'Equal', value: 'fake', effect: 'NoSchedule' } as const;
@@ -53,7 +51,7 @@ type AdmissionReview = { request: { uid: string; object: V1Pod } };
  * cannot be created without it (failurePolicy Fail).
  */
 export async function startOutcomeWebhook(o: { namespace: string; labels: Record<string, string> }): Promise<OutcomeWebhook> {
-  const tls = await ensureTls(mkdtempSync(join(tmpdir(), 'rlmesh-outcome-webhook-')));
+  const tls = await ensureTls(tempDir('rlmesh-outcome-webhook-'));
   let outcome: Outcome = {};
   const admitted: string[] = [];
   const server = createServer({ key: tls.key, cert: tls.cert }, (req, res) => {

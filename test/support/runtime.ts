@@ -2,12 +2,12 @@
 // control plane as a child process, its admin API, the released chart, and
 // waiting for something to happen.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { kubectl } from './cluster.ts';
+import { tempDir } from './temp.ts';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const NODE = join(ROOT, 'node_modules/.bin/node');
@@ -24,7 +24,7 @@ export type ControlPlane = {
 
 /** Starts `node controlplane/main.ts` (or `main`, a build of it) and resolves on its ready line. */
 export async function startControlPlane(opts: { dataDir?: string; listen?: string; args?: string[]; main?: string; env?: Record<string, string> } = {}): Promise<ControlPlane> {
-  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'rlmesh-cp-'));
+  const dataDir = opts.dataDir ?? tempDir('rlmesh-cp-');
   mkdirSync(dataDir, { recursive: true });
   const logFile = join(dataDir, 'controlplane.log');
   const proc = spawn(
@@ -90,7 +90,7 @@ export function stopper(proc: ChildProcess): (signal?: NodeJS.Signals) => Promis
 }
 
 export function writeTemp(name: string, content: string): string {
-  const file = join(mkdtempSync(join(tmpdir(), 'rlmesh-')), name);
+  const file = join(tempDir('rlmesh-'), name);
   writeFileSync(file, content, { mode: 0o600 });
   return file;
 }

@@ -3,11 +3,11 @@
 // client allowed, names resolved from a hosts file of the test's own, and an
 // access log the tests read to see each connection.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { until } from './until.ts';
+import { tempDir } from './temp.ts';
 
 export type Squid = {
   /** http://host:port, no credentials */
@@ -32,7 +32,7 @@ const NCSA_AUTH = '/usr/lib/squid/basic_ncsa_auth';
 export async function startSquid(o: SquidOptions): Promise<Squid> {
   const username = o.username ?? 'platform-team';
   const password = o.password ?? execFileSync('openssl', ['rand', '-hex', '12'], { encoding: 'utf8' }).trim();
-  const work = mkdtempSync(join(tmpdir(), 'rlmesh-squid-'));
+  const work = tempDir('rlmesh-squid-');
   // Squid drops to the proxy user: it must read the configuration and write the logs
   chmodSync(work, 0o777);
   const hash = execFileSync('openssl', ['passwd', '-apr1', '-stdin'], { input: password, encoding: 'utf8' }).trim();
@@ -65,7 +65,8 @@ export async function startSquid(o: SquidOptions): Promise<Squid> {
   const squid: ChildProcess = spawn('squid', ['-N', '-f', join(work, 'squid.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   squid.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  await until(
+  // a squid that never listens takes its folder with it
+  const started = until(
     `squid listening on ${o.listen.host}:${o.listen.port}`,
     async () => {
       if (squid.exitCode !== null) throw new Error(`squid exited with ${squid.exitCode}: ${stderr}${existsSync(join(work, 'cache.log')) ? readFileSync(join(work, 'cache.log'), 'utf8') : ''}`);
@@ -75,6 +76,11 @@ export async function startSquid(o: SquidOptions): Promise<Squid> {
     },
     { timeoutMs: 20_000 },
   );
+  await started.catch((err: unknown) => {
+    squid.kill('SIGKILL');
+    rmSync(work, { recursive: true, force: true });
+    throw err;
+  });
   return {
     url: `http://${o.listen.host}:${o.listen.port}`,
     username,
