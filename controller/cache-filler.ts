@@ -79,8 +79,17 @@ export class CacheFiller {
   /** Creates the RLMeshCache object from the runtime config when the chart did not. */
   async ensureCacheObject(): Promise<void> {
     const s = this.#d.settings;
+    const spec = { pvcName: s.pvcName, namespace: s.namespace, accessModes: [...s.accessModes] };
     try {
-      await this.#d.custom.getClusterCustomObject({ group: GROUP, version: VERSION, plural: CACHE.plural, name: s.cacheName });
+      const kept = (await this.#d.custom.getClusterCustomObject({ group: GROUP, version: VERSION, plural: CACHE.plural, name: s.cacheName })) as RLMeshCache;
+      // Kept on uninstall, the object may describe an earlier install's PVC: helm adopts it at the next
+      // install without applying the new values to it (it patches custom resources two-way, from the
+      // rendered object to itself). Placement follows this spec, so it is made to say what this install says.
+      const was = { pvcName: kept.spec?.pvcName, namespace: kept.spec?.namespace, accessModes: kept.spec?.accessModes };
+      if (JSON.stringify(was) !== JSON.stringify(spec)) {
+        await this.#d.custom.patchClusterCustomObject({ group: GROUP, version: VERSION, plural: CACHE.plural, name: s.cacheName, body: { spec } }, MERGE_PATCH);
+        this.#d.log.info({ cache: s.cacheName, was, now: spec }, 'the RLMeshCache object described another install of the cache; set to this one');
+      }
     } catch (err) {
       if (!isNotFound(err)) throw err;
       await this.#d.custom

@@ -116,6 +116,8 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: F, verb: 'delete', resource: 'rlmeshevaluations', namespace: RUNS, allowed: false, why: 'read-only on evaluations' },
   { sa: F, verb: 'patch', resource: 'rlmeshcaches/status', allowed: true, why: 'capacity, usage, hits, evictions' },
   { sa: F, verb: 'create', resource: 'rlmeshcaches', allowed: true, why: 'creates its RLMeshCache if it is missing' },
+  { sa: F, verb: 'patch', resource: 'rlmeshcaches', name: 'default', allowed: true, why: "sets its cache object's spec to this install's PVC and access modes when one kept from an earlier install says otherwise" },
+  { sa: F, verb: 'patch', resource: 'rlmeshcaches', name: 'other', allowed: false, why: 'its own cache object alone' },
   { sa: F, verb: 'delete', resource: 'rlmeshcaches', allowed: false, why: 'never deletes the cache object' },
   { sa: F, verb: 'update', resource: 'leases', name: 'rlmesh-artifact-cache-filler', namespace: RUNS, allowed: true, why: 'one filler acts at a time' },
   { sa: F, verb: 'create', resource: 'pods', namespace: RUNS, allowed: false, why: 'no pods' },

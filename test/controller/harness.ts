@@ -77,7 +77,7 @@ export function rbacManifests(sys: string, runs: string, suffix: string): object
     ]),
     bind('Role', FILLER_SA, runs, FILLER_SA, runs),
     clusterRole(`${suffix}-filler`, [
-      { apiGroups: [GROUP], resources: ['rlmeshcaches'], verbs: ['get', 'list', 'watch', 'create'] },
+      { apiGroups: [GROUP], resources: ['rlmeshcaches'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
       { apiGroups: [GROUP], resources: ['rlmeshcaches/status'], verbs: ['patch'] },
     ]),
     bind('ClusterRole', `${suffix}-filler`, undefined, FILLER_SA, runs),

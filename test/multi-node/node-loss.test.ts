@@ -40,14 +40,10 @@ function victimNode(exclude: string[] = []): string {
 
 /** With every other node cordoned, moves one replica of `w` onto `node` (deleting one elsewhere), unless one is there. */
 async function oneReplicaOn(w: Workload, node: string, all = false): Promise<void> {
-  for (const p of rt.pods(w)) {
-    if (p.spec.nodeName === node) {
-      if (!all) return;
-      continue;
-    }
-    kubectl(['-n', NS, 'delete', 'pod', p.metadata.name, '--wait=false']);
-    if (!all) break;
-  }
+  const pods = rt.pods(w);
+  // one on the node already: the others stay where they are (deleting one would bring it to the node too, the only one not cordoned)
+  const elsewhere = all || !pods.some((p) => p.spec.nodeName === node) ? pods.filter((p) => p.spec.nodeName !== node) : [];
+  for (const p of all ? elsewhere : elsewhere.slice(0, 1)) kubectl(['-n', NS, 'delete', 'pod', p.metadata.name, '--wait=false']);
   await until(`${w} on ${node}`, () => {
     const pods = rt.pods(w);
     const on = pods.filter((p) => p.spec.nodeName === node && p.status.containerStatuses?.[0]?.ready);

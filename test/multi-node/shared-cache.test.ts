@@ -17,6 +17,7 @@ import {
 import { helm, kubectl } from '../support/cluster.ts';
 import { MULTI_NODE_NAMES, SHARED_CLASS } from '../support/multi-node.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
+import { until } from '../support/until.ts';
 
 const EVALUATIONS = 30;
 
@@ -57,10 +58,15 @@ afterAll(async () => {
 });
 
 describe('the spec\'s multi-node install: a ReadWriteMany artifact cache', () => {
-  it('the cache is one ReadWriteMany volume of the RWX class, and the chart\'s replicas spread over the nodes', () => {
+  it('the cache is one ReadWriteMany volume of the RWX class, and the chart\'s replicas spread over the nodes', async () => {
     const pvc = JSON.parse(kubectl(['-n', RUNS, 'get', 'pvc', 'rlmesh-artifact-cache', '-o', 'json']).stdout) as { spec: { storageClassName: string; accessModes: string[] }; status: { phase: string } };
     expect(pvc.spec).toMatchObject({ storageClassName: SHARED_CLASS, accessModes: ['ReadWriteMany'] });
     expect(pvc.status.phase).toBe('Bound');
+    // the cache object, kept on uninstall, describes this install's volume (an earlier install's may have said ReadWriteOnce)
+    await until('the RLMeshCache to describe the ReadWriteMany volume', () => {
+      const cache = JSON.parse(kubectl(['get', 'rlmeshcache', 'default', '-o', 'json']).stdout) as { spec: { accessModes: string[] } };
+      return cache.spec.accessModes.join() === 'ReadWriteMany' ? true : undefined;
+    }, { timeoutMs: 60_000 });
     // the agent's spool follows storage.className unless agent.spool.storageClassName names another class
     expect(kubectl(['-n', NS, 'get', 'pvc', 'rlmesh-agent-spool', '-o', 'jsonpath={.spec.storageClassName}']).stdout).toBe(SHARED_CLASS);
     // two replicas each, spread by the chart's topologySpreadConstraints: never both on one node
