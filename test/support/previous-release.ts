@@ -5,7 +5,7 @@
 // published is kept under the cluster's folder and reused while the registry
 // still serves its chart, so only the first run pays for the build.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { clusterDir, clusterInfo, helm, registryAuthFile } from './cluster.ts';
@@ -64,6 +64,9 @@ function build(): void {
       stdio: ['ignore', 'inherit', 'inherit'],
     });
   } finally {
+    // the shared node_modules goes first, as a link: a recursive removal that followed it would empty the original
+    const link = join(tree, 'node_modules');
+    if (lstatSync(link, { throwIfNoEntry: false })?.isSymbolicLink()) unlinkSync(link);
     git(['worktree', 'remove', '--force', tree]);
     rmSync(join(tree, '..'), { recursive: true, force: true });
   }
