@@ -4,6 +4,10 @@
 // pings are answered; silence for `silenceMs` or any drop means reconnect with
 // jittered exponential backoff; a refused credential backs off longer and says
 // why. A credential change (rotation) re-authenticates without a restart.
+// The control plane judges the agent's version (lib/version-skew.ts) at Hello:
+// Welcome names its version (and a notice on the oldest supported line); a
+// refusal ends the session with the line that says what to do, which the agent
+// logs, reports (versionSkew, the metric, /readyz) and retries rarely.
 import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
@@ -23,7 +27,21 @@ import { errorMessage } from '../lib/error-fields.ts';
 import { hostPort } from '../lib/listen-address.ts';
 import { proxyTunnelError, type OutboundProxy } from '../lib/outbound-proxy.ts';
 
-export type SessionState = 'connecting' | 'connected' | 'backoff' | 'unauthenticated' | 'stopped';
+export type SessionState = 'connecting' | 'connected' | 'backoff' | 'unauthenticated' | 'unsupported' | 'stopped';
+
+/** What the control plane said of this agent's version: accepted (supported, or the oldest supported line) or refused. */
+export type VersionSkew = {
+  agentVersion: string;
+  /** empty when a control plane older than the policy did not say */
+  controlPlaneVersion: string;
+  verdict: 'supported' | 'oldest' | 'unsupported';
+  /** the control plane's line (what happened, why, what to do); empty when supported */
+  line: string;
+};
+
+/** gRPC metadata of a refusal for the agent's version (controlplane/agent-session.ts sets them). */
+const VERSION_SKEW_HEADER = 'rlmesh-version-skew';
+const CONTROL_PLANE_VERSION_HEADER = 'rlmesh-control-plane-version';
 
 export type SessionDeps = {
   target: { host: string; port: number };
@@ -42,6 +60,8 @@ export type SessionDeps = {
   onMessage: (m: ControlMessage) => void;
   onState: (s: SessionState) => void;
   onReconnect: () => void;
+  /** the control plane judged this agent's version (at every connect, and at a refusal) */
+  onVersionSkew?: (v: VersionSkew) => void;
 };
 
 /** A push-based async iterable: the request side of the stream. */
@@ -86,6 +106,8 @@ export class Session {
   private early: Http2SessionManager | undefined;
   /** when the session last reached Connected (ms since epoch) */
   connectedAt = 0;
+  /** what the control plane last said of this agent's version (undefined before the first answer) */
+  versionSkew: VersionSkew | undefined;
 
   constructor(d: SessionDeps) {
     this.d = d;
@@ -151,6 +173,11 @@ export class Session {
     return true;
   }
 
+  private setVersionSkew(v: VersionSkew) {
+    this.versionSkew = v;
+    this.d.onVersionSkew?.(v);
+  }
+
   private setState(s: SessionState) {
     if (this.state === s) return;
     this.state = s;
@@ -178,6 +205,12 @@ export class Session {
         } else if (reason === 'silence') {
           delay = backoff.next();
           log.warn({ silentMs: Date.now() - this.lastHeard, retryInMs: delay }, `no message from the control plane for ${Math.round(timing.silenceMs / 1000)} s: the session is dead, reconnecting`);
+        } else if (err instanceof ConnectError && err.code === Code.FailedPrecondition && err.metadata.get(VERSION_SKEW_HEADER)) {
+          // the version does not change by retrying: as rarely as a refused credential, until either side is upgraded
+          delay = timing.authBackoffMs;
+          this.setVersionSkew({ agentVersion: this.d.agentVersion, controlPlaneVersion: err.metadata.get(CONTROL_PLANE_VERSION_HEADER) ?? '', verdict: 'unsupported', line: err.rawMessage });
+          this.setState('unsupported');
+          log.error({ agentVersion: this.d.agentVersion, controlPlaneVersion: this.versionSkew?.controlPlaneVersion, retryInMs: delay }, `the control plane refused this agent's version: ${err.rawMessage}`);
         } else if (err instanceof ConnectError && err.code === Code.Unauthenticated) {
           delay = timing.authBackoffMs;
           this.setState('unauthenticated');
@@ -195,7 +228,7 @@ export class Session {
         }
       }
       if (this.stopped) break;
-      if (this.state !== 'unauthenticated') this.setState('backoff');
+      if (this.state !== 'unauthenticated' && this.state !== 'unsupported') this.setState('backoff');
       if (this.wakeUp.signal.aborted) this.wakeUp = new AbortController();
       if (delay > 0) await sleep(delay, this.wakeUp.signal);
       if (this.wakeUp.signal.aborted) {
@@ -252,7 +285,15 @@ export class Session {
           // processUptimeMs: how long this process took to get here, what a restart costs (read from a pod's log too);
           // processCpuMs: the CPU it spent on the way, all threads, which tells a CPU-bound start from one that waited
           const cpu = process.cpuUsage();
-          log.info({ controlPlane: `${target.host}:${target.port}`, clusterId, processUptimeMs: Math.round(performance.now()), processCpuMs: Math.round((cpu.user + cpu.system) / 1000) }, 'session connected');
+          const welcome = m.msg.case === 'welcome' ? m.msg.value : undefined;
+          this.setVersionSkew({
+            agentVersion: this.d.agentVersion,
+            controlPlaneVersion: welcome?.controlPlaneVersion ?? '',
+            verdict: welcome?.versionNotice ? 'oldest' : 'supported',
+            line: welcome?.versionNotice ?? '',
+          });
+          if (welcome?.versionNotice) log.warn({ agentVersion: this.d.agentVersion, controlPlaneVersion: welcome.controlPlaneVersion }, welcome.versionNotice);
+          log.info({ controlPlane: `${target.host}:${target.port}`, controlPlaneVersion: welcome?.controlPlaneVersion || undefined, agentVersion: this.d.agentVersion, clusterId, processUptimeMs: Math.round(performance.now()), processCpuMs: Math.round((cpu.user + cpu.system) / 1000) }, 'session connected');
           this.d.onConnected();
         }
         if (m.msg.case === 'ping') {

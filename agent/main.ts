@@ -101,6 +101,7 @@ const session: Session = new Session({
   onMessage: (m) => handle(m),
   onState: (s) => metrics.setState(s),
   onReconnect: () => metrics.reconnects.inc(),
+  onVersionSkew: (v) => metrics.setVersionSkew(v),
 });
 session.preconnect();
 

@@ -1,13 +1,19 @@
 // rlmesh_agent_* metrics, one registry per process.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { createInformerMetrics } from '../lib/informer-metrics.ts';
-import type { SessionState } from './control-plane-session.ts';
+import type { SessionState, VersionSkew } from './control-plane-session.ts';
 
-const STATES: SessionState[] = ['connecting', 'connected', 'backoff', 'unauthenticated', 'stopped'];
+const STATES: SessionState[] = ['connecting', 'connected', 'backoff', 'unauthenticated', 'unsupported', 'stopped'];
 
 export function createMetrics(sources: { spoolBytes: () => number; spoolRecords: () => number; spoolMaxBytes: number; credentialAgeSeconds: () => number }) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'rlmesh_agent_' });
+  const versionSkew = new Gauge({
+    name: 'rlmesh_agent_version_skew',
+    help: "What the control plane said of this agent's version (lib/version-skew.ts): 1 for the latest verdict (supported, oldest: the oldest supported line, unsupported: refused), with both versions",
+    labelNames: ['agent_version', 'control_plane_version', 'verdict'],
+    registers: [registry],
+  });
   const sessionState = new Gauge({ name: 'rlmesh_agent_session_state', help: 'Session state: 1 for the current state, 0 for the others', labelNames: ['state'], registers: [registry] });
   const m = {
     registry,
@@ -26,6 +32,10 @@ export function createMetrics(sources: { spoolBytes: () => number; spoolRecords:
     assignments: new Counter({ name: 'rlmesh_agent_assignments_total', help: 'Assignments received, by outcome', labelNames: ['outcome'], registers: [registry] }),
     draining: new Gauge({ name: 'rlmesh_agent_cluster_draining', help: '1 while the platform drains this cluster (no new assignments arrive), else 0', registers: [registry] }),
     informer: createInformerMetrics(registry, 'agent'),
+    setVersionSkew(v: VersionSkew) {
+      versionSkew.reset();
+      versionSkew.set({ agent_version: v.agentVersion, control_plane_version: v.controlPlaneVersion, verdict: v.verdict }, 1);
+    },
     setState(s: SessionState) {
       for (const st of STATES) sessionState.set({ state: st }, st === s ? 1 : 0);
     },

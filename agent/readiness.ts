@@ -5,16 +5,21 @@
 export class Readiness {
   /** why the credentials are not usable, or undefined once they are */
   credentialProblem: string | undefined = 'credentials not loaded yet';
-  #session: { live: boolean; currentState: string } | undefined;
+  #session: { live: boolean; currentState: string; versionSkew?: { verdict: string; line: string } | undefined } | undefined;
   #credentials: { ageSeconds: number } | undefined;
 
-  attach(parts: { session?: { live: boolean; currentState: string }; credentials?: { ageSeconds: number } }): void {
+  attach(parts: { session?: { live: boolean; currentState: string; versionSkew?: { verdict: string; line: string } | undefined }; credentials?: { ageSeconds: number } }): void {
     this.#session = parts.session ?? this.#session;
     this.#credentials = parts.credentials ?? this.#credentials;
   }
 
-  readonly notReady = (): string | undefined =>
-    this.credentialProblem ?? (this.#session?.live ? undefined : `no live session to the control plane (${this.#session?.currentState ?? 'not started'})`);
+  readonly notReady = (): string | undefined => {
+    if (this.credentialProblem) return this.credentialProblem;
+    if (this.#session?.live) return undefined;
+    const skew = this.#session?.versionSkew;
+    if (this.#session?.currentState === 'unsupported' && skew?.verdict === 'unsupported') return `no live session to the control plane: it refused this agent's version: ${skew.line}`;
+    return `no live session to the control plane (${this.#session?.currentState ?? 'not started'})`;
+  };
 
   /** seconds since the control credential in use last changed (0 before there is one) */
   readonly credentialAgeSeconds = (): number => this.#credentials?.ageSeconds ?? 0;

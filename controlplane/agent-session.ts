@@ -1,5 +1,7 @@
 // ClusterSession.Connect: the one long-lived stream an agent opens. The agent
-// authenticates with its control credential; the control plane marks the
+// authenticates with its control credential and sends Hello first; an agent
+// whose version is outside the skew policy (lib/version-skew.ts) is refused
+// before anything is sent to it. Otherwise the control plane marks the
 // cluster Connected, advances lastSeenAt on every message, sends Welcome and a
 // Ping every interval, (re)sends what the cluster has not acknowledged yet
 // (rotations, assignments, cancellations) and acks every update it stored.
@@ -15,7 +17,9 @@ import {
   PreflightReportSchema,
   type AgentMessage,
   type ControlMessage,
+  type Hello,
 } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { agentSkew, type SkewVerdict } from '../lib/version-skew.ts';
 import { LiveSessions, Outbox, type LiveSession } from './live-sessions.ts';
 import { credentialWireValue } from './pull-secret.ts';
 import { randomBase62 } from './secrets.ts';
@@ -27,6 +31,8 @@ export type SessionOptions = {
   sessions: LiveSessions;
   log: Logger;
   registryHost: string;
+  /** this control plane's version (package.json): the agents it accepts follow from it */
+  version: string;
   pingIntervalMs: number;
   /** Silence from the agent for this long ends the session (the agent reconnects). */
   silenceTimeoutMs: number;
@@ -114,6 +120,38 @@ export function sendBacklog(store: Store, session: LiveSession): void {
   for (const ev of store.pendingCancellations(session.clusterId)) session.outbox.push(cancellationMessage(ev));
 }
 
+/** Metadata of a session refused for the agent's version: the agent tells this refusal from others by it. */
+export const VERSION_SKEW_HEADER = 'rlmesh-version-skew';
+export const CONTROL_PLANE_VERSION_HEADER = 'rlmesh-control-plane-version';
+
+/**
+ * The first message of the session, which must be Hello; nothing is sent before it arrives,
+ * so an agent outside the version policy is never handed an assignment or a credential.
+ */
+async function firstHello(incoming: AsyncIterator<AgentMessage>, timeoutMs: number, signal: AbortSignal): Promise<Hello | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, fail) => {
+    timer = setTimeout(
+      () => fail(new ConnectError(`no Hello from the agent within ${Math.round(timeoutMs / 1000)} s of opening the session; the session is closed and the agent should reconnect`, Code.DeadlineExceeded)),
+      timeoutMs,
+    );
+  });
+  const aborted = new Promise<IteratorResult<AgentMessage>>((done) => signal.addEventListener('abort', () => done({ done: true, value: undefined }), { once: true }));
+  try {
+    const r = await Promise.race([incoming.next(), timeout, aborted]);
+    if (r.done) return undefined;
+    if (r.value.msg.case !== 'hello') {
+      throw new ConnectError(
+        `the session's first message was ${r.value.msg.case ?? 'empty'}, not Hello: an agent announces its cluster and version first; run a released agent (helm upgrade rlmesh <chart> --reuse-values)`,
+        Code.InvalidArgument,
+      );
+    }
+    return r.value.msg.value;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 const ack = (ids: string[]): ControlMessage => create(ControlMessageSchema, { msg: { case: 'ack', value: { ids } } });
 
 async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMessage>, ctx: HandlerContext): AsyncGenerator<ControlMessage> {
@@ -132,6 +170,29 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
   // One opened with a superseded credential (allowed during the overlap, for an agent that has not stored the new
   // value yet) gets none: whoever holds an old value must not be handed the new ones. Such an agent keeps working
   // until the overlap ends; the new value reaches it through the Secret (the rotate call's answer).
+  // Hello first: whose cluster, which agent version. A refused version ends the session here with one line.
+  const incoming = requests[Symbol.asyncIterator]();
+  const helloLog = log.child({ clusterId });
+  const acceptHello = (h: Hello): SkewVerdict => {
+    if (h.clusterId && h.clusterId !== clusterId) {
+      throw new ConnectError(
+        `hello names cluster ${h.clusterId} but the control credential belongs to cluster ${clusterId}; the control Secret's keys "control" and "cluster-id" must come from the same join`,
+        Code.PermissionDenied,
+      );
+    }
+    store.recordHello(clusterId, h.agentVersion, h.kubernetesVersion);
+    const skew = agentSkew(opts.version, h.agentVersion);
+    if (skew.verdict === 'unsupported') {
+      helloLog.warn({ agentVersion: h.agentVersion, controlPlaneVersion: opts.version }, `session refused: ${skew.line}`);
+      throw new ConnectError(skew.line, Code.FailedPrecondition, { [VERSION_SKEW_HEADER]: skew.verdict, [CONTROL_PLANE_VERSION_HEADER]: opts.version });
+    }
+    if (skew.verdict === 'oldest') helloLog.warn({ agentVersion: h.agentVersion, controlPlaneVersion: opts.version }, skew.line);
+    return skew;
+  };
+  const hello = await firstHello(incoming, opts.silenceTimeoutMs, ctx.signal);
+  if (!hello) return;
+  const skew = acceptHello(hello);
+
   const session: LiveSession = { id: `s_${randomBase62(16)}`, clusterId, outbox: new Outbox<ControlMessage>(), openedAt: new Date(), receivesRotations: current };
   const out = session.outbox;
   const slog = log.child({ clusterId, sessionId: session.id });
@@ -144,7 +205,13 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
     create(ControlMessageSchema, {
       msg: {
         case: 'welcome',
-        value: { sessionId: session.id, serverTime: timestampFromDate(new Date()), pingIntervalSeconds: Math.max(1, Math.round(opts.pingIntervalMs / 1000)) },
+        value: {
+          sessionId: session.id,
+          serverTime: timestampFromDate(new Date()),
+          pingIntervalSeconds: Math.max(1, Math.round(opts.pingIntervalMs / 1000)),
+          controlPlaneVersion: opts.version,
+          versionNotice: skew.verdict === 'oldest' ? skew.line : '',
+        },
       },
     }),
   );
@@ -152,6 +219,12 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
   if (c) out.push(clusterStateMessage(c));
   if (session.receivesRotations) for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
   sendBacklog(store, session);
+  const ackKnown = (h: Hello): void => {
+    const known = store.knownUpdateIds(clusterId, h.pendingUpdateIds);
+    if (known.length > 0) out.push(ack(known));
+    slog.info({ agentVersion: h.agentVersion, kubernetesVersion: h.kubernetesVersion, versionSkew: skew.verdict, pending: h.pendingUpdateIds.length, alreadyStored: known.length }, 'hello');
+  };
+  ackKnown(hello);
 
   let lastHeard = Date.now();
   let lastTouch = 0;
@@ -193,17 +266,8 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
     }
     switch (m.msg.case) {
       case 'hello': {
-        const h = m.msg.value;
-        if (h.clusterId && h.clusterId !== clusterId) {
-          throw new ConnectError(
-            `hello names cluster ${h.clusterId} but the control credential belongs to cluster ${clusterId}; the control Secret's keys "control" and "cluster-id" must come from the same join`,
-            Code.PermissionDenied,
-          );
-        }
-        store.recordHello(clusterId, h.agentVersion, h.kubernetesVersion);
-        const known = store.knownUpdateIds(clusterId, h.pendingUpdateIds);
-        if (known.length > 0) out.push(ack(known));
-        slog.info({ agentVersion: h.agentVersion, kubernetesVersion: h.kubernetesVersion, pending: h.pendingUpdateIds.length, alreadyStored: known.length }, 'hello');
+        acceptHello(m.msg.value);
+        ackKnown(m.msg.value);
         return;
       }
       case 'evaluationUpdate': {
@@ -265,7 +329,7 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
   };
 
   void (async () => {
-    for await (const m of requests) handle(m);
+    for (let r = await incoming.next(); !r.done; r = await incoming.next()) handle(r.value);
     out.close();
   })().catch((err: unknown) => {
     if (!(err instanceof ConnectError)) slog.error({ err }, 'session failed while handling an agent message');

@@ -8,6 +8,7 @@ import { Code } from '@connectrpc/connect';
 import { afterEach, describe, expect, it } from 'vitest';
 import { joinedCluster, openSession, startTestControlPlane, type TestControlPlane, type TestSession } from '../test/support/control-plane.ts';
 import { api } from '../test/support/api.ts';
+import pkg from '../package.json' with { type: 'json' };
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -19,8 +20,9 @@ async function start(overrides: Parameters<typeof startTestControlPlane>[0] = {}
   cps.push(cp);
   return cp;
 }
-function session(cp: TestControlPlane, credential: string | null): TestSession {
-  const s = openSession(cp, credential);
+/** A session whose Hello (sent first, as an agent's) carries `hello` and an agent version the control plane accepts. */
+function session(cp: TestControlPlane, credential: string | null, hello: Parameters<typeof openSession>[2] = {}): TestSession {
+  const s = openSession(cp, credential, hello === false ? false : { agentVersion: pkg.version, ...hello });
   sessions.push(s);
   return s;
 }
@@ -163,8 +165,7 @@ describe('ClusterSession', () => {
     const ev = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'busybox:1.36', command: ['true'], deadlineSeconds: 60 });
     expect(ev.status).toBe(201);
     const evaluationId = String(ev.body.id);
-    const s = session(cp, c.control);
-    s.send({ case: 'hello', value: { clusterId: c.clusterId } });
+    const s = session(cp, c.control, { clusterId: c.clusterId });
     const assignment = await s.waitFor('assignment');
     expect(assignment).toMatchObject({ evaluationId, image: 'busybox:1.36', command: ['true'] });
 
@@ -187,8 +188,7 @@ describe('ClusterSession', () => {
     // after a reconnect, Hello's pending ids that are already stored are acked at once
     s.close();
     await s.ended;
-    const s2 = session(cp, c.control);
-    s2.send({ case: 'hello', value: { clusterId: c.clusterId, pendingUpdateIds: ['u-3', 'u-9'] } });
+    const s2 = session(cp, c.control, { clusterId: c.clusterId, pendingUpdateIds: ['u-3', 'u-9'] });
     expect((await s2.waitFor('ack')).ids).toEqual(['u-3']);
     // the evaluation was acknowledged by its updates, so it is not assigned again
     await s2.waitFor('ping');
@@ -201,15 +201,13 @@ describe('ClusterSession', () => {
     const b = await joinedCluster(cp);
     const ev = await api(cp, 'POST', `/v1/clusters/${a.clusterId}/evaluations`, { image: 'busybox:1.36', command: ['true'] });
     const evaluationId = String(ev.body.id);
-    const sa = session(cp, a.control);
-    sa.send({ case: 'hello', value: { clusterId: a.clusterId } });
+    const sa = session(cp, a.control, { clusterId: a.clusterId });
     await sa.waitFor('assignment');
     sa.send({ case: 'evaluationUpdate', value: { id: 'u-1', evaluationId, phase: 'Running', sequence: 1n } });
     await sa.waitFor('ack');
 
-    const sb = session(cp, b.control);
     // B's Hello offering A's update id is not acked: B never stored u-1
-    sb.send({ case: 'hello', value: { clusterId: b.clusterId, pendingUpdateIds: ['u-1'] } });
+    const sb = session(cp, b.control, { clusterId: b.clusterId, pendingUpdateIds: ['u-1'] });
     sb.send({ case: 'evaluationUpdate', value: { id: 'u-2', evaluationId, phase: 'Failed', sequence: 9n, exitCode: 1, hasExitCode: true } });
     sb.send({ case: 'evaluationUpdate', value: { id: 'u-1', evaluationId: 'ev-b-local', phase: 'Running', sequence: 1n } });
     expect((await sb.waitFor('ack')).ids).toEqual(['u-1']); // the update for B's own evaluation, not u-2
@@ -234,8 +232,7 @@ describe('ClusterSession', () => {
     expect(JSON.stringify(ev.body)).not.toContain(secretAccessKey);
     const dbFiles = () => readdirSync(cp.dir).filter((f) => f.startsWith('controlplane.db')).map((f) => readFileSync(join(cp.dir, f)).toString('latin1')).join('');
     expect(dbFiles()).not.toContain(secretAccessKey);
-    const s = session(cp, c.control);
-    s.send({ case: 'hello', value: { clusterId: c.clusterId } });
+    const s = session(cp, c.control, { clusterId: c.clusterId });
     const assignment = await s.waitFor('assignment');
     const src = assignment.artifacts[0]?.source?.source;
     expect(src?.case === 's3' ? src.value.secretAccessKey : undefined).toBe(secretAccessKey);
@@ -472,9 +469,8 @@ describe('ClusterSession', () => {
   it('an agent that goes silent is disconnected after the silence timeout', async () => {
     const cp = await start({ silenceTimeoutMs: 600 });
     const c = await joinedCluster(cp);
-    const s = session(cp, c.control);
-    s.send({ case: 'hello', value: { clusterId: c.clusterId } });
-    await expect.poll(async () => (await cluster(cp, c.clusterId)).agentVersion).toBe('');
+    const s = session(cp, c.control, { clusterId: c.clusterId });
+    await expect.poll(async () => (await cluster(cp, c.clusterId)).agentVersion).toBe(pkg.version);
     const seen = (await cluster(cp, c.clusterId)).lastSeenAt;
     cp.clock.advance(10 * MIN);
     const ended = await s.ended;
@@ -484,11 +480,43 @@ describe('ClusterSession', () => {
     expect(await cluster(cp, c.clusterId)).toMatchObject({ status: 'Disconnected', lastSeenAt: seen });
   });
 
+  it('an agent outside the version skew policy is refused in one line before anything is sent to it', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'busybox:1.36', command: ['true'] });
+    const [major, minor] = pkg.version.split('.').map(Number) as [number, number];
+    for (const agentVersion of [`${major}.${minor + 1}.0`, `${major + 1}.0.0`, 'dev', '']) {
+      const s = session(cp, c.control, { clusterId: c.clusterId, agentVersion });
+      const ended = await s.ended;
+      expect(ended?.code, agentVersion).toBe(Code.FailedPrecondition);
+      expect(ended?.metadata.get('rlmesh-version-skew')).toBe('unsupported');
+      expect(ended?.metadata.get('rlmesh-control-plane-version')).toBe(pkg.version);
+      expect(ended?.rawMessage).toMatch(/refused: .*this control plane runs .* and accepts agents .*; (install|upgrade) /);
+      expect(ended?.rawMessage).not.toContain('\n');
+      expect(s.received, 'no Welcome, no assignment').toEqual([]);
+    }
+    // the refused version is still recorded: the platform shows which agent tried
+    expect(await cluster(cp, c.clusterId)).toMatchObject({ status: 'Disconnected', agentVersion: '' });
+    const ok = session(cp, c.control, { clusterId: c.clusterId, agentVersion: `${major}.${minor}.99-rc.1` });
+    const welcome = await ok.waitFor('welcome');
+    expect(welcome).toMatchObject({ controlPlaneVersion: pkg.version, versionNotice: '' });
+    await ok.waitFor('assignment');
+  });
+
+  it('a session whose first message is not Hello is refused, naming what to do', async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    const s = session(cp, c.control, false);
+    s.send({ case: 'heartbeat', value: {} });
+    const ended = await s.ended;
+    expect(ended?.code).toBe(Code.InvalidArgument);
+    expect(ended?.rawMessage).toMatch(/first message was heartbeat, not Hello.*run a released agent/);
+  });
+
   it('a hello naming another cluster is refused', async () => {
     const cp = await start();
     const c = await joinedCluster(cp);
-    const s = session(cp, c.control);
-    s.send({ case: 'hello', value: { clusterId: 'c_someoneelse' } });
+    const s = session(cp, c.control, { clusterId: 'c_someoneelse' });
     const ended = await s.ended;
     expect(ended?.code).toBe(Code.PermissionDenied);
     expect(ended?.rawMessage).toContain('cluster-id');

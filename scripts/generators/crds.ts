@@ -2,7 +2,8 @@
 // lib/crds/types.ts: structural OpenAPI v3 with a description on every field
 // (so `kubectl explain` works), printer columns and the status subresource.
 import { z } from 'zod';
-import { stringify } from 'yaml';
+import { readFileSync } from 'node:fs';
+import { parse, stringify } from 'yaml';
 import {
   CACHE,
   EVALUATION,
@@ -15,6 +16,8 @@ import {
 } from '../../lib/crds/types.ts';
 
 type Json = { [k: string]: unknown };
+
+const chartVersion = (): string => String((parse(readFileSync(new URL('../../charts/rlmesh-runtime/Chart.yaml', import.meta.url), 'utf8')) as { version: string }).version);
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
 // zod's JSON Schema is nearly structural already; Kubernetes additionally forbids
@@ -61,7 +64,9 @@ function crd(names: Names, scope: 'Namespaced' | 'Cluster', description: string,
     kind: 'CustomResourceDefinition',
     metadata: {
       name: `${names.plural}.${GROUP}`,
-      labels: { 'app.kubernetes.io/part-of': 'rlmesh-runtime' },
+      // the chart version whose CRDs these are: after `helm upgrade` it shows the hook applied them
+      // (helm itself never updates crds/); `rlmesh status` compares it with the release's
+      labels: { 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/version': chartVersion() },
     },
     spec: {
       group: GROUP,

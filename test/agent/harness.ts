@@ -26,6 +26,7 @@ import { get, podTemplate, render, TOKEN } from '../chart/chart.ts';
 import { KWOK_TOLERATION } from '../support/kwok-outcome.ts';
 import type { ClusterPlacement } from '../../lib/evaluation-placement.ts';
 import { tempDir } from '../support/temp.ts';
+import pkg from '../../package.json' with { type: 'json' };
 
 // reassigned by useNamespaces (live ESM bindings)
 export let SYSTEM = 'rlmesh-agent-it';
@@ -243,7 +244,7 @@ export async function tryConnect(cp: ControlPlane, credential: string): Promise<
   const client = createClient(ClusterSession, transport);
   const ac = new AbortController();
   async function* hello() {
-    yield create(AgentMessageSchema, { msg: { case: 'hello', value: { agentVersion: 'test' } } });
+    yield create(AgentMessageSchema, { msg: { case: 'hello', value: { agentVersion: pkg.version } } });
     await new Promise((r) => setTimeout(r, 5000));
   }
   try {

@@ -13,6 +13,7 @@ import { openSession } from '../support/control-plane.ts';
 import { kubectl } from '../support/cluster.ts';
 import { api, startControlPlane, type ControlPlane } from '../support/runtime.ts';
 import { tempDir } from '../support/temp.ts';
+import pkg from '../../package.json' with { type: 'json' };
 
 const ROOT = join(import.meta.dirname, '../..');
 const suffix = Math.random().toString(36).slice(2, 8);
@@ -62,9 +63,8 @@ it('rlmesh clusters join writes Secrets the apiserver accepts, the agent reads, 
   expect(Buffer.from(getSecret(ns, 'rlmesh-cluster-relay-secret').data!['relay-secret']!, 'base64').toString()).toMatch(/^rlm_rs_/);
 
   const ca = readFileSync(cp.caFile, 'utf8');
-  const s = openSession({ url: cp.url, ca }, control.value.control);
+  const s = openSession({ url: cp.url, ca }, control.value.control, { clusterId: control.value.clusterId, agentVersion: pkg.version });
   await s.waitFor('welcome');
-  s.send({ case: 'hello', value: { clusterId: control.value.clusterId } });
   await expect.poll(async () => (await api<{ status: string }>(cp, 'GET', `/v1/clusters/${control.value.clusterId}`)).body.status).toBe('Connected');
 
   // restart on the same data directory: the agent's reconnect with the same Secret works

@@ -8,7 +8,8 @@ import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { pino } from 'pino';
-import { AgentMessageSchema, ClusterSession, type AgentMessage, type ControlMessage } from '../../lib/gen/rlmesh/v1/session_pb.ts';
+import { AgentMessageSchema, ClusterSession, type AgentMessage, type ControlMessage, type HelloSchema } from '../../lib/gen/rlmesh/v1/session_pb.ts';
+import pkg from '../../package.json' with { type: 'json' };
 import { Outbox } from '../../controlplane/live-sessions.ts';
 import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from '../../controlplane/server.ts';
 import type { Clock } from '../../controlplane/store.ts';
@@ -66,7 +67,11 @@ export type TestSession = {
   close(): void;
 };
 
-export function openSession(cp: { url: string; ca: string }, credential: string | null): TestSession {
+/**
+ * Opens a session as an agent does: Hello first (by default an agent of this package's version,
+ * which the control plane accepts; `hello: false` sends none, for tests of what precedes it).
+ */
+export function openSession(cp: { url: string; ca: string }, credential: string | null, hello: MessageInitShape<typeof HelloSchema> | false = { agentVersion: pkg.version }): TestSession {
   const transport = createGrpcTransport({ baseUrl: cp.url, nodeOptions: { ca: cp.ca } }) // gRPC: always HTTP/2;
   const client = createClient(ClusterSession, transport);
   const outgoing = new Outbox<AgentMessage>();
@@ -75,6 +80,7 @@ export function openSession(cp: { url: string; ca: string }, credential: string 
   const notify = (): void => {
     for (const l of [...listeners]) l();
   };
+  if (hello) outgoing.push(create(AgentMessageSchema, { msg: { case: 'hello', value: hello } }));
   const abort = new AbortController();
   const stream = client.connect(outgoing, { headers: credential === null ? {} : { authorization: `Bearer ${credential}` }, signal: abort.signal });
   let finished = false;
