@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 // under test/ run against the real local cluster that test/cluster/up starts
 // (the test toolkit's own tests in test/support and the cluster's forwarder test need no cluster: unit);
 // the multi-node suites under test/multi-node run on that cluster with two more real nodes.
-// Unit and integration runs keep their temporary files in a folder of the run and fail when a
+// Every run keeps their temporary files in a folder of the run and fail when a
 // test leaves one behind (test/support/temp-dirs.ts).
 export default defineConfig({
   test: {
@@ -33,7 +33,7 @@ export default defineConfig({
         test: {
           name: 'multi-node',
           include: ['test/multi-node/**/*.test.ts'],
-          globalSetup: ['test/multi-node/global-setup.ts'],
+          globalSetup: ['test/multi-node/global-setup.ts', 'test/support/temp-dirs.ts'],
           testTimeout: 300_000,
           hookTimeout: 600_000,
           fileParallelism: false,

@@ -5,8 +5,7 @@
 // filler, on one node, fetches an artifact once through the egress proxy;
 // 30 evaluations that need it run on all three nodes and each reads the same
 // bytes from the shared cache. The HTTPS server counts one download.
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NET } from '../cluster/real-node.ts';
@@ -17,6 +16,7 @@ import {
 import { helm, kubectl } from '../support/cluster.ts';
 import { MULTI_NODE_NAMES, SHARED_CLASS } from '../support/multi-node.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
+import { tempDir } from '../support/temp.ts';
 import { until } from '../support/until.ts';
 
 const EVALUATIONS = 30;
@@ -41,7 +41,7 @@ beforeAll(async () => {
   const created = await api<{ clusterId: string; joinToken: string }>(cp, 'POST', '/v1/clusters', { name: 'multi-node' });
   clusterId = created.body.clusterId;
   // the artifact's server is the tests' "public" HTTPS server: its name allow-listed, its benchmarking range let through, its CA trusted
-  const bundle = join(mkdtempSync(join(tmpdir(), 'rlmesh-ca-')), 'bundle.pem');
+  const bundle = join(tempDir('rlmesh-ca-'), 'bundle.pem');
   writeFileSync(bundle, `${readFileSync(cp.caFile, 'utf8').trim()}\n${publicServer.ca.trim()}\n`);
   helm(['install', 'rlmesh', chart.ref, '--version', chart.version, '-n', NS, '--create-namespace', '--set', `joinToken=${created.body.joinToken}`,
     // the spec's two values for several nodes
