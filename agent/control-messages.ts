@@ -27,6 +27,7 @@ import type { Metrics } from './metrics.ts';
 import type { Retrying } from './retrying.ts';
 import type { Session } from './control-plane-session.ts';
 import type { Spool } from './spool.ts';
+import type { RotationLog } from './status-publisher.ts';
 
 export type ControlMessageParts = {
   log: Logger;
@@ -40,6 +41,10 @@ export type ControlMessageParts = {
   retrying: Retrying;
   /** controlPlane.registryHost: the one registry a rotated pull credential may be for */
   registryHost: string;
+  /** told of each rotation being stored, stored, or refused (for the agent's status ConfigMap) */
+  rotations?: Pick<RotationLog, 'storing' | 'stored' | 'refused'>;
+  /** told whether the platform drains this cluster, on each ClusterState */
+  onDraining?: (draining: boolean) => void;
 };
 
 /** How many refused rotations (purpose and value hash) are remembered: a bound, whatever the control plane sends. */
@@ -89,15 +94,18 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
           if (refused.size >= MAX_REFUSED) refused.clear();
           refused.add(key);
           refuse(p.log, m.msg.value, checked.problem);
+          p.rotations?.refused(m.msg.value.purpose, checked.problem);
           return;
         }
         const r = checked.rotation;
         rotationsInFlight.add(key);
+        p.rotations?.storing(r.purpose);
         void (async () => {
           // until stored: a rotation given up on leaves the agent with a credential that expires after the overlap
           await p.retrying(`storing the rotated ${r.purpose} credential`, () => p.store.writeRotation(r.purpose, r.value), { forever: true });
           if (r.purpose === 'control') p.credWatch.use({ ...p.credWatch.credentials, control: r.value });
           p.session.send({ case: 'credentialRotated', value: create(CredentialRotatedSchema, { purpose: r.purpose }) });
+          p.rotations?.stored(r.purpose);
           p.log.info({ purpose: r.purpose }, 'rotated credential written to its Secret');
         })()
           .catch(() => undefined)
@@ -108,6 +116,7 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
         const { drainingSince } = m.msg.value;
         const now = m.msg.value.draining;
         p.metrics.draining.set(now ? 1 : 0);
+        p.onDraining?.(now);
         if (now === draining) return;
         if (now) {
           const since = drainingSince ? timestampDate(drainingSince).toISOString() : 'now';

@@ -108,6 +108,8 @@ export class Session {
   connectedAt = 0;
   /** what the control plane last said of this agent's version (undefined before the first answer) */
   versionSkew: VersionSkew | undefined;
+  /** since when the agent has had no session (ms since epoch): its start, then each time a session ends */
+  disconnectedAt = Date.now();
 
   constructor(d: SessionDeps) {
     this.d = d;
@@ -145,6 +147,11 @@ export class Session {
     return this.state;
   }
 
+  /** when the control plane last spoke on a session (ms since epoch; 0: never) */
+  get lastHeardAt(): number {
+    return this.lastHeard;
+  }
+
   /** The credential changed: drop the stream (if any) and connect again now. */
   reauthenticate(): void {
     this.abort?.abort('reauth' satisfies EndReason);
@@ -180,6 +187,7 @@ export class Session {
 
   private setState(s: SessionState) {
     if (this.state === s) return;
+    if (this.state === 'connected') this.disconnectedAt = Date.now();
     this.state = s;
     this.d.onState(s);
   }

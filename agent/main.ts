@@ -24,6 +24,7 @@ import { Session } from './control-plane-session.ts';
 import { Readiness } from './readiness.ts';
 import { retryingWrites } from './retrying.ts';
 import { Spool } from './spool.ts';
+import { RotationLog, startStatusPublisher } from './status-publisher.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
 const log = createLogger('agent');
@@ -99,7 +100,11 @@ const session: Session = new Session({
     if (lastPreflight) session.send({ case: 'preflightReport', value: lastPreflight });
   },
   onMessage: (m) => handle(m),
-  onState: (s) => metrics.setState(s),
+  onState: (s) => {
+    metrics.setState(s);
+    // a change of state is written soon (the publisher starts before the session does)
+    statusPublisher.soon();
+  },
   onReconnect: () => metrics.reconnects.inc(),
   onVersionSkew: (v) => metrics.setVersionSkew(v),
 });
@@ -176,7 +181,21 @@ const capacity = new CapacityReporter({
   },
 });
 
-const handle = controlMessageHandler({ log, session, spool, evaluations, assignments, store, credWatch, metrics, retrying: retryingWrites(timing), registryHost: cfg.runtime.controlPlane.registryHost });
+const rotations = new RotationLog();
+let draining = false;
+const handle = controlMessageHandler({
+  log, session, spool, evaluations, assignments, store, credWatch, metrics, retrying: retryingWrites(timing), registryHost: cfg.runtime.controlPlane.registryHost,
+  rotations,
+  onDraining: (d) => (draining = d),
+});
+
+// what rlmesh status shows of the agent: ConfigMap rlmesh-agent-status, from here on
+const statusPublisher = startStatusPublisher({
+  kc,
+  namespace: cfg.runtime.namespace,
+  log,
+  sources: { agentVersion: AGENT_VERSION, session, credentials: credWatch, rotations, spool, spoolMaxBytes: cfg.runtime.agent.spoolMaxBytes, draining: () => draining },
+});
 session.start();
 
 void startWithRetry('evaluation status informer', () => evaluations.start());
@@ -216,6 +235,7 @@ async function shutdown(signal: string) {
   abort.abort();
   stopPreflight();
   stopClusterRanges();
+  statusPublisher.stop();
   await Promise.allSettled([session.stop(), capacity.stop(), evaluations.stop(), credWatch.stop()]);
   await spool.close().catch(() => undefined);
   await ops.close();

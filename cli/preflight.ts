@@ -29,7 +29,7 @@ Options:
   -h, --help            this help
 `;
 
-class UsageError extends Error {}
+export class UsageError extends Error {}
 
 export async function preflight(argv: string[], io: Pick<Io, 'stdout' | 'stderr'>): Promise<number> {
   try {
@@ -95,7 +95,7 @@ function deepMerge(a: Record<string, unknown>, b: Record<string, unknown>): Reco
   return out;
 }
 
-function loadKubeConfig(file: string | undefined, context: string | undefined): k8s.KubeConfig {
+export function loadKubeConfig(file: string | undefined, context: string | undefined): k8s.KubeConfig {
   const kc = new k8s.KubeConfig();
   try {
     if (file) kc.loadFromFile(file);

@@ -35,6 +35,8 @@ export const NAMES = {
   clusterRangesConfigMap: 'rlmesh-cluster-ranges',
   /** ConfigMap of the agent's preflight report */
   preflightConfigMap: 'rlmesh-preflight',
+  /** ConfigMap of the agent's own state (session, credentials in use, spool), which rlmesh status reads; no secret in it */
+  agentStatusConfigMap: 'rlmesh-agent-status',
   /** ConfigMap of the controller's NetworkPolicy probe result, and the probe pods' name */
   networkPolicyProbe: 'rlmesh-network-policy-probe',
   /** the agent's ClusterRole, owner of the Secrets it writes */

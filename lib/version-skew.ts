@@ -114,3 +114,26 @@ export function cliSkew(cli: string, chart: string): SkewVerdict {
   }
   return { verdict: 'supported', line: `CLI ${cli} supports chart ${chart}: ${rule}` };
 }
+
+/** What `rlmesh status` prints of a skew: nothing when supported, else the problem and its fix. */
+export type SkewFinding = { ok: true } | { ok: false; problem: string; fix: string };
+
+/** cliSkew as a status finding. */
+export function cliChartSkew(cliVersion: string, chartVersion: string): SkewFinding {
+  const v = cliSkew(cliVersion, chartVersion);
+  if (v.verdict !== 'unsupported') return { ok: true };
+  const chart = parseVersion(chartVersion);
+  return { ok: false, problem: v.line, fix: chart ? `Use the rlmesh CLI ${chart.major}.${chart.minor}.x that the chart's release ships.` : 'Use a CLI and a chart of released versions (x.y.z).' };
+}
+
+/** Whether a component runs its chart's version (appVersion), as a status finding: a rollout in progress or an image set by hand. */
+export function componentSkew(component: string, componentVersion: string, appVersion: string): SkewFinding {
+  const c = parseVersion(componentVersion);
+  const a = parseVersion(appVersion);
+  if (c && a && c.major === a.major && c.minor === a.minor) return { ok: true };
+  return {
+    ok: false,
+    problem: `${component} runs ${componentVersion}, the chart's appVersion is ${appVersion}`,
+    fix: `Let the rollout finish (kubectl -n rlmesh-system rollout status deployment/${component}), or helm upgrade so every component runs ${appVersion}.`,
+  };
+}

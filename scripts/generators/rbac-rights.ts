@@ -68,6 +68,7 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-preflight', namespace: SYS, allowed: true, why: 'publishes its preflight report' },
   { sa: A, verb: 'get', resource: 'configmaps', name: 'rlmesh-network-policy-probe', namespace: SYS, allowed: true, why: "reads the controller's NetworkPolicy probe result" },
   { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-cluster-ranges', namespace: SYS, allowed: true, why: "keeps the cluster's own address ranges current for the egress proxy" },
+  { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-agent-status', namespace: SYS, allowed: true, why: 'publishes its own state (session, credential source, spool) for rlmesh status' },
   { sa: A, verb: 'list', resource: 'servicecidrs', allowed: true, why: 'the Service ranges, for the egress proxy to refuse (read-only)' },
   { sa: A, verb: 'list', resource: 'storageclasses', allowed: true, why: 'preflight: the StorageClass and access modes exist' },
   { sa: A, verb: 'get', resource: 'clusterroles', name: 'rlmesh-cluster-agent', allowed: true, why: 'its own ClusterRole: the owner of the Secrets it writes, so helm uninstall removes them' },

@@ -10,6 +10,7 @@ import { NET, realNodes } from '../cluster/real-node.ts';
 import { publishEvaluationImage } from '../images/evaluation/publish.ts';
 import { REPOSITORY as EVALUATION_REPOSITORY } from '../images/evaluation/build.ts';
 import { clusterInfo, helm, kubectl, run } from '../support/cluster.ts';
+import { releaseInfo } from '../support/release.ts';
 import { api, releasedChart, ROOT, startControlPlane, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 
@@ -261,3 +262,18 @@ export function lostAndDuplicated(e: EvaluationView, clusterPhase: string, ran: 
 }
 
 export const cliPath = join(ROOT, 'cli/main.ts');
+
+/** Forgets the runtime image on the real nodes, so the next pod must pull it from the registry. */
+export function forgetRuntimeImage(): void {
+  const image = releaseInfo().images['rlmesh-runtime']!;
+  for (const node of realNodes()) {
+    const ctr = (...args: string[]) => run('/usr/bin/ctr', ['--address', node.containerdSocket, '-n', 'k8s.io', ...args]);
+    // the image-id reference containerd keeps beside the name (sha256:<config>), found from the manifest digest
+    const configRef = ctr('images', 'ls').stdout.split('\n').find((l) => l.includes(image.digest) && l.startsWith('sha256:'))?.split(/\s+/)[0] ?? '';
+    const refs = ctr('images', 'ls', '-q').stdout.split('\n').filter((r) => r.includes('rlmesh/rlmesh-runtime') || r === configRef);
+    if (refs.length) {
+      const r = ctr('images', 'rm', ...refs);
+      if (r.status !== 0) throw new Error(`ctr images rm: ${r.stderr}`);
+    }
+  }
+}

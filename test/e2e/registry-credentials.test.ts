@@ -11,14 +11,14 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clusterDir, kubectl, run } from '../support/cluster.ts';
+import { clusterDir, kubectl } from '../support/cluster.ts';
 import { registryGet, registryToken } from '../support/registry.ts';
 import { releaseInfo } from '../support/release.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import { realNodes } from '../cluster/real-node.ts';
 import { dockerConfigJson } from '../../lib/credential-secret.ts';
-import { NS, RUNS, Runtime, cleanSlate, controlPlane, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected, waitFinished, type Workload } from './harness.ts';
+import { NS, RUNS, Runtime, cleanSlate, controlPlane, forgetRuntimeImage, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected, waitFinished, type Workload } from './harness.ts';
 import { addRegistryHost, NET } from '../cluster/real-node.ts';
 import { startPrivateRegistry } from '../support/private-registry.ts';
 import { evaluationLayout } from '../images/evaluation/publish.ts';
@@ -40,20 +40,6 @@ function grantsSince(since: number): Grant[] {
     .filter(Boolean)
     .map((l) => JSON.parse(l) as Grant)
     .filter((g) => Date.parse(g.time) >= since);
-}
-
-/** Forgets the runtime image on the real node, so the next pod must pull it from the registry. */
-function forgetRuntimeImage(): void {
-  for (const node of realNodes()) {
-    const ctr = (...args: string[]) => run('/usr/bin/ctr', ['--address', node.containerdSocket, '-n', 'k8s.io', ...args]);
-    const refs = ctr('images', 'ls', '-q').stdout.split('\n').filter((r) => r.includes('rlmesh/rlmesh-runtime') || r === runtimeConfigRef(ctr));
-    if (refs.length) expect(ctr('images', 'rm', ...refs).status).toBe(0);
-  }
-}
-/** The image-id reference containerd keeps beside the name (sha256:<config>), found from the manifest digest. */
-function runtimeConfigRef(ctr: (...a: string[]) => { stdout: string }): string {
-  const line = ctr('images', 'ls').stdout.split('\n').find((l) => l.includes(runtimeImage().digest) && l.startsWith('sha256:'));
-  return line?.split(/\s+/)[0] ?? '';
 }
 
 /** Deletes the workload's pod and waits for its replacement to be ready; returns that pod's events. */

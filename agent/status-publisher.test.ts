@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { agentStatusConfigMap, parseAgentStatus } from '../lib/agent-status.ts';
+import { agentStatus, RotationLog, type StatusSources } from './status-publisher.ts';
+
+const NOW = Date.parse('2026-05-01T12:00:00Z');
+
+function sources(o: { state?: string; tokenHash?: string; rotations?: RotationLog } = {}): StatusSources {
+  return {
+    agentVersion: '0.1.0',
+    session: { currentState: o.state ?? 'connected', connectedAt: NOW - 60_000, disconnectedAt: NOW - 120_000, lastHeardAt: NOW - 2_000 },
+    credentials: { credentials: { clusterId: 'c-1', tokenHash: o.tokenHash }, ageSeconds: 3600 },
+    rotations: o.rotations ?? new RotationLog(() => NOW),
+    spool: { records: 3, bytes: 900 },
+    spoolMaxBytes: 9000,
+    draining: () => false,
+  };
+}
+
+describe('agent status', () => {
+  it('a connected agent: since when, last heard, no disconnection; the credential source from the token hash', () => {
+    const s = agentStatus(sources({ tokenHash: 'ab' }), NOW);
+    expect(s.session).toEqual({ state: 'connected', clusterId: 'c-1', connectedSince: '2026-05-01T11:59:00.000Z', lastHeardAt: '2026-05-01T11:59:58.000Z' });
+    expect(s.credentials.source).toBe('join');
+    expect(s.credentials.inUseSince).toBe('2026-05-01T11:00:00.000Z');
+    expect(s.spool).toEqual({ records: 3, bytes: 900, maxBytes: 9000 });
+  });
+
+  it('a disconnected agent says since when; out-of-band Secrets are source "secret"', () => {
+    const s = agentStatus(sources({ state: 'backoff' }), NOW);
+    expect(s.session.connectedSince).toBeUndefined();
+    expect(s.session.disconnectedSince).toBe('2026-05-01T11:58:00.000Z');
+    expect(s.credentials.source).toBe('secret');
+  });
+
+  it('rotations: storing until stored, a refusal kept with its problem and first time', () => {
+    let t = NOW;
+    const log = new RotationLog(() => t);
+    log.storing('control');
+    log.refused('pull', 'the value is not JSON');
+    t += 60_000;
+    log.refused('pull', 'the value is not JSON');
+    expect(log.list).toEqual([
+      { purpose: 'control', state: 'storing', since: '2026-05-01T12:00:00.000Z' },
+      { purpose: 'pull', state: 'refused', since: '2026-05-01T12:00:00.000Z', problem: 'the value is not JSON' },
+    ]);
+    log.stored('control');
+    expect(log.list.map((r) => r.purpose)).toEqual(['pull']);
+  });
+
+  it('round-trips through the ConfigMap; a broken one names what is wrong', () => {
+    const s = agentStatus(sources(), NOW);
+    const cm = agentStatusConfigMap(s, 'rlmesh-system');
+    expect(cm.metadata?.name).toBe('rlmesh-agent-status');
+    expect(parseAgentStatus(cm)).toEqual({ ok: true, status: s });
+    expect(parseAgentStatus({ data: { 'status.json': '{' } })).toEqual({ ok: false, problem: 'ConfigMap rlmesh-agent-status key status.json is not JSON' });
+    expect(parseAgentStatus(undefined).ok).toBe(false);
+  });
+});

@@ -1,0 +1,134 @@
+// Keeps ConfigMap rlmesh-agent-status (lib/agent-status.ts) current: every
+// PUBLISH_INTERVAL_SECONDS, and soon after the session connects or drops, the
+// agent writes what `rlmesh status` shows about it. A failed write is logged
+// once until one succeeds again; the agent's work never waits on it.
+import { hostname } from 'node:os';
+import * as k8s from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { agentStatusConfigMap, PUBLISH_INTERVAL_SECONDS, type AgentStatus } from '../lib/agent-status.ts';
+import { errorFields } from '../lib/error-fields.ts';
+import { isNotFound } from '../lib/kube-errors.ts';
+
+type Rotation = AgentStatus['credentials']['rotations'][number];
+
+/** The rotations the control plane sent that are not stored yet, or were refused: purpose and problem, never the value. */
+export class RotationLog {
+  readonly #byPurpose = new Map<string, Rotation>();
+  readonly #now: () => number;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  storing(purpose: string): void {
+    this.#byPurpose.set(purpose, { purpose, state: 'storing', since: new Date(this.#now()).toISOString() });
+  }
+
+  stored(purpose: string): void {
+    this.#byPurpose.delete(purpose);
+  }
+
+  refused(purpose: string, problem: string): void {
+    const p = purpose.slice(0, 40);
+    if (this.#byPurpose.get(p)?.state === 'refused') return;
+    this.#byPurpose.set(p, { purpose: p, state: 'refused', since: new Date(this.#now()).toISOString(), problem });
+  }
+
+  get list(): Rotation[] {
+    return [...this.#byPurpose.values()];
+  }
+}
+
+export type StatusSources = {
+  agentVersion: string;
+  session: { currentState: string; connectedAt: number; disconnectedAt: number; lastHeardAt: number };
+  credentials: { credentials: { clusterId: string; tokenHash: string | undefined }; ageSeconds: number };
+  rotations: RotationLog;
+  spool: { records: number; bytes: number };
+  spoolMaxBytes: number;
+  draining: () => boolean;
+};
+
+const iso = (ms: number): string | undefined => (ms > 0 ? new Date(ms).toISOString() : undefined);
+
+/** The status as it is now. */
+export function agentStatus(s: StatusSources, now = Date.now()): AgentStatus {
+  const connected = s.session.currentState === 'connected';
+  const connectedSince = connected ? iso(s.session.connectedAt) : undefined;
+  const lastHeardAt = iso(s.session.lastHeardAt);
+  const disconnectedSince = connected ? undefined : iso(s.session.disconnectedAt);
+  return {
+    agentVersion: s.agentVersion,
+    pod: process.env.POD_NAME ?? hostname(),
+    updatedAt: new Date(now).toISOString(),
+    session: {
+      state: s.session.currentState,
+      clusterId: s.credentials.credentials.clusterId,
+      ...(connectedSince ? { connectedSince } : {}),
+      ...(lastHeardAt ? { lastHeardAt } : {}),
+      ...(disconnectedSince ? { disconnectedSince } : {}),
+    },
+    credentials: {
+      source: s.credentials.credentials.tokenHash ? 'join' : 'secret',
+      inUseSince: new Date(now - s.credentials.ageSeconds * 1000).toISOString(),
+      rotations: s.rotations.list,
+    },
+    spool: { records: s.spool.records, bytes: s.spool.bytes, maxBytes: s.spoolMaxBytes },
+    draining: s.draining(),
+  };
+}
+
+export function startStatusPublisher(o: { kc: k8s.KubeConfig; namespace: string; log: Logger; sources: StatusSources }): { stop(): void; soon(): void } {
+  const core = o.kc.makeApiClient(k8s.CoreV1Api);
+  let failing = false;
+  let running: Promise<void> | undefined;
+  let again = false;
+  const publish = async (): Promise<void> => {
+    const body = agentStatusConfigMap(agentStatus(o.sources), o.namespace);
+    try {
+      try {
+        await core.replaceNamespacedConfigMap({ name: body.metadata!.name!, namespace: o.namespace, body });
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+        await core.createNamespacedConfigMap({ namespace: o.namespace, body });
+      }
+      if (failing) o.log.info(`ConfigMap ${body.metadata!.name} is written again`);
+      failing = false;
+    } catch (err) {
+      if (!failing) o.log.warn(errorFields(err), `could not write ConfigMap ${body.metadata!.name} (what rlmesh status shows of the agent); trying again every ${PUBLISH_INTERVAL_SECONDS} s`);
+      failing = true;
+    }
+  };
+  // one write at a time; a request during a write runs once after it
+  const tick = (): void => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = publish().finally(() => {
+      running = undefined;
+      if (again) {
+        again = false;
+        tick();
+      }
+    });
+  };
+  let soonTimer: NodeJS.Timeout | undefined;
+  const timer = setInterval(tick, PUBLISH_INTERVAL_SECONDS * 1000);
+  timer.unref();
+  tick();
+  return {
+    stop: () => {
+      clearInterval(timer);
+      clearTimeout(soonTimer);
+    },
+    // a state change: written within a second, several changes at once in one write
+    soon: () => {
+      soonTimer ??= setTimeout(() => {
+        soonTimer = undefined;
+        tick();
+      }, 1000);
+      soonTimer.unref();
+    },
+  };
+}

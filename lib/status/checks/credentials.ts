@@ -1,0 +1,106 @@
+// Credentials: where the control credential came from (a join, or a Secret
+// delivered out of band), when its Secret was last written, a rotation the
+// agent is storing or refused, and whether the registry takes the pull
+// Secret (a runtime pod refused its image says it does not). Read from the
+// Secrets' metadata only and the agent's published state: never a value.
+import type * as k8s from '@kubernetes/client-node';
+import { TOKEN_HASH_ANNOTATION } from '../../credential-secret.ts';
+import type { AgentStatus } from '../../agent-status.ts';
+import { agentStatus, lastWritten, pods, runtimeFacts, secretMetadata, PART_OF } from '../reads.ts';
+import { NAMES } from '../../fixed-names.ts';
+import { ago, type CheckResult, type StatusContext } from '../types.ts';
+
+export type PullRefusal = { namespace: string; pod: string; reason: string; message: string };
+
+export type CredentialFacts = {
+  namespace: string;
+  runsNamespace: string;
+  controlSecret: string;
+  pullSecret: string;
+  control: k8s.V1ObjectMeta | undefined;
+  /** the pull Secret in the release and in the runs namespace */
+  pull: { namespace: string; meta: k8s.V1ObjectMeta | undefined }[];
+  agent: AgentStatus | undefined;
+  pullRefusals: PullRefusal[];
+  now: number;
+};
+
+const AUTH_REFUSED = /401|403|unauthori[sz]ed|denied|forbidden|authenticat/i;
+
+export function credentialsVerdict(f: CredentialFacts): CheckResult {
+  const id = 'credentials';
+  if (!f.control) return { id, verdict: 'fail', found: `Secret ${f.namespace}/${f.controlSecret} (the control credential) does not exist`, fix: 'Run the install command again with a new join token (dashboard: New install command), or deliver the Secret as the GitOps install describes.' };
+  const missingPull = f.pull.filter((p) => !p.meta).map((p) => `${p.namespace}/${f.pullSecret}`);
+  if (missingPull.length) return { id, verdict: 'fail', found: `pull Secret ${missingPull.join(' and ')} does not exist`, fix: 'The runtime images cannot be pulled without it: run a New install command, or deliver the Secret as the GitOps install describes.' };
+  const source = f.control.annotations?.[TOKEN_HASH_ANNOTATION] ? 'written by the join' : 'delivered out of band';
+  const written = lastWritten(f.control);
+  const age = written ? `, written ${ago(f.now - written.getTime())} ago` : '';
+  const inUse = f.agent ? `, in use by the agent since ${f.agent.credentials.inUseSince}` : '';
+  const found = `control Secret ${f.controlSecret} ${source}${age}${inUse}; pull Secret ${f.pullSecret} in ${f.pull.map((p) => p.namespace).join(' and ')}`;
+
+  const auth = f.pullRefusals.filter((r) => AUTH_REFUSED.test(r.message));
+  if (auth.length) {
+    const r = auth[0]!;
+    return {
+      id,
+      verdict: 'fail',
+      found: `${found}; the registry refuses it: pod ${r.namespace}/${r.pod} ${r.reason}: ${r.message.slice(0, 240)}`,
+      fix: `Put the pull credential the join wrote back into Secret ${r.namespace}/${f.pullSecret} (or run a New install command for fresh ones); kubectl -n ${r.namespace} describe pod ${r.pod} shows the refusal.`,
+    };
+  }
+  const refused = f.agent?.credentials.rotations.filter((r) => r.state === 'refused') ?? [];
+  if (refused.length)
+    return {
+      id,
+      verdict: 'fail',
+      found: `${found}; the agent refused a ${refused.map((r) => r.purpose).join(', ')} rotation since ${refused[0]!.since}: ${refused[0]!.problem ?? ''}`,
+      fix: 'Rotate that credential again from the dashboard; the credential in use works until its overlap ends. If refused again, report it to the platform.',
+    };
+  const storing = f.agent?.credentials.rotations.filter((r) => r.state === 'storing') ?? [];
+  if (storing.length)
+    return {
+      id,
+      verdict: 'warn',
+      found: `${found}; a ${storing.map((r) => r.purpose).join(', ')} rotation is pending since ${storing[0]!.since} (the agent is writing it to its Secret)`,
+      fix: `If it stays pending, the agent cannot write its Secrets: kubectl -n ${f.namespace} logs deployment/rlmesh-cluster-agent.`,
+    };
+  const other = f.pullRefusals[0];
+  if (other) return { id, verdict: 'warn', found: `${found}; pod ${other.namespace}/${other.pod} ${other.reason}: ${other.message.slice(0, 240)}`, fix: `kubectl -n ${other.namespace} describe pod ${other.pod} says why the image cannot be pulled.` };
+  return { id, verdict: 'pass', found, fix: 'Nothing to do; rotate from the dashboard when your policy asks.' };
+}
+
+/** Pods waiting for an image they cannot pull, with the kubelet's message. */
+export function pullRefusals(list: k8s.V1Pod[]): PullRefusal[] {
+  return list.flatMap((p) =>
+    [...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? [])]
+      .map((c) => c.state?.waiting)
+      .filter((w): w is k8s.V1ContainerStateWaiting => !!w && /ImagePullBackOff|ErrImagePull/.test(w.reason ?? ''))
+      .map((w) => ({ namespace: p.metadata?.namespace ?? '', pod: p.metadata?.name ?? '', reason: w.reason ?? '', message: w.message ?? '' })),
+  );
+}
+
+export async function checkCredentials(ctx: StatusContext): Promise<CheckResult> {
+  const facts = await runtimeFacts(ctx);
+  const runs = facts?.runsNamespace ?? NAMES.runsNamespace;
+  const controlSecret = facts?.controlSecret ?? NAMES.controlSecret;
+  const pullSecret = facts?.pullSecret ?? NAMES.pullSecret;
+  const [control, pullSys, pullRuns, agent, sysPods, runsPods] = await Promise.all([
+    secretMetadata(ctx, ctx.namespace, controlSecret),
+    secretMetadata(ctx, ctx.namespace, pullSecret),
+    secretMetadata(ctx, runs, pullSecret),
+    agentStatus(ctx),
+    pods(ctx, ctx.namespace, PART_OF),
+    pods(ctx, runs, PART_OF),
+  ]);
+  return credentialsVerdict({
+    namespace: ctx.namespace,
+    runsNamespace: runs,
+    controlSecret,
+    pullSecret,
+    control,
+    pull: [{ namespace: ctx.namespace, meta: pullSys }, { namespace: runs, meta: pullRuns }],
+    agent: agent.kind === 'ok' ? agent.status : undefined,
+    pullRefusals: pullRefusals([...sysPods, ...runsPods]),
+    now: ctx.now(),
+  });
+}
