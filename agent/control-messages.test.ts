@@ -22,7 +22,7 @@ function parts(overrides: Partial<ControlMessageParts> = {}) {
     assignments: { assign: vi.fn(async () => undefined), cancel: vi.fn(async () => undefined) },
     store: { writeRotation: vi.fn(async () => undefined) },
     credWatch: { credentials: { control: 'old', clusterId: 'c1' }, use: vi.fn() },
-    metrics: { updatesAcked: { inc: vi.fn() }, assignments: { inc: vi.fn() }, draining: { set: vi.fn() } },
+    metrics: { updatesAcked: { inc: vi.fn() }, assignments: { inc: vi.fn() }, draining: { set: vi.fn() }, credentialValidUntil: { set: vi.fn() } },
     retrying: vi.fn(async (_what: string, fn: () => Promise<void>) => fn()),
     registryHost: REGISTRY,
     ...overrides,
@@ -48,7 +48,7 @@ describe('controlMessageHandler', () => {
     const lines: string[] = [];
     const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l).msg as string) });
     const set = vi.fn();
-    const { handle } = parts({ log, metrics: { updatesAcked: { inc: vi.fn() }, assignments: { inc: vi.fn() }, draining: { set } } as unknown as ControlMessageParts['metrics'] });
+    const { handle } = parts({ log, metrics: { updatesAcked: { inc: vi.fn() }, assignments: { inc: vi.fn() }, draining: { set }, credentialValidUntil: { set: vi.fn() } } as unknown as ControlMessageParts['metrics'] });
     const state = (draining: boolean) => msg({ case: 'clusterState', value: create(ClusterStateSchema, { draining }) });
     handle(state(false));
     handle(state(true));
@@ -65,12 +65,16 @@ describe('controlMessageHandler', () => {
     let release: () => void = () => {};
     const written = new Promise<void>((r) => (release = r));
     const { p, sent, handle } = parts({ store: { writeRotation: vi.fn(() => written) } as unknown as ControlMessageParts['store'] });
-    const control = rotation('control', NEW_CONTROL);
+    const until = new Date('2026-12-05T10:00:00Z');
+    const control = rotation('control', NEW_CONTROL, until);
     handle(control);
     handle(control);
     expect(p.store.writeRotation).toHaveBeenCalledTimes(1);
+    // pending: the value in use stops being valid at the end of the overlap (the near-expiry alert's gauge)
+    expect(p.metrics.credentialValidUntil.set).toHaveBeenLastCalledWith({ purpose: 'control' }, until.getTime() / 1000);
     release();
     await flush();
+    expect(p.metrics.credentialValidUntil.set).toHaveBeenLastCalledWith({ purpose: 'control' }, 0);
     expect(p.credWatch.use).toHaveBeenCalledWith({ control: NEW_CONTROL, clusterId: 'c1' });
     expect(sent).toEqual([{ case: 'credentialRotated', value: expect.objectContaining({ purpose: 'control' }) }]);
     // confirmed: a later resend is written again (the Secret may have been replaced since)
@@ -106,6 +110,9 @@ describe('controlMessageHandler', () => {
       expect(p.retrying).not.toHaveBeenCalled();
       expect(p.credWatch.use).not.toHaveBeenCalled();
       expect(sent).toEqual([]);
+      // the value in use still ends with its overlap: the near-expiry alert's gauge says when (a purpose it does not know is no label)
+      if (purpose === 'webhook') expect(p.metrics.credentialValidUntil.set).not.toHaveBeenCalled();
+      else expect(p.metrics.credentialValidUntil.set).toHaveBeenCalledExactlyOnceWith({ purpose }, until.getTime() / 1000);
       const errors = logLines.filter((l) => l.level === 50);
       expect(errors).toHaveLength(1);
       expect(errors[0]!.msg).toMatch(why);

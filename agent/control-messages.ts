@@ -37,7 +37,7 @@ export type ControlMessageParts = {
   assignments: Pick<Assignments, 'assign' | 'cancel'>;
   store: Pick<CredentialStore, 'writeRotation'>;
   credWatch: Pick<CredentialWatch, 'use' | 'credentials'>;
-  metrics: Pick<Metrics, 'updatesAcked' | 'assignments' | 'draining'>;
+  metrics: Pick<Metrics, 'updatesAcked' | 'assignments' | 'draining' | 'credentialValidUntil'>;
   retrying: Retrying;
   /** controlPlane.registryHost: the one registry a rotated pull credential may be for */
   registryHost: string;
@@ -93,6 +93,7 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
         if (!checked.ok) {
           if (refused.size >= MAX_REFUSED) refused.clear();
           refused.add(key);
+          pendingUntil(p.metrics, m.msg.value);
           refuse(p.log, m.msg.value, checked.problem);
           p.rotations?.refused(m.msg.value.purpose, checked.problem);
           return;
@@ -100,10 +101,12 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
         const r = checked.rotation;
         rotationsInFlight.add(key);
         p.rotations?.storing(r.purpose);
+        pendingUntil(p.metrics, m.msg.value);
         void (async () => {
           // until stored: a rotation given up on leaves the agent with a credential that expires after the overlap
           await p.retrying(`storing the rotated ${r.purpose} credential`, () => p.store.writeRotation(r.purpose, r.value), { forever: true });
           if (r.purpose === 'control') p.credWatch.use({ ...p.credWatch.credentials, control: r.value });
+          p.metrics.credentialValidUntil.set({ purpose: r.purpose }, 0);
           p.session.send({ case: 'credentialRotated', value: create(CredentialRotatedSchema, { purpose: r.purpose }) });
           p.rotations?.stored(r.purpose);
           p.log.info({ purpose: r.purpose }, 'rotated credential written to its Secret');
@@ -131,6 +134,16 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
         return;
     }
   };
+}
+
+/**
+ * rlmesh_agent_credential_valid_until_seconds: a rotation not yet stored leaves the value in use
+ * valid until its overlap ends (oldValidUntil); the RLMeshCredentialNearExpiry alert watches it.
+ * Purposes this agent does not know are not labels (a hostile peer could grow the series).
+ */
+function pendingUntil(metrics: Pick<Metrics, 'credentialValidUntil'>, r: CredentialRotation): void {
+  if (!r.oldValidUntil || !(CREDENTIAL_PURPOSES as readonly string[]).includes(r.purpose)) return;
+  metrics.credentialValidUntil.set({ purpose: r.purpose }, timestampDate(r.oldValidUntil).getTime() / 1000);
 }
 
 function refuse(log: Logger, r: CredentialRotation, problem: string): void {

@@ -30,6 +30,12 @@ export function createMetrics(sources: { spoolBytes: () => number; spoolRecords:
     updatesSent: new Counter({ name: 'rlmesh_agent_evaluation_updates_sent_total', help: 'Evaluation updates sent (including redeliveries after a reconnect)', registers: [registry] }),
     updatesAcked: new Counter({ name: 'rlmesh_agent_evaluation_updates_acked_total', help: 'Evaluation updates the control plane acknowledged', registers: [registry] }),
     assignments: new Counter({ name: 'rlmesh_agent_assignments_total', help: 'Assignments received, by outcome', labelNames: ['outcome'], registers: [registry] }),
+    credentialValidUntil: new Gauge({
+      name: 'rlmesh_agent_credential_valid_until_seconds',
+      help: 'While a rotated credential of this purpose is not yet stored (still being written, or refused), the Unix time at which the value in use stops being valid (the end of the rotation overlap); 0 when no rotation is pending',
+      labelNames: ['purpose'],
+      registers: [registry],
+    }),
     draining: new Gauge({ name: 'rlmesh_agent_cluster_draining', help: '1 while the platform drains this cluster (no new assignments arrive), else 0', registers: [registry] }),
     informer: createInformerMetrics(registry, 'agent'),
     setVersionSkew(v: VersionSkew) {

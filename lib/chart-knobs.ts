@@ -120,7 +120,7 @@ type KnobValues = {
   podAnnotations: Record<string, string>;
 };
 
-const reservedLabel = (key: string) => CHART_LABEL_KEYS.includes(key) || CHART_KEY_PREFIXES.some((p) => key.startsWith(p));
+export const reservedLabel = (key: string) => CHART_LABEL_KEYS.includes(key) || CHART_KEY_PREFIXES.some((p) => key.startsWith(p));
 
 /** Label and annotation keys (well-formed, not the chart's own) and extraEnv names (not the chart's own) of each block. */
 export function knobErrors(v: KnobValues, blocks: Record<string, { extraEnv: { name: string; value?: string; valueFrom?: unknown }[] }>): { path: string; message: string }[] {

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { RELAY_KEY } from './credential-secret.ts';
 import { imageErrors, imageRegistrySchema, podSettings, quantity, secretName } from './chart-values.ts';
 import { NAMES } from './fixed-names.ts';
+import { dnsValues } from './values-schema.ts';
 import { OBSERVABILITY_REFUSALS } from './observability-refusals.ts';
 import { refuse } from './refusals.ts';
 
@@ -124,6 +125,11 @@ export const observabilityValuesObjectSchema = z
       .strict()
       .prefault({})
       .describe('Prometheus: scrapes the runtime and remote-writes through the relay credential.'),
+    network: z
+      .object({ ...dnsValues })
+      .strict()
+      .prefault({})
+      .describe("The cluster's DNS resolver, as the rlmesh-runtime chart's values of the same names: Prometheus and Grafana may resolve names only there, on these ports. Give both charts the same network.dnsPeers and network.dnsPorts (e.g. one file, -f network-values.yaml, to both); on OpenShift the resolver answers on 5353 after DNAT."),
     grafana: z
       .object({
         enabled: z.boolean().default(false).describe('Run Grafana with the RLMesh runtime dashboard; needs image.repository (a Grafana image you mirrored: the chart names none) and adminPassword or adminPasswordSecretName.'),

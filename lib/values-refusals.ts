@@ -62,6 +62,18 @@ export const VALUES_REFUSALS = {
     path: 'evaluations.imagePullSecrets.{index}.name',
     message: '{name} is listed more than once: list each pull Secret once',
   },
+  dashboardNoLabel: {
+    path: 'metrics.grafanaDashboard.labels',
+    message: 'metrics.grafanaDashboard.enabled is true but the ConfigMap would have no label, and Grafana\'s dashboard sidecar finds dashboards only by label: set your sidecar\'s label, e.g. --set-json \'metrics.grafanaDashboard.labels={"grafana_dashboard":"1"}\'',
+  },
+  alertLabelName: {
+    path: 'metrics.prometheusRule.alertLabels.{key}',
+    message: '{key:q} is not a Prometheus label name (a letter or _, then letters, digits and _): rename it, e.g. team',
+  },
+  alertLabelReserved: {
+    path: 'metrics.prometheusRule.alertLabels.{key}',
+    message: '{key} is set by the chart on every alert (alertname and severity: critical or warning, which your Alertmanager routes may match): choose another label name',
+  },
   bothMonitors: {
     path: 'metrics.podMonitor.enabled',
     message: 'metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one',

@@ -16,7 +16,7 @@ import { NAMES, PLATFORM_NODE_REQUIREMENTS, RUNTIME_PLATFORM } from './fixed-nam
 import { requiredNodeTerms } from './preflight/label-selector.ts';
 import { DEFAULT_PROXY_PORTS, HOST_LABELS, proxyErrors } from './outbound-proxy-values.ts';
 import { isReservedKey } from './evaluation-placement.ts';
-import { extraEnvSchema, knobErrors, knobValues, serviceAccountSchema } from './chart-knobs.ts';
+import { extraEnvSchema, knobErrors, knobValues, reservedLabel, serviceAccountSchema } from './chart-knobs.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength (HOST_LABELS: lib/outbound-proxy-values.ts).
 export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
@@ -201,6 +201,24 @@ export const networkPolicyPeerSchema = z
   .strict();
 // which fields a peer needs is a cross-field rule (crossFieldErrors): JSON Schema, and so helm, would not see it
 
+/**
+ * network.dnsPeers and network.dnsPorts: the cluster's resolver as NetworkPolicies name it. The
+ * rlmesh-observability chart takes the same two values (give both charts the same file).
+ */
+export const dnsValues = {
+  dnsPeers: z
+    .array(networkPolicyPeerSchema)
+    .min(1)
+    .default([
+      {
+        namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+        podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+      },
+    ])
+    .describe('NetworkPolicy peers of the cluster DNS resolver (default CoreDNS); GKE NodeLocal DNSCache: an ipBlock of its IP.'),
+  dnsPorts: z.array(port).min(1).default([53]).describe('Resolver ports allowed to dnsPeers, over UDP and TCP (post-DNAT, e.g. 5353 on OpenShift).'),
+};
+
 /** A node selector requirement and term as required node affinity takes them. */
 const nodeSelectorRequirement = z
   .object({ key: z.string().min(1), operator: z.enum(['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt']), values: z.array(z.string()).optional() })
@@ -223,7 +241,8 @@ const evaluationAffinitySchema = z
   })
   .strict();
 /** Label values as the API takes them (JSON Schema checks them; keys are checked by crossFieldErrors, which names them in the path). */
-const labelMap = (what: string) => z.record(z.string(), z.string().max(63).regex(LABEL_VALUE, { message: 'must be a label value: at most 63 letters, digits, -, _ and ., starting and ending with a letter or digit, or empty' })).default({}).describe(what);
+const labelMap = (what: string, dflt: Record<string, string> = {}) =>
+  z.record(z.string(), z.string().max(63).regex(LABEL_VALUE, { message: 'must be a label value: at most 63 letters, digits, -, _ and ., starting and ending with a letter or digit, or empty' })).default(dflt).describe(what);
 const POLICY_HELP = 'The operator\'s policy for evaluation pods, which the platform cannot override (chart README, "Policy engines and placement of evaluation pods").';
 
 const monitor = (kind: string) =>
@@ -363,17 +382,7 @@ export const valuesObjectSchema = z
       ),
     network: z
       .object({
-        dnsPeers: z
-          .array(networkPolicyPeerSchema)
-          .min(1)
-          .default([
-            {
-              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
-              podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
-            },
-          ])
-          .describe('NetworkPolicy peers of the cluster DNS resolver (default CoreDNS); GKE NodeLocal DNSCache: an ipBlock of its IP.'),
-        dnsPorts: z.array(port).min(1).default([53]).describe('Resolver ports allowed to dnsPeers, over UDP and TCP (post-DNAT, e.g. 5353 on OpenShift).'),
+        ...dnsValues,
         apiServerPorts: z.array(port).min(1).default([443, 6443]).describe('Ports the agent and controller may reach the Kubernetes API on.'),
         apiServerAddresses: z
           .array(cidr)
@@ -605,6 +614,35 @@ export const valuesObjectSchema = z
         port: port.default(9090).describe('Metrics port of every component.'),
         serviceMonitor: monitor('ServiceMonitor'),
         podMonitor: monitor('PodMonitor'),
+        prometheusRule: z
+          .object({
+            enabled: z
+              .union([z.boolean(), z.literal('auto')])
+              .default(false)
+              .describe(
+                'Alert rules for a Prometheus you run (PrometheusRule rlmesh-runtime, monitoring.coreos.com/v1: the Prometheus Operator): agent disconnected, spool filling, credential near expiry, evaluations failing, the egress proxy refusing far more than usual, artifact cache full. true: rendered (needs the Operator\'s CRDs); auto: rendered only when the cluster serves the PrometheusRule API (helm template: add --api-versions monitoring.coreos.com/v1/PrometheusRule); false: none. The rules read the series metrics.podMonitor or metrics.serviceMonitor scrape (or the rlmesh-observability chart\'s), by their namespace label.',
+              ),
+            labels: labelMap('Extra labels on the PrometheusRule, e.g. the ruleSelector of your Prometheus (release: kube-prometheus-stack).'),
+            alertLabels: stringMap('Extra labels on every alert, e.g. for Alertmanager routing (team: platform); severity is the chart\'s (critical or warning).'),
+          })
+          .strict()
+          .prefault({})
+          .describe('Alert rules (PrometheusRule), each with a description that says what to do.'),
+        grafanaDashboard: z
+          .object({
+            enabled: z.boolean().default(false).describe('The RLMesh runtime dashboard as ConfigMap rlmesh-runtime-dashboard (key rlmesh-runtime.json), for a Grafana you run whose dashboard sidecar loads ConfigMaps by label (the grafana and kube-prometheus-stack charts\' sidecar.dashboards). The dashboard asks for its Prometheus data source.'),
+            labels: labelMap('Labels on the ConfigMap; your sidecar\'s label (sidecar.dashboards.label and labelValue) must be among them. At least one.', { grafana_dashboard: '1' }),
+            annotations: stringMap('Annotations on the ConfigMap, e.g. grafana_folder: RLMesh with the sidecar\'s folderAnnotation.'),
+            namespace: z
+              .string()
+              .max(63)
+              .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/, { message: 'must be empty or a namespace name (lower-case letters, digits and -)' })
+              .default('')
+              .describe('Namespace of the ConfigMap: one your sidecar watches (it must exist); empty: the release namespace.'),
+          })
+          .strict()
+          .prefault({})
+          .describe('Grafana dashboard for your own Grafana.'),
       })
       .strict()
       .prefault({})
@@ -650,6 +688,7 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
     else if (p.ipBlock !== undefined && (p.namespaceSelector !== undefined || p.podSelector !== undefined)) errors.push(refuse(R.dnsPeerMixed, { index }));
   });
   if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled) errors.push(refuse(R.bothMonitors));
+  errors.push(...monitoringErrors(v));
   errors.push(...proxyErrors(v.controlPlane.proxy));
   errors.push(...caBundleFromErrors(v));
   errors.push(...evaluationPullSecretErrors(v));
@@ -657,6 +696,29 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));
   errors.push(...ephemeralStorageErrors(v));
   errors.push(...knobErrors(v, Object.fromEntries(POD_BLOCKS.map((b) => [b, podBlock(v, b)]))));
+  return errors;
+}
+
+/** PROMETHEUS_LABEL_NAME: what Prometheus accepts as a label name. */
+const PROMETHEUS_LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+
+/** metrics.prometheusRule and metrics.grafanaDashboard: label keys, alert label names, a label for the sidecar. */
+export function monitoringErrors(v: Values): { path: string; message: string }[] {
+  const R = VALUES_REFUSALS;
+  const errors: { path: string; message: string }[] = [];
+  const { prometheusRule: rule, grafanaDashboard: dash } = v.metrics;
+  for (const [field, labels] of [['metrics.prometheusRule.labels', rule.labels], ['metrics.grafanaDashboard.labels', dash.labels]] as const) {
+    for (const key of Object.keys(labels)) {
+      if (!LABEL_KEY.test(key) || key.length > 317) errors.push(refuse(R.knobKey, { field, key }));
+      else if (reservedLabel(key)) errors.push(refuse(R.knobReservedKey, { field, key }));
+    }
+  }
+  for (const key of Object.keys(dash.annotations)) if (!LABEL_KEY.test(key) || key.length > 317) errors.push(refuse(R.knobKey, { field: 'metrics.grafanaDashboard.annotations', key }));
+  for (const key of Object.keys(rule.alertLabels)) {
+    if (!PROMETHEUS_LABEL_NAME.test(key)) errors.push(refuse(R.alertLabelName, { key }));
+    else if (key === 'severity' || key === 'alertname') errors.push(refuse(R.alertLabelReserved, { key }));
+  }
+  if (dash.enabled && Object.keys(dash.labels).length === 0) errors.push(refuse(R.dashboardNoLabel));
   return errors;
 }
 

@@ -44,3 +44,5 @@ else
 fi
 
 bash test/cluster/build-binaries.sh >/dev/null
+# promtool v3.5.0 from the Prometheus Go module, for `promtool test rules` on the runtime chart's alerts (cached)
+bash test/observability/build-prometheus.sh promtool >/dev/null

@@ -80,6 +80,11 @@ const cases: Case[] = [
   { name: 'storage.className that is not a name', values: { ...T, storage: { className: 'Fast SSD' } }, path: 'storage.className' },
   { name: 'agent.spool.storageClassName that is not a name', values: { ...T, agent: { spool: { storageClassName: 'Block_SSD' } } }, path: 'agent.spool.storageClassName' },
   { name: 'ServiceMonitor and PodMonitor both on', values: { ...T, metrics: { serviceMonitor: { enabled: true }, podMonitor: { enabled: true } } }, path: 'metrics.podMonitor.enabled' },
+  { name: 'prometheusRule.enabled neither a boolean nor auto', values: { ...T, metrics: { prometheusRule: { enabled: 'sometimes' } } }, path: 'metrics.prometheusRule.enabled' },
+  { name: 'an alert label that is no Prometheus label name', values: { ...T, metrics: { prometheusRule: { alertLabels: { 'team-name': 'a' } } } }, path: 'metrics.prometheusRule.alertLabels.team-name', says: /not a Prometheus label name/ },
+  { name: 'an alert label the chart sets (severity)', values: { ...T, metrics: { prometheusRule: { alertLabels: { severity: 'page' } } } }, path: 'metrics.prometheusRule.alertLabels.severity', says: /set by the chart on every alert/ },
+  { name: 'a dashboard label the chart sets', values: { ...T, metrics: { grafanaDashboard: { enabled: true, labels: { 'helm.sh/chart': 'x' } } } }, path: 'metrics.grafanaDashboard.labels.helm.sh/chart', says: /a key the chart sets itself/ },
+  { name: 'a dashboard namespace that is not a name', values: { ...T, metrics: { grafanaDashboard: { namespace: 'Monitoring NS' } } }, path: 'metrics.grafanaDashboard.namespace' },
   { name: 'gpuFeatureDiscovery.enabled not a boolean', values: { ...T, gpuFeatureDiscovery: { enabled: 'yes' } }, path: 'gpuFeatureDiscovery.enabled' },
   { name: 'controller replicas zero', values: { ...T, controller: { replicas: 0 } }, path: 'controller.replicas' },
   // the chart's ordinary knobs (lib/chart-knobs.ts; every key and name: test/chart/knobs.test.ts)

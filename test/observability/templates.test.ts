@@ -20,7 +20,7 @@ import {
 } from '../../lib/observability-values-schema.ts';
 import { matchesSelector, type LabelSelector } from '../../lib/preflight/label-selector.ts';
 import { kubectl } from '../support/cluster.ts';
-import { CHART, CLUSTER, get, podTemplate, prometheusConfig, render, scenarios, template, valuesFile, type K8sObject } from './chart.ts';
+import { CHART, CLUSTER, get, podTemplate, prometheusConfig, render, root, scenarios, template, valuesFile, type K8sObject } from './chart.ts';
 
 const spec = ['-f', join(CHART, 'ci/spec-values.yaml')];
 const URL = `https://api.rlmesh.dev/v1/cells/${CLUSTER}/metrics`;
@@ -379,5 +379,19 @@ describe('NetworkPolicies (the runtime chart denies all traffic in rlmesh-system
     expect(matchesSelector(grafanaSelector, podTemplate(get(withGrafana, 'Deployment', 'rlmesh-grafana')).metadata.labels)).toBe(true);
     const alone = get(render(spec), 'NetworkPolicy', 'rlmesh-prometheus') as unknown as Policy;
     expect(alone.spec.ingress).toEqual([]);
+  });
+
+  it('DNS only to the runtime\'s network.dnsPeers on network.dnsPorts (OpenShift: 5353 after DNAT), never to anywhere', () => {
+    type Rule = { to?: unknown[]; ports?: { protocol: string; port: number }[] };
+    const runtime = parse(readFileSync(join(root, 'charts/rlmesh-runtime/ci/openshift-dns-values.yaml'), 'utf8')) as { network: { dnsPeers: unknown[]; dnsPorts: number[] } };
+    const objects = render(['-f', join(CHART, 'ci/openshift-dns-values.yaml'), '--set', 'grafana.enabled=true', '--set', 'grafana.adminPassword=x', '--set', 'grafana.image.repository=registry.example.com/grafana', '--set', 'grafana.image.tag=12.1.1']);
+    for (const name of ['rlmesh-prometheus', 'rlmesh-grafana']) {
+      const egress = (get(objects, 'NetworkPolicy', name) as unknown as { spec: { egress: Rule[] } }).spec.egress;
+      const dns = egress.filter((e) => e.ports?.some((p) => p.protocol === 'UDP'));
+      expect(dns, name).toEqual([{ to: runtime.network.dnsPeers, ports: runtime.network.dnsPorts.flatMap((port) => [{ protocol: 'UDP', port }, { protocol: 'TCP', port }]) }]);
+    }
+    // the defaults are the runtime chart's defaults (CoreDNS in kube-system, port 53): one schema for both
+    const dflt = (get(render(spec), 'NetworkPolicy', 'rlmesh-prometheus') as unknown as { spec: { egress: Rule[] } }).spec.egress.find((e) => e.ports?.some((p) => p.protocol === 'UDP'));
+    expect(dflt?.to).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }]);
   });
 });

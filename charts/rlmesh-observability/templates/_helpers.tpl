@@ -161,3 +161,16 @@ remote_write:
   {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* DNS to the cluster's resolver only: network.dnsPeers on network.dnsPorts, UDP and TCP (the runtime chart's rlmesh.dnsEgressRule) */}}
+{{- define "obs.dnsEgressRule" -}}
+- to:
+    {{- toYaml .Values.network.dnsPeers | nindent 4 }}
+  ports:
+    {{- range .Values.network.dnsPorts }}
+    - protocol: UDP
+      port: {{ . }}
+    - protocol: TCP
+      port: {{ . }}
+    {{- end }}
+{{- end }}

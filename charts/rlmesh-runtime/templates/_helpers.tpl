@@ -464,3 +464,173 @@ are filled: a user's false, 0 or "" stays.)
 {{- define "rlmesh.defaults" -}}
 {{- include "rlmesh.fillMissing" (dict "dst" .Values "src" (include "rlmesh.defaultValues" . | fromJson)) }}
 {{- end }}
+
+{{/*
+The alert rules of the PrometheusRule (templates/prometheus-rule.yaml), one group.
+Every description says what happened, why it matters and what to do.
+*/}}
+{{- define "rlmesh.alertRules" -}}
+{{- $ns := .Release.Namespace }}
+{{- $runs := include "rlmesh.name.runsNamespace" . }}
+{{- $sel := printf "namespace=\"%s\"" $ns }}
+{{- $selRuns := printf "namespace=~\"%s|%s\"" $ns $runs }}
+{{- $extra := .Values.metrics.prometheusRule.alertLabels }}
+- name: rlmesh-runtime
+  rules:
+    - alert: RLMeshAgentDisconnected
+      expr: |-
+        max by (namespace) (rlmesh_agent_session_state{ {{- $sel }},state="connected"}) == 0
+        or absent(rlmesh_agent_session_state{ {{- $sel }},state="connected"})
+      for: 10m
+      labels:
+        severity: critical
+        {{- with $extra }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        summary: The RLMesh agent in {{ $ns }} has not been connected to the platform for 10 minutes.
+        description: >-
+          The agent holds the cluster's only connection to the platform. While it is away no
+          new evaluation reaches this cluster; those running go on, and their results wait in
+          the agent's spool until it reconnects. Find why in its log:
+          `kubectl -n {{ $ns }} logs deploy/rlmesh-cluster-agent` (each connection problem is
+          one line with its cause and fix). The series rlmesh_agent_session_state says which
+          state it is in: `unauthenticated` means the platform refused its control credential
+          (revoked, or expired after a rotation it did not store): run a New install command
+          from Clusters → your cluster. `backoff` means it cannot reach controlPlane.apiHost on
+          443: check DNS, the firewall, controlPlane.proxy and controlPlane.caBundle. No series
+          at all means the agent pod is not running or not scraped:
+          `kubectl -n {{ $ns }} get pods -l app.kubernetes.io/name=rlmesh-cluster-agent`.
+    - alert: RLMeshAgentSpoolFilling
+      expr: |-
+        max by (namespace) (rlmesh_agent_spool_bytes{ {{- $sel }}})
+          / max by (namespace) (rlmesh_agent_spool_max_bytes{ {{- $sel }}} > 0) > 0.75
+      for: 5m
+      labels:
+        severity: warning
+        {{- with $extra }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        summary: The RLMesh agent's spool in {{ $ns }} is {{`{{ $value | humanizePercentage }}`}} full.
+        description: >-
+          The spool holds the evaluation updates the platform has not acknowledged. It fills
+          while the agent is disconnected, or when the platform does not acknowledge what it
+          sends. When it is full, new updates wait (the latest status of each evaluation is
+          kept) and the platform sees results late. Restore the connection first (see
+          RLMeshAgentDisconnected and `kubectl -n {{ $ns }} logs deploy/rlmesh-cluster-agent`);
+          the spool drains by itself once updates are acknowledged. If the outage will be long,
+          raise agent.spoolMaxBytes (and agent.spool.size, the PVC that holds it) with
+          `helm upgrade --reuse-values`.
+    - alert: RLMeshCredentialNearExpiry
+      expr: |-
+        (max by (namespace, purpose) (rlmesh_agent_credential_valid_until_seconds{ {{- $sel }}}) > 0) - time()
+      for: 15m
+      labels:
+        severity: warning
+        {{- with $extra }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        summary: The {{`{{ $labels.purpose }}`}} credential of the RLMesh cluster in {{ $ns }} stops being valid in {{`{{ $value | humanizeDuration }}`}}.
+        description: >-
+          The platform rotated the {{`{{ $labels.purpose }}`}} credential, and the agent has not
+          stored the new value for 15 minutes: the value in use stays valid only until the
+          rotation's overlap ends. Then the agent (control), the kubelet pulling runtime and
+          evaluation images (pull) or Prometheus's remote write (relay) is refused. The agent's
+          log says why the new value was not stored:
+          `kubectl -n {{ $ns }} logs deploy/rlmesh-cluster-agent | grep -i rotat` (usually
+          it cannot write its Secret while the API server is away, or it refused a value of the
+          wrong form). Fix what it names, or rotate the credential again from the platform; if
+          that fails too, run a New install command before the time above runs out. With your
+          own Secrets (credentials.*), write the rotated value into the Secret yourself.
+    - alert: RLMeshCredentialNearExpiry
+      expr: |-
+        (max by (namespace, purpose) (rlmesh_agent_credential_valid_until_seconds{ {{- $sel }}}) > 0) - time() < 7200
+      labels:
+        severity: critical
+        {{- with $extra }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        summary: The {{`{{ $labels.purpose }}`}} credential of the RLMesh cluster in {{ $ns }} stops being valid in {{`{{ $value | humanizeDuration }}`}}.
+        description: >-
+          Less than two hours are left before the {{`{{ $labels.purpose }}`}} credential in use
+          is refused, and the rotated value is still not stored. Run a New install command from
+          Clusters → your cluster now (`helm upgrade --install … --reset-then-reuse-values
+          --set joinToken=…`, as printed): it issues new credentials and keeps your values. The
+          agent's log says why the rotation was not stored:
+          `kubectl -n {{ $ns }} logs deploy/rlmesh-cluster-agent | grep -i rotat`.
+    - alert: RLMeshEvaluationsFailing
+      expr: |-
+        sum by (namespace) (increase(rlmesh_controller_phase_transitions_total{ {{- $sel }},phase="Failed"}[1h]))
+          / sum by (namespace) (increase(rlmesh_controller_phase_transitions_total{ {{- $sel }},phase=~"Succeeded|Failed"}[1h])) > 0.5
+        and
+        sum by (namespace) (increase(rlmesh_controller_phase_transitions_total{ {{- $sel }},phase="Failed"}[1h])) >= 3
+      for: 5m
+      labels:
+        severity: warning
+        {{- with $extra }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        summary: Most RLMesh evaluations in this cluster failed in the last hour ({{`{{ $value | humanizePercentage }}`}}).
+        description: >-
+          More than half of the evaluations that finished in the last hour failed (at least
+          three). Each failure has a reason: `kubectl -n {{ $runs }} get rle` lists them
+          (StartDeadlineExceeded, NetworkNotReady, ImageNotAllowed, PullSecretInvalid, an exit
+          code …) and `kubectl -n {{ $runs }} describe rle <name>` says what to do; the query
+          `sum by (reason) (increase(rlmesh_controller_phase_transitions_total{phase="Failed"}[1h]))`
+          shows which dominates. One reason for all of them points at the cluster (quota,
+          nodes, a missing pull Secret, NetworkPolicy enforcement); exit codes of the
+          evaluation's own container are the evaluation author's to fix.
+    - alert: RLMeshEgressRefusalsHigh
+      expr: |-
+        sum by (namespace) (rate(rlmesh_egress_decisions_total{ {{- $sel }},outcome="refused"}[15m])) > 0.1
+        unless on (namespace)
+        (
+          5 * sum by (namespace) (rate(rlmesh_egress_decisions_total{ {{- $sel }},outcome="refused"}[1d] offset 15m))
+            >= sum by (namespace) (rate(rlmesh_egress_decisions_total{ {{- $sel }},outcome="refused"}[15m]))
+        )
+      for: 10m
+      labels:
+        severity: warning
+        {{- with $extra }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        summary: The RLMesh egress proxy in {{ $ns }} refuses {{`{{ $value | printf "%.2f" }}`}} requests/s, more than five times its usual rate.
+        description: >-
+          Evaluation pods reach the network only through the egress proxy, and it refuses
+          every destination that is not an allowed, public one. Far more refusals than the day
+          before mean an evaluation needs a host it may not reach (its results will suffer), or
+          something in rlmesh-runs is probing. The rule that refuses:
+          `sum by (rule) (rate(rlmesh_egress_decisions_total{outcome="refused"}[15m]))`; the
+          destinations: `kubectl -n {{ $ns }} logs deploy/rlmesh-egress-proxy | grep refused`.
+          A host evaluations need goes into egress.extraDomains (`helm upgrade --reuse-values
+          --set-json 'egress.extraDomains=[…]'`); a private address stays refused unless
+          egress.allowRanges opens it. Refusals you did not expect: report the evaluation to the
+          platform.
+    - alert: RLMeshArtifactCacheFull
+      expr: |-
+        max by (namespace) (rlmesh_controller_cache_bytes{ {{- $selRuns }}})
+          / max by (namespace) (rlmesh_controller_cache_capacity_bytes{ {{- $selRuns }}} > 0) > 0.95
+      for: 30m
+      labels:
+        severity: warning
+        {{- with $extra }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        summary: The RLMesh artifact cache is {{`{{ $value | humanizePercentage }}`}} full.
+        description: >-
+          The cache filler evicts the least recently used artifacts, but never one an
+          evaluation is using: a cache that stays this full holds artifacts in use, and an
+          evaluation that needs a new artifact may fail to fetch it for lack of space (its
+          status says why: `kubectl -n {{ $runs }} get rle`). Make the PVC larger:
+          `helm upgrade --reuse-values --set artifactCache.storage.sharedPvc.size=<size>` (the
+          StorageClass must allow expansion; otherwise
+          `kubectl -n {{ $runs }} edit pvc rlmesh-artifact-cache` after moving to one that
+          does), or run fewer evaluations with large artifacts at once. The filler's log:
+          `kubectl -n {{ $runs }} logs deploy/rlmesh-artifact-cache-filler`.
+{{- end }}

@@ -71,6 +71,18 @@
 {{- define "rlmesh.refusal.evaluationPullSecretTwice" -}}
 {{- printf "evaluations.imagePullSecrets.%v.name: %v is listed more than once: list each pull Secret once" (index . "index") (index . "name") -}}
 {{- end }}
+{{/* dashboardNoLabel */}}
+{{- define "rlmesh.refusal.dashboardNoLabel" -}}
+{{- printf "metrics.grafanaDashboard.labels: metrics.grafanaDashboard.enabled is true but the ConfigMap would have no label, and Grafana's dashboard sidecar finds dashboards only by label: set your sidecar's label, e.g. --set-json 'metrics.grafanaDashboard.labels={\"grafana_dashboard\":\"1\"}'" -}}
+{{- end }}
+{{/* alertLabelName; include with (dict "key" …) */}}
+{{- define "rlmesh.refusal.alertLabelName" -}}
+{{- printf "metrics.prometheusRule.alertLabels.%v: %q is not a Prometheus label name (a letter or _, then letters, digits and _): rename it, e.g. team" (index . "key") (index . "key") -}}
+{{- end }}
+{{/* alertLabelReserved; include with (dict "key" …) */}}
+{{- define "rlmesh.refusal.alertLabelReserved" -}}
+{{- printf "metrics.prometheusRule.alertLabels.%v: %v is set by the chart on every alert (alertname and severity: critical or warning, which your Alertmanager routes may match): choose another label name" (index . "key") (index . "key") -}}
+{{- end }}
 {{/* bothMonitors */}}
 {{- define "rlmesh.refusal.bothMonitors" -}}
 {{- printf "metrics.podMonitor.enabled: metrics.serviceMonitor and metrics.podMonitor are both enabled: every target would be scraped twice; enable one" -}}

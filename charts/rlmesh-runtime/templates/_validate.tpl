@@ -44,6 +44,35 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- if and $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled }}
 {{- $errors = append $errors (include "rlmesh.refusal.bothMonitors" (dict)) }}
 {{- end }}
+{{- /* monitoringErrors() in lib/values-schema.ts: the PrometheusRule's and the dashboard's labels */}}
+{{- $keyPattern := `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$` }}
+{{- $chartKeys := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/part-of" "app.kubernetes.io/component" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "helm.sh/chart" }}
+{{- $rule := $v.metrics.prometheusRule }}
+{{- $dash := $v.metrics.grafanaDashboard }}
+{{- range $field, $labels := dict "metrics.prometheusRule.labels" $rule.labels "metrics.grafanaDashboard.labels" $dash.labels }}
+{{- range $k, $_ := $labels }}
+{{- if or (not (regexMatch $keyPattern $k)) (gt (len $k) 317) }}
+{{- $errors = append $errors (include "rlmesh.refusal.knobKey" (dict "field" $field "key" $k)) }}
+{{- else if or (has $k $chartKeys) (hasPrefix "rlmesh.dev/" $k) }}
+{{- $errors = append $errors (include "rlmesh.refusal.knobReservedKey" (dict "field" $field "key" $k)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $k, $_ := $dash.annotations }}
+{{- if or (not (regexMatch $keyPattern $k)) (gt (len $k) 317) }}
+{{- $errors = append $errors (include "rlmesh.refusal.knobKey" (dict "field" "metrics.grafanaDashboard.annotations" "key" $k)) }}
+{{- end }}
+{{- end }}
+{{- range $k, $_ := $rule.alertLabels }}
+{{- if not (regexMatch `^[a-zA-Z_][a-zA-Z0-9_]*$` $k) }}
+{{- $errors = append $errors (include "rlmesh.refusal.alertLabelName" (dict "key" $k)) }}
+{{- else if or (eq $k "severity") (eq $k "alertname") }}
+{{- $errors = append $errors (include "rlmesh.refusal.alertLabelReserved" (dict "key" $k)) }}
+{{- end }}
+{{- end }}
+{{- if and $dash.enabled (eq (len $dash.labels) 0) }}
+{{- $errors = append $errors (include "rlmesh.refusal.dashboardNoLabel" (dict)) }}
+{{- end }}
 {{- /* placementErrors() in lib/values-schema.ts: the operator's policy for evaluation pods */}}
 {{- $e := $v.evaluations }}
 {{- range $field := list "nodeSelector" "podLabels" "podAnnotations" }}
