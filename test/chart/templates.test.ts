@@ -528,7 +528,12 @@ describe('objects', () => {
     const agent = podTemplate(get(o, 'Deployment', SYS, 'rlmesh-cluster-agent'));
     expect(agent.spec).toMatchObject({
       nodeSelector: { 'node-role.kubernetes.io/infra': '' },
-      tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'infra', effect: 'NoSchedule' }],
+      // the operator's toleration, then the agent's own short ones for a lost node (it leaves in 30 s, not 300)
+      tolerations: [
+        { key: 'dedicated', operator: 'Equal', value: 'infra', effect: 'NoSchedule' },
+        { key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 30 },
+        { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 30 },
+      ],
       priorityClassName: 'system-cluster-critical',
       imagePullSecrets: [{ name: 'corp-mirror' }, { name: 'rlmesh-registry-pull' }, { name: 'rlmesh-registry-join' }],
     });

@@ -557,7 +557,7 @@ Every description says what happened, why it matters and what to do.
         description: >-
           Less than two hours are left before the {{`{{ $labels.purpose }}`}} credential in use
           is refused, and the rotated value is still not stored. Run a New install command from
-          Clusters → your cluster now (`helm upgrade --install … --reset-then-reuse-values
+          Clusters → your cluster at once (`helm upgrade --install … --reset-then-reuse-values
           --set joinToken=…`, as printed): it issues new credentials and keeps your values. The
           agent's log says why the rotation was not stored:
           `kubectl -n {{ $ns }} logs deploy/rlmesh-cluster-agent | grep -i rotat`.
