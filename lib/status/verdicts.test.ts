@@ -5,7 +5,7 @@ import type { RLMeshCache, RLMeshEvaluation } from '../crds/types.ts';
 import { cliChartSkew, componentSkew } from '../version-skew.ts';
 import { agentVerdict } from './checks/agent.ts';
 import { cacheVerdict } from './checks/cache.ts';
-import { credentialsVerdict, pullRefusals, type CredentialFacts } from './checks/credentials.ts';
+import { credentialsVerdict, excerpt, pullRefusals, type CredentialFacts } from './checks/credentials.ts';
 import { egressVerdict, parseDecisions } from './checks/egress-proxy.ts';
 import { evaluationsVerdict } from './checks/evaluations.ts';
 import { leaderVerdict } from './checks/leader.ts';
@@ -207,5 +207,16 @@ describe('output', () => {
     expect(statusExitCode({ ...report, verdict: 'warn' })).toBe(0);
     expect(ago(42_000)).toBe('42s');
     expect(ago(3 * 86400_000 + 3600_000)).toBe('3d 1h');
+  });
+});
+
+describe('excerpt', () => {
+  it('keeps a short message whole, and of a long one the part around the refusal', () => {
+    expect(excerpt('401 Unauthorized', /401/)).toBe('401 Unauthorized');
+    const long = `failed to pull "registry.rlmesh.dev/rlmesh/rlmesh-runtime@sha256:${'a'.repeat(64)}": ${'x'.repeat(300)} failed to fetch anonymous token: unexpected status from GET request: 401 Unauthorized`;
+    const e = excerpt(long, /401|unauthori[sz]ed/i);
+    expect(e).toMatch(/^….*401 Unauthorized$/);
+    expect(e.length).toBeLessThanOrEqual(241);
+    expect(excerpt('y'.repeat(500))).toBe(`${'y'.repeat(240)}…`);
   });
 });

@@ -55,16 +55,22 @@ afterAll(async () => {
 });
 
 describe('rlmesh status', () => {
-  it('a healthy install: every check ✓, exit 0, the agent names its cluster; no secret in the output', async () => {
+  it('a healthy install: every check ✓ but preflight\'s outbound check of registry.rlmesh.dev, which no pod of the local cluster can resolve; the agent names its cluster; no secret in the output', async () => {
     expect((await waitFinished(cp, await submit(cp, clusterId, smallEvaluation(image)))).phase).toBe('Succeeded');
     // the probe and the preflight run shortly after the start: wait for their first results
+    // The local cluster's nodes pull registry.rlmesh.dev's images through containerd's mirror; its pods have no
+    // address for that name (CoreDNS answers only the harness's names), so preflight's outbound check from the
+    // agent pod fails there, as it would on a cluster whose DNS cannot resolve the platform's registry.
+    const harnessOnly = (c: { id: string; verdict: string; found: string }) =>
+      c.id === 'preflight' && c.verdict === 'fail' && /^1 of \d+ failed .*: outbound-443: .*registry\.rlmesh\.dev:443 the name does not resolve/.test(c.found);
     const s = await until('every check to pass', () => {
       const r = status();
-      return r.report.checks.every((c) => c.verdict === 'pass') ? r : undefined;
+      return r.report.checks.every((c) => c.verdict === 'pass' || harnessOnly(c)) ? r : undefined;
     }, { timeoutMs: 180_000, intervalMs: 3000 }).catch(() => status());
     console.log(`healthy:\n${s.table}`);
-    expect(s.report.checks.filter((c) => c.verdict !== 'pass')).toEqual([]);
-    expect(s.code).toBe(0);
+    expect(s.report.checks.filter((c) => c.verdict !== 'pass' && !harnessOnly(c))).toEqual([]);
+    expect(check(s, 'preflight').fix).toMatch(/Allow outbound TCP 443 .* to registry\.rlmesh\.dev/);
+    expect(s.code).toBe(1);
     expect(s.table).toMatch(/^✓ release /m);
     expect(check(s, 'agent').found).toMatch(new RegExp(`cluster ${clusterId} connected since .*last heard from the control plane`));
     expect(check(s, 'credentials').found).toMatch(/written by the join/);

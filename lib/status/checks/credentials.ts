@@ -26,6 +26,15 @@ export type CredentialFacts = {
 };
 
 const AUTH_REFUSED = /401|403|unauthori[sz]ed|denied|forbidden|authenticat/i;
+const SHOWN = 240;
+
+/** At most SHOWN characters of a kubelet message, around what `re` finds: its image reference alone can take 200. */
+export function excerpt(message: string, re?: RegExp): string {
+  if (message.length <= SHOWN) return message;
+  const at = re ? message.search(re) : -1;
+  const start = at < 0 ? 0 : Math.max(0, Math.min(at - 120, message.length - SHOWN));
+  return `${start > 0 ? '…' : ''}${message.slice(start, start + SHOWN)}${start + SHOWN < message.length ? '…' : ''}`;
+}
 
 export function credentialsVerdict(f: CredentialFacts): CheckResult {
   const id = 'credentials';
@@ -44,7 +53,7 @@ export function credentialsVerdict(f: CredentialFacts): CheckResult {
     return {
       id,
       verdict: 'fail',
-      found: `${found}; the registry refuses it: pod ${r.namespace}/${r.pod} ${r.reason}: ${r.message.slice(0, 240)}`,
+      found: `${found}; the registry refuses it: pod ${r.namespace}/${r.pod} ${r.reason}: ${excerpt(r.message, AUTH_REFUSED)}`,
       fix: `Put the pull credential the join wrote back into Secret ${r.namespace}/${f.pullSecret} (or run a New install command for fresh ones); kubectl -n ${r.namespace} describe pod ${r.pod} shows the refusal.`,
     };
   }
@@ -65,7 +74,7 @@ export function credentialsVerdict(f: CredentialFacts): CheckResult {
       fix: `If it stays pending, the agent cannot write its Secrets: kubectl -n ${f.namespace} logs deployment/rlmesh-cluster-agent.`,
     };
   const other = f.pullRefusals[0];
-  if (other) return { id, verdict: 'warn', found: `${found}; pod ${other.namespace}/${other.pod} ${other.reason}: ${other.message.slice(0, 240)}`, fix: `kubectl -n ${other.namespace} describe pod ${other.pod} says why the image cannot be pulled.` };
+  if (other) return { id, verdict: 'warn', found: `${found}; pod ${other.namespace}/${other.pod} ${other.reason}: ${excerpt(other.message)}`, fix: `kubectl -n ${other.namespace} describe pod ${other.pod} says why the image cannot be pulled.` };
   return { id, verdict: 'pass', found, fix: 'Nothing to do; rotate from the dashboard when your policy asks.' };
 }
 
