@@ -31,26 +31,33 @@ Options:
 
 export class UsageError extends Error {}
 
+/** The options every command that reads the cluster takes (preflight, status). */
+export const CLUSTER_OPTIONS = {
+  kubeconfig: { type: 'string' },
+  context: { type: 'string' },
+  namespace: { type: 'string', short: 'n', default: 'rlmesh-system' },
+  output: { type: 'string', short: 'o', default: 'table' },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
+/** --output as given: table or json, else a usage error. */
+export function outputFormat(output: string): 'table' | 'json' {
+  if (output !== 'table' && output !== 'json') throw new UsageError(`--output must be table or json, not "${output}"`);
+  return output;
+}
+
 export async function preflight(argv: string[], io: Pick<Io, 'stdout' | 'stderr'>): Promise<number> {
   try {
     const { values: opts } = parseArgs({
       args: argv,
-      options: {
-        kubeconfig: { type: 'string' },
-        context: { type: 'string' },
-        values: { type: 'string', short: 'f', multiple: true },
-        namespace: { type: 'string', short: 'n', default: 'rlmesh-system' },
-        output: { type: 'string', short: 'o', default: 'table' },
-        'check-outbound': { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
+      options: { ...CLUSTER_OPTIONS, values: { type: 'string', short: 'f', multiple: true }, 'check-outbound': { type: 'boolean', default: false } },
       strict: true,
     });
     if (opts.help) {
       io.stdout.write(PREFLIGHT_HELP);
       return 0;
     }
-    if (opts.output !== 'table' && opts.output !== 'json') throw new UsageError(`--output must be table or json, not "${opts.output}"`);
+    outputFormat(opts.output);
     const values = readValues(opts.values ?? []);
     const kc = loadKubeConfig(opts.kubeconfig, opts.context);
     const report = await runPreflight({ mode: 'cli', kc, settings: settingsFromValues(values, opts.namespace) }, { outbound: opts['check-outbound'] });

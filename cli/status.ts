@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import { formatStatusJson, formatStatusTable, statusExitCode } from '../lib/status/format.ts';
 import { runStatus } from '../lib/status/run.ts';
 import { errorMessage } from '../lib/error-fields.ts';
-import { loadKubeConfig, UsageError } from './preflight.ts';
+import { CLUSTER_OPTIONS, loadKubeConfig, outputFormat, UsageError } from './preflight.ts';
 import type { Io } from './clusters-join.ts';
 
 export const STATUS_HELP = `Usage: rlmesh status [--kubeconfig <file>] [--context <name>] [-n <namespace>] [--output table|json]
@@ -29,20 +29,14 @@ export async function status(argv: string[], io: Pick<Io, 'stdout' | 'stderr'>, 
   try {
     const { values: opts } = parseArgs({
       args: argv,
-      options: {
-        kubeconfig: { type: 'string' },
-        context: { type: 'string' },
-        namespace: { type: 'string', short: 'n', default: 'rlmesh-system' },
-        output: { type: 'string', short: 'o', default: 'table' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
+      options: CLUSTER_OPTIONS,
       strict: true,
     });
     if (opts.help) {
       io.stdout.write(STATUS_HELP);
       return 0;
     }
-    if (opts.output !== 'table' && opts.output !== 'json') throw new UsageError(`--output must be table or json, not "${opts.output}"`);
+    outputFormat(opts.output);
     const kc = loadKubeConfig(opts.kubeconfig, opts.context);
     const report = await runStatus({ kc, namespace: opts.namespace, cliVersion, now: Date.now });
     io.stdout.write(opts.output === 'json' ? formatStatusJson(report) : formatStatusTable(report));
