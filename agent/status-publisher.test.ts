@@ -4,10 +4,10 @@ import { agentStatus, RotationLog, type StatusSources } from './status-publisher
 
 const NOW = Date.parse('2026-05-01T12:00:00Z');
 
-function sources(o: { state?: string; tokenHash?: string; rotations?: RotationLog } = {}): StatusSources {
+function sources(o: { state?: string; tokenHash?: string; rotations?: RotationLog; versionSkew?: StatusSources['session']['versionSkew'] } = {}): StatusSources {
   return {
     agentVersion: '0.1.0',
-    session: { currentState: o.state ?? 'connected', connectedAt: NOW - 60_000, disconnectedAt: NOW - 120_000, lastHeardAt: NOW - 2_000 },
+    session: { currentState: o.state ?? 'connected', connectedAt: NOW - 60_000, disconnectedAt: NOW - 120_000, lastHeardAt: NOW - 2_000, versionSkew: o.versionSkew },
     credentials: { credentials: { clusterId: 'c-1', tokenHash: o.tokenHash }, ageSeconds: 3600 },
     rotations: o.rotations ?? new RotationLog(() => NOW),
     spool: { records: 3, bytes: 900 },
@@ -30,6 +30,13 @@ describe('agent status', () => {
     expect(s.session.connectedSince).toBeUndefined();
     expect(s.session.disconnectedSince).toBe('2026-05-01T11:58:00.000Z');
     expect(s.credentials.source).toBe('secret');
+  });
+
+  it('carries what the control plane said of the agent\'s version, once it said it', () => {
+    const line = 'agent 0.1.0 is older than this control plane accepts';
+    expect(agentStatus(sources({ state: 'unsupported', versionSkew: { controlPlaneVersion: '0.4.0', verdict: 'unsupported', line } }), NOW).session.versionSkew)
+      .toEqual({ controlPlaneVersion: '0.4.0', verdict: 'unsupported', line });
+    expect(agentStatus(sources(), NOW).session).not.toHaveProperty('versionSkew');
   });
 
   it('rotations: storing until stored, a refusal kept with its problem and first time', () => {

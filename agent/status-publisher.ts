@@ -41,7 +41,7 @@ export class RotationLog {
 
 export type StatusSources = {
   agentVersion: string;
-  session: { currentState: string; connectedAt: number; disconnectedAt: number; lastHeardAt: number };
+  session: { currentState: string; connectedAt: number; disconnectedAt: number; lastHeardAt: number; versionSkew?: { controlPlaneVersion: string; verdict: 'supported' | 'oldest' | 'unsupported'; line: string } | undefined };
   credentials: { credentials: { clusterId: string; tokenHash: string | undefined }; ageSeconds: number };
   rotations: RotationLog;
   spool: { records: number; bytes: number };
@@ -57,6 +57,7 @@ export function agentStatus(s: StatusSources, now = Date.now()): AgentStatus {
   const connectedSince = connected ? iso(s.session.connectedAt) : undefined;
   const lastHeardAt = iso(s.session.lastHeardAt);
   const disconnectedSince = connected ? undefined : iso(s.session.disconnectedAt);
+  const skew = s.session.versionSkew;
   return {
     agentVersion: s.agentVersion,
     pod: process.env.POD_NAME ?? hostname(),
@@ -67,6 +68,7 @@ export function agentStatus(s: StatusSources, now = Date.now()): AgentStatus {
       ...(connectedSince ? { connectedSince } : {}),
       ...(lastHeardAt ? { lastHeardAt } : {}),
       ...(disconnectedSince ? { disconnectedSince } : {}),
+      ...(skew ? { versionSkew: { controlPlaneVersion: skew.controlPlaneVersion, verdict: skew.verdict, line: skew.line } } : {}),
     },
     credentials: {
       source: s.credentials.credentials.tokenHash ? 'join' : 'secret',

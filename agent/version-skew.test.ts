@@ -11,6 +11,8 @@ import { until } from '../test/support/until.ts';
 import { Session, type SessionState, type VersionSkew } from './control-plane-session.ts';
 import { createMetrics } from './metrics.ts';
 import { Readiness } from './readiness.ts';
+import { agentStatus, RotationLog } from './status-publisher.ts';
+import { agentVerdict } from '../lib/status/checks/agent.ts';
 
 let cp: TestControlPlane;
 
@@ -79,6 +81,16 @@ describe('the agent and the version skew policy', () => {
       const metric = await a.metrics.registry.getSingleMetricAsString('rlmesh_agent_version_skew');
       expect(metric).toContain(`verdict="unsupported"`);
       expect(await a.metrics.registry.getSingleMetricAsString('rlmesh_agent_session_state')).toContain('rlmesh_agent_session_state{state="unsupported"} 1');
+      // what the agent publishes, as rlmesh status shows it: the control plane's line and the upgrade to make
+      const published = agentStatus({
+        agentVersion: newer, session: a.session, credentials: { credentials: { clusterId: 'c-1', tokenHash: undefined }, ageSeconds: 0 },
+        rotations: new RotationLog(), spool: { records: 0, bytes: 0 }, spoolMaxBytes: 1, draining: () => false,
+      });
+      const shown = agentVerdict({ namespace: 'rlmesh-system', published: { kind: 'ok', status: published }, apiHost: 'localhost', now: Date.now() });
+      expect(shown.verdict).toBe('fail');
+      expect(shown.found).toBe(`cluster c-1: the control plane (localhost) refuses agent ${newer} (control plane ${pkg.version}): ${a.session.versionSkew!.line}`);
+      expect(errors[0]!.msg).toBe(`the control plane refused this agent's version: ${a.session.versionSkew!.line}`);
+      expect(shown.fix).toMatch(/^Upgrade the chart to a release the control plane accepts/);
       // it waits as long as after a refused credential (authBackoffMs) before it asks again
       await new Promise((r) => setTimeout(r, 500));
       expect(a.states).toEqual(['unsupported']);

@@ -22,7 +22,7 @@ export const agentStatusSchema = z.object({
   pod: z.string(),
   updatedAt: time,
   session: z.object({
-    /** connecting, connected, backoff, unauthenticated or stopped */
+    /** connecting, connected, backoff, unauthenticated, unsupported (the control plane refused this agent's version) or stopped */
     state: z.string(),
     clusterId: z.string(),
     /** when the current session reached Connected (absent while not connected) */
@@ -31,6 +31,8 @@ export const agentStatusSchema = z.object({
     lastHeardAt: time.optional(),
     /** since when the agent has been without a session (absent while connected) */
     disconnectedSince: time.optional(),
+    /** what the control plane last said of this agent's version: its version, the verdict, its line (empty when supported) */
+    versionSkew: z.object({ controlPlaneVersion: z.string(), verdict: z.enum(['supported', 'oldest', 'unsupported']), line: z.string() }).optional(),
   }),
   credentials: z.object({
     /** join: written by the agent from a join token; secret: delivered into the Secret out of band (GitOps, a secret manager) */

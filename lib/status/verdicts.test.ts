@@ -19,13 +19,13 @@ import { ago } from './types.ts';
 const NOW = Date.parse('2026-05-01T12:00:00Z');
 const at = (msAgo: number): string => new Date(NOW - msAgo).toISOString();
 
-function agent(o: { state?: string; updatedAgo?: number; spool?: [number, number]; rotations?: AgentStatus['credentials']['rotations']; draining?: boolean } = {}): AgentStatus {
+function agent(o: { state?: string; updatedAgo?: number; spool?: [number, number]; rotations?: AgentStatus['credentials']['rotations']; draining?: boolean; versionSkew?: AgentStatus['session']['versionSkew'] } = {}): AgentStatus {
   const connected = (o.state ?? 'connected') === 'connected';
   return {
     agentVersion: '0.1.0',
     pod: 'rlmesh-cluster-agent-1',
     updatedAt: at(o.updatedAgo ?? 5_000),
-    session: { state: o.state ?? 'connected', clusterId: 'c-1', lastHeardAt: at(3_000), ...(connected ? { connectedSince: at(600_000) } : { disconnectedSince: at(90_000) }) },
+    session: { state: o.state ?? 'connected', clusterId: 'c-1', lastHeardAt: at(3_000), ...(connected ? { connectedSince: at(600_000) } : { disconnectedSince: at(90_000) }), ...(o.versionSkew ? { versionSkew: o.versionSkew } : {}) },
     credentials: { source: 'join', inUseSince: at(7200_000), rotations: o.rotations ?? [] },
     spool: { records: 4, bytes: o.spool?.[0] ?? 1000, maxBytes: o.spool?.[1] ?? 10_000 },
     draining: o.draining ?? false,
@@ -80,6 +80,14 @@ describe('agent', () => {
     expect(r.found).toBe(`cluster c-1 not connected since ${at(90_000)} (90s): session backoff, last heard from the control plane (api.rlmesh.dev) 3s ago`);
     expect(r.fix).toMatch(/^The agent cannot hold a session to the control plane \(api.rlmesh.dev\): check that the control plane is up/);
     expect(v({ kind: 'ok', status: agent({ state: 'unauthenticated' }) }).fix).toMatch(/refuses the control credential/);
+  });
+  it('a version the control plane refuses fails with its line and the upgrade; the oldest supported line warns', () => {
+    const refused = v({ kind: 'ok', status: agent({ state: 'unsupported', versionSkew: { controlPlaneVersion: '0.4.0', verdict: 'unsupported', line: 'agent 0.1.0 is older than this control plane accepts (0.2 to 0.4)' } }) });
+    expect(refused).toMatchObject({ verdict: 'fail', found: 'cluster c-1: the control plane (api.rlmesh.dev) refuses agent 0.1.0 (control plane 0.4.0): agent 0.1.0 is older than this control plane accepts (0.2 to 0.4)' });
+    expect(refused.fix).toMatch(/^Upgrade the chart to a release the control plane accepts/);
+    const oldest = v({ kind: 'ok', status: agent({ versionSkew: { controlPlaneVersion: '0.3.0', verdict: 'oldest', line: 'agent 0.1 is the oldest line this control plane accepts' } }) });
+    expect(oldest).toMatchObject({ verdict: 'warn', found: expect.stringMatching(/connected since .*; agent 0\.1 is the oldest line this control plane accepts$/) });
+    expect(v({ kind: 'ok', status: agent({ versionSkew: { controlPlaneVersion: '0.1.0', verdict: 'supported', line: '' } }) }).verdict).toBe('pass');
   });
   it('fails when the agent stopped publishing or never did; warns while draining', () => {
     expect(v({ kind: 'ok', status: agent({ updatedAgo: 120_000 }) })).toMatchObject({ verdict: 'fail', found: expect.stringContaining('last reported 2m ago') });

@@ -38,7 +38,8 @@ const rt = new Runtime();
 const runsState = (): string =>
   kubectl(['-n', RUNS, 'get', 'rle', '-o', 'custom-columns=NAME:.metadata.name,PHASE:.status.phase,REASON:.status.reason,MESSAGE:.status.message'], { allowFail: true }).stdout +
   kubectl(['-n', RUNS, 'get', 'pods', '-o', 'wide'], { allowFail: true }).stdout +
-  kubectl(['describe', 'node', realNodes()[0]!.name], { allowFail: true }).stdout.split('Allocated resources:')[1]?.slice(0, 400);
+  kubectl(['describe', 'node', realNodes()[0]!.name], { allowFail: true }).stdout.split('Allocated resources:')[1]?.slice(0, 400) +
+  `\nthe agent's last lines:\n${(() => { try { return rt.log('agent').trim().split('\n').slice(-15).join('\n'); } catch (e) { return (e as Error).message; } })()}`;
 
 let evalSource = '';
 let evalTarget = '';

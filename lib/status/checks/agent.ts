@@ -23,6 +23,13 @@ export function agentVerdict(f: AgentFacts): CheckResult {
       fix: `Check the agent's pod (kubectl -n ${f.namespace} get pods -l app.kubernetes.io/name=rlmesh-cluster-agent) and its log: ${logs}.`,
     };
   const heard = s.session.lastHeardAt ? `last heard from ${cp} ${ago(f.now - Date.parse(s.session.lastHeardAt))} ago` : `never heard from ${cp}`;
+  const skew = s.session.versionSkew;
+  if (s.session.state === 'unsupported' && skew?.verdict === 'unsupported')
+    return {
+      id, verdict: 'fail',
+      found: `cluster ${s.session.clusterId}: ${cp} refuses agent ${s.agentVersion}${skew.controlPlaneVersion ? ` (control plane ${skew.controlPlaneVersion})` : ''}: ${skew.line}`,
+      fix: `Upgrade the chart to a release the control plane accepts (charts/rlmesh-runtime/README.md, "Upgrades and version skew"); the agent keeps retrying rarely and takes no evaluations until then.`,
+    };
   if (s.session.state !== 'connected') {
     const since = s.session.disconnectedSince ? ` since ${s.session.disconnectedSince} (${ago(f.now - Date.parse(s.session.disconnectedSince))})` : '';
     const fix =
@@ -33,6 +40,7 @@ export function agentVerdict(f: AgentFacts): CheckResult {
   }
   const since = s.session.connectedSince ? ` since ${s.session.connectedSince} (${ago(f.now - Date.parse(s.session.connectedSince))})` : '';
   const found = `cluster ${s.session.clusterId} connected${since}, ${heard}`;
+  if (skew?.verdict === 'oldest') return { id, verdict: 'warn', found: `${found}; ${skew.line}`, fix: 'Upgrade the chart soon: the next control plane release will refuse this agent version (the version-skew policy).' };
   if (s.draining) return { id, verdict: 'warn', found: `${found}; the platform drains this cluster`, fix: 'No new evaluations arrive while the platform drains the cluster; end the drain from the dashboard to take new ones.' };
   return { id, verdict: 'pass', found, fix: 'Nothing to do.' };
 }
