@@ -93,7 +93,16 @@ async function main(): Promise<void> {
   }, { timeoutMs: 120_000, intervalMs: 500 });
   detail(`result reached the control plane: ${final.phase}`);
 
-  say('Is it healthy? rlmesh status (the CLI from this checkout, with the kube context only)');
+  say('Look at it yourself');
+  for (const c of [
+    `export KUBECONFIG=${kubeconfig}`,
+    `export PATH=${info.bin}:$PATH   # kubectl and helm as the local cluster built them`,
+    'kubectl get rlmeshcaches',
+    'kubectl -n rlmesh-runs get rlmeshevaluations,pods,pvc',
+    `kubectl -n rlmesh-runs describe rlmeshevaluation ${evalId}`,
+  ]) detail(c);
+
+  say('Is it healthy? rlmesh status: one line per check, and what to do under each ✗ (the CLI from this checkout, with the kube context only)');
   // the probe's and preflight's first results come shortly after the start
   const status = await until('the agent and the probe in rlmesh status', () => {
     const r = spawnSync(process.execPath, [join(ROOT, 'cli/main.ts'), 'status', '-o', 'json'], { encoding: 'utf8' });
@@ -111,16 +120,7 @@ async function main(): Promise<void> {
   detail(table.status === 0 ? 'every check passed'
     : harnessOnly ? 'exit 1 for one ✗ this machine always has: no pod resolves registry.rlmesh.dev (the nodes pull its images through a containerd mirror of the local registry)'
       : `exit ${table.status}: the ✗ lines above say what failed and what to do`);
-
-  say('Look at it yourself');
-  for (const c of [
-    `export KUBECONFIG=${kubeconfig}`,
-    `export PATH=${info.bin}:$PATH   # kubectl and helm as the local cluster built them`,
-    'kubectl get rlmeshcaches',
-    'kubectl -n rlmesh-runs get rlmeshevaluations,pods,pvc',
-    `kubectl -n rlmesh-runs describe rlmeshevaluation ${evalId}`,
-    `${process.execPath} ${join(ROOT, 'cli/main.ts')} status   # rlmesh status, from this checkout`,
-  ]) detail(c);
+  detail(`run it again: ${process.execPath} ${join(ROOT, 'cli/main.ts')} status   (rlmesh status from this checkout; -o json for scripts)`);
   detail('The cluster and the control plane keep running: ./demo stop stops the control plane (the agent then reports it away); test/cluster/down stops both');
 }
 
