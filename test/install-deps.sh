@@ -28,7 +28,9 @@ APT_PACKAGES=(
 )
 
 missing=()
-for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# dpkg -s also succeeds for a removed package whose config files remain ("rc")
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
+for p in "${APT_PACKAGES[@]}"; do installed "$p" || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "[deps] apt-get install ${missing[*]}" >&2
   apt-get update -qq
