@@ -68,6 +68,8 @@ export type ReconcilerSettings = {
   placement?: ClusterPlacement;
   /** runtime config pods.arbitraryUid (podSecurity.arbitraryUid) */
   arbitraryUid?: boolean;
+  /** runtime config pods.imagePullSecrets (the chart's imagePullSecrets, a mirror's login) */
+  runtimePullSecrets?: readonly string[];
 };
 
 export type ReconcilerDeps = {
@@ -282,6 +284,7 @@ export class EvaluationReconciler {
       ...(fence.gate ? { networkGate: fence.gate } : {}),
       pullSecret: s.pullSecret,
       ...(s.extraPullSecrets?.length ? { extraPullSecrets: s.extraPullSecrets } : {}),
+      ...(s.runtimePullSecrets?.length ? { runtimePullSecrets: s.runtimePullSecrets } : {}),
       proxyUrl: s.proxyUrl,
       ...(s.noProxy ? { noProxy: s.noProxy } : {}),
       ...(s.placement ? { placement: s.placement } : {}),

@@ -48,6 +48,10 @@ describe('the probe pod and the chart knobs (runtime config pods)', () => {
     expect(pod.metadata!.annotations).toEqual({ 'example.com/a': 'b' });
     expect(pod.spec!.securityContext).toMatchObject({ runAsUser: 65532, runAsGroup: 65532 });
   });
+  it("carries the chart's imagePullSecrets (a mirror's login) after the cluster's, each once", () => {
+    const pod = probePod({ ...base, pullSecrets: ['pull', 'join'], pods: { arbitraryUid: false, commonLabels: {}, podLabels: {}, podAnnotations: {}, imagePullSecrets: [{ name: 'mirror-pull' }, { name: 'pull' }] } });
+    expect(pod.spec!.imagePullSecrets).toEqual([{ name: 'pull' }, { name: 'join' }, { name: 'mirror-pull' }]);
+  });
   it('under arbitraryUid sets no user or group', () => {
     const sc = probePod({ ...base, pods: { arbitraryUid: true, commonLabels: {}, podLabels: {}, podAnnotations: {} } }).spec!.securityContext!;
     expect(sc.runAsUser).toBeUndefined();

@@ -108,7 +108,7 @@ export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pull
       activeDeadlineSeconds: 60,
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      imagePullSecrets: o.pullSecrets.map((name) => ({ name })),
+      imagePullSecrets: [...new Set([...o.pullSecrets, ...(o.pods?.imagePullSecrets ?? []).map((s) => s.name)])].map((name) => ({ name })),
       affinity: platformAffinity(),
       securityContext: { runAsNonRoot: true, ...podUser(o.pods?.arbitraryUid), seccompProfile: { type: 'RuntimeDefault' } },
       containers: [netprobeContainer('probe', o.image, o.targets, ENFORCEMENT_GRACE_SECONDS)],

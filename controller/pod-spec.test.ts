@@ -36,6 +36,14 @@ describe('buildEvaluationPod', () => {
     const pod = buildEvaluationPod(ev(), { ...settings(), extraPullSecrets: ['corp-pull', 'rlmesh-registry-pull', 'ghcr-pull'] });
     expect(pod.spec!.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-pull' }, { name: 'corp-pull' }, { name: 'ghcr-pull' }]);
   });
+  it("carries the chart's pull Secrets (a mirror's login) when its network-ready container runs the runtime image, and only then", () => {
+    const gate = { image: 'mirror.corp/rlmesh/rlmesh-runtime@sha256:' + digest, forbidden: '10.96.0.1:443', allowed: 'proxy:3128', graceSeconds: 60 };
+    const withGate = buildEvaluationPod(ev(), { ...settings(), networkGate: gate, extraPullSecrets: ['corp-pull'], runtimePullSecrets: ['mirror-pull', 'corp-pull'] });
+    expect(withGate.spec!.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-pull' }, { name: 'corp-pull' }, { name: 'mirror-pull' }]);
+    expect(withGate.spec!.initContainers!.map((c) => c.image)).toEqual([gate.image]);
+    const noGate = buildEvaluationPod(ev(), { ...settings(), runtimePullSecrets: ['mirror-pull'] });
+    expect(noGate.spec!.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-pull' }]);
+  });
   it('builds a restricted pod with no token, the pull Secret, proxy env, GPUs, deadline, owner and labels', () => {
     const pod = buildEvaluationPod(ev(), settings());
     const spec = pod.spec!;

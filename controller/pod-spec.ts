@@ -36,6 +36,8 @@ export type PodSettings = {
   pullSecret: string;
   /** the operator's pull Secrets for evaluations.extraRegistries (chart value evaluations.imagePullSecrets), after the platform's */
   extraPullSecrets?: readonly string[];
+  /** the chart's imagePullSecrets (a mirror's login under global.imageRegistry), for the network-ready container's runtime image */
+  runtimePullSecrets?: readonly string[];
   proxyUrl: string;
   noProxy?: string;
   /** the operator's policy for evaluation pods (chart values evaluations.nodeSelector, tolerations, …); absent: none */
@@ -131,7 +133,7 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      imagePullSecrets: [s.pullSecret, ...(s.extraPullSecrets ?? []).filter((n) => n !== s.pullSecret)].map((name) => ({ name })),
+      imagePullSecrets: [...new Set([s.pullSecret, ...(s.extraPullSecrets ?? []), ...(s.networkGate ? (s.runtimePullSecrets ?? []) : [])])].map((name) => ({ name })),
       activeDeadlineSeconds: spec.deadlineSeconds,
       securityContext: {
         runAsNonRoot: true,

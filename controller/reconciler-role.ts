@@ -101,6 +101,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
       ...(flags['max-concurrent'] ? { maxConcurrent: flags['max-concurrent'] } : {}),
       ...(config.evaluations?.placement ? { placement: config.evaluations.placement } : {}),
       ...(config.pods?.arbitraryUid ? { arbitraryUid: true } : {}),
+      ...(config.pods?.imagePullSecrets?.length ? { runtimePullSecrets: config.pods.imagePullSecrets.map((p) => p.name) } : {}),
     },
   });
   q.start();

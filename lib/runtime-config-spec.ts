@@ -105,6 +105,8 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
     commonLabels: v('commonLabels'),
     podLabels: v('podLabels'),
     podAnnotations: v('podAnnotations'),
+    // a mirror's login (global.imageRegistry): the probe pod and the evaluation pods' network-ready container run the runtime image
+    imagePullSecrets: v('imagePullSecrets'),
   }),
 });
 

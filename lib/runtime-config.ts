@@ -168,6 +168,9 @@ export const runtimeConfigSchema = z
         commonLabels: z.record(z.string(), z.string()),
         podLabels: z.record(z.string(), z.string()),
         podAnnotations: z.record(z.string(), z.string()),
+        // imagePullSecrets, in rlmesh-runs too: the runtime image's pull Secrets (a mirror's login) for the probe pod and
+        // the evaluation pods' network-ready container; absent (a config from an older chart): none
+        imagePullSecrets: z.array(z.object({ name: z.string().min(1) }).strict()).optional(),
       })
       .strict()
       .optional(),

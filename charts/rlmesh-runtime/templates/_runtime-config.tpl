@@ -89,6 +89,7 @@
 {{- $_ := set $o16 "commonLabels" $v.commonLabels }}
 {{- $_ := set $o16 "podLabels" $v.podLabels }}
 {{- $_ := set $o16 "podAnnotations" $v.podAnnotations }}
+{{- $_ := set $o16 "imagePullSecrets" $v.imagePullSecrets }}
 {{- $_ := set $o0 "pods" $o16 }}
 {{- toPrettyJson $o0 }}
 {{- end }}
