@@ -1,8 +1,11 @@
 // Installs where the images do not come from the platform's registry, on the real node.
-// A mirror: a second registry (test/support/private-registry.ts, anonymous) holds a copy of
-// the released images made with `skopeo copy --preserve-digests`; installed with
-// global.imageRegistry, every pod (the chart's, the CRD hook's on upgrade, the cache filler and
-// the NetworkPolicy probe the controller creates) pulls from it, by the released digests.
+// A mirror: a second registry (test/support/private-registry.ts) that asks for a login holds a
+// copy of the released images made with `skopeo copy --preserve-digests`; installed with
+// global.imageRegistry and the mirror's pull Secret in imagePullSecrets (created beforehand in
+// rlmesh-system and in rlmesh-runs, the latter made adoptable by helm as the chart README says),
+// every pod (the chart's, the CRD hook's on upgrade, the cache filler and the NetworkPolicy probe
+// the controller creates) pulls from it, by the released digests, and an evaluation runs (its
+// network-ready container is the mirrored runtime image).
 // A staging cell: a control plane whose registry is registry.staging.rlmesh-e2e.test (another
 // name of the local registry, whose token service judges that control plane's credentials). An
 // install that keeps the production registry is refused by the agent before it spends the
@@ -19,9 +22,10 @@ import { NS, PLUMBING, RUNS, cleanSlate, clusterRow, controlPlane, evaluationIma
 
 const MIRROR_HOST = 'mirror.rlmesh-e2e.test';
 const MIRROR_PATH = 'rlmesh-proxy';
+const MIRROR_SECRET = 'corp-mirror-pull';
 const STAGING_REGISTRY = 'registry.staging.rlmesh-e2e.test';
 
-type Pod = { metadata: { name: string; deletionTimestamp?: string }; spec: { containers: { image: string }[]; initContainers?: { image: string }[] }; status: { containerStatuses?: { imageID: string }[] } };
+type Pod = { metadata: { name: string; deletionTimestamp?: string }; spec: { containers: { image: string }[]; initContainers?: { image: string }[]; imagePullSecrets?: { name: string }[] }; status: { containerStatuses?: { imageID: string }[] } };
 type Event = { reason: string; message: string; lastTimestamp?: string; eventTime?: string };
 
 /** The pods of `ns` that are not on their way out (an upgrade's old ReplicaSet may still be terminating). */
@@ -59,15 +63,15 @@ afterAll(async () => {
 
 describe('a mirror: global.imageRegistry', () => {
   it('every pod of the chart, the CRD hook and the controller pulls the released digests from the mirror', async () => {
-    // a plain registry on the host's bridge, as a corporate pull-through mirror is to the cluster; its access log says who pulled what
-    mirror = await startPrivateRegistry(NET.hostAddress, { anonymous: true });
+    // a registry on the host's bridge that asks for a login, as a corporate mirror is to the cluster; its access log says who pulled what
+    mirror = await startPrivateRegistry(NET.hostAddress);
     const address = mirror.address;
     const release = releaseInfo();
     // the mirror's copy: the same repositories under its path, digests preserved (what a Harbor proxy project or an air-gap copy holds)
     for (const name of ['rlmesh-runtime', 'kubectl']) {
       const image = release.images[name]!;
       const r = run('skopeo', ['copy', '--quiet', '--preserve-digests', '--src-authfile', registryAuthFile(), '--src-tls-verify=false', '--dest-tls-verify=false',
-        `docker://${image.ref}`, `docker://${address}/${MIRROR_PATH}/${image.repository}:${image.tag}`]);
+        '--dest-creds', `${mirror.creds.username}:${mirror.creds.password}`, `docker://${image.ref}`, `docker://${address}/${MIRROR_PATH}/${image.repository}:${image.tag}`]);
       expect(r.status, r.stderr).toBe(0);
     }
     unroute.push(addRegistryHost(MIRROR_HOST, `http://${address}`));
@@ -78,7 +82,14 @@ describe('a mirror: global.imageRegistry', () => {
     const since = Date.now() - 1000;
     cp = await controlPlane(chart);
     const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'mirror' });
-    runPrinted(`${created.body.installCommand} ${quoted([...localValues(cp), '--set', `global.imageRegistry=${MIRROR_HOST}/${MIRROR_PATH}`, ...PLUMBING])}`);
+    // the mirror's login, before the install, in both namespaces (the chart README's commands)
+    kubectl(['create', 'namespace', NS], { allowFail: true });
+    kubectl(['create', 'namespace', RUNS]);
+    kubectl(['label', 'namespace', RUNS, 'app.kubernetes.io/managed-by=Helm']);
+    kubectl(['annotate', 'namespace', RUNS, 'meta.helm.sh/release-name=rlmesh', `meta.helm.sh/release-namespace=${NS}`]);
+    for (const ns of [NS, RUNS])
+      kubectl(['-n', ns, 'create', 'secret', 'docker-registry', MIRROR_SECRET, `--docker-server=${MIRROR_HOST}`, `--docker-username=${mirror.creds.username}`, `--docker-password=${mirror.creds.password}`]);
+    runPrinted(`${created.body.installCommand} ${quoted([...localValues(cp), '--set', `global.imageRegistry=${MIRROR_HOST}/${MIRROR_PATH}`, '--set', `imagePullSecrets[0].name=${MIRROR_SECRET}`, ...PLUMBING])}`);
     await waitConnected(cp, created.body.clusterId);
     // an upgrade runs the CRD hook (kubectl) from the mirror too
     upgradeReusing(chart, ['--wait', '--timeout', '5m']);
@@ -103,6 +114,15 @@ describe('a mirror: global.imageRegistry', () => {
     const access = mirror.log();
     for (const name of ['rlmesh-runtime', 'kubectl'])
       expect(access).toMatch(new RegExp(`"(HEAD|GET) /v2/${MIRROR_PATH}/rlmesh/${name}/manifests/${release.images[name]!.digest}[?"].*"containerd/`));
+
+    // an evaluation: its own image is the platform's, its network-ready container the mirrored runtime, pulled with the mirror's login
+    forgetImages([runtime]);
+    const id = await submit(cp, created.body.clusterId, smallEvaluation(await evaluationImage()));
+    const pod = await until('the evaluation pod', () => podsOf(RUNS).find((p) => p.metadata.name.startsWith('rle-')), { timeoutMs: 120_000, intervalMs: 1000 });
+    expect((pod.spec.initContainers ?? []).map((c) => c.image)).toEqual([runtime]);
+    expect(pod.spec.imagePullSecrets?.map((s) => s.name)).toContain(MIRROR_SECRET);
+    const done = await waitFinished(cp, id, 240);
+    expect(done.phase, JSON.stringify(done.updates)).toBe('Succeeded');
   }, 900_000);
 });
 
