@@ -325,7 +325,7 @@ export const valuesObjectSchema = z
               )
               .default([])
               .describe(
-                'Destinations reached directly, not through the proxy: host names, .domain suffixes (.corp.example matches every host under it), IP addresses and CIDRs. The NetworkPolicies must still allow them: for the egress proxy, list their addresses in egress.allowRanges.',
+                'Destinations reached directly, not through the proxy: host names, .domain suffixes (.corp.example matches every host under it), IP addresses and CIDRs. The NetworkPolicies must still allow them: for the egress proxy, list their addresses in egress.allowRanges (private ranges only: a public host the egress proxy needs goes through the corporate proxy, not noProxy).',
               ),
             existingSecret: secretName
               .default('')
