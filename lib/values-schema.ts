@@ -523,7 +523,7 @@ export const valuesObjectSchema = z
               .regex(new RegExp(`^(${K8S_NAME})?$`), { message: 'must be a StorageClass name or empty' })
               .default('')
               .describe(
-                "StorageClass of the agent spool PVC rlmesh-agent-spool, a single-writer journal: name a block-storage class (e.g. gp3, pd-balanced, managed-csi) that can attach on another node, so the agent comes back elsewhere after a node loss; not a ReadWriteMany class (NFS, EFS, Filestore's 1 TiB minimum) and not a node-local disk. Empty: the class of storage.className, as before this value existed, so an upgrade never changes the class of an existing spool, which Kubernetes refuses. Changing it on an existing install needs the PVC deleted first (chart README, \"Several nodes\").",
+                "StorageClass of the agent spool PVC rlmesh-agent-spool, a single-writer journal: name a block-storage class (e.g. gp3, pd-balanced, managed-csi) that can attach on another node, so the agent comes back elsewhere after a node loss; not a ReadWriteMany class (NFS, EFS, Filestore's 1 TiB minimum) and not a node-local disk. Empty: the class of storage.className, so an upgrade from a release without this value keeps the class of an existing spool (Kubernetes refuses to change it). Changing it on an existing install needs the PVC deleted first (chart README, \"Several nodes\").",
               ),
           })
           .strict()
