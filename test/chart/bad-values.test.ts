@@ -94,6 +94,7 @@ const cases: Case[] = [
   { name: 'logging.level that pino does not have', values: { ...T, logging: { level: 'verbose' } }, path: 'logging.level' },
   { name: 'logging.format unknown', values: { ...T, logging: { format: 'pretty' } }, path: 'logging.format' },
   { name: 'podSecurity.arbitraryUid not a boolean', values: { ...T, podSecurity: { arbitraryUid: 'yes' } }, path: 'podSecurity.arbitraryUid' },
+  { name: 'ServiceAccount annotation key that is not an annotation key', values: { ...T, agent: { serviceAccount: { annotations: { 'bad key': 'x' } } } }, path: 'agent.serviceAccount.annotations.bad key', says: /"bad key" is not an annotation key/ },
   { name: 'ServiceAccount annotations misspelled as a list', values: { ...T, agent: { serviceAccount: { annotations: ['eks.amazonaws.com/role-arn=x'] } } }, path: 'agent.serviceAccount.annotations' },
 ];
 
