@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { valuesSchema } from './values-schema.ts';
+import { POD_BLOCKS, valuesSchema } from './values-schema.ts';
 
 const T = { joinToken: 'rlm_jt_test0123456789abcdefghijk' };
 const issues = (values: Record<string, unknown>) => {
@@ -33,6 +33,20 @@ describe('the chart knobs (lib/chart-knobs.ts)', () => {
       expect.stringMatching(/^controller\.extraEnv\.1: LOG_LEVEL is an environment variable the chart sets itself/),
     ]);
     expect(issues({ artifactCache: { filler: { extraEnv: [{ name: 'X', value: '1', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }] } } })[0]).toMatch(/^artifactCache\.filler\.extraEnv\.0: X has both value and valueFrom/);
+  });
+
+  it('refuses a ServiceAccount annotation key the API server would refuse, in every block, naming the path', () => {
+    expect(issues({ agent: { serviceAccount: { annotations: { 'bad key': 'x' } } } })).toEqual([
+      'agent.serviceAccount.annotations.bad key: "bad key" is not an annotation key, and the API server would refuse the ServiceAccount partway through the install: write an optional DNS subdomain prefix and /, then a name of at most 63 letters, digits, -, _ and . that starts and ends with a letter or digit, such as eks.amazonaws.com/role-arn or iam.gke.io/gcp-service-account',
+    ]);
+    for (const block of POD_BLOCKS) {
+      const values = block.split('.').reduceRight<Record<string, unknown>>((inner, k) => ({ [k]: inner }), { serviceAccount: { annotations: { 'Example.com/role': 'x' } } });
+      expect(issues(values).map((i) => i.slice(0, i.indexOf(': '))), block).toEqual([`${block}.serviceAccount.annotations.Example.com/role`]);
+    }
+    const sa = (key: string) => issues({ controller: { serviceAccount: { annotations: { [key]: 'x' } } } });
+    for (const ok of ['eks.amazonaws.com/role-arn', 'iam.gke.io/gcp-service-account', 'azure.workload.identity/client-id', 'Note_1.x', 'a', 'x'.repeat(63), `${'a'.repeat(253)}/${'b'.repeat(63)}`]) expect(sa(ok), ok).toEqual([]);
+    for (const bad of ['', 'bad key', '-a', 'a-', 'x'.repeat(64), 'Example.com/a', 'a/b/c', '/a', 'a/', 'a_b.com/x', `${'a'.repeat(254)}/${'b'.repeat(63)}`])
+      expect(sa(bad), bad).toEqual([expect.stringMatching(/^controller\.serviceAccount\.annotations\..*is not an annotation key/)]);
   });
 
   it('refuses a log level or format it does not know', () => {

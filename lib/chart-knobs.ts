@@ -122,13 +122,21 @@ type KnobValues = {
 
 export const reservedLabel = (key: string) => CHART_LABEL_KEYS.includes(key) || CHART_KEY_PREFIXES.some((p) => key.startsWith(p));
 
-/** Label and annotation keys (well-formed, not the chart's own) and extraEnv names (not the chart's own) of each block. */
-export function knobErrors(v: KnobValues, blocks: Record<string, { extraEnv: { name: string; value?: string; valueFrom?: unknown }[] }>): { path: string; message: string }[] {
+/** A label or annotation key as the API takes it: an optional DNS subdomain prefix and /, then a name of at most 63 characters. */
+const isKey = (key: string) => LABEL_KEY.test(key) && key.length <= 317;
+
+type KnobBlock = { extraEnv: { name: string; value?: string; valueFrom?: unknown }[]; serviceAccount: { annotations: Record<string, string> } };
+
+/**
+ * Label and annotation keys (well-formed, not the chart's own) of the top-level knobs; of each
+ * block, extraEnv names (not the chart's own) and ServiceAccount annotation keys (well-formed).
+ */
+export function knobErrors(v: KnobValues, blocks: Record<string, KnobBlock>): { path: string; message: string }[] {
   const R = KNOB_REFUSALS;
   const errors: { path: string; message: string }[] = [];
   for (const field of ['commonLabels', 'podLabels', 'podAnnotations'] as const) {
     for (const key of Object.keys(v[field])) {
-      if (!LABEL_KEY.test(key) || key.length > 317) errors.push(refuse(R.knobKey, { field, key }));
+      if (!isKey(key)) errors.push(refuse(R.knobKey, { field, key }));
       else if (field === 'podAnnotations' ? CHART_ANNOTATION_PREFIXES.some((p) => key.startsWith(p)) : reservedLabel(key)) errors.push(refuse(R.knobReservedKey, { field, key }));
     }
   }
@@ -137,6 +145,7 @@ export function knobErrors(v: KnobValues, blocks: Record<string, { extraEnv: { n
       if (CHART_ENV_NAMES.includes(e.name)) errors.push(refuse(R.extraEnvReserved, { block, index, name: e.name }));
       if (e.value !== undefined && e.valueFrom !== undefined) errors.push(refuse(R.extraEnvValue, { block, index, name: e.name }));
     });
+    for (const key of Object.keys(c.serviceAccount.annotations)) if (!isKey(key)) errors.push(refuse(R.serviceAccountAnnotationKey, { block, key }));
   }
   return errors;
 }

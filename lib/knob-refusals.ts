@@ -12,6 +12,11 @@ export const KNOB_REFUSALS = {
     message:
       '{key} is a key the chart sets itself (app.kubernetes.io/*, helm.sh/chart, rlmesh.dev/*, and checksum/* on pods), which the Deployments, Services and NetworkPolicies select by: overriding it would detach them from their pods; choose a key of your own, such as example.com/team',
   },
+  serviceAccountAnnotationKey: {
+    path: '{block}.serviceAccount.annotations.{key}',
+    message:
+      '{key:q} is not an annotation key, and the API server would refuse the ServiceAccount partway through the install: write an optional DNS subdomain prefix and /, then a name of at most 63 letters, digits, -, _ and . that starts and ends with a letter or digit, such as eks.amazonaws.com/role-arn or iam.gke.io/gcp-service-account',
+  },
   extraEnvReserved: {
     path: '{block}.extraEnv.{index}',
     message: '{name} is an environment variable the chart sets itself on this container: a second entry would override the runtime\'s own setting; set it through the chart\'s values (logging.level, controlPlane.proxy, agent.nodeOptions, ...) or choose another name',

@@ -118,6 +118,13 @@ describe('values schema', () => {
     expect(valuesSchema.safeParse({ joinToken: TOKEN, controlPlane: { caBundleFrom: { configMap: { name: 'c', key: 'a/b' } } } }).error?.issues[0]?.path).toEqual(['controlPlane', 'caBundleFrom', 'configMap', 'key']);
   });
 
+  it('refuses a bad evaluation toleration effect, proxy credentials Secret name and CA bundle Secret name at their paths', () => {
+    const paths = (o: object) => valuesSchema.safeParse({ joinToken: TOKEN, ...o }).error?.issues.map((i) => i.path.join('.'));
+    expect(paths({ evaluations: { tolerations: [{ key: 'dedicated', operator: 'Exists', effect: 'Sometimes' }] } })).toEqual(['evaluations.tolerations.0.effect']);
+    expect(paths({ controlPlane: { proxy: { url: 'http://192.0.2.10:3128', existingSecret: 'Corp_Proxy' } } })).toEqual(['controlPlane.proxy.existingSecret']);
+    expect(paths({ controlPlane: { caBundleFrom: { secret: { name: 'Corp_Trust' } } } })).toEqual(['controlPlane.caBundleFrom.secret.name']);
+  });
+
   it('renderRuntimeConfig gives a valid runtime config with the built-in hosts first', () => {
     const values = valuesSchema.parse({ joinToken: TOKEN, egress: { extraDomains: ['api.rlmesh.dev', 'x.example.org'] } });
     const cfg = renderRuntimeConfig(values);

@@ -110,6 +110,8 @@ describe('refusals: helm and knobErrors() say the same, naming the path', () => 
     ...CHART_ENV_NAMES.map((n) => ({ name: `agent.extraEnv ${n}`, values: { agent: { extraEnv: [{ name: n, value: 'x' }] } }, path: 'agent.extraEnv.0' })),
     ...POD_BLOCKS.map((b) => ({ name: `${b}.extraEnv LOG_LEVEL`, values: b.split('.').reduceRight<Record<string, unknown>>((inner, k) => ({ [k]: inner }), { extraEnv: [{ name: 'OK', value: '1' }, { name: 'LOG_LEVEL', value: 'x' }] }), path: `${b}.extraEnv.1` })),
     { name: 'extraEnv with value and valueFrom', values: { egress: { extraEnv: [{ name: 'X', value: '1', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }] } }, path: 'egress.extraEnv.0' },
+    ...POD_BLOCKS.map((b) => ({ name: `${b}.serviceAccount.annotations key that is not a key`, values: b.split('.').reduceRight<Record<string, unknown>>((inner, k) => ({ [k]: inner }), { serviceAccount: { annotations: { 'bad key': 'x' } } }), path: `${b}.serviceAccount.annotations.bad key` })),
+    { name: 'serviceAccount.annotations key with an uppercase prefix', values: { agent: { serviceAccount: { annotations: { 'eks.amazonaws.com/role-arn': 'ok', 'IAM.gke.io/gcp-service-account': 'x' } } } }, path: 'agent.serviceAccount.annotations.IAM.gke.io/gcp-service-account' },
   ];
   for (const c of cases) {
     it(c.name, () => {

@@ -491,11 +491,14 @@ describe('objects', () => {
       const cfg = JSON.parse((get(st, 'ConfigMap', ns, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!);
       expect(cfg.controlPlane.caBundlePath).toBe('/etc/rlmesh/ca/ca.crt');
     }
-    const fromSecret = render([...token, '--set', 'controlPlane.caBundleFrom.secret.name=corp-ca']);
-    expect(podTemplate(get(fromSecret, 'Deployment', SYS, 'rlmesh-cluster-agent')).spec.volumes?.find((v) => v.name === 'ca-bundle')).toEqual({
-      name: 'ca-bundle',
-      secret: { secretName: 'corp-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }], optional: false },
-    });
+    const fromSecret = [...render(['-f', join(CHART, 'ci/ca-bundle-from-secret-values.yaml')]).values()].filter((o) => o.kind === 'Deployment' || o.kind === 'DaemonSet');
+    expect(fromSecret.map((d) => d.metadata.name).sort()).toEqual(deployments.map((d) => d.metadata.name).sort());
+    for (const d of fromSecret) {
+      expect(podTemplate(d).spec.volumes?.find((v) => v.name === 'ca-bundle'), d.metadata.name).toEqual({
+        name: 'ca-bundle',
+        secret: { secretName: 'corp-root-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }], optional: false },
+      });
+    }
   });
 
   it("private registries: the operator's pull Secrets reach the runtime config, the controller may get exactly them, and its pods no other", () => {

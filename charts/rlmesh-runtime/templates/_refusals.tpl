@@ -7,6 +7,10 @@
 {{- define "rlmesh.refusal.knobReservedKey" -}}
 {{- printf "%v.%v: %v is a key the chart sets itself (app.kubernetes.io/*, helm.sh/chart, rlmesh.dev/*, and checksum/* on pods), which the Deployments, Services and NetworkPolicies select by: overriding it would detach them from their pods; choose a key of your own, such as example.com/team" (index . "field") (index . "key") (index . "key") -}}
 {{- end }}
+{{/* serviceAccountAnnotationKey; include with (dict "block" … "key" …) */}}
+{{- define "rlmesh.refusal.serviceAccountAnnotationKey" -}}
+{{- printf "%v.serviceAccount.annotations.%v: %q is not an annotation key, and the API server would refuse the ServiceAccount partway through the install: write an optional DNS subdomain prefix and /, then a name of at most 63 letters, digits, -, _ and . that starts and ends with a letter or digit, such as eks.amazonaws.com/role-arn or iam.gke.io/gcp-service-account" (index . "block") (index . "key") (index . "key") -}}
+{{- end }}
 {{/* extraEnvReserved; include with (dict "block" … "index" … "name" …) */}}
 {{- define "rlmesh.refusal.extraEnvReserved" -}}
 {{- printf "%v.extraEnv.%v: %v is an environment variable the chart sets itself on this container: a second entry would override the runtime's own setting; set it through the chart's values (logging.level, controlPlane.proxy, agent.nodeOptions, ...) or choose another name" (index . "block") (index . "index") (index . "name") -}}
