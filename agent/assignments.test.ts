@@ -59,6 +59,31 @@ describe('assignment → RLMeshEvaluation', () => {
   });
 });
 
+describe("the chart's commonLabels on what an assignment creates", () => {
+  const common = { team: 'ml', 'app.kubernetes.io/managed-by': 'spoofed' };
+  const own = { team: 'ml', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' };
+
+  it('the RLMeshEvaluation and its sources Secret carry them beneath their own label', async () => {
+    const created: { kind: string; labels: Record<string, string> | undefined }[] = [];
+    const custom = {
+      createNamespacedCustomObject: async ({ body }: { body: { metadata: { labels?: Record<string, string> } } }) => {
+        created.push({ kind: 'RLMeshEvaluation', labels: body.metadata.labels });
+        return { ...body, metadata: { ...body.metadata, uid: 'uid-1' } };
+      },
+    };
+    const core = { createNamespacedSecret: async ({ body }: { body: k8s.V1Secret }) => void created.push({ kind: 'Secret', labels: body.metadata?.labels }) };
+    const kc = { makeApiClient: (api: unknown) => (api === k8s.CoreV1Api ? core : custom) } as unknown as k8s.KubeConfig;
+    const a = new Assignments({ kc, namespace: 'rlmesh-runs', imageRegistries: ['registry.rlmesh.dev'], commonLabels: common, log: pino({ level: 'silent' }), onOutcome: () => undefined });
+    await a.assign(create(AssignmentSchema, { evaluationId: 'ev-1', image: 'registry.rlmesh.dev/env/x:1', artifacts: [{ name: 'a.bin', sha256: 'b'.repeat(64), sizeBytes: 1n, source: { source: { case: 'httpsUrl', value: 'https://x/y' } } }] }));
+    expect(created).toEqual([{ kind: 'RLMeshEvaluation', labels: own }, { kind: 'Secret', labels: own }]);
+  });
+
+  it('without them, only its own', () => {
+    const { evaluation } = evaluationFromAssignment(create(AssignmentSchema, { evaluationId: 'ev-2', image: 'i' }), 'docker.io/library/i', 'r');
+    expect(evaluation.metadata.labels).toEqual({ 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' });
+  });
+});
+
 describe('evaluation status → update', () => {
   it('reports an untouched evaluation as Pending/Accepted and changes the fingerprint only when the status changes', () => {
     const fresh = trimEvaluation({ metadata: { name: 'ev-1', namespace: 'r' }, spec: { evaluationId: 'ev-1' } });

@@ -18,6 +18,7 @@ import { isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
 import { admitImage } from './evaluation-image.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
 import { placementConflict, type ClusterPlacement } from '../lib/evaluation-placement.ts';
+import { withCommonLabels } from '../lib/common-labels.ts';
 
 export const EVALUATION_ID_ANNOTATION = 'rlmesh.dev/evaluation-id';
 
@@ -33,8 +34,15 @@ export const sourcesSecretName = (evalName: string) => `${evalName.slice(0, 230)
 /** The key of an artifact's presigned URL in that Secret. */
 export const urlKey = (artifactName: string) => `url.${artifactName}`;
 
-/** `image`: the reference admitImage admitted for the assignment. */
-export function evaluationFromAssignment(a: Assignment, image: string, namespace: string): { evaluation: RLMeshEvaluation; sources: Record<string, string> } {
+const LABELS = { 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' };
+
+/** `image`: the reference admitImage admitted for the assignment; `commonLabels`: the chart's (runtime config pods.commonLabels). */
+export function evaluationFromAssignment(
+  a: Assignment,
+  image: string,
+  namespace: string,
+  commonLabels?: Readonly<Record<string, string>>,
+): { evaluation: RLMeshEvaluation; sources: Record<string, string> } {
   const name = evaluationName(a.evaluationId);
   // the S3 credentials are the assignment's (one set for all its objects), the URLs one per artifact
   const sources: Record<string, string> = {};
@@ -90,7 +98,7 @@ export function evaluationFromAssignment(a: Assignment, image: string, namespace
       metadata: {
         name,
         namespace,
-        labels: { 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' },
+        labels: withCommonLabels(LABELS, commonLabels),
         annotations: { [EVALUATION_ID_ANNOTATION]: a.evaluationId },
       },
       spec,
@@ -106,6 +114,8 @@ export type AssignmentsOptions = {
   imageRegistries: readonly string[];
   /** the operator's policy for evaluation pods (runtime config evaluations.placement); absent: none */
   placement?: ClusterPlacement;
+  /** the chart's commonLabels (runtime config pods.commonLabels), on the evaluations and their sources Secrets */
+  commonLabels?: Readonly<Record<string, string>>;
   log: Logger;
   /** an outcome with no object behind it (refused at admission, cancelled before creation): report it */
   onOutcome: (evaluationId: string, phase: 'Failed' | 'Cancelled', reason: string, message: string) => void;
@@ -136,7 +146,7 @@ export class Assignments {
       this.o.onOutcome(a.evaluationId, 'Failed', conflict.reason, conflict.message);
       return;
     }
-    const { evaluation, sources } = evaluationFromAssignment(a, admitted.image, namespace);
+    const { evaluation, sources } = evaluationFromAssignment(a, admitted.image, namespace, this.o.commonLabels);
     const name = evaluation.metadata.name;
     let created: RLMeshEvaluation;
     try {
@@ -157,7 +167,7 @@ export class Assignments {
             metadata: {
               name: sourcesSecretName(name),
               namespace,
-              labels: { 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' },
+              labels: withCommonLabels(LABELS, this.o.commonLabels),
               ownerReferences: [{ apiVersion: API_VERSION, kind: EVALUATION.kind, name, uid: created.metadata.uid!, controller: true, blockOwnerDeletion: false }],
             },
             type: 'Opaque',

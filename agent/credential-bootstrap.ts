@@ -83,7 +83,15 @@ async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredent
         return { control: saved.control, clusterId: saved.clusterId, tokenHash: hash, resourceVersion: undefined };
       }
       const facts = clusterFacts(d); // read while the Lease is taken
-      const lease = await acquireJoinLease({ kc: d.kc, namespace: cfg.runtime.namespace, holder: cfg.podName, durationSeconds: cfg.timing.leaseSeconds, log, signal: d.signal });
+      const lease = await acquireJoinLease({
+        kc: d.kc,
+        namespace: cfg.runtime.namespace,
+        holder: cfg.podName,
+        durationSeconds: cfg.timing.leaseSeconds,
+        ...(cfg.runtime.pods ? { commonLabels: cfg.runtime.pods.commonLabels } : {}),
+        log,
+        signal: d.signal,
+      });
       try {
         const again = await store.readControl();
         if (again.ok && again.value.tokenHash === hash) continue; // another replica joined meanwhile

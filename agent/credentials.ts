@@ -15,6 +15,7 @@
 import * as k8s from '@kubernetes/client-node';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
 import { isConflict, isNotFound } from '../lib/kube-errors.ts';
+import { withCommonLabels } from '../lib/common-labels.ts';
 import { CLUSTER_ID_KEY, CONTROL_KEY, PULL_KEY, PULL_SECRET_TYPE, RELAY_KEY, TOKEN_HASH_ANNOTATION, controlSecretData, type CredentialPurpose, type JoinResult } from '../lib/credential-secret.ts';
 const LABELS = { 'app.kubernetes.io/part-of': 'rlmesh', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' };
 
@@ -123,10 +124,12 @@ export class CredentialStore {
   private async put(namespace: string, name: string, type: string, stringData: Record<string, string>, annotations: Record<string, string>, owner: 'agent' | 'none' | 'unchanged'): Promise<void> {
     const data = Object.fromEntries(Object.entries(stringData).map(([k, v]) => [k, Buffer.from(v).toString('base64')]));
     const existing = await this.get(namespace, name);
+    // a rotation keeps the Secret's labels, adding only the commonLabels it lacks
+    const common = this.cfg.pods?.commonLabels;
     const ownership =
       owner === 'unchanged' && existing
-        ? { labels: existing.metadata?.labels ?? {}, ownerReferences: existing.metadata?.ownerReferences ?? [] }
-        : { labels: LABELS, ownerReferences: owner === 'none' ? [] : [await this.owner()] };
+        ? { labels: withCommonLabels(existing.metadata?.labels ?? {}, common), ownerReferences: existing.metadata?.ownerReferences ?? [] }
+        : { labels: withCommonLabels(LABELS, common), ownerReferences: owner === 'none' ? [] : [await this.owner()] };
     const body: k8s.V1Secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace, annotations, ...ownership }, type, data };
     if (existing && (existing.type ?? 'Opaque') !== type) {
       // a Secret's type is immutable, and the agent may not delete Secrets

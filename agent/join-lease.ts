@@ -10,7 +10,16 @@ import { Lease } from '../lib/lease.ts';
 
 export const JOIN_LEASE = 'rlmesh-cluster-agent-join';
 
-export type LeaseOptions = { kc: k8s.KubeConfig; namespace: string; holder: string; durationSeconds: number; log: Logger; signal?: AbortSignal };
+export type LeaseOptions = {
+  kc: k8s.KubeConfig;
+  namespace: string;
+  holder: string;
+  durationSeconds: number;
+  /** the chart's commonLabels (runtime config pods.commonLabels) */
+  commonLabels?: Readonly<Record<string, string>>;
+  log: Logger;
+  signal?: AbortSignal;
+};
 
 export type HeldLease = { release(): Promise<void> };
 
@@ -22,6 +31,7 @@ export async function acquireJoinLease(o: LeaseOptions): Promise<HeldLease> {
     name: JOIN_LEASE,
     identity: o.holder,
     leaseDurationSeconds: o.durationSeconds,
+    ...(o.commonLabels ? { commonLabels: o.commonLabels } : {}),
   });
   let logged = false;
   for (;;) {

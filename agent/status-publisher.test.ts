@@ -1,6 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import * as k8s from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { describe, expect, it, vi } from 'vitest';
 import { agentStatusConfigMap, parseAgentStatus } from '../lib/agent-status.ts';
-import { agentStatus, RotationLog, type StatusSources } from './status-publisher.ts';
+import { agentStatus, RotationLog, startStatusPublisher, type StatusSources } from './status-publisher.ts';
 
 const NOW = Date.parse('2026-05-01T12:00:00Z');
 
@@ -61,5 +63,16 @@ describe('agent status', () => {
     expect(parseAgentStatus(cm)).toEqual({ ok: true, status: s });
     expect(parseAgentStatus({ data: { 'status.json': '{' } })).toEqual({ ok: false, problem: 'ConfigMap rlmesh-agent-status key status.json is not JSON' });
     expect(parseAgentStatus(undefined).ok).toBe(false);
+  });
+
+  it("the ConfigMap carries the chart's commonLabels beneath its own labels", async () => {
+    const written: k8s.V1ConfigMap[] = [];
+    const core = { replaceNamespacedConfigMap: async ({ body }: { body: k8s.V1ConfigMap }) => void written.push(body) };
+    const kc = { makeApiClient: () => core } as unknown as k8s.KubeConfig;
+    const publisher = startStatusPublisher({ kc, namespace: 'rlmesh-system', commonLabels: { team: 'ml', 'app.kubernetes.io/name': 'spoofed' }, log: pino({ level: 'silent' }), sources: sources() });
+    await vi.waitFor(() => expect(written).toHaveLength(1));
+    publisher.stop();
+    expect(written[0]!.metadata!.labels).toEqual({ ...agentStatusConfigMap(agentStatus(sources()), 'rlmesh-system').metadata!.labels, team: 'ml' });
+    expect(written[0]!.metadata!.labels!['app.kubernetes.io/name']).toBe('rlmesh-agent-status');
   });
 });

@@ -80,13 +80,20 @@ export function agentStatus(s: StatusSources, now = Date.now()): AgentStatus {
   };
 }
 
-export function startStatusPublisher(o: { kc: k8s.KubeConfig; namespace: string; log: Logger; sources: StatusSources }): { stop(): void; soon(): void } {
+export function startStatusPublisher(o: {
+  kc: k8s.KubeConfig;
+  namespace: string;
+  /** the chart's commonLabels (runtime config pods.commonLabels) */
+  commonLabels?: Readonly<Record<string, string>>;
+  log: Logger;
+  sources: StatusSources;
+}): { stop(): void; soon(): void } {
   const core = o.kc.makeApiClient(k8s.CoreV1Api);
   let failing = false;
   let running: Promise<void> | undefined;
   let again = false;
   const publish = async (): Promise<void> => {
-    const body = agentStatusConfigMap(agentStatus(o.sources), o.namespace);
+    const body = agentStatusConfigMap(agentStatus(o.sources), o.namespace, o.commonLabels);
     try {
       try {
         await core.replaceNamespacedConfigMap({ name: body.metadata!.name!, namespace: o.namespace, body });

@@ -27,6 +27,7 @@ import { MERGE_PATCH, isNotFound } from '../lib/kube-errors.ts';
 import type { Metrics } from './metrics.ts';
 import type { WorkResult } from './work-queue.ts';
 import { errorFields } from '../lib/error-fields.ts';
+import { withCommonLabels } from '../lib/common-labels.ts';
 
 export type FillerSettings = {
   namespace: string;
@@ -36,6 +37,8 @@ export type FillerSettings = {
   nodeName?: string;
   /** how long an S3 credential Secret may lag behind its evaluation before the evaluation fails */
   secretGraceMs: number;
+  /** the chart's commonLabels (runtime config pods.commonLabels), on the RLMeshCache it creates */
+  commonLabels?: Readonly<Record<string, string>>;
 };
 
 export type FillerDeps = {
@@ -100,7 +103,7 @@ export class CacheFiller {
           body: {
             apiVersion: API_VERSION,
             kind: CACHE.kind,
-            metadata: { name: s.cacheName, labels: { 'app.kubernetes.io/part-of': 'rlmesh-runtime' } },
+            metadata: { name: s.cacheName, labels: withCommonLabels({ 'app.kubernetes.io/part-of': 'rlmesh-runtime' }, s.commonLabels) },
             spec: { pvcName: s.pvcName, namespace: s.namespace, accessModes: [...s.accessModes] },
           },
         })

@@ -30,9 +30,11 @@ type WorldOptions = {
   pulls?: { names: string[]; check: () => Promise<PullSecretVerdict> };
   /** a ReadWriteOnce cache held by node real-0, which reads as this (undefined: gone or not readable) */
   rwoCacheNode?: { node: V1Node | undefined };
+  /** runtime config pods.commonLabels */
+  commonLabels?: Record<string, string>;
 };
 
-function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined, pulls, rwoCacheNode }: WorldOptions = {}) {
+function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined, pulls, rwoCacheNode, commonLabels }: WorldOptions = {}) {
   const evaluations = cache<RLMeshEvaluation>();
   const pods = cache<V1Pod>();
   const caches = cache<RLMeshCache>();
@@ -86,7 +88,7 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
     log: pino({ level: 'silent' }),
     ...(rwoCacheNode ? { cacheNodes: { get: async (name: string) => (calls.push(`get node ${name}`), rwoCacheNode.node) } as unknown as CacheNodeReader } : {}),
     settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs, startDeadlineSeconds, networkFence: fence,
-      ...(pulls ? { extraPullSecrets: pulls.names, pullSecretCheck: pulls.check } : {}) },
+      ...(pulls ? { extraPullSecrets: pulls.names, pullSecretCheck: pulls.check } : {}), ...(commonLabels ? { commonLabels } : {}) },
   });
   if (rwoCacheNode) {
     caches.items.set('c', { apiVersion: 'rlmesh.dev/v1alpha1', kind: 'RLMeshCache', metadata: { name: 'c' }, spec: { pvcName: 'rlmesh-artifact-cache', namespace: NS, accessModes: ['ReadWriteOnce'] }, status: { nodeName: 'real-0' } } as RLMeshCache);
@@ -201,6 +203,12 @@ describe('EvaluationReconciler', () => {
     expect(w.calls).toEqual(['create pod', 'status Pending/PodCreated', 'status Running/Started', 'status Succeeded/Completed']);
     expect(w.events).toEqual(['PodCreated', 'Started', 'Completed']);
     expect(w.status()).toMatchObject({ phase: 'Succeeded', podName: 'rle-e1', nodeName: 'n1', exitCode: 0 });
+  });
+
+  it("creates the pod with the chart's commonLabels", async () => {
+    const w = world({ commonLabels: { 'example.com/cost-center': 'c1' } });
+    await w.reconciler.reconcile(KEY);
+    expect(w.server.get('rle-e1')?.metadata?.labels).toMatchObject({ 'example.com/cost-center': 'c1', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-controller' });
   });
 
   it('writes the pod as it is by the time its reconcile comes: a pod already finished costs one write', async () => {

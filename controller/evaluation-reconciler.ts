@@ -68,6 +68,8 @@ export type ReconcilerSettings = {
   placement?: ClusterPlacement;
   /** runtime config pods.arbitraryUid (podSecurity.arbitraryUid) */
   arbitraryUid?: boolean;
+  /** runtime config pods.commonLabels (the chart's commonLabels) */
+  commonLabels?: Readonly<Record<string, string>>;
   /** runtime config pods.imagePullSecrets (the chart's imagePullSecrets, a mirror's login) */
   runtimePullSecrets?: readonly string[];
 };
@@ -289,6 +291,7 @@ export class EvaluationReconciler {
       ...(s.noProxy ? { noProxy: s.noProxy } : {}),
       ...(s.placement ? { placement: s.placement } : {}),
       ...(s.arbitraryUid ? { arbitraryUid: true } : {}),
+      ...(s.commonLabels ? { commonLabels: s.commonLabels } : {}),
       cache: {
         pvcName: cache?.spec.pvcName ?? s.pvcName,
         accessModes: cache?.spec.accessModes ?? s.accessModes,

@@ -61,6 +61,13 @@ describe('EventRecorder', () => {
     expect(new Date(held!.lastTimestamp!).getTime()).toBe(1_010_000);
   });
 
+  it("gives each Event the chart's commonLabels, and none without them", async () => {
+    const f = fakeApi();
+    await new EventRecorder(f.api, 'test', 'test-0', silent, { commonLabels: { team: 'ml' } }).record(ev('a'), 'Normal', 'PodCreated', 'created pod rle-a');
+    await new EventRecorder(f.api, 'test', 'test-0', silent).record(ev('b'), 'Normal', 'PodCreated', 'created pod rle-b');
+    expect([...f.stored.values()].map((e) => [e.involvedObject.name, e.metadata.labels])).toEqual([['a', { team: 'ml' }], ['b', undefined]]);
+  });
+
   it('writes a new Event for another message, reason, type or object, and for a repeat after the window', async () => {
     const f = fakeApi();
     let now = 1_000_000;

@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { API_VERSION, EVALUATION, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { errorFields } from '../lib/error-fields.ts';
 import { MERGE_PATCH, isNotFound } from '../lib/kube-errors.ts';
+import { withCommonLabels } from '../lib/common-labels.ts';
 
 export type EventType = 'Normal' | 'Warning';
 export type EventsApi = Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
@@ -36,6 +37,7 @@ export class EventRecorder {
   readonly #instance: string;
   readonly #log: Logger;
   readonly #now: () => number;
+  readonly #labels: Record<string, string>;
   // the latest series per key, oldest first (a Map keeps insertion order): the least recently seen is dropped first
   readonly #series = new Map<string, Series>();
   // Events are written off the reconcile path, one at a time in order of occurrence, as client-go's
@@ -48,12 +50,14 @@ export class EventRecorder {
   /** client-go's cache size */
   static readonly MAX_SERIES = 4096;
 
-  constructor(core: EventsApi, component: string, instance: string, log: Logger, opts: { now?: () => number } = {}) {
+  /** opts.commonLabels: the chart's (runtime config pods.commonLabels), on every Event */
+  constructor(core: EventsApi, component: string, instance: string, log: Logger, opts: { now?: () => number; commonLabels?: Readonly<Record<string, string>> } = {}) {
     this.#core = core;
     this.#component = component;
     this.#instance = instance;
     this.#log = log;
     this.#now = opts.now ?? Date.now;
+    this.#labels = withCommonLabels({}, opts.commonLabels);
   }
 
   /** Queues an Event (or a repeat of one); failing to record it is logged, never fatal. Resolves once the API holds it. */
@@ -127,7 +131,7 @@ export class EventRecorder {
       await this.#core.createNamespacedEvent({
         namespace,
         body: {
-          metadata: { name, namespace },
+          metadata: { name, namespace, ...(Object.keys(this.#labels).length > 0 ? { labels: this.#labels } : {}) },
           involvedObject: { apiVersion: API_VERSION, kind: EVALUATION.kind, name: ev.metadata.name, namespace, uid: ev.metadata.uid },
           type: s.type,
           reason: s.reason,

@@ -14,6 +14,8 @@ export type LeaderElectionOptions = {
   name: string;
   identity: string;
   leaseDurationSeconds: number;
+  /** the chart's commonLabels (runtime config pods.commonLabels), on the Lease */
+  commonLabels?: Readonly<Record<string, string>>;
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
   log: Logger;
@@ -35,7 +37,14 @@ export class LeaderElector {
     this.#o = opts;
     this.#renewDeadlineMs = opts.renewDeadlineMs ?? Math.round(opts.leaseDurationSeconds * 1000 * (2 / 3));
     this.#retryPeriodMs = opts.retryPeriodMs ?? Math.max(200, Math.round((opts.leaseDurationSeconds * 1000) / 5));
-    this.#lease = new Lease({ coordination: opts.coordination, namespace: opts.namespace, name: opts.name, identity: opts.identity, leaseDurationSeconds: opts.leaseDurationSeconds });
+    this.#lease = new Lease({
+      coordination: opts.coordination,
+      namespace: opts.namespace,
+      name: opts.name,
+      identity: opts.identity,
+      leaseDurationSeconds: opts.leaseDurationSeconds,
+      ...(opts.commonLabels ? { commonLabels: opts.commonLabels } : {}),
+    });
   }
 
   get leading(): boolean {

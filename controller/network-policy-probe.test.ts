@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { defaultProbeTargets, podOutcome, probePod } from './network-policy-probe.ts';
+import * as k8s from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { defaultProbeTargets, podOutcome, probePod, PROBE_LABELS, runNetworkPolicyProbe } from './network-policy-probe.ts';
 
 describe('NetworkPolicy probe pod', () => {
   it('targets this controller metrics port (forbidden) and the egress proxy (allowed)', () => {
@@ -47,6 +49,18 @@ describe('the probe pod and the chart knobs (runtime config pods)', () => {
     expect(pod.metadata!.labels).toEqual({ team: 'ml', cost: 'c1', ...plain.metadata!.labels });
     expect(pod.metadata!.annotations).toEqual({ 'example.com/a': 'b' });
     expect(pod.spec!.securityContext).toMatchObject({ runAsUser: 65532, runAsGroup: 65532 });
+  });
+  it('stores its result in a ConfigMap carrying commonLabels beneath its own labels', async () => {
+    const written: k8s.V1ConfigMap[] = [];
+    const core = {
+      replaceNamespacedConfigMap: async ({ body }: { body: k8s.V1ConfigMap }) => void written.push(body),
+    };
+    const apps = { listDaemonSetForAllNamespaces: async () => ({ items: [] }) };
+    const kc = { makeApiClient: (api: unknown) => (api === k8s.CoreV1Api ? core : apps) } as unknown as k8s.KubeConfig;
+    const commonLabels = { team: 'ml', 'app.kubernetes.io/name': 'spoofed' };
+    // no image: the probe does not run, and the result says so
+    await runNetworkPolicyProbe({ ...base, image: '', kc, namespace: 'rlmesh-system', pods: { arbitraryUid: false, commonLabels, podLabels: {}, podAnnotations: {} }, log: pino({ level: 'silent' }) });
+    expect(written.map((cm) => cm.metadata?.labels)).toEqual([{ team: 'ml', ...PROBE_LABELS }]);
   });
   it("carries the chart's imagePullSecrets (a mirror's login) after the cluster's, each once", () => {
     const pod = probePod({ ...base, pullSecrets: ['pull', 'join'], pods: { arbitraryUid: false, commonLabels: {}, podLabels: {}, podAnnotations: {}, imagePullSecrets: [{ name: 'mirror-pull' }, { name: 'pull' }] } });

@@ -23,6 +23,7 @@ import type { CheckResult } from '../lib/preflight/types.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 import { createBackoff } from '../lib/backoff.ts';
 import { hostPort, podAddress } from '../lib/listen-address.ts';
+import { withCommonLabels } from '../lib/common-labels.ts';
 
 export const PROBE_NAME = NAMES.networkPolicyProbe;
 export const PROBE_LABELS = { 'app.kubernetes.io/name': PROBE_NAME, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/component': 'preflight' };
@@ -97,7 +98,7 @@ export function netprobeContainer(name: string, image: string, targets: ProbeTar
 
 export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecrets' | 'targets' | 'pods'>): k8s.V1Pod {
   // the operator's labels first: the probe's own keys win (the chart refuses them anyway)
-  const labels = { ...o.pods?.commonLabels, ...o.pods?.podLabels, ...PROBE_LABELS };
+  const labels = withCommonLabels({ ...o.pods?.podLabels, ...PROBE_LABELS }, o.pods?.commonLabels);
   const annotations = o.pods?.podAnnotations ?? {};
   return {
     apiVersion: 'v1',
@@ -150,7 +151,7 @@ export async function runNetworkPolicyProbe(o: ProbeOptions): Promise<CheckResul
     outcome = await runPod(core, o, timeoutMs);
   }
   const result = probeVerdict(outcome, o.targets, cni);
-  await storeResult(core, o.namespace, { ...result, at: new Date().toISOString() });
+  await storeResult(core, o.namespace, { ...result, at: new Date().toISOString() }, o.pods?.commonLabels);
   o.log[result.verdict === 'pass' ? 'info' : 'warn']({ verdict: result.verdict, found: result.found, fix: result.fix }, 'NetworkPolicy probe');
   return result;
 }
@@ -179,11 +180,11 @@ async function runPod(core: k8s.CoreV1Api, o: ProbeOptions, timeoutMs: number): 
   return { kind: 'not-run', reason: `pod ${o.runsNamespace}/${name}: ${stuckReason(pod, timeoutMs)}` };
 }
 
-async function storeResult(core: k8s.CoreV1Api, namespace: string, stored: StoredProbe): Promise<void> {
+async function storeResult(core: k8s.CoreV1Api, namespace: string, stored: StoredProbe, commonLabels: Readonly<Record<string, string>> | undefined): Promise<void> {
   const body: k8s.V1ConfigMap = {
     apiVersion: 'v1',
     kind: 'ConfigMap',
-    metadata: { name: PROBE_CONFIGMAP, namespace, labels: { ...PROBE_LABELS } },
+    metadata: { name: PROBE_CONFIGMAP, namespace, labels: withCommonLabels(PROBE_LABELS, commonLabels) },
     data: { [PROBE_KEY]: JSON.stringify(stored), summary: `${stored.verdict}: ${stored.found}` },
   };
   try {

@@ -183,6 +183,14 @@ describe('buildEvaluationPod', () => {
     expect(pod.metadata!.annotations).toEqual({ 'example.com/owner': 'platform-team', 'rlmesh.dev/evaluation-id': 'ev_123' });
   });
 
+  it("carries the chart's commonLabels beneath evaluations.podLabels, and the runtime's own labels over both", () => {
+    const placement = clusterPlacementSchema.parse({ podLabels: { team: 'evals' } });
+    const without = buildEvaluationPod(ev(), { ...settings(), placement }).metadata!.labels;
+    const pod = buildEvaluationPod(ev(), { ...settings(), placement, commonLabels: { team: 'ml', 'example.com/cost-center': 'c1', 'app.kubernetes.io/managed-by': 'spoofed' } });
+    expect(pod.metadata!.labels).toEqual({ ...without, 'example.com/cost-center': 'c1' });
+    expect(pod.metadata!.labels).toMatchObject({ team: 'evals', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-controller' });
+  });
+
   it('without a policy the pod carries no priority or runtime class and only the platform term', () => {
     const spec = buildEvaluationPod(ev({ artifacts: [] }), settings()).spec!;
     expect(spec.priorityClassName).toBeUndefined();

@@ -9,6 +9,7 @@ import { API_VERSION, EVALUATION, type RLMeshEvaluation } from '../lib/crds/type
 import { netprobeContainer } from './network-policy-probe.ts';
 import { podUser } from '../lib/chart-knobs.ts';
 import { evaluationAffinity, mergedNodeSelector, NO_PLACEMENT, type ClusterPlacement } from '../lib/evaluation-placement.ts';
+import { withCommonLabels } from '../lib/common-labels.ts';
 
 export const MANAGED_BY = 'rlmesh-cluster-controller';
 export const LABEL_EVALUATION = 'rlmesh.dev/evaluation';
@@ -44,6 +45,8 @@ export type PodSettings = {
   placement?: ClusterPlacement;
   /** podSecurity.arbitraryUid: no fixed runAsUser and runAsGroup (OpenShift's SCC assigns them) */
   arbitraryUid?: boolean;
+  /** the chart's commonLabels (runtime config pods.commonLabels), beneath evaluations.podLabels */
+  commonLabels?: Readonly<Record<string, string>>;
   cache: {
     pvcName: string;
     accessModes: readonly string[];
@@ -114,14 +117,18 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
     metadata: {
       name: podNameFor(ev.metadata.name),
       namespace: s.namespace,
-      // the operator's labels and annotations first: the runtime's own keys win (the chart refuses them in evaluations.podLabels)
-      labels: {
-        ...policy.podLabels,
-        [LABEL_EVALUATION]: labelValueFor(ev.metadata.name),
-        [LABEL_MANAGED_BY]: MANAGED_BY,
-        'app.kubernetes.io/name': 'rlmesh-evaluation',
-        'app.kubernetes.io/part-of': 'rlmesh-runtime',
-      },
+      // the operator's labels and annotations first: the runtime's own keys win (the chart refuses them in evaluations.podLabels
+      // and commonLabels), and evaluations.podLabels, for evaluation pods alone, win over commonLabels
+      labels: withCommonLabels(
+        {
+          ...policy.podLabels,
+          [LABEL_EVALUATION]: labelValueFor(ev.metadata.name),
+          [LABEL_MANAGED_BY]: MANAGED_BY,
+          'app.kubernetes.io/name': 'rlmesh-evaluation',
+          'app.kubernetes.io/part-of': 'rlmesh-runtime',
+        },
+        s.commonLabels,
+      ),
       annotations: { ...policy.podAnnotations, [ANNOTATION_EVALUATION_ID]: spec.evaluationId },
       ownerReferences: [
         // blockOwnerDeletion stays false: nothing of ours may hold up deleting an

@@ -8,6 +8,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import { z } from 'zod';
 import { NAMES } from './fixed-names.ts';
+import { withCommonLabels } from './common-labels.ts';
 
 export const AGENT_STATUS_CONFIGMAP = NAMES.agentStatusConfigMap;
 export const AGENT_STATUS_KEY = 'status.json';
@@ -48,14 +49,14 @@ export const agentStatusSchema = z.object({
 });
 export type AgentStatus = z.infer<typeof agentStatusSchema>;
 
-export function agentStatusConfigMap(status: AgentStatus, namespace: string): k8s.V1ConfigMap {
+export function agentStatusConfigMap(status: AgentStatus, namespace: string, commonLabels?: Readonly<Record<string, string>>): k8s.V1ConfigMap {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
     metadata: {
       name: AGENT_STATUS_CONFIGMAP,
       namespace,
-      labels: { 'app.kubernetes.io/name': AGENT_STATUS_CONFIGMAP, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' },
+      labels: withCommonLabels({ 'app.kubernetes.io/name': AGENT_STATUS_CONFIGMAP, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' }, commonLabels),
     },
     data: { [AGENT_STATUS_KEY]: JSON.stringify(status, null, 2) },
   };

@@ -78,7 +78,7 @@ export const serviceAccountSchema = (what: string) =>
 /** The top-level knobs, spread into the values object. */
 export const knobValues = {
   commonLabels: labels(
-    'Labels added to every object the chart renders (not the CRDs in crds/, which Helm applies as they are), e.g. for a policy engine or cost allocation. The chart\'s own keys (app.kubernetes.io/*, helm.sh/chart, rlmesh.dev/*) are refused: selectors use them.',
+    'Labels added to every object the chart renders (not the CRDs in crds/, which Helm applies as they are) and to every object the agent and the controller create (their Secrets, ConfigMaps, Leases and Events, RLMeshEvaluations, the RLMeshCache, evaluation and probe pods), e.g. for a policy engine or cost allocation. The chart\'s own keys (app.kubernetes.io/*, helm.sh/chart, rlmesh.dev/*) are refused: selectors use them.',
   ),
   podLabels: labels(
     'Labels added to every pod the chart renders and to the NetworkPolicy probe pods the controller starts (not to evaluation pods: evaluations.podLabels). The chart\'s own keys are refused, as for commonLabels.',

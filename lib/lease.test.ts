@@ -27,7 +27,7 @@ function fakeCoordination() {
       return structuredClone(leases.get(k)!);
     },
   };
-  return { api: api as unknown as CoordinationV1Api, spec: () => leases.get('ns/l')?.spec };
+  return { api: api as unknown as CoordinationV1Api, spec: () => leases.get('ns/l')?.spec, labels: () => leases.get('ns/l')?.metadata?.labels };
 }
 
 function candidates(clocks: Record<string, () => number>) {
@@ -81,6 +81,19 @@ describe('Lease', () => {
     expect(results.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
     const rejected = results.find((r) => r.status === 'rejected')!;
     expect((rejected.reason as ApiException<unknown>).code).toBe(409);
+  });
+
+  it("carries the chart's commonLabels: on the Lease it creates, and added to one written before they were set", async () => {
+    const t = Date.UTC(2026, 0, 1);
+    const fresh = fakeCoordination();
+    await new Lease({ coordination: fresh.api, namespace: 'ns', name: 'l', identity: 'a', leaseDurationSeconds: 10, commonLabels: { team: 'ml' }, now: () => t }).tryAcquireOrRenew();
+    expect(fresh.labels()).toEqual({ team: 'ml' });
+
+    const old = fakeCoordination();
+    await new Lease({ coordination: old.api, namespace: 'ns', name: 'l', identity: 'a', leaseDurationSeconds: 10, now: () => t }).tryAcquireOrRenew();
+    expect(old.labels() ?? {}).toEqual({});
+    expect(await new Lease({ coordination: old.api, namespace: 'ns', name: 'l', identity: 'a', leaseDurationSeconds: 10, commonLabels: { team: 'ml' }, now: () => t }).renew()).toBe(true);
+    expect(old.labels()).toEqual({ team: 'ml' });
   });
 
   it('release frees the Lease so another candidate takes it at once; only the holder can release', async () => {

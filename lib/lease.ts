@@ -6,6 +6,7 @@
 // refuses the second with 409 Conflict, which callers treat as "lost the race".
 import { V1MicroTime, type CoordinationV1Api, type V1Lease, type V1LeaseSpec } from '@kubernetes/client-node';
 import { isNotFound } from './kube-errors.ts';
+import { withCommonLabels } from './common-labels.ts';
 
 export type LeaseOptions = {
   coordination: CoordinationV1Api;
@@ -13,6 +14,8 @@ export type LeaseOptions = {
   name: string;
   identity: string;
   leaseDurationSeconds: number;
+  /** the chart's commonLabels (runtime config pods.commonLabels) */
+  commonLabels?: Readonly<Record<string, string>>;
   /** the observer's clock (ms); tests pass a fake one */
   now?: () => number;
 };
@@ -104,14 +107,16 @@ export class Lease {
     const { namespace, name, identity, leaseDurationSeconds } = this.#o;
     await this.#o.coordination.createNamespacedLease({
       namespace,
-      body: { metadata: { name, namespace }, spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 } },
+      body: { metadata: { name, namespace, labels: withCommonLabels({}, this.#o.commonLabels) }, spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 } },
     });
     this.#holder = identity;
   }
 
   async #replace(lease: V1Lease, spec: V1LeaseSpec): Promise<void> {
-    // metadata carries the resourceVersion that was read: the compare in compare-and-swap
-    await this.#o.coordination.replaceNamespacedLease({ name: this.#o.name, namespace: this.#o.namespace, body: { ...lease, spec } });
+    // metadata carries the resourceVersion that was read: the compare in compare-and-swap; a Lease
+    // from before commonLabels were set gets those it lacks
+    const metadata = { ...lease.metadata, labels: withCommonLabels(lease.metadata?.labels ?? {}, this.#o.commonLabels) };
+    await this.#o.coordination.replaceNamespacedLease({ name: this.#o.name, namespace: this.#o.namespace, body: { ...lease, metadata, spec } });
     this.#holder = spec.holderIdentity;
   }
 

@@ -99,7 +99,8 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
     }),
   }),
   ports: object({ metrics: v('metrics.port'), health: c(8081) }),
-  // podSecurity.arbitraryUid and the pod labels of the pods the controller starts besides evaluations (lib/chart-knobs.ts)
+  // podSecurity.arbitraryUid, the commonLabels of every object the agent and the controller create, and the pod
+  // labels of the pods the controller starts besides evaluations (lib/chart-knobs.ts)
   pods: object({
     arbitraryUid: v('podSecurity.arbitraryUid'),
     commonLabels: v('commonLabels'),

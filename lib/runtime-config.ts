@@ -161,7 +161,8 @@ export const runtimeConfigSchema = z
       .strict()
       .default({ metrics: 9090, health: 8081 }),
     // podSecurity.arbitraryUid (true: no pod the controller starts sets runAsUser, runAsGroup or fsGroup; OpenShift
-    // assigns them) and commonLabels, podLabels, podAnnotations for its NetworkPolicy probe pods; absent: 65532, none.
+    // assigns them), commonLabels for every object the agent and the controller create (lib/common-labels.ts), and
+    // podLabels, podAnnotations for the controller's NetworkPolicy probe pods; absent: 65532, none.
     pods: z
       .object({
         arbitraryUid: z.boolean(),

@@ -35,7 +35,7 @@ export async function agentPreflightOnce(opts: AgentPreflightOptions): Promise<P
   if (failed.length) opts.log.warn({ summary, failed: failed.map((c) => ({ id: c.id, found: c.found, fix: c.fix })) }, 'preflight found problems');
   else opts.log.info({ summary }, 'preflight');
   try {
-    await publishConfigMap(opts.kc, report, opts.config.namespace);
+    await publishConfigMap(opts.kc, report, opts.config.namespace, opts.config.pods?.commonLabels);
   } catch (err) {
     opts.log.warn(errorFields(err), 'cannot write ConfigMap rlmesh-preflight; the report still goes to the control plane');
   }

@@ -10,27 +10,28 @@ import { summaryLine } from './format.ts';
 import { PROBE_ID } from './network-policy.ts';
 import { NAMES } from '../fixed-names.ts';
 import { isNotFound } from '../kube-errors.ts';
+import { withCommonLabels } from '../common-labels.ts';
 import type { PreflightReportData } from './run.ts';
 
 export const PREFLIGHT_CONFIGMAP = NAMES.preflightConfigMap;
 
-export function preflightConfigMap(report: PreflightReportData, namespace: string): k8s.V1ConfigMap {
+export function preflightConfigMap(report: PreflightReportData, namespace: string, commonLabels?: Readonly<Record<string, string>>): k8s.V1ConfigMap {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
     metadata: {
       name: PREFLIGHT_CONFIGMAP,
       namespace,
-      labels: { 'app.kubernetes.io/name': PREFLIGHT_CONFIGMAP, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' },
+      labels: withCommonLabels({ 'app.kubernetes.io/name': PREFLIGHT_CONFIGMAP, 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' }, commonLabels),
     },
     data: { summary: summaryLine(report), 'report.json': JSON.stringify(report, null, 2) },
   };
 }
 
-/** Creates or replaces ConfigMap rlmesh-preflight with this report. */
-export async function publishConfigMap(kc: k8s.KubeConfig, report: PreflightReportData, namespace: string): Promise<void> {
+/** Creates or replaces ConfigMap rlmesh-preflight with this report; `commonLabels`: the chart's (runtime config pods.commonLabels). */
+export async function publishConfigMap(kc: k8s.KubeConfig, report: PreflightReportData, namespace: string, commonLabels?: Readonly<Record<string, string>>): Promise<void> {
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  const body = preflightConfigMap(report, namespace);
+  const body = preflightConfigMap(report, namespace, commonLabels);
   try {
     await core.replaceNamespacedConfigMap({ name: PREFLIGHT_CONFIGMAP, namespace, body });
   } catch (err) {

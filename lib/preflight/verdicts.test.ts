@@ -350,6 +350,8 @@ describe('output and publishing', () => {
   it('builds the ConfigMap and the PreflightReport message', () => {
     const cm = preflightConfigMap(report, 'rlmesh-system');
     expect(cm.metadata).toMatchObject({ name: 'rlmesh-preflight', namespace: 'rlmesh-system' });
+    // the chart's commonLabels, beneath its own labels
+    expect(preflightConfigMap(report, 'rlmesh-system', { team: 'ml', 'app.kubernetes.io/name': 'spoofed' }).metadata!.labels).toEqual({ ...cm.metadata!.labels, team: 'ml' });
     expect(cm.data?.summary).toBe(summaryLine(report));
     expect(JSON.parse(cm.data!['report.json']!)).toEqual(report);
     const msg = preflightReportMessage(report);
