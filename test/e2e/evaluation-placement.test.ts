@@ -4,15 +4,20 @@
 // real node's hostname and labels, an evaluation runs as a real container with them all;
 // an assignment whose node selector conflicts is refused by the agent as PlacementConflict
 // and the platform holds that as the evaluation's final status, with no object created.
+// Installed with commonLabels, which every object the agent and the controller create carries.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realNodes } from '../cluster/real-node.ts';
 import { kubectl } from '../support/cluster.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
-import { RUNS, cleanSlate, controlPlane, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing, waitConnected, waitFinished, type Chart } from './harness.ts';
+import { NS, PLUMBING, RUNS, cleanSlate, controlPlane, evaluationImage, localValues, quoted, releasedChart, runPrinted, smallEvaluation, submit, upgradeReusing, waitConnected, waitFinished, type Chart } from './harness.ts';
 
 const RUNTIME_CLASS = 'rlmesh-e2e-runc';
 const PRIORITY_CLASS = 'rlmesh-e2e-evaluations';
+const COMMON = { key: 'example.com/tenant', value: 'ml-platform' };
+/** `kind` objects of `ns` that carry the commonLabels, by name. */
+const labelled = (ns: string, kind: string): string[] =>
+  kubectl(['-n', ns, 'get', kind, '-l', `${COMMON.key}=${COMMON.value}`, '-o', 'jsonpath={.items[*].metadata.name}']).stdout.split(' ').filter(Boolean);
 
 let chart: Chart;
 let cp: ControlPlane;
@@ -38,7 +43,7 @@ beforeAll(async () => {
   image = await evaluationImage();
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'placement' });
   clusterId = created.body.clusterId;
-  runInstallCommand(cp, created.body.installCommand);
+  runPrinted(`${created.body.installCommand} ${quoted([...localValues(cp), '--set', `commonLabels.${COMMON.key.replace(/\./g, '\\.')}=${COMMON.value}`, ...PLUMBING])}`);
   await waitConnected(cp, clusterId);
   upgradeReusing(chart, [
     '--set', `evaluations.nodeSelector.kubernetes\\.io/hostname=${node}`,
@@ -72,10 +77,18 @@ describe('evaluation placement on the real node', () => {
     expect(pod.spec.priority).toBe(100);
     expect(pod.spec.nodeName).toBe(node);
     expect(pod.spec.nodeSelector).toMatchObject({ 'kubernetes.io/hostname': node });
-    expect(pod.metadata.labels).toMatchObject({ 'example.com/cost-center': 'rl-e2e' });
+    expect(pod.metadata.labels).toMatchObject({ 'example.com/cost-center': 'rl-e2e', [COMMON.key]: COMMON.value });
+    expect(labelled(RUNS, 'rlmeshevaluations').length).toBeGreaterThan(0);
     expect(pod.metadata.annotations).toMatchObject({ 'example.com/owner': 'platform-team' });
     const done = await waitFinished(cp, id, 180);
     expect(done.phase, JSON.stringify(done.updates)).toBe('Succeeded');
+  });
+
+  it('commonLabels reach what the agent and the controller create: their Secrets, ConfigMaps and Leases', () => {
+    expect(labelled(NS, 'secrets')).toEqual(expect.arrayContaining(['rlmesh-cluster-control', 'rlmesh-registry-pull']));
+    expect(labelled(RUNS, 'secrets')).toContain('rlmesh-registry-pull');
+    expect(labelled(NS, 'configmaps')).toEqual(expect.arrayContaining(['rlmesh-agent-status', 'rlmesh-preflight', 'rlmesh-network-policy-probe']));
+    expect(labelled(NS, 'leases').length).toBeGreaterThan(0);
   });
 
   it('an assignment for another node is refused as PlacementConflict, and the platform holds that as its final status', async () => {
