@@ -88,7 +88,7 @@ async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredent
         namespace: cfg.runtime.namespace,
         holder: cfg.podName,
         durationSeconds: cfg.timing.leaseSeconds,
-        ...(cfg.runtime.pods ? { commonLabels: cfg.runtime.pods.commonLabels } : {}),
+        commonLabels: cfg.runtime.pods?.commonLabels,
         log,
         signal: d.signal,
       });

@@ -31,7 +31,7 @@ export async function acquireJoinLease(o: LeaseOptions): Promise<HeldLease> {
     name: JOIN_LEASE,
     identity: o.holder,
     leaseDurationSeconds: o.durationSeconds,
-    ...(o.commonLabels ? { commonLabels: o.commonLabels } : {}),
+    commonLabels: o.commonLabels,
   });
   let logged = false;
   for (;;) {

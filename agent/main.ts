@@ -161,7 +161,7 @@ const assignments = new Assignments({
   namespace: cfg.runtime.runsNamespace,
   imageRegistries: cfg.runtime.agent.imageRegistries,
   ...(cfg.runtime.evaluations?.placement ? { placement: cfg.runtime.evaluations.placement } : {}),
-  ...(cfg.runtime.pods ? { commonLabels: cfg.runtime.pods.commonLabels } : {}),
+  commonLabels: cfg.runtime.pods?.commonLabels,
   log,
   onOutcome: (evaluationId, phase, reason, message) => evaluations.observe(evaluationId, { phase, reason, message, pod: '', node: '' }),
 });
@@ -194,7 +194,7 @@ const handle = controlMessageHandler({
 const statusPublisher = startStatusPublisher({
   kc,
   namespace: cfg.runtime.namespace,
-  ...(cfg.runtime.pods ? { commonLabels: cfg.runtime.pods.commonLabels } : {}),
+  commonLabels: cfg.runtime.pods?.commonLabels,
   log,
   sources: { agentVersion: AGENT_VERSION, session, credentials: credWatch, rotations, spool, spoolMaxBytes: cfg.runtime.agent.spoolMaxBytes, draining: () => draining },
 });

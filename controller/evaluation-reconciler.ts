@@ -291,7 +291,7 @@ export class EvaluationReconciler {
       ...(s.noProxy ? { noProxy: s.noProxy } : {}),
       ...(s.placement ? { placement: s.placement } : {}),
       ...(s.arbitraryUid ? { arbitraryUid: true } : {}),
-      ...(s.commonLabels ? { commonLabels: s.commonLabels } : {}),
+      commonLabels: s.commonLabels,
       cache: {
         pvcName: cache?.spec.pvcName ?? s.pvcName,
         accessModes: cache?.spec.accessModes ?? s.accessModes,

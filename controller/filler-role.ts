@@ -52,7 +52,7 @@ export async function startFillerRole(c: RoleContext): Promise<void> {
       accessModes: config.artifactCache.accessModes,
       ...(c.nodeName ? { nodeName: c.nodeName } : {}),
       secretGraceMs: flags['secret-grace-seconds'] * 1000,
-      ...(config.pods ? { commonLabels: config.pods.commonLabels } : {}),
+      commonLabels: config.pods?.commonLabels,
     },
   });
   await filler.ensureCacheObject();

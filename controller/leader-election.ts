@@ -43,7 +43,7 @@ export class LeaderElector {
       name: opts.name,
       identity: opts.identity,
       leaseDurationSeconds: opts.leaseDurationSeconds,
-      ...(opts.commonLabels ? { commonLabels: opts.commonLabels } : {}),
+      commonLabels: opts.commonLabels,
     });
   }
 

@@ -93,7 +93,7 @@ const elector = new LeaderElector({
   ...lease,
   identity,
   leaseDurationSeconds: flags['lease-duration-seconds'],
-  ...(config.pods ? { commonLabels: config.pods.commonLabels } : {}),
+  commonLabels: config.pods?.commonLabels,
   log,
   onStartedLeading: () => {
     metrics.leader.set({ role }, 1);

@@ -82,7 +82,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
     pods: pods.cache,
     caches: caches.cache,
     nodes: nodes.cache,
-    events: new EventRecorder(core, 'rlmesh-cluster-controller', c.identity, log, config.pods ? { commonLabels: config.pods.commonLabels } : {}),
+    events: new EventRecorder(core, 'rlmesh-cluster-controller', c.identity, log, { commonLabels: config.pods?.commonLabels }),
     cacheNodes: new CacheNodeReader({ core, log }),
     metrics,
     log,
@@ -101,7 +101,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
       ...(flags['max-concurrent'] ? { maxConcurrent: flags['max-concurrent'] } : {}),
       ...(config.evaluations?.placement ? { placement: config.evaluations.placement } : {}),
       ...(config.pods?.arbitraryUid ? { arbitraryUid: true } : {}),
-      ...(config.pods ? { commonLabels: config.pods.commonLabels } : {}),
+      commonLabels: config.pods?.commonLabels,
       ...(config.pods?.imagePullSecrets?.length ? { runtimePullSecrets: config.pods.imagePullSecrets.map((p) => p.name) } : {}),
     },
   });
