@@ -23,6 +23,9 @@ import { NET, SANDBOX_REGISTRY } from './real-node.ts';
 export const HARNESS_HOSTS: Record<string, string> = {
   // the reference control plane, on the host's bridge (test/support/runtime.ts)
   'controlplane.rlmesh.test': NET.hostAddress,
+  // the platform's registry over TLS (test/cluster/up): what the agent's preflight reaches; the nodes' containerd pulls
+  // the same registry through its mirror configuration instead (real-node.ts)
+  [SANDBOX_REGISTRY]: NET.registryAddress,
   // "public" servers of the egress tests (198.18.0.0/15: refused unless a test allows the range)
   'inputs.public.test': NET.publicAddress,
   'other.public.test': NET.publicAddress,

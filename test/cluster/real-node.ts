@@ -37,6 +37,8 @@ const ROOT = join(HERE, '../..');
 export const NET = {
   bridge: 'rlmesh0',
   hostAddress: '10.213.0.1',
+  /** the platform's registry (registry.rlmesh.dev) over TLS on 443, as pods reach it: the local registry's TLS listener */
+  registryAddress: '10.213.0.2',
   linkSubnet: '10.213.0.0/24',
   podSupernet: '10.214.0.0/16',
   serviceRange: '10.96.0.0/16',
@@ -73,7 +75,7 @@ export type RealNode = {
   timings?: Record<string, number>;
 };
 
-type Info = { dir: string; kubeconfig: string; caFile: string; registry: string; bin: string; ports: { apiserver: number; registry: number; registryToken: number } };
+type Info = { dir: string; kubeconfig: string; caFile: string; registry: string; bin: string; ports: { apiserver: number; registry: number; registryToken: number; registryTls: number } };
 
 const clusterDir = (): string => process.env.RLMESH_CLUSTER_DIR ?? join(homedir(), '.cache/rlmesh-cluster');
 
@@ -192,6 +194,8 @@ function ensureHostNetwork(i: Info): void {
     ip('addr', 'add', `${NET.publicAddress}/24`, 'dev', NET.bridge);
     ip('link', 'set', NET.bridge, 'up');
   }
+  // a bridge made by an older test/cluster/up lacks the registry's address
+  if (!sh('ip', ['-o', 'addr', 'show', 'dev', NET.bridge]).includes(` ${NET.registryAddress}/`)) ip('addr', 'add', `${NET.registryAddress}/24`, 'dev', NET.bridge);
   const pidFile = join(i.dir, 'pids/hostnet-forward');
   const pid = readPid(pidFile);
   if (pid && alive(pid)) return;
@@ -200,6 +204,7 @@ function ensureHostNetwork(i: Info): void {
   const pairs = [
     ...[i.ports.apiserver, i.ports.registry, i.ports.registryToken].map((p) => `${NET.hostAddress}:${p}=127.0.0.1:${p}`),
     `${NET.hostAddress}:${NET.apiserverPort}=127.0.0.1:${i.ports.apiserver}`,
+    `${NET.registryAddress}:443=127.0.0.1:${i.ports.registryTls}`,
   ];
   launch(pidFile, log, [existsSync(node) ? node : process.execPath, join(HERE, 'forward.ts'), ...pairs]);
   writeFileSync(join(i.dir, 'cmd/hostnet-forward'), readFileSync(`${pidFile}.cmd`));

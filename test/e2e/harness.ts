@@ -4,7 +4,8 @@
 // controlPlane.caBundle; the chart from the local OCI registry; the chart's
 // pods running as real containers on the real node; evaluations of the test
 // evaluation image submitted and followed through the control plane's API.
-import { join } from 'node:path';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { HARNESS_HOSTS } from '../cluster/addons.ts';
 import { NET, realNodes } from '../cluster/real-node.ts';
 import { publishEvaluationImage } from '../images/evaluation/publish.ts';
@@ -44,9 +45,20 @@ export function controlPlaneListen(chart: Chart, extraArgs: string[] = []): { li
  */
 export const PLUMBING = ['--plain-http', '--wait', '--timeout', '6m'];
 
-/** Values a local install adds to the printed command, as a user of a staging cell would: the control plane's host and its CA. */
+/** Values a local install adds to the printed command, as a user of a staging cell would: the control plane's host and the CAs of its endpoints. */
 export function localValues(cp: ControlPlane): string[] {
-  return ['--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${cp.caFile}`];
+  return ['--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${caBundleFile(cp)}`];
+}
+
+/**
+ * The CA bundle of a local install, written beside the control plane's CA: that CA (the API) and the
+ * harness's (registry.rlmesh.dev's TLS listener, test/cluster/up), as a staging cell's private CA signs both.
+ */
+export function caBundleFile(cp: { caFile: string }): string {
+  const file = join(dirname(cp.caFile), 'ca-bundle.pem');
+  writeFileSync(file, [cp.caFile, clusterInfo().harnessCaFile].map((f) => `${readFileSync(f, 'utf8').trim()}
+`).join(''));
+  return file;
 }
 
 /** localValues and PLUMBING, for helm commands of the tests' own. */

@@ -14,7 +14,7 @@ import { helm, kubectl, run } from '../support/cluster.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import {
-  CONTROL_PLANE_HOST, NS, RUNS, Runtime, cleanSlate, cliPath, clusterRow, controlPlane, evaluation, evaluationImage, localFlags, releasedChart,
+  caBundleFile, CONTROL_PLANE_HOST, NS, RUNS, Runtime, cleanSlate, cliPath, clusterRow, controlPlane, evaluation, evaluationImage, localFlags, releasedChart,
   runInstallCommand, runNewInstallCommand, smallEvaluation, submit, waitConnected, waitFinished, type Chart,
 } from './harness.ts';
 import { startPublicServer, type PublicServer } from './public-server.ts';
@@ -336,7 +336,7 @@ describe('Rotate credentials and upgrade', () => {
   // with a --set and no reuse flag), hidden here by the values the harness appended to it.
   it('a New install command, run exactly as printed, rejoins with the new token and keeps every value of the release', async () => {
     const before = userValues();
-    expect(before).toMatchObject({ ...CUSTOMISED, controlPlane: { apiHost: CONTROL_PLANE_HOST, caBundle: readFileSync(cp.caFile, 'utf8') } });
+    expect(before).toMatchObject({ ...CUSTOMISED, controlPlane: { apiHost: CONTROL_PLANE_HOST, caBundle: readFileSync(caBundleFile(cp), 'utf8') } });
     const fresh = await api<{ joinToken: string; installCommand: string }>(cp, 'POST', `/v1/clusters/${clusterId}/install-command`);
     const token = fresh.body.joinToken;
     expect(fresh.body.installCommand).toBe(

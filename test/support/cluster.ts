@@ -15,6 +15,8 @@ export type ClusterInfo = {
   registry: string; // host:port of the local OCI registry
   /** where control planes announce their stores to the registry's token service */
   registryStores: string;
+  /** the CA of registry.rlmesh.dev's TLS listener (test/cluster/up), which local installs trust */
+  harnessCaFile: string;
   bin: string; // folder with kubectl, helm, kwok, ...
   kubernetesVersion: string;
 };
