@@ -30,13 +30,16 @@ export function chartField(chart: string, field: string): string {
   return m[1]!;
 }
 
-/** Runs one of the project's Go build scripts (each prints the binary's path, or its folder, last) and returns the binary. */
-function builtBinary(script: string, name: string, env: Record<string, string> = {}): string {
-  const out = execFileSync('bash', [join(ROOT, script)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } }).trim().split('\n').pop()!;
+/**
+ * Runs one of the project's Go build scripts (each prints the binary's path, or its folder, last) and returns the binary.
+ * Each builds from the go.mod and go.sum committed beside it, with -mod=readonly.
+ */
+function builtBinary(script: string, name: string, args: string[], env: Record<string, string> = {}): string {
+  const out = execFileSync('bash', [join(ROOT, script), ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } }).trim().split('\n').pop()!;
   return out.endsWith(`/${name}`) ? out : join(out, name);
 }
 
-const KUBECTL_VERSION = 'v1.35.4';
+export const KUBECTL_VERSION = 'v1.35.4';
 
 export const RECIPES: Record<string, ImageRecipe> = {
   'rlmesh-runtime': {
@@ -62,7 +65,7 @@ export const RECIPES: Record<string, ImageRecipe> = {
     repository: 'rlmesh/kubectl',
     tag: () => KUBECTL_VERSION,
     assemble: (stage, src) => {
-      const binary = builtBinary('test/cluster/build-binaries.sh', 'kubectl');
+      const binary = builtBinary('test/cluster/build-binaries.sh', 'kubectl', ['kubectl']);
       const version = execFileSync(binary, ['version', '--client', '-o', 'json'], { encoding: 'utf8' });
       if (!version.includes(`"gitVersion": "${KUBECTL_VERSION}"`)) throw new Error(`the built kubectl is not ${KUBECTL_VERSION}: ${version}`);
       return assembleStaticImage(stage, { binary, name: 'kubectl', labels: ociLabels('kubectl', KUBECTL_VERSION, src) });
@@ -74,7 +77,7 @@ export const RECIPES: Record<string, ImageRecipe> = {
     tag: () => chartField('rlmesh-observability', 'appVersion'),
     assemble: (stage, src) => {
       const version = chartField('rlmesh-observability', 'appVersion');
-      const binary = builtBinary('test/observability/build-prometheus.sh', 'prometheus', { PROMETHEUS_VERSION: version });
+      const binary = builtBinary('test/observability/build-prometheus.sh', 'prometheus', ['prometheus'], { PROMETHEUS_VERSION: version });
       return assembleStaticImage(stage, { binary, name: 'prometheus', labels: ociLabels('prometheus', version, src) });
     },
   },

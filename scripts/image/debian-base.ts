@@ -2,13 +2,15 @@
 // binary links (glibc, libstdc++, libgcc), the CA certificate bundle, the OS
 // release file, a passwd/group naming the non-root user 65532, and a dpkg
 // status entry per package so image scanners see what is inside. No shell, no
-// package manager, no other binary.
+// package manager, no other binary. Each package is the version and the bytes
+// debian.lock pins (debian-lock.ts).
 import { execFileSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { walk } from './oci-layout.ts';
 import { errorMessage } from '../../lib/error-fields.ts';
+import { aptRecords, checkDeb, checkIndex, lockedPackages, type LockEntry } from './debian-lock.ts';
 
 export const NONROOT = { uid: 65532, gid: 65532, name: 'nonroot', home: 'home/nonroot' } as const;
 
@@ -24,29 +26,54 @@ const PACKAGES: { name: string; keep: (path: string) => boolean; libraries?: tru
 
 export type DebianPackage = { name: string; version: string; arch: string };
 
+/** The packages debian.lock must pin (scripts/image/debian-lock.ts). */
+export const DEBIAN_PACKAGES = PACKAGES.map((p) => p.name);
+
 function apt(args: string[], cwd: string): void {
   execFileSync('apt-get', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
-/** Downloads each package's .deb (running `apt-get update` once if apt has no lists yet). */
-function download(dir: string, names: string[]): string[] {
+/**
+ * Downloads the locked version of each package into `dir` and returns each
+ * .deb's path, after checking the lock against apt's index (running
+ * `apt-get update` once if apt's lists lack a locked version) and each
+ * downloaded .deb against the lock.
+ */
+function download(dir: string, names: string[]): Map<string, string> {
   const arch = execFileSync('dpkg', ['--print-architecture'], { encoding: 'utf8' }).trim();
   if (arch !== 'amd64') throw new Error(`image base: this machine's Debian architecture is ${arch}; the image is linux/amd64, so build it on an amd64 Debian machine`);
-  try {
-    apt(['download', ...names], dir);
-  } catch {
+  const locked = lockedPackages(names);
+  const indexed = (e: LockEntry) => aptRecords(e.name, e.version).some((r) => r.version === e.version && r.arch === e.arch && r.sha256);
+  if (!locked.every(indexed)) {
     try {
       apt(['update', '-qq'], dir);
-      apt(['download', ...names], dir);
     } catch (err) {
       throw new Error(
-        `image base: apt-get download ${names.join(' ')} failed (${(err as { stderr?: Buffer }).stderr?.toString().trim() ?? errorMessage(err)}). ` +
+        `image base: apt-get update failed (${(err as { stderr?: Buffer }).stderr?.toString().trim() ?? errorMessage(err)}). ` +
           'The base is assembled from Debian packages: run this on Debian 12 (bookworm) with a reachable Debian mirror in /etc/apt/sources.list(.d).',
         { cause: err },
       );
     }
   }
-  return readdirSync(dir).filter((f) => f.endsWith('.deb'));
+  for (const entry of locked) checkIndex(entry, aptRecords(entry.name, entry.version));
+  try {
+    apt(['download', ...locked.map((e) => `${e.name}=${e.version}`)], dir);
+  } catch (err) {
+    throw new Error(
+      `image base: apt-get download ${locked.map((e) => `${e.name}=${e.version}`).join(' ')} failed (${(err as { stderr?: Buffer }).stderr?.toString().trim() ?? errorMessage(err)}). ` +
+        'Check that the Debian mirror in /etc/apt/sources.list(.d) is reachable and still serves these versions (node scripts/image/debian-lock.ts --check).',
+      { cause: err },
+    );
+  }
+  const debs = readdirSync(dir).filter((f) => f.endsWith('.deb'));
+  return new Map(
+    locked.map((entry) => {
+      const deb = debs.find((f) => f.startsWith(`${entry.name}_`));
+      if (!deb) throw new Error(`image base: apt-get download gave no .deb for ${entry.name}=${entry.version}`);
+      checkDeb(entry, join(dir, deb));
+      return [entry.name, join(dir, deb)];
+    }),
+  );
 }
 
 function field(deb: string, name: string): string {
@@ -64,9 +91,7 @@ export function assembleDebianBase(rootfs: string, opts: { libraries: boolean })
     const debs = download(work, wanted.map((p) => p.name));
     const packages: DebianPackage[] = [];
     for (const spec of wanted) {
-      const deb = debs.find((f) => f.startsWith(`${spec.name}_`));
-      if (!deb) throw new Error(`image base: apt-get download gave no .deb for ${spec.name}`);
-      const path = join(work, deb);
+      const path = debs.get(spec.name)!;
       const x = join(work, `x-${spec.name}`);
       execFileSync('dpkg-deb', ['-x', path, x]);
       for (const rel of walk(x)) {

