@@ -48,3 +48,5 @@ fi
 bash test/cluster/build-binaries.sh >/dev/null
 # promtool v3.5.0 from the Prometheus Go module, for `promtool test rules` on the runtime chart's alerts (cached)
 bash test/observability/build-prometheus.sh promtool >/dev/null
+# Syft v1.57.2, the SBOM scanner scripts/image/sbom.syft.test.ts runs on the runtime image (cached)
+bash test/support/build-syft.sh >/dev/null

@@ -10,7 +10,9 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { walk, writeImage, type BuiltImage, type ImageConfig, type LayerSource } from './oci-layout.ts';
-import { assembleRuntime, runtimeConfig, runtimeLabels } from './runtime.ts';
+import { assembleRuntime, RUNTIME_IMAGE, runtimeConfig, runtimeLabels } from './runtime.ts';
+import { sbomPath } from './sbom.ts';
+import { goModuleComponents } from './sbom-components.ts';
 import { ociLabels, ROOT, sourceFacts, type SourceFacts } from './source.ts';
 import { assembleStaticImage } from './static-binary.ts';
 import { baseOwner, NONROOT } from './debian-base.ts';
@@ -54,7 +56,7 @@ export const RECIPES: Record<string, ImageRecipe> = {
       return {
         layers: [
           { dir: tree.base, createdBy: `debian base + node ${tree.nodeVersion}`, owner: baseOwner },
-          { dir: tree.app, createdBy: '/app: one bundle per entrypoint, third-party notices, code caches' },
+          { dir: tree.app, createdBy: `/app: one bundle per entrypoint, third-party notices, code caches; the SBOM, /${sbomPath(RUNTIME_IMAGE)}` },
         ],
         config: runtimeConfig(runtimeLabels(tree, src)),
       };
@@ -68,7 +70,7 @@ export const RECIPES: Record<string, ImageRecipe> = {
       const binary = builtBinary('test/cluster/build-binaries.sh', 'kubectl', ['kubectl']);
       const version = execFileSync(binary, ['version', '--client', '-o', 'json'], { encoding: 'utf8' });
       if (!version.includes(`"gitVersion": "${KUBECTL_VERSION}"`)) throw new Error(`the built kubectl is not ${KUBECTL_VERSION}: ${version}`);
-      return assembleStaticImage(stage, { binary, name: 'kubectl', labels: ociLabels('kubectl', KUBECTL_VERSION, src) });
+      return assembleStaticImage(stage, { binary, name: 'kubectl', labels: ociLabels('kubectl', KUBECTL_VERSION, src), sbom: { version: KUBECTL_VERSION, components: goModuleComponents(binary) } });
     },
   },
   // the observability chart's Prometheus, built from its Go module
@@ -78,7 +80,7 @@ export const RECIPES: Record<string, ImageRecipe> = {
     assemble: (stage, src) => {
       const version = chartField('rlmesh-observability', 'appVersion');
       const binary = builtBinary('test/observability/build-prometheus.sh', 'prometheus', ['prometheus'], { PROMETHEUS_VERSION: version });
-      return assembleStaticImage(stage, { binary, name: 'prometheus', labels: ociLabels('prometheus', version, src) });
+      return assembleStaticImage(stage, { binary, name: 'prometheus', labels: ociLabels('prometheus', version, src), sbom: { version, components: goModuleComponents(binary) } });
     },
   },
 };

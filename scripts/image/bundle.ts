@@ -132,7 +132,7 @@ export function packagesIn(metafile: Metafile, output: string): string[] {
 }
 
 /** The package folder an input path lies in (node_modules/@scope/name or node_modules/name), if any. */
-function packageDir(input: string): string | undefined {
+export function packageDir(input: string): string | undefined {
   const parts = input.split('/');
   const at = parts.lastIndexOf('node_modules');
   if (at < 0) return undefined;

@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 import { walk } from './oci-layout.ts';
 import { errorMessage } from '../../lib/error-fields.ts';
 import { aptRecords, checkDeb, checkIndex, lockedPackages, type LockEntry } from './debian-lock.ts';
+import { dep5Licenses } from './debian-copyright.ts';
 
 export const NONROOT = { uid: 65532, gid: 65532, name: 'nonroot', home: 'home/nonroot' } as const;
 
@@ -24,7 +25,8 @@ const PACKAGES: { name: string; keep: (path: string) => boolean; libraries?: tru
   { name: 'base-files', keep: (p) => p === 'usr/lib/os-release' || p === 'etc/os-release' || p === 'etc/debian_version' },
 ];
 
-export type DebianPackage = { name: string; version: string; arch: string };
+/** `licenses`: what the package's copyright file names, when it is machine-readable (debian-copyright.ts); else left out. */
+export type DebianPackage = { name: string; version: string; arch: string; licenses?: string[] };
 
 /** The packages debian.lock must pin (scripts/image/debian-lock.ts). */
 export const DEBIAN_PACKAGES = PACKAGES.map((p) => p.name);
@@ -106,8 +108,10 @@ export function assembleDebianBase(rootfs: string, opts: { libraries: boolean })
           cpSync(join(x, rel), join(rootfs, rel), { verbatimSymlinks: true });
         }
       }
-      const pkg = { name: field(path, 'Package'), version: field(path, 'Version'), arch: field(path, 'Architecture') };
-      packages.push(pkg);
+      const copyright = join(x, 'usr/share/doc', spec.name, 'copyright');
+      // libgcc-s1's and libstdc++6's doc folder is a link into gcc-12-base, which the base does not take
+      const licenses = existsSync(copyright) && lstatSync(copyright).isFile() ? dep5Licenses(readFileSync(copyright, 'utf8')) : undefined;
+      packages.push({ name: field(path, 'Package'), version: field(path, 'Version'), arch: field(path, 'Architecture'), ...(licenses ? { licenses } : {}) });
       // what distroless does: one status file per package, read by image scanners
       const control = execFileSync('dpkg-deb', ['-f', path], { encoding: 'utf8' });
       mkdirSync(join(rootfs, 'var/lib/dpkg/status.d'), { recursive: true });

@@ -11,10 +11,13 @@ import { assembleDebianBase, NONROOT, type DebianPackage } from './debian-base.t
 import { BUNDLE_NODE_FLAGS, bundleEntrypoints } from './bundle.ts';
 import type { ImageConfig } from './oci-layout.ts';
 import { ociLabels, pinnedNodeBinary, ROOT, type SourceFacts } from './source.ts';
+import { cycloneDx, sbomPath, writeBom } from './sbom.ts';
+import { debianComponents, nodeComponent, npmComponents } from './sbom-components.ts';
 import { COMPONENTS } from '../../bin/components.ts';
 import { CODE_CACHE_SUFFIX, WRITE_CODE_CACHE_ENV } from '../../bin/run-bundle.ts';
 
 const NODE_PATH = '/usr/local/bin/node';
+export const RUNTIME_IMAGE = 'rlmesh-runtime';
 
 /** The image config; the Dockerfile's final stage must say the same (test/image/dockerfile.test.ts). */
 export function runtimeConfig(labels: Record<string, string>): ImageConfig {
@@ -29,7 +32,7 @@ export function runtimeConfig(labels: Record<string, string>): ImageConfig {
 
 export type RuntimeTree = { base: string; app: string; packages: DebianPackage[]; nodeVersion: string };
 
-/** Assembles the two layers' folders under `stage`: base/ (OS + Node) and app/ (/app). */
+/** Assembles the two layers' folders under `stage`: base/ (OS + Node) and app/ (/app and the image's SBOM). */
 export async function assembleRuntime(stage: string): Promise<RuntimeTree> {
   const t0 = Date.now();
   const step = (what: string) => console.error(`[image] ${what} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
@@ -43,10 +46,12 @@ export async function assembleRuntime(stage: string): Promise<RuntimeTree> {
   step(`base: ${packages.map((p) => `${p.name}=${p.version}`).join(' ')}, node ${nodeVersion}`);
 
   const appDir = join(app, 'app');
-  await bundleEntrypoints(appDir);
+  const metafile = await bundleEntrypoints(appDir);
   const { name, version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
   writeFileSync(join(appDir, 'package.json'), `${JSON.stringify({ name, version, private: true, type: 'module' }, null, 2)}\n`);
-  step('bundled');
+  const components = [...debianComponents(packages, readFileSync(join(base, 'etc/os-release'), 'utf8')), nodeComponent(node), ...npmComponents(metafile)];
+  writeBom(app, sbomPath(RUNTIME_IMAGE), cycloneDx({ type: 'container', name: RUNTIME_IMAGE, version }, components));
+  step(`bundled; SBOM of ${components.length} components at /${sbomPath(RUNTIME_IMAGE)}`);
   // filled inside the image's own root filesystem: V8's cache bytes depend on the modules' absolute paths
   renameSync(appDir, join(base, 'app'));
   try {

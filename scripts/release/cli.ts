@@ -6,13 +6,15 @@
 //   - a single executable for linux/amd64 (rlmesh-<version>-linux-amd64):
 //     the Node.js binary this project pins (devDependency `node`) with the
 //     same bundle injected as a Single Executable Application, so it needs no
-//     Node.js at all.
+//     Node.js at all;
+//   - beside each, its SBOM (CycloneDX 1.5, scripts/image/sbom.ts): the npm
+//     packages bundled into it, and for the executable the Node.js binary too.
 // Node 24's SEA runs only a CommonJS main (an ESM main, "mainFormat", came in
 // Node 25), hence CommonJS for both. The version is package.json's. The same
 // commit gives the same bytes: esbuild's output is deterministic, `npm pack`
 // fixes every mtime, and the blob carries no code cache or snapshot.
 //
-//   node scripts/release/cli.ts [--out DIR]    (default dist/cli; prints the two paths)
+//   node scripts/release/cli.ts [--out DIR]    (default dist/cli; prints the two artifacts' paths, then their SBOMs')
 //   import { buildCli } from './scripts/release/cli.ts'; await buildCli({ outDir })
 import { execFileSync } from 'node:child_process';
 import { pinnedNodeBinary } from '../image/source.ts';
@@ -23,13 +25,15 @@ import { delimiter, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { build, type Metafile } from 'esbuild';
 import { asciiOnly, BUNDLE_NODE_FLAGS, COMMON, failOnWarnings, thirdPartyNotices } from '../image/bundle.ts';
+import { cycloneDx, writeBom } from '../image/sbom.ts';
+import { nodeComponent, npmComponents } from '../image/sbom-components.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 
 /** The npm package's name: `npm pack` names its tarball rlmesh-cli-<version>.tgz. */
 export const CLI_PACKAGE_NAME = '@rlmesh/cli';
 
-export type CliArtifacts = { npmPackage: string; executable: string; version: string };
+export type CliArtifacts = { npmPackage: string; executable: string; version: string; sboms: { npmPackage: string; executable: string } };
 
 /** What the SEA fuse is called in every Node.js binary (doc/api/single-executable-applications.md). */
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
@@ -88,7 +92,13 @@ export async function buildCli({ outDir }: { outDir: string }): Promise<CliArtif
     // for section name '.note…'" for each of node's notes, kept out of sight unless the injection fails
     const postject = join(dirname(createRequire(import.meta.url).resolve('postject')), 'cli.js');
     execFileSync(node, [postject, executable, 'NODE_SEA_BLOB', join(seaDir, 'rlmesh.blob'), '--sentinel-fuse', SEA_FUSE], { stdio: ['ignore', 'pipe', 'pipe'] });
-    return { npmPackage, executable, version };
+
+    const bundled = npmComponents(metafile);
+    const sboms = {
+      npmPackage: writeBom(outDir, `rlmesh-cli-${version}.cdx.json`, cycloneDx({ type: 'application', name: CLI_PACKAGE_NAME, version }, bundled)),
+      executable: writeBom(outDir, `rlmesh-${version}-linux-amd64.cdx.json`, cycloneDx({ type: 'application', name: 'rlmesh', version }, [nodeComponent(node), ...bundled])),
+    };
+    return { npmPackage, executable, version, sboms };
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }
@@ -146,7 +156,7 @@ if (import.meta.main) {
   const { values } = parseArgs({ options: { out: { type: 'string', default: join(root, 'dist', 'cli') } }, strict: true });
   const started = performance.now();
   const artifacts = await buildCli({ outDir: values.out });
-  for (const path of [artifacts.npmPackage, artifacts.executable]) console.log(path);
+  for (const path of [artifacts.npmPackage, artifacts.executable, artifacts.sboms.npmPackage, artifacts.sboms.executable]) console.log(path);
   const mib = (p: string): string => `${(statSync(p).size / 2 ** 20).toFixed(1)} MiB`;
   console.error(`rlmesh ${artifacts.version}: npm package ${mib(artifacts.npmPackage)}, executable ${mib(artifacts.executable)}, in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 }

@@ -1,7 +1,8 @@
 // The release: builds every image this repository ships (no container engine),
 // pushes them, records the pushed digests in copies of both charts, pushes the
 // charts as OCI artifacts, builds the CLI (npm package + single executable),
-// and prints and writes (release.json) what it published.
+// and prints and writes (release.json) what it published. Each image carries
+// its SBOM inside (scripts/image/sbom.ts); the CLI's lie beside its artifacts.
 //
 //   npm run release -- --registry HOST[:PORT] [--plain-http] [--authfile FILE] [--out DIR]
 //
@@ -38,7 +39,7 @@ export type Published = {
   registry: string;
   images: Record<string, { repository: string; tag: string; digest: string; ref: string }>;
   charts: Record<string, { ref: string; version: string }>;
-  cli: { npmPackage: string; executable: string };
+  cli: { npmPackage: string; executable: string; sboms: { npmPackage: string; executable: string } };
 };
 
 /** Runs helm or skopeo, found on PATH or where test/cluster/build-binaries.sh built it (tools.ts). */
@@ -94,7 +95,7 @@ export async function release(opts: { registry: string; plainHttp: boolean; out:
   }
 
   const cli = await buildCli({ outDir: join(out, 'cli') });
-  const published: Published = { version, revision: sourceFacts().revision, registry, images, charts, cli: { npmPackage: cli.npmPackage, executable: cli.executable } };
+  const published: Published = { version, revision: sourceFacts().revision, registry, images, charts, cli: { npmPackage: cli.npmPackage, executable: cli.executable, sboms: cli.sboms } };
   writeFileSync(join(out, 'release.json'), `${JSON.stringify(published, null, 2)}\n`);
   return published;
 }
@@ -112,4 +113,5 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   for (const [name, c] of Object.entries(published.charts)) console.log(`  chart  ${name.padEnd(22)} ${c.ref} --version ${c.version}`);
   console.log(`  cli    npm package            ${published.cli.npmPackage}`);
   console.log(`  cli    linux/amd64 executable ${published.cli.executable}`);
+  console.log(`  cli    SBOMs (CycloneDX 1.5)  ${published.cli.sboms.npmPackage} ${published.cli.sboms.executable}`);
 }

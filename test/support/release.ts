@@ -17,7 +17,7 @@ export type Release = {
   registry: string;
   images: Record<string, PublishedImage>;
   charts: Record<string, { ref: string; version: string }>;
-  cli: { npmPackage: string; executable: string };
+  cli: { npmPackage: string; executable: string; sboms: { npmPackage: string; executable: string } };
 };
 
 export const releaseFile = (): string => join(clusterDir(), 'release', 'release.json');
