@@ -24,7 +24,7 @@ import { createLogger } from '../lib/logger.ts';
 import { outboundProxy } from '../lib/outbound-proxy.ts';
 import { rawRequest } from '../test/egress/loopback-proxy.ts';
 import { startDnsServer, type TestDnsServer } from '../test/egress/dns-server.ts';
-import { freePort } from '../test/support/free-port.ts';
+import { closedPort, freePort } from '../test/support/free-port.ts';
 import { startSquid, type Squid } from '../test/support/squid.ts';
 import { until } from '../test/support/until.ts';
 import { AllowList } from './allow-list.ts';
@@ -293,7 +293,7 @@ describe('through the parent proxy', () => {
   });
 
   it('a parent nobody listens on: 502 naming it', async () => {
-    const dead = `http://127.0.0.1:${await freePort()}`;
+    const dead = `http://127.0.0.1:${await closedPort()}`;
     const config = parseConfig(['--port', '0', '--allow', FILES, '--ports', String(tlsPort), '--parent-proxy', dead], { RLMESH_LISTEN_HOST: '127.0.0.1' });
     const proxy = createProxy({
       config, metrics: createMetrics(), logger: createLogger('egress', 'silent'),

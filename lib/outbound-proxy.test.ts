@@ -8,11 +8,12 @@ import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestControlPlane, type TestControlPlane } from '../test/support/control-plane.ts';
-import { freePort } from '../test/support/free-port.ts';
+import { closedPort, freePort } from '../test/support/free-port.ts';
 import { startSquid, type Squid } from '../test/support/squid.ts';
 import { OutboundProxy, ProxyTunnelError } from './outbound-proxy.ts';
 import { outboundVerdict, probeTls } from './preflight/checks/outbound.ts';
 import { tempDir } from '../test/support/temp.ts';
+import { until } from '../test/support/until.ts';
 
 // a name only Squid's hosts file knows: nothing here reaches it but through the proxy
 const CP_HOST = 'api.corporate-proxy.test';
@@ -53,8 +54,9 @@ describe('through Squid', () => {
     expect(res.statusCode).toBe(200);
     expect(((await res.body.json()) as { grpc: { tls: boolean } }).grpc.tls).toBe(true);
     await dispatcher.close();
-    const lines = squid.accessLog().slice(before);
-    expect(lines.some((l) => l.includes(`CONNECT ${CP_HOST}:${port}`) && l.includes(squid.username) && /TCP_TUNNEL\/200/.test(l))).toBe(true);
+    // squid logs a tunnel once it has seen it close, a moment after the client did
+    const tunnel = (l: string) => l.includes(`CONNECT ${CP_HOST}:${port}`) && l.includes(squid.username) && /TCP_TUNNEL\/200/.test(l);
+    await until('the tunnel in squid\'s access log', () => squid.accessLog().slice(before).some(tunnel) || undefined, { timeoutMs: 10_000 });
   });
 
   it('carries HTTP/2 over TLS for the gRPC session', async () => {
@@ -96,7 +98,7 @@ describe('through Squid', () => {
   });
 
   it('a proxy nobody listens on: names it and the values to check', async () => {
-    const dead = new OutboundProxy({ url: `http://127.0.0.1:${await freePort()}`, noProxy: [] });
+    const dead = new OutboundProxy({ url: `http://127.0.0.1:${await closedPort()}`, noProxy: [] });
     const err = (await dead.tunnel(CP_HOST, port).catch((e: unknown) => e)) as Error;
     expect(err.message).toMatch(/^cannot reach the corporate proxy http:\/\/127\.0\.0\.1:\d+ for CONNECT api\.corporate-proxy\.test:\d+ \(.*ECONNREFUSED.*\): check controlPlane\.proxy\.url/);
   });
