@@ -50,3 +50,5 @@ bash test/cluster/build-binaries.sh >/dev/null
 bash test/observability/build-prometheus.sh promtool >/dev/null
 # Syft v1.57.2, the SBOM scanner scripts/image/sbom.syft.test.ts runs on the runtime image (cached)
 bash test/support/build-syft.sh >/dev/null
+# cosign v2.6.5, which the test release signs with and test/release/signatures.test.ts verifies with (cached)
+bash test/support/build-cosign.sh >/dev/null

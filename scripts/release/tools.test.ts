@@ -35,6 +35,13 @@ describe('findTool', () => {
     expect(findTool('helm', { PATH: join(t, 'empty'), RLMESH_TESTBIN: join(t, 'testbin'), K8S_VERSION: 'v1.0.0' })).toBe(built);
   });
 
+  it('falls back to the cosign test/support/build-cosign.sh built', () => {
+    const t = tempDir();
+    const built = program(join(t, 'testbin/cosign-v9.9.9'), 'cosign');
+    expect(findTool('cosign', { PATH: join(t, 'empty'), RLMESH_TESTBIN: join(t, 'testbin'), COSIGN_VERSION: 'v9.9.9' })).toBe(built);
+    expect(() => findTool('cosign', { PATH: join(t, 'empty'), RLMESH_TESTBIN: join(t, 'testbin') })).toThrow('bash test/support/build-cosign.sh');
+  });
+
   it('uses the version build-binaries.sh builds by default', () => {
     expect(projectBinDir({ RLMESH_TESTBIN: '/x' })).toMatch(/^\/x\/v1\.\d+\.\d+\/bin$/);
   });

@@ -1,12 +1,16 @@
 // What the release step of the test command (scripts/release/release.ts run
 // against the local registry) published: image digests, chart references, CLI
 // artifacts. Tests install and pull from it instead of the working tree.
+// The test release is always signed, with a cosign key pair made once per
+// cluster (signingKey()).
+import { randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sourceFacts } from '../../scripts/image/source.ts';
 import { clusterDir, clusterInfo, registryAuthFile } from './cluster.ts';
+import { cosignBinary } from './signatures.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -15,9 +19,10 @@ export type Release = {
   version: string;
   revision: string;
   registry: string;
-  images: Record<string, PublishedImage>;
-  charts: Record<string, { ref: string; version: string }>;
-  cli: { npmPackage: string; executable: string; sboms: { npmPackage: string; executable: string } };
+  images: Record<string, PublishedImage & { attestations?: { sbom: string; provenance: string } }>;
+  charts: Record<string, { ref: string; version: string; digest: string }>;
+  cli: { npmPackage: string; executable: string; sboms: { npmPackage: string; executable: string }; bundles?: { npmPackage: string; executable: string } };
+  signing: { publicKey: string; publicKeyFile: string; transparencyLog: false } | null;
 };
 
 export const releaseFile = (): string => join(clusterDir(), 'release', 'release.json');
@@ -35,19 +40,44 @@ export function releasedChart(): { ref: string; version: string } {
   return releaseInfo().charts['rlmesh-runtime']!;
 }
 
-/** Runs the release against the local cluster's registry (the test command's release step; the demo's first run). */
+/**
+ * The cluster's release signing key pair (cosign.key, cosign.pub) and its random password, made on first use
+ * and kept in the cluster folder (the password in a file only its owner reads).
+ */
+export function signingKey(): { key: string; publicKey: string; password: string } {
+  const dir = join(clusterDir(), 'signing');
+  const key = join(dir, 'cosign.key');
+  const publicKey = join(dir, 'cosign.pub');
+  const passwordFile = join(dir, 'cosign.password');
+  if (!existsSync(key) || !existsSync(publicKey) || !existsSync(passwordFile)) {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const password = randomBytes(24).toString('base64url');
+    writeFileSync(passwordFile, password, { mode: 0o600 });
+    chmodSync(passwordFile, 0o600);
+    execFileSync(cosignBinary(), ['generate-key-pair'], { cwd: dir, env: { ...process.env, COSIGN_PASSWORD: password }, stdio: ['ignore', 'ignore', 'pipe'] });
+  }
+  return { key, publicKey, password: readFileSync(passwordFile, 'utf8') };
+}
+
+/** Runs the release against the local cluster's registry (the test command's release step; the demo's first run), signed with signingKey(). */
 export function releaseToLocalRegistry(): Release {
-  const env = { ...process.env, PATH: `${join(ROOT, 'node_modules/.bin')}:${clusterInfo().bin}:${process.env.PATH}` };
-  execFileSync(join(ROOT, 'node_modules/.bin/node'), [join(ROOT, 'scripts/release/release.ts'), '--registry', clusterInfo().registry, '--plain-http', '--authfile', registryAuthFile(), '--out', dirname(releaseFile())], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-    env,
-  });
+  const signing = signingKey();
+  const env = { ...process.env, PATH: `${join(ROOT, 'node_modules/.bin')}:${clusterInfo().bin}:${dirname(cosignBinary())}:${process.env.PATH}`, COSIGN_PASSWORD: signing.password };
+  execFileSync(
+    join(ROOT, 'node_modules/.bin/node'),
+    [join(ROOT, 'scripts/release/release.ts'), '--registry', clusterInfo().registry, '--plain-http', '--authfile', registryAuthFile(), '--signing-key', signing.key, '--out', dirname(releaseFile())],
+    { stdio: ['ignore', 'inherit', 'inherit'], env },
+  );
   return releaseInfo();
 }
 
-/** A release exists and was built from the tree as it is now (same commit, same dirty state). */
+/** A release exists, was built from the tree as it is now (same commit, same dirty state) and is signed with the cluster's current key. */
 export function releaseIsCurrent(): boolean {
-  return existsSync(releaseFile()) && releaseInfo().revision === sourceFacts().revision;
+  if (!existsSync(releaseFile())) return false;
+  const r = releaseInfo();
+  const publicKey = join(clusterDir(), 'signing', 'cosign.pub');
+  return r.revision === sourceFacts().revision && !!r.signing && existsSync(publicKey) && r.signing.publicKey === readFileSync(publicKey, 'utf8');
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) releaseToLocalRegistry();
