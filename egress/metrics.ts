@@ -1,6 +1,7 @@
 // The proxy's Prometheus metrics. Labels are bounded: decision and rule come
 // from fixed sets; the destination host is deliberately not a label.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { LAST_REFUSAL_METRIC, minuteWindow, RECENT_MINUTES, RECENT_REFUSALS_METRIC } from '../lib/egress-recent-refusals.ts';
 
 export type EgressMetrics = ReturnType<typeof createMetrics>;
 
@@ -8,14 +9,32 @@ export function createMetrics() {
   const registry = new Registry();
   let bufferedBytes = (): number => 0;
   collectDefaultMetrics({ register: registry, prefix: 'rlmesh_egress_' });
+  const decisions = new Counter({
+    name: 'rlmesh_egress_decisions_total',
+    help: 'Egress decisions by outcome (allowed, refused, dns-failure, connect-failure, connect-timeout, limited) and rule',
+    labelNames: ['outcome', 'rule'] as const,
+    registers: [registry],
+  });
+  const recent = minuteWindow();
+  const lastRefusal = new Gauge({ name: LAST_REFUSAL_METRIC, help: 'When the proxy last refused a destination (Unix seconds; 0 before the first refusal)', registers: [registry] });
+  new Gauge({
+    name: RECENT_REFUSALS_METRIC,
+    help: `Refusals in the last ${RECENT_MINUTES} minutes, counted by the minute (for a reader of one scrape; Prometheus takes a rate of rlmesh_egress_decisions_total)`,
+    registers: [registry],
+    collect() {
+      this.set(recent.count(Date.now()));
+    },
+  });
   return {
     registry,
-    decisions: new Counter({
-      name: 'rlmesh_egress_decisions_total',
-      help: 'Egress decisions by outcome (allowed, refused, dns-failure, connect-failure, connect-timeout, limited) and rule',
-      labelNames: ['outcome', 'rule'] as const,
-      registers: [registry],
-    }),
+    decisions,
+    /** Counts one decision; a refusal also in the recent window and as the last one. */
+    decide(outcome: string, rule: string, nowMs = Date.now()): void {
+      decisions.inc({ outcome, rule });
+      if (outcome !== 'refused') return;
+      recent.add(nowMs);
+      lastRefusal.set(nowMs / 1000);
+    },
     activeTunnels: new Gauge({
       name: 'rlmesh_egress_active_tunnels',
       help: 'Client connections being served (CONNECT tunnels and forwarded requests)',

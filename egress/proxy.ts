@@ -132,7 +132,7 @@ export function createProxy(deps: ProxyDeps) {
   }
 
   function record(o: Outcome): void {
-    metrics.decisions.inc({ outcome: o.decision, rule: o.rule });
+    metrics.decide(o.decision, o.rule);
     if (o.bytesUp) metrics.bytes.inc({ direction: 'upstream' }, o.bytesUp);
     if (o.bytesDown) metrics.bytes.inc({ direction: 'downstream' }, o.bytesDown);
     logger.info(o, `egress ${o.decision}`);
@@ -535,7 +535,7 @@ export function createProxy(deps: ProxyDeps) {
       ? `request headers exceed ${config.maxHeaderBytes} bytes, the egress proxy's limit\n`
       : status === 408 ? 'the request headers did not arrive in time\n' : 'malformed proxy request; send CONNECT host:port or an absolute http:// URL\n';
     socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
-    metrics.decisions.inc({ outcome: 'refused', rule: `bad-request-${status}` });
+    metrics.decide('refused', `bad-request-${status}`);
   });
 
   /** Stops accepting, lets open tunnels finish for up to `timeoutMs`, then cuts the rest. */

@@ -6,7 +6,7 @@ import { cliChartSkew, componentSkew } from '../version-skew.ts';
 import { agentVerdict } from './checks/agent.ts';
 import { cacheVerdict } from './checks/cache.ts';
 import { credentialsVerdict, excerpt, pullRefusals, type CredentialFacts } from './checks/credentials.ts';
-import { egressVerdict, parseDecisions } from './checks/egress-proxy.ts';
+import { egressVerdict, parseDecisions, parseRecent } from './checks/egress-proxy.ts';
 import { evaluationsVerdict } from './checks/evaluations.ts';
 import { leaderVerdict } from './checks/leader.ts';
 import { networkPolicyVerdict } from './checks/network-policy.ts';
@@ -168,8 +168,18 @@ describe('egress-proxy', () => {
   ].join('\n');
   it('reads the decisions; ready passes with the refusals by rule; none ready fails', () => {
     expect(parseDecisions(text)).toHaveLength(3);
-    expect(egressVerdict({ namespace: 'ns', deployment: deployment(2), decisions: parseDecisions(text) })).toMatchObject({ verdict: 'pass', found: '2/2 ready; 10 refused of 50 decisions since its pods started (not-allowed 7, private-address 3)' });
+    expect(egressVerdict({ namespace: 'ns', deployment: deployment(2), decisions: parseDecisions(text) })).toMatchObject({ verdict: 'pass', found: '2/2 ready; 10 of 50 decisions refused since its pods started (not-allowed 7, private-address 3)' });
     expect(egressVerdict({ namespace: 'ns', deployment: deployment(1), decisions: undefined }).verdict).toBe('warn');
+  });
+  it('says how many it refused in the last ten minutes and when the last one was, summed over its pods', () => {
+    const pod = (recent: number, last: number) => `${text}\n# TYPE rlmesh_egress_recent_refusals gauge\nrlmesh_egress_recent_refusals ${recent}\nrlmesh_egress_last_refusal_timestamp_seconds ${last}\n`;
+    expect(parseRecent(pod(2, (NOW - 40_000) / 1000))).toEqual({ count: 2, lastAt: (NOW - 40_000) / 1000 });
+    const recent = [pod(2, (NOW - 40_000) / 1000), pod(1, (NOW - 95_000) / 1000)].map(parseRecent).reduce((a, b) => ({ count: a.count + b.count, lastAt: Math.max(a.lastAt, b.lastAt) }));
+    expect(egressVerdict({ namespace: 'ns', deployment: deployment(2), decisions: parseDecisions(text), recent, now: NOW }).found).toBe(
+      '2/2 ready; 3 refused in the last 10 min, the last 40s ago; 10 of 50 decisions refused since its pods started (not-allowed 7, private-address 3)',
+    );
+    // none yet: no "last"
+    expect(egressVerdict({ namespace: 'ns', deployment: deployment(2), decisions: [], recent: parseRecent(pod(0, 0)), now: NOW }).found).toBe('2/2 ready; 0 refused in the last 10 min; 0 of 0 decisions refused since its pods started');
     expect(egressVerdict({ namespace: 'ns', deployment: deployment(0), decisions: undefined }).verdict).toBe('fail');
     expect(egressVerdict({ namespace: 'ns', deployment: undefined, decisions: undefined }).verdict).toBe('fail');
   });

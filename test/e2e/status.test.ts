@@ -60,8 +60,11 @@ afterAll(async () => {
 });
 
 describe('rlmesh status', () => {
-  it('a healthy install: every check ✓ and exit 0; the agent names its cluster; no secret in the output', async () => {
+  it('a healthy install: every check ✓ and exit 0; the agent names its cluster; the proxy\'s recent refusals; no secret in the output', async () => {
     expect((await waitFinished(cp, await submit(cp, clusterId, smallEvaluation(image)))).phase).toBe('Succeeded');
+    // an evaluation that asks the egress proxy for a host outside its allow-list (the harness's public name)
+    const refused = await submit(cp, clusterId, smallEvaluation(image, { TEST_PROBE_URL: 'https://other.public.test/probe', TEST_DURATION: '1s' }));
+    expect((await waitFinished(cp, refused)).phase).toBe('Succeeded');
     // the probe and the preflight run shortly after the start: wait for their first results
     const s = await until('every check to pass', () => {
       const r = status();
@@ -76,7 +79,8 @@ describe('rlmesh status', () => {
     expect(s.table).toMatch(/^✓ release /m);
     expect(check(s, 'agent').found).toMatch(new RegExp(`cluster ${clusterId} connected since .*last heard from the control plane`));
     expect(check(s, 'credentials').found).toMatch(/written by the join/);
-    expect(check(s, 'evaluations').found).toMatch(/Succeeded 1/);
+    expect(check(s, 'evaluations').found).toMatch(/Succeeded 2/);
+    expect(check(s, 'egress-proxy').found).toMatch(/^\d+\/\d+ ready; [1-9]\d* refused in the last 10 min, the last \d+(s|m) ago; [1-9]\d* of \d+ decisions refused since its pods started \(not-allowed [1-9]/);
     expect(s.report.checks.map((c) => c.id)).toEqual(['release', 'agent', 'credentials', 'preflight', 'network-policy', 'controller-leader', 'egress-proxy', 'cache', 'evaluations', 'spool']);
     // the credentials' values never appear
     const control = Buffer.from(kubectl(['-n', NS, 'get', 'secret', 'rlmesh-cluster-control', '-o', 'jsonpath={.data.control}']).stdout, 'base64').toString();
