@@ -44,13 +44,13 @@ export function pinnedInputs(root = ROOT): ResourceDescriptor[] {
  * The predicate for `image`, built by `command` from `revision` (a commit, with "-dirty" when the tree had
  * uncommitted changes: then the commit alone does not reproduce it, and the predicate says so by that suffix).
  */
-export function provenance(opts: { image: string; command: string; revision: string; root?: string }): Provenance {
+export function provenance(opts: { image: string; command: string; revision: string; root?: string; inputs?: ResourceDescriptor[] }): Provenance {
   const commit = opts.revision.replace(/-dirty$/, '');
   return {
     buildDefinition: {
       buildType: 'urn:rlmesh:release:v1',
       externalParameters: { image: opts.image, command: opts.command, revision: opts.revision },
-      resolvedDependencies: [{ name: 'source', digest: { gitCommit: commit } }, ...pinnedInputs(opts.root)],
+      resolvedDependencies: [{ name: 'source', digest: { gitCommit: commit } }, ...(opts.inputs ?? pinnedInputs(opts.root))],
     },
     runDetails: { builder: { id: 'urn:rlmesh:release:scripts/release/release.ts' } },
   };

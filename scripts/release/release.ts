@@ -32,7 +32,7 @@ import { ROOT, sourceFacts } from '../image/source.ts';
 import { buildCli } from './cli.ts';
 import { Signer } from './cosign.ts';
 import { extractImageSbom } from './image-sbom.ts';
-import { provenance, PROVENANCE_TYPE } from './provenance.ts';
+import { pinnedInputs, provenance, PROVENANCE_TYPE } from './provenance.ts';
 import { stampDigests, type ReleasedImage } from './stamp-digests.ts';
 import { findTool } from './tools.ts';
 
@@ -83,6 +83,8 @@ export async function release(opts: { registry: string; plainHttp: boolean; out:
   mkdirSync(out, { recursive: true });
   const tls = plainHttp ? ['--dest-tls-verify=false'] : [];
   const revision = sourceFacts().revision;
+  // the same inputs for every image: hashed once
+  const inputs = signer ? pinnedInputs() : [];
   const attestations = join(out, 'attestations');
   let signing: Published['signing'] = null;
   if (signer) {
@@ -110,7 +112,7 @@ export async function release(opts: { registry: string; plainHttp: boolean; out:
       const sbom = extractImageSbom(image.layout, image.digest, name, join(attestations, `${name}.cdx.json`));
       signer.attest(ref, 'cyclonedx', sbom);
       const predicate = join(attestations, `${name}.provenance.json`);
-      writeFileSync(predicate, `${JSON.stringify(provenance({ image: name, command: opts.command, revision }), null, 2)}\n`);
+      writeFileSync(predicate, `${JSON.stringify(provenance({ image: name, command: opts.command, revision, inputs }), null, 2)}\n`);
       signer.attest(ref, PROVENANCE_TYPE, predicate);
       images[name].attestations = { sbom, provenance: predicate };
     }

@@ -9,21 +9,15 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync }
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sourceFacts } from '../../scripts/image/source.ts';
+import type { Published } from '../../scripts/release/release.ts';
 import { clusterDir, clusterInfo, registryAuthFile } from './cluster.ts';
-import { cosignBinary } from './signatures.ts';
+import { cosignBinary, generateKeyPair } from './signatures.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 
-export type PublishedImage = { repository: string; tag: string; digest: string; ref: string };
-export type Release = {
-  version: string;
-  revision: string;
-  registry: string;
-  images: Record<string, PublishedImage & { attestations?: { sbom: string; provenance: string } }>;
-  charts: Record<string, { ref: string; version: string; digest: string }>;
-  cli: { npmPackage: string; executable: string; sboms: { npmPackage: string; executable: string }; bundles?: { npmPackage: string; executable: string } };
-  signing: { publicKey: string; publicKeyFile: string; transparencyLog: false } | null;
-};
+/** release.json, as scripts/release/release.ts writes it. */
+export type Release = Published;
+export type PublishedImage = Published['images'][string];
 
 export const releaseFile = (): string => join(clusterDir(), 'release', 'release.json');
 
@@ -55,7 +49,7 @@ export function signingKey(): { key: string; publicKey: string; password: string
     const password = randomBytes(24).toString('base64url');
     writeFileSync(passwordFile, password, { mode: 0o600 });
     chmodSync(passwordFile, 0o600);
-    execFileSync(cosignBinary(), ['generate-key-pair'], { cwd: dir, env: { ...process.env, COSIGN_PASSWORD: password }, stdio: ['ignore', 'ignore', 'pipe'] });
+    generateKeyPair(cosignBinary(), dir, password);
   }
   return { key, publicKey, password: readFileSync(passwordFile, 'utf8') };
 }
@@ -63,7 +57,8 @@ export function signingKey(): { key: string; publicKey: string; password: string
 /** Runs the release against the local cluster's registry (the test command's release step; the demo's first run), signed with signingKey(). */
 export function releaseToLocalRegistry(): Release {
   const signing = signingKey();
-  const env = { ...process.env, PATH: `${join(ROOT, 'node_modules/.bin')}:${clusterInfo().bin}:${dirname(cosignBinary())}:${process.env.PATH}`, COSIGN_PASSWORD: signing.password };
+  const cosign = cosignBinary();
+  const env = { ...process.env, PATH: `${join(ROOT, 'node_modules/.bin')}:${clusterInfo().bin}:${dirname(cosign)}:${process.env.PATH}`, COSIGN_PASSWORD: signing.password };
   execFileSync(
     join(ROOT, 'node_modules/.bin/node'),
     [join(ROOT, 'scripts/release/release.ts'), '--registry', clusterInfo().registry, '--plain-http', '--authfile', registryAuthFile(), '--signing-key', signing.key, '--out', dirname(releaseFile())],

@@ -47,12 +47,16 @@ export function verifyBlob(v: Verifier, file: string, bundle: string): CosignRun
   return run(v, ['verify-blob', '--key', v.publicKey, '--insecure-ignore-tlog=true', '--bundle', bundle, file]);
 }
 
+/** cosign generate-key-pair in `dir` (cosign.key, cosign.pub), the private half under `password`. */
+export function generateKeyPair(cosign: string, dir: string, password: string): { key: string; publicKey: string } {
+  execFileSync(cosign, ['generate-key-pair'], { cwd: dir, env: { ...process.env, COSIGN_PASSWORD: password }, stdio: ['ignore', 'ignore', 'pipe'] });
+  return { key: join(dir, 'cosign.key'), publicKey: join(dir, 'cosign.pub') };
+}
+
 /** A new cosign key pair in a temporary folder (another signer's), with its password. */
 export function otherKeyPair(cosign: string): { key: string; publicKey: string; password: string } {
-  const dir = tempDir('rlmesh-other-key-');
   const password = 'another-signer';
-  execFileSync(cosign, ['generate-key-pair'], { cwd: dir, env: { ...process.env, COSIGN_PASSWORD: password }, stdio: ['ignore', 'ignore', 'pipe'] });
-  return { key: join(dir, 'cosign.key'), publicKey: join(dir, 'cosign.pub'), password };
+  return { ...generateKeyPair(cosign, tempDir('rlmesh-other-key-'), password), password };
 }
 
 /** A copy of `file` with its middle byte changed. */
