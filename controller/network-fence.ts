@@ -5,7 +5,6 @@
 import type { CheckResult } from '../lib/preflight/types.ts';
 import type { NetworkGate } from './pod-spec.ts';
 
-export const NOT_ENFORCED_REASON = 'NetworkPolicyNotEnforced';
 /** The longest the probe waits before running again while it has not seen enforcement (hourly once it has). */
 export const UNENFORCED_REPROBE_MS = 60_000;
 

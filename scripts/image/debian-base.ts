@@ -12,24 +12,13 @@ import { walk } from './oci-layout.ts';
 import { errorMessage } from '../../lib/error-fields.ts';
 import { aptRecords, checkDeb, checkIndex, lockedPackages, type LockEntry } from './debian-lock.ts';
 import { dep5Licenses } from './debian-copyright.ts';
+import { PACKAGES } from './debian-packages.ts';
 
 export const NONROOT = { uid: 65532, gid: 65532, name: 'nonroot', home: 'home/nonroot' } as const;
-
-/** Debian packages the runtime base takes files from, and which of their files. */
-const PACKAGES: { name: string; keep: (path: string) => boolean; libraries?: true }[] = [
-  // glibc's shared objects; not its programs (ldd, iconv, getent) nor the iconv modules (Node converts with ICU)
-  { name: 'libc6', keep: (p) => /^(lib|lib64|usr\/lib)\//.test(p) && !p.includes('/gconv/'), libraries: true },
-  { name: 'libgcc-s1', keep: (p) => /^(lib|usr\/lib)\//.test(p), libraries: true },
-  { name: 'libstdc++6', keep: (p) => /^(lib|usr\/lib)\//.test(p), libraries: true },
-  { name: 'ca-certificates', keep: (p) => p.startsWith('usr/share/ca-certificates/') },
-  { name: 'base-files', keep: (p) => p === 'usr/lib/os-release' || p === 'etc/os-release' || p === 'etc/debian_version' },
-];
 
 /** `licenses`: what the package's copyright file names, when it is machine-readable (debian-copyright.ts); else left out. */
 export type DebianPackage = { name: string; version: string; arch: string; licenses?: string[] };
 
-/** The packages debian.lock must pin (scripts/image/debian-lock.ts). */
-export const DEBIAN_PACKAGES = PACKAGES.map((p) => p.name);
 
 function apt(args: string[], cwd: string): void {
   execFileSync('apt-get', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });

@@ -6,7 +6,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { checkDeb, checkIndex, formatLock, LOCK_FILE, lockedPackages, parseAptShow, parseLock, type LockEntry } from './debian-lock.ts';
-import { DEBIAN_PACKAGES } from './debian-base.ts';
+import { DEBIAN_PACKAGES } from './debian-packages.ts';
 import { tempDir } from '../../test/support/temp.ts';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');

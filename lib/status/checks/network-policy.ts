@@ -2,7 +2,7 @@
 // rlmesh-network-policy-probe), and what that means here: without it the
 // controller starts no evaluation pod (controller/network-fence.ts) unless the
 // operator opted out.
-import { NOT_ENFORCED_REASON } from '../../../controller/network-fence.ts';
+import { NOT_ENFORCED_REASON } from '../../evaluation-reasons.ts';
 import { storedProbeVerdict, type StoredProbe, PROBE_CONFIGMAP, PROBE_KEY } from '../../preflight/checks/network-policy.ts';
 import { configMap, runtimeFacts } from '../reads.ts';
 import type { CheckResult, StatusContext } from '../types.ts';

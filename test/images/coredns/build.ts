@@ -23,7 +23,7 @@ function corednsImage(bin: string): TestImage {
   };
 }
 
-const INPUTS = ['test/images/coredns/build.ts', 'test/images/test-image.ts', 'scripts/image/static-binary.ts', 'scripts/image/debian-base.ts', 'scripts/image/oci-layout.ts'];
+const INPUTS = ['test/images/coredns/build.ts', 'test/images/test-image.ts', 'scripts/image/static-binary.ts', 'scripts/image/debian-base.ts', 'scripts/image/debian-packages.ts', 'scripts/image/oci-layout.ts'];
 
 /** Builds (once per source and CoreDNS version) and pushes the image to `registry` (host:port, plain HTTP). */
 export async function publishCorednsImage(registry: string, bin: string, cacheDir: string): Promise<{ repository: string; digest: string }> {

@@ -7,7 +7,7 @@ import { cachedTestImage, pushTestImage } from '../test-image.ts';
 import { EVALUATION_IMAGE, REPOSITORY } from './build.ts';
 
 /** What the image's bytes depend on besides Debian's packages: the commit, the files that make it, the Go version. */
-const INPUTS = ['test/images/evaluation/main.go', 'test/images/evaluation/go.mod', 'test/images/evaluation/build.ts', 'test/images/test-image.ts', 'scripts/image/static-binary.ts', 'scripts/image/debian-base.ts', 'scripts/image/oci-layout.ts'];
+const INPUTS = ['test/images/evaluation/main.go', 'test/images/evaluation/go.mod', 'test/images/evaluation/build.ts', 'test/images/test-image.ts', 'scripts/image/static-binary.ts', 'scripts/image/debian-base.ts', 'scripts/image/debian-packages.ts', 'scripts/image/oci-layout.ts'];
 
 /** The image's OCI layout for this source, built unless an earlier call built it already. */
 export function evaluationLayout(): Promise<{ layout: string; tag: string; digest: string }> {

@@ -46,7 +46,7 @@ export function buildPauseImage(outDir: string, source: SourceFacts = sourceFact
   return buildTestImage(PAUSE_IMAGE, outDir, source);
 }
 
-const INPUTS = ['test/images/pause/pause.c', 'test/images/pause/build.ts', 'test/images/test-image.ts', 'scripts/image/static-binary.ts', 'scripts/image/debian-base.ts', 'scripts/image/oci-layout.ts'];
+const INPUTS = ['test/images/pause/pause.c', 'test/images/pause/build.ts', 'test/images/test-image.ts', 'scripts/image/static-binary.ts', 'scripts/image/debian-base.ts', 'scripts/image/debian-packages.ts', 'scripts/image/oci-layout.ts'];
 
 /** The image's OCI layout for this source under `cacheDir`, built unless an earlier call built it. */
 export function pauseLayout(cacheDir: string): Promise<{ layout: string; tag: string; digest: string }> {

@@ -18,7 +18,7 @@ const S3_IMAGE: TestImage = {
   toolLabel: () => ['dev.rlmesh.image.versitygw-version', VERSION],
 };
 
-const INPUTS = ['test/images/s3/build.ts', 'test/controller/build-s3-server.sh', 'test/support/go-tool.sh', 'test/images/test-image.ts', 'scripts/image/static-binary.ts', 'scripts/image/debian-base.ts', 'scripts/image/oci-layout.ts'];
+const INPUTS = ['test/images/s3/build.ts', 'test/controller/build-s3-server.sh', 'test/support/go-tool.sh', 'test/images/test-image.ts', 'scripts/image/static-binary.ts', 'scripts/image/debian-base.ts', 'scripts/image/debian-packages.ts', 'scripts/image/oci-layout.ts'];
 
 /** Builds (once per source) and pushes the image; returns its repository and digest. */
 export async function publishS3Image(): Promise<{ repository: string; digest: string }> {
