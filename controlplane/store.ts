@@ -532,6 +532,12 @@ export class Store {
     return restoreSecrets(spec, JSON.parse(this.sealer.open(str(row.sealed_secrets))) as SecretAt[]);
   }
 
+  /** Whether the evaluation's assignment still holds sealed secrets (S3 keys, presigned URLs, secret environment values). */
+  carriesSecrets(id: string): boolean {
+    const row = this.db.prepare('SELECT sealed_secrets FROM evaluations WHERE id = ?').get(id) as Row | undefined;
+    return row !== undefined && row.sealed_secrets !== null;
+  }
+
   getEvaluation(id: string): Evaluation | undefined {
     const row = this.db.prepare('SELECT * FROM evaluations WHERE id = ?').get(id) as Row | undefined;
     return row ? toEvaluation(row) : undefined;
