@@ -240,7 +240,7 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
           const a = fromJson(AssignmentSchema, { ...(spec as Record<string, JsonValue>), evaluationId: '' });
           if (!a.image) throw new Error('field image is required');
         } catch (err) {
-          throw new ApiError(400, 'invalid_spec', `invalid evaluation spec: ${errorMessage(err)}; fields are image, command, args, env, cpu, memory, gpuCount, gpuVendor, artifacts, deadlineSeconds, nodeSelector`);
+          throw new ApiError(400, 'invalid_spec', `invalid evaluation spec: ${errorMessage(err)}; fields are image, command, args, env, secretEnv, cpu, memory, gpuCount, gpuVendor, artifacts, deadlineSeconds, nodeSelector`);
         }
         const e = store.createEvaluation(c.id, spec as Record<string, unknown>);
         const live = sessions.get(c.id);

@@ -428,7 +428,7 @@ describe('ClusterSession', () => {
     }
   });
 
-  it('a session opened with a superseded control credential gets no assignment that carries S3 keys: held back with a log line, sent once the current value is used', async () => {
+  it('a session opened with a superseded control credential gets no assignment that carries S3 keys or secret environment values: held back with a log line, sent once the current value is used', async () => {
     const lines: string[] = [];
     const cp = await start({ pingIntervalMs: 100, log: pino({ level: 'info' }, { write: (l: string) => void lines.push(l) }) });
     const c = await joinedCluster(cp);
@@ -437,6 +437,7 @@ describe('ClusterSession', () => {
     const s3 = (key: string) => ({ image: 'x:1', artifacts: [{ name: 'w', sha256: 'a'.repeat(64), sizeBytes: 1, source: { s3: { bucket: 'b', key, accessKeyId: 'AKIA', secretAccessKey } } }] });
     const withKeys = String((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, s3('backlog'))).body.id);
     const plain = String((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:1', env: { A: 'b' } })).body.id);
+    const withEnv = String((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:1', secretEnv: { API_KEY: secretAccessKey } })).body.id);
 
     // within the overlap the old value opens a session: the assignment without secrets arrives, the one with S3 keys does not
     const old = session(cp, c.control);
@@ -445,7 +446,7 @@ describe('ClusterSession', () => {
     for (let i = 0; i < 3; i++) await old.waitFor('ping', () => old.received.filter((m) => m.msg.case === 'ping').length > i);
     expect(old.received.flatMap((m) => (m.msg.case === 'assignment' ? [m.msg.value.evaluationId] : []))).toEqual([plain]);
     const held = lines.filter((l) => l.includes('held back')).map((l) => JSON.parse(l) as { evaluationId: string; msg: string });
-    expect(held.map((l) => l.evaluationId).sort()).toEqual([withKeys, live].sort());
+    expect(held.map((l) => l.evaluationId).sort()).toEqual([withKeys, withEnv, live].sort());
     expect(held[0]!.msg).toMatch(/carries secrets .* superseded control credential; it is sent when the agent connects with the current control value/);
     expect(lines.join('')).not.toContain(secretAccessKey);
     expect((await api(cp, 'GET', `/v1/evaluations/${withKeys}`)).body).toMatchObject({ firstAssignedAt: null, assignmentDeliveries: 0 });
@@ -457,6 +458,7 @@ describe('ClusterSession', () => {
       const src = a.artifacts[0]?.source?.source;
       expect(src?.case === 's3' ? src.value.secretAccessKey : undefined).toBe(secretAccessKey);
     }
+    expect((await current.waitFor('assignment', (x) => x.evaluationId === withEnv)).secretEnv).toEqual({ API_KEY: secretAccessKey });
   });
 
   it('a rejoin: the old control credential works until the agent connects with the new one, then it is refused', async () => {

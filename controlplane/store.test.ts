@@ -198,6 +198,22 @@ describe('Store', () => {
     expect(store.assignmentSpec(store.getEvaluation(ev.id)!)).toEqual(ev.spec);
   });
 
+  it('keeps secret environment values out of the database: the names stay in the spec, the values are sealed until the assignment is acknowledged', () => {
+    const c = store.createCluster('lab');
+    const apiKey = `api-key-${'v'.repeat(30)}`;
+    const spec = { image: 'x:1', env: { SEED: '7' }, secretEnv: { API_KEY: apiKey, HF_TOKEN: `${apiKey}-hf` } };
+    const ev = store.createEvaluation(c.id, spec);
+    const files = () => readdirSync(dir).filter((f) => f.startsWith('cp.db')).map((f) => readFileSync(join(dir, f)).toString('latin1')).join('');
+    expect(files()).not.toContain(apiKey);
+    expect(ev.spec).toEqual({ image: 'x:1', env: { SEED: '7' }, secretEnv: { API_KEY: '[redacted]', HF_TOKEN: '[redacted]' } });
+    expect(store.carriesSecrets(ev.id)).toBe(true);
+    expect(store.assignmentSpec(ev)).toEqual(spec);
+    store.applyUpdate(c.id, { id: 'u1', evaluationId: ev.id, phase: 'Pending', reason: '', message: '', exitCode: null, pod: '', node: '', observedAt: null, sequence: 1 });
+    expect(store.carriesSecrets(ev.id)).toBe(false);
+    expect(store.assignmentSpec(store.getEvaluation(ev.id)!)).toEqual(ev.spec);
+    expect(files()).not.toContain(apiKey);
+  });
+
   it('keeps an undelivered rotation sealed on disk: no plaintext credential in the database or its WAL, and the same value after a restart', () => {
     const c = store.createCluster('lab');
     const r = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, true);

@@ -3,10 +3,11 @@
 // the evaluation updates agents delivered. Tokens and credentials are stored
 // as SHA-256 hashes only; the one exception is a rotated credential the agent
 // has not yet confirmed, kept sealed (secrets.ts) until it says CredentialRotated
-// so it can be re-sent after a reconnect or a restart. The S3 secret keys and session
-// tokens of a submitted evaluation are not part of its stored spec: they are
-// sealed (secrets.ts, key file beside the database) until the cluster
-// acknowledges the assignment, then dropped.
+// so it can be re-sent after a reconnect or a restart. The S3 secret keys,
+// session tokens, presigned URLs and secret environment values of a submitted
+// evaluation are not part of its stored spec: they are sealed (secrets.ts, key
+// file beside the database) until the cluster acknowledges the assignment, then
+// dropped.
 import { dirname, join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { mint, PREFIX, randomBase62, Sealer, sha256Hex } from './secrets.ts';
@@ -138,6 +139,8 @@ ${SCHEMA_UPDATES}`;
 
 /** Keys of an assignment (protobuf JSON, either spelling) whose values are secrets (a presigned URL is one). */
 export const SECRET_SPEC_KEYS = new Set(['secretAccessKey', 'sessionToken', 'secret_access_key', 'session_token', 'httpsUrl', 'https_url']);
+/** Keys of an assignment whose values are maps of secrets (the secret environment): each value is sealed, the names kept. */
+export const SECRET_MAP_KEYS = new Set(['secretEnv', 'secret_env']);
 export const REDACTED = '[redacted]';
 type SecretAt = { path: (string | number)[]; value: string };
 
@@ -152,6 +155,14 @@ export function splitSecrets(spec: Record<string, unknown>): { spec: Record<stri
       if (SECRET_SPEC_KEYS.has(k) && typeof x === 'string' && x !== '') {
         secrets.push({ path: [...path, k], value: x });
         out[k] = REDACTED;
+      } else if (SECRET_MAP_KEYS.has(k) && x !== null && typeof x === 'object' && !Array.isArray(x)) {
+        out[k] = Object.fromEntries(
+          Object.entries(x).map(([name, value]) => {
+            if (typeof value !== 'string' || value === '') return [name, value];
+            secrets.push({ path: [...path, k, name], value });
+            return [name, REDACTED];
+          }),
+        );
       } else out[k] = walk(x, [...path, k]);
     }
     return out;
