@@ -5,7 +5,7 @@ import { AssignmentSchema } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { clusterPlacementSchema } from '../lib/evaluation-placement.ts';
-import { Assignments, evaluationFromAssignment, evaluationName } from './assignments.ts';
+import { Assignments, evaluationFromAssignment, evaluationName, secretEnvProblem } from './assignments.ts';
 import { fingerprint, trimEvaluation } from './evaluation-updates.ts';
 
 describe('assignment → RLMeshEvaluation', () => {
@@ -51,6 +51,27 @@ describe('assignment → RLMeshEvaluation', () => {
     expect(JSON.stringify(evaluation)).not.toContain('SK');
     expect(JSON.stringify(evaluation)).not.toContain('https://x/y');
     expect(sources).toEqual({ accessKeyId: 'AK', secretAccessKey: 'SK', 'url.b.bin': 'https://x/y' });
+  });
+
+  it('keeps secret environment values out of the spec: only their names and the evaluation\'s own Secret are in it', () => {
+    const a = create(AssignmentSchema, { evaluationId: 'ev-3', image: 'img:1', env: { SEED: '7' }, secretEnv: { API_KEY: 'sekrit-api-key', 'hf.token': 'sekrit-hf' } });
+    const { evaluation, secretEnv, sources } = evaluationFromAssignment(a, 'docker.io/library/img:1', 'rlmesh-runs');
+    expect(evaluationSpecSchema.parse(evaluation.spec)).toMatchObject({
+      env: [{ name: 'SEED', value: '7' }],
+      secretEnv: { secretName: 'ev-3-env', names: ['API_KEY', 'hf.token'] },
+    });
+    expect(JSON.stringify(evaluation)).not.toContain('sekrit');
+    expect(secretEnv).toEqual({ API_KEY: 'sekrit-api-key', 'hf.token': 'sekrit-hf' });
+    expect(sources).toEqual({});
+    expect(evaluationFromAssignment(create(AssignmentSchema, { evaluationId: 'ev-4', image: 'i' }), 'docker.io/library/i', 'r').evaluation.spec).not.toHaveProperty('secretEnv');
+  });
+
+  it('names what is wrong with a secret environment the cluster cannot set', () => {
+    expect(secretEnvProblem({ env: {}, secretEnv: { API_KEY: 'x' } })).toBeUndefined();
+    expect(secretEnvProblem({ env: {}, secretEnv: { '1BAD': 'x' } })).toMatch(/"1BAD" is not a name the cluster can hold as a Secret key/);
+    expect(secretEnvProblem({ env: {}, secretEnv: { 'A B': 'x' } })).toMatch(/not a name the cluster can hold/);
+    expect(secretEnvProblem({ env: { TOKEN: 'y' }, secretEnv: { TOKEN: 'x' } })).toMatch(/TOKEN is both in env and in secretEnv/);
+    for (const name of ['HTTPS_PROXY', 'no_proxy', 'RLMESH_EVALUATION_ID']) expect(secretEnvProblem({ env: {}, secretEnv: { [name]: 'x' } })).toMatch(/is set by the cluster/);
   });
 
   it('gives a deadline to an assignment without one', () => {
@@ -115,6 +136,13 @@ describe('an assignment against the operator\'s policy for evaluation pods', () 
     const outcomes: unknown[][] = [];
     await assignments(outcomes).assign(create(AssignmentSchema, { evaluationId: 'ev-9', image: 'registry.rlmesh.dev/env/x:1', nodeSelector: { pool: 'train' } }));
     expect(outcomes).toEqual([['ev-9', 'Failed', 'PlacementConflict', expect.stringMatching(/pool=train.*pool=evals.*evaluations\.nodeSelector\.pool/)]]);
+  });
+
+  it('a secret environment the cluster cannot set is refused as InvalidSecretEnv before anything is created, naming no value', async () => {
+    const outcomes: unknown[][] = [];
+    await assignments(outcomes).assign(create(AssignmentSchema, { evaluationId: 'ev-11', image: 'registry.rlmesh.dev/env/x:1', nodeSelector: { pool: 'evals' }, env: { K: 'a' }, secretEnv: { K: 'sekrit' } }));
+    expect(outcomes).toEqual([['ev-11', 'Failed', 'InvalidSecretEnv', expect.stringMatching(/K is both in env and in secretEnv/)]]);
+    expect(JSON.stringify(outcomes)).not.toContain('sekrit');
   });
 
   it('an image refusal comes first, as before', async () => {

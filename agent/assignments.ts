@@ -2,7 +2,10 @@
 // namespace, created idempotently (the control plane resends an assignment
 // until an update for it arrives). What an assignment carries to reach its
 // artifacts (S3 credentials, presigned URLs) goes into one Secret owned by the
-// evaluation, never into the evaluation itself.
+// evaluation, never into the evaluation itself; its secret environment values
+// into another (the evaluation pod reads that one through the kubelet, so it
+// holds nothing else). Neither is spooled or logged: they go from the session
+// straight into the Secrets.
 // Cancellations set spec.cancelled; the controller stops the pod. An image from
 // a registry this cluster does not run, or a reference the kubelet would refuse,
 // is refused before anything is created; an admitted one is written fully qualified.
@@ -11,7 +14,7 @@
 import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { API_VERSION, EVALUATION, GROUP, VERSION, type EvaluationSpec, type RLMeshEvaluation } from '../lib/crds/types.ts';
+import { API_VERSION, envSecretName, EVALUATION, GROUP, SECRET_ENV_NAME, VERSION, type EvaluationSpec, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { NAMES } from '../lib/fixed-names.ts';
 import type { Assignment, Cancellation } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
@@ -34,6 +37,21 @@ export const sourcesSecretName = (evalName: string) => `${evalName.slice(0, 230)
 /** The key of an artifact's presigned URL in that Secret. */
 export const urlKey = (artifactName: string) => `url.${artifactName}`;
 
+// set by the controller: an assignment may not set them, in env or secretEnv
+const RESERVED_ENV = /^(HTTPS?_PROXY|NO_PROXY|https?_proxy|no_proxy|RLMESH_.*)$/;
+
+/** Why the assignment's secret environment cannot be set as it stands, or undefined. */
+export function secretEnvProblem(a: Pick<Assignment, 'env' | 'secretEnv'>): string | undefined {
+  for (const name of Object.keys(a.secretEnv)) {
+    if (!SECRET_ENV_NAME.test(name)) {
+      return `secret environment variable ${JSON.stringify(name)} is not a name the cluster can hold as a Secret key: use letters, digits, "_", "-" and ".", not starting with a digit`;
+    }
+    if (name in a.env) return `environment variable ${name} is both in env and in secretEnv: send it once, in secretEnv if its value is a secret`;
+    if (RESERVED_ENV.test(name)) return `secret environment variable ${name} is set by the cluster (the egress proxy variables and RLMESH_*): use another name`;
+  }
+  return undefined;
+}
+
 const LABELS = { 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' };
 
 /** `image`: the reference admitImage admitted for the assignment; `commonLabels`: the chart's (runtime config pods.commonLabels). */
@@ -42,7 +60,7 @@ export function evaluationFromAssignment(
   image: string,
   namespace: string,
   commonLabels?: Readonly<Record<string, string>>,
-): { evaluation: RLMeshEvaluation; sources: Record<string, string> } {
+): { evaluation: RLMeshEvaluation; sources: Record<string, string>; secretEnv: Record<string, string> } {
   const name = evaluationName(a.evaluationId);
   // the S3 credentials are the assignment's (one set for all its objects), the URLs one per artifact
   const sources: Record<string, string> = {};
@@ -52,6 +70,8 @@ export function evaluationFromAssignment(
     ...(a.command.length ? { command: a.command } : {}),
     ...(a.args.length ? { args: a.args } : {}),
     ...(Object.keys(a.env).length ? { env: Object.entries(a.env).map(([k, v]) => ({ name: k, value: v })) } : {}),
+    // only the names: the values go into the evaluation's own Secret
+    ...(Object.keys(a.secretEnv).length ? { secretEnv: { secretName: envSecretName(name), names: Object.keys(a.secretEnv).sort() } } : {}),
     resources: {
       ...(a.cpu ? { cpu: a.cpu } : {}),
       ...(a.memory ? { memory: a.memory } : {}),
@@ -104,6 +124,7 @@ export function evaluationFromAssignment(
       spec,
     },
     sources,
+    secretEnv: { ...a.secretEnv },
   };
 }
 
@@ -146,8 +167,18 @@ export class Assignments {
       this.o.onOutcome(a.evaluationId, 'Failed', conflict.reason, conflict.message);
       return;
     }
-    const { evaluation, sources } = evaluationFromAssignment(a, admitted.image, namespace, this.o.commonLabels);
+    const envProblem = secretEnvProblem(a);
+    if (envProblem) {
+      log.warn({ evaluationId: a.evaluationId, secretEnvNames: Object.keys(a.secretEnv) }, `assignment refused: ${envProblem}`);
+      this.o.onOutcome(a.evaluationId, 'Failed', 'InvalidSecretEnv', envProblem);
+      return;
+    }
+    const { evaluation, sources, secretEnv } = evaluationFromAssignment(a, admitted.image, namespace, this.o.commonLabels);
     const name = evaluation.metadata.name;
+    const secrets = [
+      { name: sourcesSecretName(name), data: sources },
+      { name: envSecretName(name), data: secretEnv },
+    ].filter((x) => Object.keys(x.data).length > 0);
     let created: RLMeshEvaluation;
     try {
       created = (await this.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, body: evaluation })) as RLMeshEvaluation;
@@ -155,23 +186,24 @@ export class Assignments {
     } catch (err) {
       if (!isConflict(err)) return this.#refused(a, err);
       log.debug({ evaluationId: a.evaluationId, name }, 'assignment already accepted (redelivery)');
-      if (Object.keys(sources).length === 0) return;
-      // the agent may have stopped between the evaluation and its Secret: the redelivery writes it
+      if (secrets.length === 0) return;
+      // the agent may have stopped between the evaluation and its Secrets: the redelivery writes them
       created = (await this.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, name })) as RLMeshEvaluation;
     }
-    if (Object.keys(sources).length > 0) {
+    // owned by the evaluation: deleting it (or the controller's garbage collection of a finished one) deletes them
+    for (const secret of secrets) {
       try {
         await this.core.createNamespacedSecret({
           namespace,
           body: {
             metadata: {
-              name: sourcesSecretName(name),
+              name: secret.name,
               namespace,
               labels: withCommonLabels(LABELS, this.o.commonLabels),
               ownerReferences: [{ apiVersion: API_VERSION, kind: EVALUATION.kind, name, uid: created.metadata.uid!, controller: true, blockOwnerDeletion: false }],
             },
             type: 'Opaque',
-            stringData: sources,
+            stringData: secret.data,
           },
         });
       } catch (err) {

@@ -78,6 +78,15 @@ describe('buildEvaluationPod', () => {
     expect(spec.volumes).toEqual([{ name: 'artifact-cache', persistentVolumeClaim: { claimName: 'rlmesh-artifact-cache', readOnly: true } }]);
   });
 
+  it("reads secret environment values from the evaluation's own Secret by reference, never as values, and never another Secret", () => {
+    const pod = buildEvaluationPod(ev({ secretEnv: { secretName: 'rlmesh-registry-pull', names: ['API_KEY', 'HTTPS_PROXY'] } }), settings());
+    const env = pod.spec!.containers[0]!.env!;
+    expect(env.filter((e) => e.valueFrom)).toEqual([{ name: 'API_KEY', valueFrom: { secretKeyRef: { name: 'eval-1-env', key: 'API_KEY' } } }]);
+    expect(env.filter((e) => e.name === 'HTTPS_PROXY')).toEqual([{ name: 'HTTPS_PROXY', value: 'http://rlmesh-egress-proxy.rlmesh-system.svc:3128' }]);
+    expect(pod.spec!.automountServiceAccountToken).toBe(false);
+    expect(buildEvaluationPod(ev(), settings()).spec!.containers[0]!.env!.some((e) => e.valueFrom)).toBe(false);
+  });
+
   it("copies none of the evaluation's annotations onto the pod, whatever their prefix", () => {
     // the product honours no test annotation: the local cluster's kwok is steered
     // from the test side (test/cluster/kwok-stages.yaml), never through the pod spec

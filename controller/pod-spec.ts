@@ -1,11 +1,12 @@
 // The pod an RLMeshEvaluation runs as: restricted Pod Security, no
 // ServiceAccount token, the pull Secrets (the platform's, then the operator's), the artifact cache mounted read-only
 // with each artifact at /artifacts/<name>, proxy variables pointing at the
-// egress proxy, GPU requests, a deadline, an owner reference so deleting
+// egress proxy, secret environment values from the evaluation's own Secret
+// (read by the kubelet; the pod has no token), GPU requests, a deadline, an owner reference so deleting
 // the evaluation deletes the pod, and a node of the runtime's platform.
 import { createHash } from 'node:crypto';
 import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
-import { API_VERSION, EVALUATION, type RLMeshEvaluation } from '../lib/crds/types.ts';
+import { API_VERSION, envSecretName, EVALUATION, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { netprobeContainer } from './network-policy-probe.ts';
 import { podUser } from '../lib/chart-knobs.ts';
 import { evaluationAffinity, mergedNodeSelector, NO_PLACEMENT, type ClusterPlacement } from '../lib/evaluation-placement.ts';
@@ -90,6 +91,10 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
   };
   const env = [
     ...(spec.env ?? []).filter((e) => !PROXY_VARS.includes(e.name)).map((e) => ({ name: e.name, value: e.value ?? '' })),
+    // from the evaluation's own Secret, whatever secretName says (the CRD refuses any other): the kubelet reads it for the pod
+    ...(spec.secretEnv?.names ?? [])
+      .filter((name) => !PROXY_VARS.includes(name))
+      .map((name) => ({ name, valueFrom: { secretKeyRef: { name: envSecretName(ev.metadata.name), key: name } } })),
     ...Object.entries(proxy).flatMap(([name, value]) => [
       { name, value },
       { name: name.toLowerCase(), value },

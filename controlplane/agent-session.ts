@@ -111,12 +111,28 @@ export function clusterStateMessage(c: Cluster): ControlMessage {
   });
 }
 
-/** Sends every assignment the cluster has not acknowledged, then every pending cancellation. */
-export function sendBacklog(store: Store, session: LiveSession): void {
-  for (const ev of store.unacknowledgedAssignments(session.clusterId)) {
-    session.outbox.push(assignmentMessage(store, ev));
-    store.markAssignmentSent(ev.id);
+/**
+ * Sends an assignment into the session; true when sent. One that carries secrets (S3 keys, presigned URLs, secret
+ * environment values) goes only to a session opened with the current control credential: a superseded one (still
+ * accepted during its overlap) may be held by whoever the rotation meant to shut out, so it waits, with a line
+ * saying so, and is sent when the agent connects with the current value.
+ */
+export function deliverAssignment(store: Store, session: LiveSession, ev: Evaluation, log: Logger): boolean {
+  if (!session.currentCredential && store.carriesSecrets(ev.id)) {
+    log.warn(
+      { clusterId: session.clusterId, sessionId: session.id, evaluationId: ev.id },
+      `assignment ${ev.id} held back: it carries secrets (S3 keys, presigned URLs or secret environment values) and this session was opened with a superseded control credential; it is sent when the agent connects with the current control value (write the rotate call's value into the control Secret if the agent does not have it)`,
+    );
+    return false;
   }
+  session.outbox.push(assignmentMessage(store, ev));
+  store.markAssignmentSent(ev.id);
+  return true;
+}
+
+/** Sends every assignment the cluster has not acknowledged (those with secrets only on a current credential), then every pending cancellation. */
+export function sendBacklog(store: Store, session: LiveSession, log: Logger): void {
+  for (const ev of store.unacknowledgedAssignments(session.clusterId)) deliverAssignment(store, session, ev, log);
   for (const ev of store.pendingCancellations(session.clusterId)) session.outbox.push(cancellationMessage(ev));
 }
 
@@ -166,9 +182,9 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
     log.warn({ cause: e.metadata.get('rlmesh-auth-cause'), reason: e.rawMessage }, 'session refused');
     throw e;
   }
-  // Rotations (control, pull and relay values) go only to a session opened with the current control credential.
-  // One opened with a superseded credential (allowed during the overlap, for an agent that has not stored the new
-  // value yet) gets none: whoever holds an old value must not be handed the new ones. Such an agent keeps working
+  // Rotations (control, pull and relay values), and assignments that carry secrets, go only to a session opened with
+  // the current control credential. One opened with a superseded credential (allowed during the overlap, for an agent
+  // that has not stored the new value yet) gets none: whoever holds an old value must not be handed the new ones. Such an agent keeps working
   // until the overlap ends; the new value reaches it through the Secret (the rotate call's answer).
   // Hello first: whose cluster, which agent version. A refused version ends the session here with one line.
   const incoming = requests[Symbol.asyncIterator]();
@@ -193,13 +209,13 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
   if (!hello) return;
   const skew = acceptHello(hello);
 
-  const session: LiveSession = { id: `s_${randomBase62(16)}`, clusterId, outbox: new Outbox<ControlMessage>(), openedAt: new Date(), receivesRotations: current };
+  const session: LiveSession = { id: `s_${randomBase62(16)}`, clusterId, outbox: new Outbox<ControlMessage>(), openedAt: new Date(), currentCredential: current };
   const out = session.outbox;
   const slog = log.child({ clusterId, sessionId: session.id });
 
   sessions.open(session, () => new ConnectError('this session was replaced by a newer session of the same cluster (only one agent may be connected)', Code.Aborted));
   store.setConnected(clusterId, true);
-  slog.info({ receivesRotations: current }, current ? 'session opened' : 'session opened with a superseded control credential (within its overlap): it gets no credential rotations');
+  slog.info({ currentCredential: current }, current ? 'session opened' : 'session opened with a superseded control credential (within its overlap): it gets no credential rotations');
 
   out.push(
     create(ControlMessageSchema, {
@@ -217,8 +233,8 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
   );
   const c = store.getCluster(clusterId);
   if (c) out.push(clusterStateMessage(c));
-  if (session.receivesRotations) for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
-  sendBacklog(store, session);
+  if (session.currentCredential) for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
+  sendBacklog(store, session, slog);
   const ackKnown = (h: Hello): void => {
     const known = store.knownUpdateIds(clusterId, h.pendingUpdateIds);
     if (known.length > 0) out.push(ack(known));
@@ -242,7 +258,7 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
         lastRotationSend = Date.now();
         const c = store.getCluster(clusterId);
         if (c) out.push(clusterStateMessage(c));
-        if (session.receivesRotations) for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
+        if (session.currentCredential) for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
       }
     } catch (err) {
       slog.error({ err }, 'ping failed');
@@ -314,7 +330,7 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
         return;
       }
       case 'credentialRotated':
-        if (!session.receivesRotations) {
+        if (!session.currentCredential) {
           slog.warn({ purpose: m.msg.value.purpose }, 'CredentialRotated ignored: this session was opened with a superseded control credential and was sent no rotation to confirm');
           return;
         }

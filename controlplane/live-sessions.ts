@@ -53,8 +53,11 @@ export type LiveSession = {
   clusterId: string;
   outbox: Outbox<ControlMessage>;
   openedAt: Date;
-  /** opened with the cluster's current control credential: only such a session is sent credential rotations */
-  receivesRotations: boolean;
+  /**
+   * opened with the cluster's current control credential: only such a session is sent credential rotations and
+   * assignments that carry secrets (S3 keys, presigned URLs, secret environment values)
+   */
+  currentCredential: boolean;
 };
 
 export class LiveSessions {
@@ -87,7 +90,7 @@ export class LiveSessions {
   /** A credential rotation, to the cluster's session only if it may receive rotations; true when sent. */
   sendRotation(clusterId: string, message: ControlMessage): boolean {
     const s = this.byCluster.get(clusterId);
-    if (!s?.receivesRotations) return false;
+    if (!s?.currentCredential) return false;
     s.outbox.push(message);
     return true;
   }

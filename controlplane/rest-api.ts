@@ -14,7 +14,7 @@ import { helmCommand, installCommands as installCommandsFor } from './install-co
 import { credentialWireValue } from './pull-secret.ts';
 import { CREDENTIAL_PURPOSES, dockerConfigJson, type CredentialPurpose } from '../lib/credential-secret.ts';
 import { looksLikeJoinToken, sameSecret } from './secrets.ts';
-import { assignmentMessage, cancellationMessage, clusterStateMessage, rotationMessage, sendBacklog } from './agent-session.ts';
+import { cancellationMessage, clusterStateMessage, deliverAssignment, rotationMessage, sendBacklog } from './agent-session.ts';
 import { splitSecrets, type Cluster, type Evaluation, type Store } from './store.ts';
 import { errorMessage } from '../lib/error-fields.ts';
 
@@ -108,7 +108,7 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
     const c = store.setDraining(liveCluster(id).id, draining)!;
     const live = sessions.get(c.id);
     sessions.send(c.id, clusterStateMessage(c));
-    if (!draining && live) sendBacklog(store, live);
+    if (!draining && live) sendBacklog(store, live, log);
     log.info({ clusterId: c.id, draining }, draining ? 'cluster draining: no new assignments' : 'cluster drain ended');
     return clusterView(c);
   };
@@ -240,10 +240,11 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
           const a = fromJson(AssignmentSchema, { ...(spec as Record<string, JsonValue>), evaluationId: '' });
           if (!a.image) throw new Error('field image is required');
         } catch (err) {
-          throw new ApiError(400, 'invalid_spec', `invalid evaluation spec: ${errorMessage(err)}; fields are image, command, args, env, cpu, memory, gpuCount, gpuVendor, artifacts, deadlineSeconds, nodeSelector`);
+          throw new ApiError(400, 'invalid_spec', `invalid evaluation spec: ${errorMessage(err)}; fields are image, command, args, env, secretEnv, cpu, memory, gpuCount, gpuVendor, artifacts, deadlineSeconds, nodeSelector`);
         }
         const e = store.createEvaluation(c.id, spec as Record<string, unknown>);
-        if (sessions.send(c.id, assignmentMessage(store, e))) store.markAssignmentSent(e.id);
+        const live = sessions.get(c.id);
+        if (live) deliverAssignment(store, live, e, log);
         log.info({ clusterId: c.id, evaluationId: e.id }, 'evaluation submitted');
         return [201, evaluationView(store.getEvaluation(e.id)!)];
       },

@@ -5,6 +5,7 @@ import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
+import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { joinedCluster, openSession, startTestControlPlane, type TestControlPlane, type TestSession } from '../test/support/control-plane.ts';
 import { api } from '../test/support/api.ts';
@@ -425,6 +426,39 @@ describe('ClusterSession', () => {
       expect(refused?.metadata.get('rlmesh-auth-cause')).toBe('revoked');
       expect(refused?.rawMessage).toMatch(/a rotation replaced it and the agent of cluster c_[0-9a-z]+ has since authenticated with the new value/);
     }
+  });
+
+  it('a session opened with a superseded control credential gets no assignment that carries S3 keys or secret environment values: held back with a log line, sent once the current value is used', async () => {
+    const lines: string[] = [];
+    const cp = await start({ pingIntervalMs: 100, log: pino({ level: 'info' }, { write: (l: string) => void lines.push(l) }) });
+    const c = await joinedCluster(cp);
+    const rotated = String((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/credentials/control/rotate`)).body.value);
+    const secretAccessKey = `s3-secret-${'y'.repeat(32)}`;
+    const s3 = (key: string) => ({ image: 'x:1', artifacts: [{ name: 'w', sha256: 'a'.repeat(64), sizeBytes: 1, source: { s3: { bucket: 'b', key, accessKeyId: 'AKIA', secretAccessKey } } }] });
+    const withKeys = String((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, s3('backlog'))).body.id);
+    const plain = String((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:1', env: { A: 'b' } })).body.id);
+    const withEnv = String((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:1', secretEnv: { API_KEY: secretAccessKey } })).body.id);
+
+    // within the overlap the old value opens a session: the assignment without secrets arrives, the one with S3 keys does not
+    const old = session(cp, c.control);
+    expect((await old.waitFor('assignment')).evaluationId).toBe(plain);
+    const live = String((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, s3('live'))).body.id);
+    for (let i = 0; i < 3; i++) await old.waitFor('ping', () => old.received.filter((m) => m.msg.case === 'ping').length > i);
+    expect(old.received.flatMap((m) => (m.msg.case === 'assignment' ? [m.msg.value.evaluationId] : []))).toEqual([plain]);
+    const held = lines.filter((l) => l.includes('held back')).map((l) => JSON.parse(l) as { evaluationId: string; msg: string });
+    expect(held.map((l) => l.evaluationId).sort()).toEqual([withKeys, withEnv, live].sort());
+    expect(held[0]!.msg).toMatch(/carries secrets .* superseded control credential; it is sent when the agent connects with the current control value/);
+    expect(lines.join('')).not.toContain(secretAccessKey);
+    expect((await api(cp, 'GET', `/v1/evaluations/${withKeys}`)).body).toMatchObject({ firstAssignedAt: null, assignmentDeliveries: 0 });
+
+    // the session on the current value gets both, S3 keys and all
+    const current = session(cp, rotated);
+    for (const id of [withKeys, live]) {
+      const a = await current.waitFor('assignment', (x) => x.evaluationId === id);
+      const src = a.artifacts[0]?.source?.source;
+      expect(src?.case === 's3' ? src.value.secretAccessKey : undefined).toBe(secretAccessKey);
+    }
+    expect((await current.waitFor('assignment', (x) => x.evaluationId === withEnv)).secretEnv).toEqual({ API_KEY: secretAccessKey });
   });
 
   it('a rejoin: the old control credential works until the agent connects with the new one, then it is refused', async () => {

@@ -198,6 +198,58 @@ describe('Store', () => {
     expect(store.assignmentSpec(store.getEvaluation(ev.id)!)).toEqual(ev.spec);
   });
 
+  it('keeps secret environment values out of the database: the names stay in the spec, the values are sealed until the assignment is acknowledged', () => {
+    const c = store.createCluster('lab');
+    const apiKey = `api-key-${'v'.repeat(30)}`;
+    const spec = { image: 'x:1', env: { SEED: '7' }, secretEnv: { API_KEY: apiKey, HF_TOKEN: `${apiKey}-hf` } };
+    const ev = store.createEvaluation(c.id, spec);
+    const files = () => readdirSync(dir).filter((f) => f.startsWith('cp.db')).map((f) => readFileSync(join(dir, f)).toString('latin1')).join('');
+    expect(files()).not.toContain(apiKey);
+    expect(ev.spec).toEqual({ image: 'x:1', env: { SEED: '7' }, secretEnv: { API_KEY: '[redacted]', HF_TOKEN: '[redacted]' } });
+    expect(store.carriesSecrets(ev.id)).toBe(true);
+    expect(store.assignmentSpec(ev)).toEqual(spec);
+    store.applyUpdate(c.id, { id: 'u1', evaluationId: ev.id, phase: 'Pending', reason: '', message: '', exitCode: null, pod: '', node: '', observedAt: null, sequence: 1 });
+    expect(store.carriesSecrets(ev.id)).toBe(false);
+    expect(store.assignmentSpec(store.getEvaluation(ev.id)!)).toEqual(ev.spec);
+    expect(files()).not.toContain(apiKey);
+  });
+
+  it('keeps an undelivered rotation sealed on disk: no plaintext credential in the database or its WAL, and the same value after a restart', () => {
+    const c = store.createCluster('lab');
+    const r = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, true);
+    if (!r.ok) throw new Error(r.problem);
+    const rotated = (['control', 'pull', 'relay'] as const).map((p) => store.rotateCredential(c.id, p).value);
+    const files = () => readdirSync(dir).filter((f) => f.startsWith('cp.db')).map((f) => readFileSync(join(dir, f)).toString('latin1')).join('');
+    for (const v of rotated) expect(files()).not.toContain(v);
+    const db = new DatabaseSync(file, { readOnly: true });
+    const stored = (db.prepare('SELECT undelivered_value FROM credentials WHERE undelivered_value IS NOT NULL').all() as { undelivered_value: string }[]).map((x) => x.undelivered_value);
+    db.close();
+    expect(stored).toHaveLength(3);
+    for (const s of stored) expect(s).toMatch(/^v1:[A-Za-z0-9+/=]+$/);
+    expect(store.undeliveredRotations(c.id).map((x) => x.value).sort()).toEqual([...rotated].sort());
+
+    store.close();
+    store = new Store(file, clock);
+    expect(store.undeliveredRotations(c.id).map((x) => x.value).sort()).toEqual([...rotated].sort());
+    for (const v of rotated) expect(files()).not.toContain(v);
+  });
+
+  it('seals the undelivered rotations of a data file from before they were sealed, leaving none in it', () => {
+    const c = store.createCluster('lab');
+    const r = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, false);
+    if (!r.ok) throw new Error(r.problem);
+    store.rotateCredential(c.id, 'pull');
+    store.close();
+    const legacy = `rlm_rp_${'L'.repeat(40)}`;
+    const db = new DatabaseSync(file);
+    db.prepare("UPDATE credentials SET undelivered_value = ? WHERE purpose = 'pull' AND undelivered_value IS NOT NULL").run(legacy);
+    db.close();
+    store = new Store(file, clock);
+    const files = readdirSync(dir).filter((f) => f.startsWith('cp.db')).map((f) => readFileSync(join(dir, f)).toString('latin1')).join('');
+    expect(files).not.toContain(legacy);
+    expect(store.undeliveredRotations(c.id)).toMatchObject([{ purpose: 'pull', value: legacy }]);
+  });
+
   it('seals the S3 secret keys of a data file from before sealing, leaving none in it', () => {
     const c = store.createCluster('lab');
     const ev = store.createEvaluation(c.id, { image: 'x:1' });

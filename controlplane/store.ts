@@ -2,11 +2,12 @@
 // a restart loses nothing: clusters, join tokens, credentials, evaluations and
 // the evaluation updates agents delivered. Tokens and credentials are stored
 // as SHA-256 hashes only; the one exception is a rotated credential the agent
-// has not yet confirmed, kept until it says CredentialRotated so it can be
-// re-sent after a reconnect or a restart. The S3 secret keys and session
-// tokens of a submitted evaluation are not part of its stored spec: they are
-// sealed (secrets.ts, key file beside the database) until the cluster
-// acknowledges the assignment, then dropped.
+// has not yet confirmed, kept sealed (secrets.ts) until it says CredentialRotated
+// so it can be re-sent after a reconnect or a restart. The S3 secret keys,
+// session tokens, presigned URLs and secret environment values of a submitted
+// evaluation are not part of its stored spec: they are sealed (secrets.ts, key
+// file beside the database) until the cluster acknowledges the assignment, then
+// dropped.
 import { dirname, join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { mint, PREFIX, randomBase62, Sealer, sha256Hex } from './secrets.ts';
@@ -138,6 +139,8 @@ ${SCHEMA_UPDATES}`;
 
 /** Keys of an assignment (protobuf JSON, either spelling) whose values are secrets (a presigned URL is one). */
 export const SECRET_SPEC_KEYS = new Set(['secretAccessKey', 'sessionToken', 'secret_access_key', 'session_token', 'httpsUrl', 'https_url']);
+/** Keys of an assignment whose values are maps of secrets (the secret environment): each value is sealed, the names kept. */
+export const SECRET_MAP_KEYS = new Set(['secretEnv', 'secret_env']);
 export const REDACTED = '[redacted]';
 type SecretAt = { path: (string | number)[]; value: string };
 
@@ -152,6 +155,14 @@ export function splitSecrets(spec: Record<string, unknown>): { spec: Record<stri
       if (SECRET_SPEC_KEYS.has(k) && typeof x === 'string' && x !== '') {
         secrets.push({ path: [...path, k], value: x });
         out[k] = REDACTED;
+      } else if (SECRET_MAP_KEYS.has(k) && x !== null && typeof x === 'object' && !Array.isArray(x)) {
+        out[k] = Object.fromEntries(
+          Object.entries(x).map(([name, value]) => {
+            if (typeof value !== 'string' || value === '') return [name, value];
+            secrets.push({ path: [...path, k, name], value });
+            return [name, REDACTED];
+          }),
+        );
       } else out[k] = walk(x, [...path, k]);
     }
     return out;
@@ -240,6 +251,15 @@ export class Store {
     this.db.exec(SCHEMA);
     migrate(this.db);
     this.sealPlaintextSpecs();
+    this.sealPlaintextRotations();
+  }
+
+  /** Undelivered rotations stored in plaintext by a control plane from before they were sealed: sealed now, no copy left in the WAL. */
+  private sealPlaintextRotations(): void {
+    const rows = this.db.prepare("SELECT id, undelivered_value FROM credentials WHERE undelivered_value IS NOT NULL AND undelivered_value NOT LIKE 'v1:%'").all() as Row[];
+    const update = this.db.prepare('UPDATE credentials SET undelivered_value = ? WHERE id = ?');
+    for (const r of rows) update.run(this.sealer.seal(str(r.undelivered_value)), Number(r.id));
+    if (rows.length > 0) this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
   }
 
   /** Evaluations stored before secrets were sealed: seal theirs now, and leave no copy in the WAL. */
@@ -414,7 +434,7 @@ export class Store {
     const value = mint(PREFIX[purpose]);
     this.db
       .prepare('INSERT INTO credentials (cluster_id, purpose, hash, created_at, undelivered_value, issued_by) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(clusterId, purpose, sha256Hex(value), now.toISOString(), keepForDelivery ? value : null, issuedBy);
+      .run(clusterId, purpose, sha256Hex(value), now.toISOString(), keepForDelivery ? this.sealer.seal(value) : null, issuedBy);
     return { value, oldValidUntil };
   }
 
@@ -423,7 +443,7 @@ export class Store {
     return this.tx(() => this.replaceCredential(clusterId, purpose, true, 'rotation'));
   }
 
-  /** Rotated values the agent has not confirmed yet (sent again on every connect). */
+  /** Rotated values the agent has not confirmed yet (sent again on every connect), unsealed. */
   undeliveredRotations(clusterId: string): { purpose: CredentialPurpose; value: string; oldValidUntil: string | null }[] {
     const rows = this.db
       .prepare(
@@ -432,7 +452,7 @@ export class Store {
          FROM credentials c WHERE c.cluster_id = ? AND c.undelivered_value IS NOT NULL AND c.revoked_at IS NULL AND c.superseded_at IS NULL`,
       )
       .all(clusterId) as Row[];
-    return rows.map((r) => ({ purpose: str(r.purpose) as CredentialPurpose, value: str(r.undelivered_value), oldValidUntil: strOrNull(r.old_valid_until) }));
+    return rows.map((r) => ({ purpose: str(r.purpose) as CredentialPurpose, value: this.sealer.open(str(r.undelivered_value)), oldValidUntil: strOrNull(r.old_valid_until) }));
   }
 
   confirmRotation(clusterId: string, purpose: string): void {
@@ -521,6 +541,12 @@ export class Store {
     const spec = ev.spec ?? {};
     if (!row || row.sealed_secrets === null) return spec;
     return restoreSecrets(spec, JSON.parse(this.sealer.open(str(row.sealed_secrets))) as SecretAt[]);
+  }
+
+  /** Whether the evaluation's assignment still holds sealed secrets (S3 keys, presigned URLs, secret environment values). */
+  carriesSecrets(id: string): boolean {
+    const row = this.db.prepare('SELECT sealed_secrets FROM evaluations WHERE id = ?').get(id) as Row | undefined;
+    return row !== undefined && row.sealed_secrets !== null;
   }
 
   getEvaluation(id: string): Evaluation | undefined {

@@ -21,6 +21,8 @@ export const NAMES = {
   joinTokenSecret: 'rlmesh-join-token',
   /** suffix of the per-evaluation Secret of source credentials the agent writes in the runs namespace */
   sourcesSecretSuffix: '-sources',
+  /** suffix of the per-evaluation Secret of secret environment values the agent writes in the runs namespace */
+  envSecretSuffix: '-env',
   /** Service of the egress proxy */
   egressProxyService: 'rlmesh-egress-proxy',
   /** PVC of the shared artifact cache (runs namespace) */

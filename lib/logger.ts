@@ -6,7 +6,7 @@ export const REDACT_PATHS = [
   'token', 'joinToken', 'control', 'pull', 'relay', 'credential', 'password', 'secret', 'authorization',
   '*.token', '*.joinToken', '*.control', '*.pull', '*.relay', '*.credential', '*.password', '*.secret',
   '*.authorization', 'headers.authorization', 'req.headers.authorization', 'secretAccessKey', '*.secretAccessKey',
-  'sessionToken', '*.sessionToken',
+  'sessionToken', '*.sessionToken', 'secretEnv', '*.secretEnv',
 ];
 
 const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };

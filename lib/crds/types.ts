@@ -56,6 +56,28 @@ export const urlSecretRefSchema = z
   .strict()
   .describe('Reference to the Secret key holding the presigned HTTPS URL the assignment carried. A presigned URL is a credential, so it is never stored in the evaluation itself.');
 
+/** An environment variable name that is also a Secret key (the pod reads it with secretKeyRef under its own name). */
+export const SECRET_ENV_NAME = /^[A-Za-z_.-][A-Za-z0-9_.-]*$/;
+
+/** The Secret of an evaluation's secret environment values: written by the agent, read for its pod by the kubelet alone. */
+export const envSecretName = (evaluationName: string): string => `${evaluationName}${NAMES.envSecretSuffix}`;
+
+export const secretEnvSchema = z
+  .object({
+    secretName: z
+      .string()
+      .min(1)
+      .describe(
+        `Name of the Secret in the evaluation's namespace that holds the values: the evaluation's own, <evaluation name>${NAMES.envSecretSuffix}, written by the agent and owned by the evaluation (deleted with it). Any other name is refused.`,
+      ),
+    names: z
+      .array(z.string().regex(SECRET_ENV_NAME, { message: 'a secret environment variable name must be letters, digits, "_", "-" or "." and not start with a digit' }))
+      .min(1)
+      .describe('Names of the environment variables set from that Secret; each is also the key of its value there.'),
+  })
+  .strict()
+  .describe('Environment variables whose values are secrets: the values are never in the evaluation, only in its own Secret, which the kubelet reads for the pod.');
+
 export const s3SourceSchema = z
   .object({
     endpoint: z
@@ -142,6 +164,7 @@ export const evaluationSpecSchema = z
     command: z.array(z.string()).optional().describe('Entrypoint of the evaluation container; empty uses the image\'s.'),
     args: z.array(z.string()).optional().describe('Arguments of the evaluation container.'),
     env: z.array(envVarSchema).optional().describe('Environment variables of the evaluation container (proxy variables are set by the controller).'),
+    secretEnv: secretEnvSchema.optional(),
     resources: resourcesSchema.optional(),
     artifacts: z.array(artifactSchema).optional().meta({
       description: 'Artifacts the evaluation reads, mounted read-only at /artifacts/<name>.',
@@ -160,6 +183,14 @@ export const evaluationSpecSchema = z
   })
   .strict()
   .describe('What to run: the evaluation container, its artifacts, resources and deadline.');
+
+/** Rules on the whole RLMeshEvaluation (CEL sees metadata.name only from the root). */
+export const evaluationRules = [
+  {
+    rule: `!has(self.spec.secretEnv) || self.spec.secretEnv.secretName == self.metadata.name + '${NAMES.envSecretSuffix}'`,
+    message: `spec.secretEnv.secretName must be the evaluation's own Secret, <evaluation name>${NAMES.envSecretSuffix}: an evaluation reads no other Secret`,
+  },
+] as const;
 
 export const PHASES = ['Pending', 'Fetching', 'Waiting', 'Running', 'Succeeded', 'Failed', 'Cancelled'] as const;
 export const phaseSchema = z.enum(PHASES);

@@ -11,6 +11,7 @@ import {
   VERSION,
   cacheSpecSchema,
   cacheStatusSchema,
+  evaluationRules,
   evaluationSpecSchema,
   evaluationStatusSchema,
 } from '../../lib/crds/types.ts';
@@ -53,8 +54,9 @@ function assertDescribed(node: Json, path: string): void {
 
 type Names = { kind: string; plural: string; singular: string; shortNames: readonly string[] };
 type Column = { name: string; type: string; jsonPath: string; description: string; priority?: number };
+type Rule = { rule: string; message: string };
 
-function crd(names: Names, scope: 'Namespaced' | 'Cluster', description: string, spec: z.ZodType, status: z.ZodType, columns: Column[]): string {
+function crd(names: Names, scope: 'Namespaced' | 'Cluster', description: string, spec: z.ZodType, status: z.ZodType, columns: Column[], rules: readonly Rule[] = []): string {
   const specSchema = openApi(spec);
   const statusSchema = openApi(status);
   assertDescribed(specSchema, 'spec');
@@ -91,6 +93,7 @@ function crd(names: Names, scope: 'Namespaced' | 'Cluster', description: string,
                 spec: specSchema,
                 status: statusSchema,
               },
+              ...(rules.length ? { 'x-kubernetes-validations': rules.map((r) => ({ ...r })) } : {}),
             },
           },
         },
@@ -117,6 +120,7 @@ export async function outputs(): Promise<Record<string, string>> {
       { name: 'Message', type: 'string', jsonPath: '.status.message', description: 'Explanation of the phase.', priority: 1 },
       { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Age of the evaluation.' },
     ],
+    evaluationRules,
   );
   const cache = crd(
     CACHE,

@@ -110,6 +110,7 @@ function controllerPods(namespace = 'rlmesh-runs'): { evaluation: V1Pod; probe: 
       deadlineSeconds: 60,
       cancelled: false,
       env: [{ name: 'SEED', value: '7' }],
+      secretEnv: { secretName: 'rbac-test-env', names: ['API_KEY'] },
       artifacts: [{ name: 'policy.pt', sha256: 'a'.repeat(64), sizeBytes: 1, source: { httpsUrlSecretRef: { name: 'rbac-test-sources', key: 'url.policy.pt' } } }],
     },
   };
@@ -130,10 +131,11 @@ function controllerPods(namespace = 'rlmesh-runs'): { evaluation: V1Pod; probe: 
   return { evaluation, probe, config };
 }
 
-/** A copy of `pod` changed by `change`. */
-function altered(pod: V1Pod, change: (spec: V1Pod['spec'] & object) => void): V1Pod {
+/** A copy of `pod` changed by `change` (and its metadata by `meta`). */
+function altered(pod: V1Pod, change: (spec: V1Pod['spec'] & object) => void, meta?: (m: V1Pod['metadata'] & object) => void): V1Pod {
   const copy = structuredClone(pod);
   change(copy.spec!);
+  meta?.(copy.metadata!);
   return copy;
 }
 
@@ -155,6 +157,7 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     // its own names pass (the server's dry run goes through admission and stores nothing)
     expect(as(kc, ['-n', SYS, 'create', 'secret', 'generic', 'rlmesh-cluster-relay-secret', '--from-literal=relay-secret=x', '--dry-run=server']).ok).toBe(true);
     expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-sources', '--from-literal=accessKeyId=a', '--dry-run=server']).ok).toBe(true);
+    expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-env', '--from-literal=API_KEY=a', '--dry-run=server']).ok).toBe(true);
     expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-other', '--from-literal=a=b', '--dry-run=server']).ok).toBe(false);
   });
 
@@ -181,12 +184,13 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     expect(unbound.out).toContain('its token names no node');
   });
 
-  it('the controller creates only pods shaped like its own: as ServiceAccount default, no token, no volume but the cache read-only, no Secret in env, images from the evaluation registries or its own', async () => {
+  it('the controller creates only pods shaped like its own: as ServiceAccount default, no token, no volume but the cache read-only, no Secret in env but its evaluation\'s own secret environment, images from the evaluation registries or its own', async () => {
     const kc = kubeconfigs.get('rlmesh-cluster-controller')!;
     const { evaluation, probe, config } = controllerPods();
     const registry = config.controlPlane.registryHost;
     expect(evaluation.spec!.initContainers).toHaveLength(1);
     expect(evaluation.spec!.volumes).toHaveLength(1);
+    expect(evaluation.spec!.containers[0]!.env!.filter((e) => e.valueFrom)).toEqual([{ name: 'API_KEY', valueFrom: { secretKeyRef: { name: 'rbac-test-env', key: 'API_KEY' } } }]);
 
     // the cache filler's ServiceAccount may read every Secret in rlmesh-runs; its pod is the chart's alone
     const filler = await enforced(kc, ['create', '-f', '-', '--dry-run=server'], JSON.stringify(altered(evaluation, (s) => { s.serviceAccountName = 'rlmesh-artifact-cache-filler'; })));
@@ -199,7 +203,11 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
       // PodSecurity restricted allows Secret volumes
       ['a Secret volume', altered(evaluation, (s) => { s.volumes!.push({ name: 'pull', secret: { secretName: config.credentials.pullSecret } }); }), 'may mount only the artifact cache, PersistentVolumeClaim rlmesh-artifact-cache read-only, not volume pull'],
       ['the cache read-write', altered(evaluation, (s) => { s.volumes![0]!.persistentVolumeClaim!.readOnly = false; }), 'may mount only the artifact cache', 'not volume artifact-cache'],
-      ['a Secret in env', altered(evaluation, (s) => { s.containers[0]!.env!.push({ name: 'KEYS', valueFrom: { secretKeyRef: { name: 'rbac-test-sources', key: 'url.policy.pt' } } }); }), 'may not fill environment variables from Secrets (container evaluation)'],
+      ['a Secret in env', altered(evaluation, (s) => { s.containers[0]!.env!.push({ name: 'KEYS', valueFrom: { secretKeyRef: { name: 'rbac-test-sources', key: 'url.policy.pt' } } }); }), 'may fill environment variables only from the secret environment Secret of the evaluation that owns the pod (<evaluation>-env), not from another Secret (container evaluation)'],
+      ['the pull Secret in env', altered(evaluation, (s) => { s.containers[0]!.env!.push({ name: 'PULL', valueFrom: { secretKeyRef: { name: config.credentials.pullSecret, key: '.dockerconfigjson' } } }); }), 'not from another Secret (container evaluation)'],
+      ["another evaluation's secret environment", altered(evaluation, (s) => { s.containers[0]!.env!.push({ name: 'THEIRS', valueFrom: { secretKeyRef: { name: 'other-ev-env', key: 'API_KEY' } } }); }), 'not from another Secret (container evaluation)'],
+      ['its own secret environment as envFrom', altered(evaluation, (s) => { s.containers[0]!.envFrom = [{ secretRef: { name: 'rbac-test-env' } }]; }), 'not from another Secret (container evaluation)'],
+      ['a second owner to borrow its Secret', altered(evaluation, () => undefined, (m) => { m.ownerReferences!.push({ ...m.ownerReferences![0]!, name: 'other-ev', uid: '00000000-0000-4000-8000-000000000002', controller: false }); }), 'not from another Secret (container evaluation)'],
       ['an unlisted registry', altered(evaluation, (s) => { s.containers[0]!.image = 'ghcr.io/someone/env:1'; }), `may run images only from ${registry} `, 'not ghcr.io/someone/env:1, which pulls from ghcr.io'],
       // an upper-case first component is a registry host, as the kubelet reads it, not a Docker Hub path
       ['an upper-case host', altered(evaluation, (s) => { s.containers[0]!.image = 'MYREG/env:1'; }), 'not MYREG/env:1, which pulls from myreg'],

@@ -8,6 +8,7 @@
 {{- define "rlmesh.name.relaySecret" -}}rlmesh-cluster-relay-secret{{- end }}
 {{- define "rlmesh.name.joinTokenSecret" -}}rlmesh-join-token{{- end }}
 {{- define "rlmesh.name.sourcesSecretSuffix" -}}-sources{{- end }}
+{{- define "rlmesh.name.envSecretSuffix" -}}-env{{- end }}
 {{- define "rlmesh.name.egressProxyService" -}}rlmesh-egress-proxy{{- end }}
 {{- define "rlmesh.name.artifactCachePvc" -}}rlmesh-artifact-cache{{- end }}
 {{- define "rlmesh.name.agentSpoolPvc" -}}rlmesh-agent-spool{{- end }}
