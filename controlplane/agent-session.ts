@@ -316,7 +316,8 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
       case 'operatorDrain': {
         // the operator's drain is the cluster's to decide: recorded and shown, and no new assignment is sent while it lasts
         const d = m.msg.value;
-        const since = d.draining ? (d.since ? timestampDate(d.since) : store.now()).toISOString() : null;
+        const reported = d.since ? timestampDate(d.since) : undefined;
+        const since = d.draining ? (reported && !Number.isNaN(reported.getTime()) ? reported : store.now()).toISOString() : null;
         const before = store.getCluster(clusterId);
         const after = store.setOperatorDrain(clusterId, since);
         if (Boolean(before?.operatorDrainingSince) === d.draining) return;
