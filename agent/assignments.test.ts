@@ -151,3 +151,46 @@ describe('an assignment against the operator\'s policy for evaluation pods', () 
     expect(outcomes[0]?.[2]).toBe('ImageNotAllowed');
   });
 });
+
+describe('an assignment while the cluster drains', () => {
+  const drainedBy = { reason: 'OperatorDrain' as const, message: 'refused: drained' };
+  function cluster(existing: string[]) {
+    const created: string[] = [];
+    const custom = {
+      getNamespacedCustomObject: async ({ name }: { name: string }) => {
+        if (!existing.includes(name)) throw new k8s.ApiException(404, 'not found', {}, {});
+        return { metadata: { name, uid: 'uid-1' } };
+      },
+      createNamespacedCustomObject: async ({ body }: { body: { metadata: { name: string } } }) => {
+        if (existing.includes(body.metadata.name)) throw new k8s.ApiException(409, 'exists', {}, {});
+        created.push(body.metadata.name);
+        return { ...body, metadata: { ...body.metadata, uid: 'uid-2' } };
+      },
+    };
+    const kc = { makeApiClient: () => custom } as unknown as k8s.KubeConfig;
+    const outcomes: unknown[][] = [];
+    const assignments = new Assignments({ kc, namespace: 'rlmesh-runs', imageRegistries: ['registry.rlmesh.dev'], log: pino({ level: 'silent' }), onOutcome: (...o) => outcomes.push(o) });
+    return { assignments, created, outcomes };
+  }
+
+  it('a new one is refused and reported with the drain\'s reason, before anything is created', async () => {
+    const { assignments, created, outcomes } = cluster([]);
+    await assignments.assign(create(AssignmentSchema, { evaluationId: 'ev-new', image: 'registry.rlmesh.dev/env/x:1' }), () => drainedBy);
+    expect(outcomes).toEqual([['ev-new', 'Failed', 'OperatorDrain', 'refused: drained']]);
+    expect(created).toEqual([]);
+  });
+
+  it('a redelivery of one accepted before the drain goes on (it runs to its end), and nothing is reported against it', async () => {
+    const { assignments, created, outcomes } = cluster(['ev-held']);
+    await assignments.assign(create(AssignmentSchema, { evaluationId: 'ev-held', image: 'registry.rlmesh.dev/env/x:1' }), () => drainedBy);
+    expect(outcomes).toEqual([]);
+    expect(created).toEqual([]);
+  });
+
+  it('not drained: created as before', async () => {
+    const { assignments, created, outcomes } = cluster([]);
+    await assignments.assign(create(AssignmentSchema, { evaluationId: 'ev-ok', image: 'registry.rlmesh.dev/env/x:1' }), () => undefined);
+    expect(outcomes).toEqual([]);
+    expect(created).toEqual(['ev-ok']);
+  });
+});

@@ -10,7 +10,10 @@
 // a registry this cluster does not run, or a reference the kubelet would refuse,
 // is refused before anything is created; an admitted one is written fully qualified.
 // So is a placement that conflicts with the operator's policy for evaluation pods
-// (lib/evaluation-placement.ts): the platform can only narrow it.
+// (lib/evaluation-placement.ts): the platform can only narrow it. And so is
+// every new assignment while the cluster drains (the platform's drain or the
+// operator's): only a redelivery of an evaluation the cluster already holds
+// goes through.
 import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -128,6 +131,9 @@ export function evaluationFromAssignment(
   };
 }
 
+/** Why a drained cluster refuses a new assignment: ClusterDraining (the platform's drain) or OperatorDrain (rlmesh drain). */
+export type DrainRefusal = { reason: 'ClusterDraining' | 'OperatorDrain'; message: string };
+
 export type AssignmentsOptions = {
   kc: k8s.KubeConfig;
   namespace: string;
@@ -153,8 +159,18 @@ export class Assignments {
     this.core = o.kc.makeApiClient(k8s.CoreV1Api);
   }
 
-  async assign(a: Assignment): Promise<void> {
+  /**
+   * `drained`: asked before anything is created; a refusal it returns (the cluster drains) refuses the
+   * assignment unless the evaluation already exists (a redelivery of one accepted before the drain, which runs on).
+   */
+  async assign(a: Assignment, drained?: () => DrainRefusal | undefined): Promise<void> {
     const { namespace, log } = this.o;
+    const refusal = drained?.();
+    if (refusal && !(await this.#exists(evaluationName(a.evaluationId)))) {
+      log.warn({ evaluationId: a.evaluationId, reason: refusal.reason }, `assignment refused: ${refusal.message}`);
+      this.o.onOutcome(a.evaluationId, 'Failed', refusal.reason, refusal.message);
+      return;
+    }
     const admitted = admitImage(a.image, this.o.imageRegistries);
     if ('refusal' in admitted) {
       log.warn({ evaluationId: a.evaluationId, image: a.image }, `assignment refused: ${admitted.refusal}`);
@@ -209,6 +225,16 @@ export class Assignments {
       } catch (err) {
         if (!isConflict(err)) throw err;
       }
+    }
+  }
+
+  async #exists(name: string): Promise<boolean> {
+    try {
+      await this.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.o.namespace, plural: EVALUATION.plural, name });
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
     }
   }
 

@@ -2,8 +2,10 @@ import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
-import { AckSchema, ClusterStateSchema, ControlMessageSchema, CredentialRotationSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { AckSchema, AssignmentSchema, ClusterStateSchema, ControlMessageSchema, CredentialRotationSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { dockerConfigJson } from '../lib/credential-secret.ts';
+import type { OperatorDrain } from '../lib/operator-drain.ts';
+import type { DrainRefusal } from './assignments.ts';
 import { controlMessageHandler, type ControlMessageParts } from './control-messages.ts';
 
 const flush = () => new Promise((r) => setTimeout(r, 10));
@@ -59,6 +61,57 @@ describe('controlMessageHandler', () => {
       'the platform is draining this cluster: no new evaluations arrive, those running finish; once GET /v1/clusters shows none unfinished, helm uninstall is safe',
       'the platform ended the drain: this cluster takes new evaluations again',
     ]);
+  });
+
+  it('judges each new assignment by the drain as it stood when the assignment arrived: the platform\'s, and the operator\'s over it', async () => {
+    const judged: (DrainRefusal | undefined)[] = [];
+    const assign = vi.fn(async (_a: unknown, drained?: () => DrainRefusal | undefined) => void judged.push(drained?.()));
+    let operator: OperatorDrain | null = null;
+    const { handle } = parts({
+      assignments: { assign, cancel: vi.fn(async () => undefined) } as unknown as ControlMessageParts['assignments'],
+      operatorDrain: () => operator,
+      namespace: 'rlmesh-system',
+    });
+    const assignment = (id: string) => msg({ case: 'assignment', value: create(AssignmentSchema, { evaluationId: id, image: 'registry.rlmesh.dev/e:1' }) });
+    const state = (draining: boolean) => msg({ case: 'clusterState', value: create(ClusterStateSchema, { draining, ...(draining ? { drainingSince: timestampFromDate(new Date('2026-12-01T08:00:00Z')) } : {}) }) });
+    handle(assignment('before'));
+    handle(state(true));
+    handle(assignment('while-platform-drains'));
+    handle(state(false));
+    handle(assignment('after'));
+    operator = { since: '2026-12-02T09:00:00.000Z', by: 'alice' };
+    handle(assignment('while-operator-drains'));
+    // the platform cannot end the operator's drain
+    handle(state(false));
+    handle(assignment('platform-says-go'));
+    await flush();
+    expect(judged.map((j) => j?.reason)).toEqual([undefined, 'ClusterDraining', undefined, 'OperatorDrain', 'OperatorDrain']);
+    expect(judged[1]!.message).toMatch(/^refused: the platform drains this cluster \(since 2026-12-01T08:00:00\.000Z\) and still sent this new evaluation; .*submit to another cluster, or end the drain on the platform first/);
+    expect(judged[3]!.message).toMatch(/^refused: the cluster's operator drained this cluster at 2026-12-02T09:00:00\.000Z \(rlmesh drain, ConfigMap rlmesh-system\/rlmesh-operator-drain\), so it takes no new evaluations while those it holds run to their end; submit to another cluster, or ask the cluster's operator to run rlmesh drain --undo$/);
+    // the operator's user stays in the cluster
+    expect(judged[3]!.message).not.toContain('alice');
+  });
+
+  it('an operator drain not read yet: the assignment waits (its judging throws, so it is retried), never slips through', async () => {
+    const seen: unknown[] = [];
+    const assign = vi.fn(async (_a: unknown, drained?: () => DrainRefusal | undefined) => {
+      try {
+        drained?.();
+      } catch (err) {
+        seen.push(err);
+        throw err;
+      }
+    });
+    const { p, handle } = parts({
+      assignments: { assign, cancel: vi.fn(async () => undefined) } as unknown as ControlMessageParts['assignments'],
+      operatorDrain: () => {
+        throw new Error('not read yet');
+      },
+    });
+    handle(msg({ case: 'assignment', value: create(AssignmentSchema, { evaluationId: 'ev-1', image: 'registry.rlmesh.dev/e:1' }) }));
+    await flush();
+    expect(seen).toHaveLength(1);
+    expect(p.metrics.assignments.inc).toHaveBeenCalledWith({ outcome: 'failed' });
   });
 
   it('writes a rotation once while the control plane resends it, then uses and confirms it', async () => {

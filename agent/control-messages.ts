@@ -2,7 +2,9 @@
 // session: acks release spooled updates, assignments become RLMeshEvaluations,
 // cancellations stop them, a rotated credential is checked, written to its
 // Secret, used, and confirmed, and the cluster's state (draining) is logged and
-// exported.
+// exported. While the cluster drains (the platform said so, or the operator ran
+// rlmesh drain) a new assignment is refused and reported (agent/drain-refusal.ts):
+// a platform that keeps sending gets each one back as Failed.
 //
 // A rotation that fails the check (lib/credential-rotation.ts) is refused once:
 // nothing is written, one error log line says why (without the value), and it
@@ -17,7 +19,9 @@ import { timestampDate } from '@bufbuild/protobuf/wkt';
 import type { Logger } from 'pino';
 import { errorFields } from '../lib/error-fields.ts';
 import { CredentialRotatedSchema, type ControlMessage, type CredentialRotation } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import type { OperatorDrain } from '../lib/operator-drain.ts';
 import type { Assignments } from './assignments.ts';
+import { drainRefusal, type PlatformDrain } from './drain-refusal.ts';
 import type { CredentialWatch } from './credential-watch.ts';
 import { CREDENTIAL_PURPOSES, tokenHash } from '../lib/credential-secret.ts';
 import { checkRotation } from '../lib/credential-rotation.ts';
@@ -43,8 +47,12 @@ export type ControlMessageParts = {
   registryHost: string;
   /** told of each rotation being stored, stored, or refused (for the agent's status ConfigMap) */
   rotations?: Pick<RotationLog, 'storing' | 'stored' | 'refused'>;
-  /** told whether the platform drains this cluster, on each ClusterState */
-  onDraining?: (draining: boolean) => void;
+  /** told whether the platform drains this cluster (and since when), on each ClusterState */
+  onDraining?: (draining: boolean, since?: string) => void;
+  /** the operator's drain (rlmesh drain), asked as each new assignment is handled; throws while not read yet (the assignment is retried) */
+  operatorDrain?: () => OperatorDrain | null;
+  /** the release namespace, which an operator-drain refusal names */
+  namespace?: string;
 };
 
 /** How many refused rotations (purpose and value hash) are remembered: a bound, whatever the control plane sends. */
@@ -54,6 +62,8 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
   // the control plane sends an unconfirmed rotation again while the session lives: one writer per value
   const rotationsInFlight = new Set<string>();
   let draining: boolean | undefined;
+  // what the platform last said; an assignment is judged by the drain as it stood when the assignment arrived
+  let platformDrain: PlatformDrain = null;
   const refused = new Set<string>();
 
   return (m) => {
@@ -75,7 +85,9 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
       }
       case 'assignment': {
         const a = m.msg.value;
-        p.retrying(`assignment ${a.evaluationId}`, () => p.assignments.assign(a)).then(
+        const platform = platformDrain;
+        const drained = () => drainRefusal(platform, p.operatorDrain?.() ?? null, p.namespace ?? 'rlmesh-system');
+        p.retrying(`assignment ${a.evaluationId}`, () => p.assignments.assign(a, drained)).then(
           () => p.metrics.assignments.inc({ outcome: 'accepted' }),
           () => p.metrics.assignments.inc({ outcome: 'failed' }),
         );
@@ -118,12 +130,13 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
       case 'clusterState': {
         const { drainingSince } = m.msg.value;
         const now = m.msg.value.draining;
+        const since = drainingSince ? timestampDate(drainingSince).toISOString() : undefined;
+        platformDrain = now ? (since ? { since } : {}) : null;
         p.metrics.draining.set(now ? 1 : 0);
-        p.onDraining?.(now);
+        p.onDraining?.(now, since);
         if (now === draining) return;
         if (now) {
-          const since = drainingSince ? timestampDate(drainingSince).toISOString() : 'now';
-          p.log.warn({ drainingSince: since }, 'the platform is draining this cluster: no new evaluations arrive, those running finish; once GET /v1/clusters shows none unfinished, helm uninstall is safe');
+          p.log.warn({ drainingSince: since ?? 'now' }, 'the platform is draining this cluster: no new evaluations arrive, those running finish; once GET /v1/clusters shows none unfinished, helm uninstall is safe');
         } else if (draining) {
           p.log.info('the platform ended the drain: this cluster takes new evaluations again');
         }

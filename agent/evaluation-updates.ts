@@ -150,6 +150,11 @@ export class EvaluationStatus {
     return true;
   }
 
+  /** The names of the evaluations here that have not finished (what a drain waits for); empty until the informer has listed. */
+  unfinished(): string[] {
+    return (this.informer?.cache.list(this.o.namespace) ?? []).filter((e) => !FINISHED.has(e.status?.phase ?? 'Pending')).map((e) => e.metadata.name);
+  }
+
   /**
    * The control plane holds these updates: a finished evaluation gets
    * status.reportedAt, after which the controller garbage-collects it.

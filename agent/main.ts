@@ -2,11 +2,13 @@
 //   config → health/metrics → spool → credentials (join once, or GitOps Secrets)
 //   → /v1/info → session ⇄ control plane
 //   node/pod informers → node reports; assignments → RLMeshEvaluations;
-//   evaluation status → spool → updates; control Secret watch → re-authentication.
+//   evaluation status → spool → updates; control Secret watch → re-authentication;
+//   the operator's drain (rlmesh drain) → refusals and an OperatorDrain upstream.
 import { readFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import { OpsServer } from '../lib/ops-server.ts';
 import type { PreflightReport } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import type { OperatorDrain } from '../lib/operator-drain.ts';
 import { startAgentPreflight } from '../lib/preflight/agent.ts';
 import { createLogger } from '../lib/logger.ts';
 import { Assignments } from './assignments.ts';
@@ -19,6 +21,7 @@ import { CredentialWatch } from './credential-watch.ts';
 import { CredentialStore } from './credentials.ts';
 import { EvaluationStatus, toUpdate } from './evaluation-updates.ts';
 import { controlPlaneClient, discoverUntilReachable, type ControlPlaneClient } from './join.ts';
+import { operatorDrainMessage, OperatorDrainWatch } from './operator-drain.ts';
 import { createMetrics } from './metrics.ts';
 import { Session } from './control-plane-session.ts';
 import { Readiness } from './readiness.ts';
@@ -98,6 +101,8 @@ const session: Session = new Session({
     for (const p of spool.pending()) if (session.sendUpdate(toUpdate(p))) metrics.updatesSent.inc();
     if (capacityReady && session.sendNodeReport(capacity.fullReport())) metrics.reportsSent.inc();
     if (lastPreflight) session.send({ case: 'preflightReport', value: lastPreflight });
+    const drain = operatorDrain.known;
+    if (drain !== undefined) sendOperatorDrain(drain);
   },
   onMessage: (m) => handle(m),
   onState: (s) => {
@@ -182,12 +187,35 @@ const capacity = new CapacityReporter({
   },
 });
 
+// the operator's drain: the platform is told on every change and every connect
+const operatorDrain = new OperatorDrainWatch({
+  kc,
+  namespace: cfg.runtime.namespace,
+  log,
+  watchSilenceMs: cfg.timing.watchSilenceMs,
+  informerMetrics: metrics.informer,
+  onChange: (d) => {
+    sendOperatorDrain(d);
+    statusPublisher.soon();
+  },
+});
+function sendOperatorDrain(d: OperatorDrain | null): void {
+  session.send(operatorDrainMessage(d));
+}
+
 const rotations = new RotationLog();
 let draining = false;
+let drainingSince: string | undefined;
 const handle = controlMessageHandler({
   log, session, spool, evaluations, assignments, store, credWatch, metrics, retrying: retryingWrites(timing), registryHost: cfg.runtime.controlPlane.registryHost,
   rotations,
-  onDraining: (d) => (draining = d),
+  onDraining: (d, since) => {
+    if (d !== draining) statusPublisher.soon();
+    draining = d;
+    drainingSince = d ? since : undefined;
+  },
+  operatorDrain: () => operatorDrain.current(),
+  namespace: cfg.runtime.namespace,
 });
 
 // what rlmesh status shows of the agent: ConfigMap rlmesh-agent-status, from here on
@@ -196,11 +224,19 @@ const statusPublisher = startStatusPublisher({
   namespace: cfg.runtime.namespace,
   commonLabels: cfg.runtime.pods?.commonLabels,
   log,
-  sources: { agentVersion: AGENT_VERSION, session, credentials: credWatch, rotations, spool, spoolMaxBytes: cfg.runtime.agent.spoolMaxBytes, draining: () => draining },
+  sources: {
+    agentVersion: AGENT_VERSION, session, credentials: credWatch, rotations, spool, spoolMaxBytes: cfg.runtime.agent.spoolMaxBytes, draining: () => draining,
+    drains: () => {
+      const operator = operatorDrain.known;
+      return { ...(draining ? { platform: drainingSince ? { since: drainingSince } : {} } : {}), ...(operator ? { operator } : {}) };
+    },
+    unfinished: () => evaluations.unfinished(),
+  },
 });
 session.start();
 
 void startWithRetry('evaluation status informer', () => evaluations.start());
+void startWithRetry('operator drain informer', () => operatorDrain.start());
 
 const capacitySynced = startWithRetry('node, pod and ResourceQuota informers', async () => {
   await capacity.start();
@@ -238,7 +274,7 @@ async function shutdown(signal: string) {
   stopPreflight();
   stopClusterRanges();
   statusPublisher.stop();
-  await Promise.allSettled([session.stop(), capacity.stop(), evaluations.stop(), credWatch.stop()]);
+  await Promise.allSettled([session.stop(), capacity.stop(), evaluations.stop(), credWatch.stop(), operatorDrain.stop()]);
   await spool.close().catch(() => undefined);
   await ops.close();
   process.exit(0);

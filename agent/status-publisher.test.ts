@@ -65,6 +65,15 @@ describe('agent status', () => {
     expect(parseAgentStatus(undefined).ok).toBe(false);
   });
 
+  it('who drains and since when, and what has not finished: a count and the first names, sorted; round-trips', () => {
+    const names = Array.from({ length: 25 }, (_, i) => `ev-${String(i).padStart(2, '0')}`).reverse();
+    const s = agentStatus({ ...sources(), draining: () => true, drains: () => ({ platform: { since: '2026-05-01T10:00:00.000Z' }, operator: { since: '2026-05-01T11:00:00.000Z', by: 'alice' } }), unfinished: () => names }, NOW);
+    expect(s.drain).toEqual({ platform: { since: '2026-05-01T10:00:00.000Z' }, operator: { since: '2026-05-01T11:00:00.000Z', by: 'alice' } });
+    expect(s.unfinished?.count).toBe(25);
+    expect(s.unfinished?.names).toEqual(names.slice().sort().slice(0, 20));
+    expect(parseAgentStatus(agentStatusConfigMap(s, 'rlmesh-system'))).toEqual({ ok: true, status: s });
+  });
+
   it("the ConfigMap carries the chart's commonLabels beneath its own labels", async () => {
     const written: k8s.V1ConfigMap[] = [];
     const core = { replaceNamespacedConfigMap: async ({ body }: { body: k8s.V1ConfigMap }) => void written.push(body) };

@@ -5,7 +5,7 @@
 import { hostname } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { agentStatusConfigMap, PUBLISH_INTERVAL_SECONDS, type AgentStatus } from '../lib/agent-status.ts';
+import { agentStatusConfigMap, MAX_UNFINISHED_NAMES, PUBLISH_INTERVAL_SECONDS, type AgentStatus } from '../lib/agent-status.ts';
 import { errorFields } from '../lib/error-fields.ts';
 import { isNotFound } from '../lib/kube-errors.ts';
 
@@ -47,6 +47,10 @@ export type StatusSources = {
   spool: { records: number; bytes: number };
   spoolMaxBytes: number;
   draining: () => boolean;
+  /** who drains the cluster: the platform (since when, if it said) and the operator (rlmesh drain) */
+  drains?: () => NonNullable<AgentStatus['drain']>;
+  /** the names of the evaluations not finished yet */
+  unfinished?: () => string[];
 };
 
 const iso = (ms: number): string | undefined => (ms > 0 ? new Date(ms).toISOString() : undefined);
@@ -77,7 +81,13 @@ export function agentStatus(s: StatusSources, now = Date.now()): AgentStatus {
     },
     spool: { records: s.spool.records, bytes: s.spool.bytes, maxBytes: s.spoolMaxBytes },
     draining: s.draining(),
+    ...(s.drains ? { drain: s.drains() } : {}),
+    ...(s.unfinished ? { unfinished: unfinishedOf(s.unfinished()) } : {}),
   };
+}
+
+function unfinishedOf(names: string[]): NonNullable<AgentStatus['unfinished']> {
+  return { count: names.length, names: [...names].sort().slice(0, MAX_UNFINISHED_NAMES) };
 }
 
 export function startStatusPublisher(o: {

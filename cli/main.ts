@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // rlmesh: the command line for what a cluster operator does outside the
 // dashboard: check a cluster before installing (rlmesh preflight), say whether
-// an installation is healthy (rlmesh status) and claim a join token as Secrets
-// (rlmesh clusters join).
+// an installation is healthy (rlmesh status), drain it on the cluster's side
+// (rlmesh drain) and claim a join token as Secrets (rlmesh clusters join).
 import pkg from '../package.json' with { type: 'json' };
 import { CliError, clustersJoin, type Io } from './clusters-join.ts';
 import { errorMessage } from '../lib/error-fields.ts';
@@ -15,6 +15,7 @@ const HELP = `Usage: rlmesh <command> [options]
 Commands:
   preflight       check the cluster of your kube context against the runtime's prerequisites
   status          say whether the installed runtime is healthy, one line per check
+  drain           refuse new evaluations on the cluster's side, let running ones finish (--undo ends it)
   clusters join   trade a join token for the cluster's credentials, written as Kubernetes Secrets
 
 Options:
@@ -47,6 +48,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     // loaded on demand: it brings the Kubernetes client, which clusters join does not need
     if (group === 'preflight') return await (await import('./preflight.ts')).preflight(argv.slice(1), io);
     if (group === 'status') return await (await import('./status.ts')).status(argv.slice(1), io, VERSION);
+    if (group === 'drain') return await (await import('./drain.ts')).drain(argv.slice(1), io);
     if (group !== 'clusters') throw new CliError(`unknown command "${group}"; run rlmesh --help`, 2);
     if (command === undefined || isHelp(command)) {
       io.stdout.write(CLUSTERS_HELP);

@@ -329,6 +329,19 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
         if (m.msg.value.id) out.push(ack([m.msg.value.id]));
         return;
       }
+      case 'operatorDrain': {
+        // the operator's drain is the cluster's to decide: recorded and shown, and no new assignment is sent while it lasts
+        const d = m.msg.value;
+        const reported = d.since ? timestampDate(d.since) : undefined;
+        const since = d.draining ? (reported && !Number.isNaN(reported.getTime()) ? reported : store.now()).toISOString() : null;
+        const before = store.getCluster(clusterId);
+        const after = store.setOperatorDrain(clusterId, since);
+        if (Boolean(before?.operatorDrainingSince) === d.draining) return;
+        slog.info({ operatorDrainingSince: since }, d.draining ? "the cluster's operator drained the cluster (rlmesh drain): no new assignments" : "the cluster's operator ended its drain");
+        // what waited meanwhile goes out now, unless the platform drains too
+        if (!d.draining && after && !after.drainingSince) sendBacklog(store, session, slog);
+        return;
+      }
       case 'credentialRotated':
         if (!session.currentCredential) {
           slog.warn({ purpose: m.msg.value.purpose }, 'CredentialRotated ignored: this session was opened with a superseded control credential and was sent no rotation to confirm');

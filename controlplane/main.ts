@@ -34,6 +34,8 @@ Usage: rlmesh-runtime controlplane --data-dir <dir> [options]
   --ping-interval <seconds>   session ping interval (default 15)
   --silence-timeout <seconds> close a session whose agent sent nothing for this long (default 45)
   --test-clock                enable POST /v1/test/clock/advance {ms} (tests of expiry and overlap only)
+  --test-ignore-drain         send new evaluations to a draining cluster anyway, as a buggy or hostile
+                              platform would (tests of the cluster's own drain only; never in production)
   -h, --help                  this help
 
 When ready it prints one JSON line on stdout:
@@ -81,6 +83,7 @@ async function main(): Promise<void> {
         'ping-interval': { type: 'string' },
         'silence-timeout': { type: 'string' },
         'test-clock': { type: 'boolean', default: false },
+        'test-ignore-drain': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -133,6 +136,7 @@ async function main(): Promise<void> {
     silenceTimeoutMs: positive('--silence-timeout', args['silence-timeout'], 45) * 1000,
     clock,
     ...(args['test-clock'] ? { advanceClock: (ms: number) => ((offsetMs += ms), clock.now()) } : {}),
+    ...(args['test-ignore-drain'] ? { ignoreDrain: true } : {}),
   }).catch((err: Error) => fail(`cannot start: ${err.message}`));
 
   const info = await fetchInfo(cp.url, tls.caFile);

@@ -32,6 +32,11 @@ export type ApiOptions = {
   relay: RelaySeriesStore;
   /** Present only when started with --test-clock: POST /v1/test/clock/advance moves time forward. */
   advanceClock?: (ms: number) => Date;
+  /**
+   * Only with --test-ignore-drain: a new evaluation for a draining cluster is stored and sent anyway, as a buggy or
+   * hostile platform would, so that tests can show the cluster's own drain refusing it.
+   */
+  ignoreDrain?: boolean;
 };
 
 type NodeHandlerFn = NonNullable<ConnectNodeAdapterOptions['fallback']>;
@@ -98,6 +103,7 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
       ...c,
       live: sessions.get(c.id) !== undefined,
       draining: c.drainingSince !== null,
+      operatorDraining: c.operatorDrainingSince !== null,
       unfinishedEvaluations: store.unfinishedEvaluations(c.id),
       acceptsEvaluations: p ? !p.evaluationsBlocked : null,
       ...blocked,
@@ -231,8 +237,15 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
       admin: true,
       handle: async ([, id], body) => {
         const c = liveCluster(id!);
-        if (c.drainingSince) {
+        if (c.drainingSince && !opts.ignoreDrain) {
           throw new ApiError(409, 'cluster_draining', `cluster ${c.id} is draining (since ${c.drainingSince}) and takes no new evaluations; submit to another cluster, or end the drain with POST /v1/clusters/${c.id}/resume`);
+        }
+        if (c.operatorDrainingSince && !opts.ignoreDrain) {
+          throw new ApiError(
+            409,
+            'cluster_drained_by_operator',
+            `cluster ${c.id} was drained by its operator on the cluster's side (rlmesh drain, since ${c.operatorDrainingSince}) and refuses new evaluations; submit to another cluster, or ask the cluster's operator to run rlmesh drain --undo`,
+          );
         }
         const spec = await body();
         if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) throw new ApiError(400, 'invalid_spec', 'the evaluation spec must be a JSON object (an Assignment in protobuf JSON, without evaluationId)');

@@ -9,6 +9,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { joinedCluster, openSession, startTestControlPlane, type TestControlPlane, type TestSession } from '../test/support/control-plane.ts';
 import { api } from '../test/support/api.ts';
+import { until } from '../test/support/until.ts';
 import pkg from '../package.json' with { type: 'json' };
 
 const MIN = 60_000;
@@ -327,6 +328,54 @@ describe('ClusterSession', () => {
     expect((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/resume`)).body).toMatchObject({ draining: false });
     expect(await s2.waitFor('clusterState', (m) => !m.draining)).toMatchObject({ draining: false });
     expect((await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:4' })).status).toBe(201);
+  });
+
+  it("the operator's drain, as the agent reports it: shown, outlives the session, submissions refused naming rlmesh drain --undo, taken again once the agent says it ended", async () => {
+    const cp = await start();
+    const c = await joinedCluster(cp);
+    const s = session(cp, c.control);
+    await s.waitFor('clusterState');
+    const since = new Date('2026-12-01T08:00:00Z');
+    s.send({ case: 'operatorDrain', value: { draining: true, since: { seconds: BigInt(since.getTime() / 1000), nanos: 0 } } });
+    const shown = await until('the drain shown', async () => {
+      const row = (await cluster(cp, c.clusterId)) as { operatorDraining?: boolean; operatorDrainingSince?: string };
+      return row.operatorDraining ? row : undefined;
+    });
+    expect(shown).toMatchObject({ operatorDraining: true, operatorDrainingSince: since.toISOString(), draining: false });
+    const refused = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:1' });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ code: 'cluster_drained_by_operator' });
+    expect(String(refused.body.message)).toMatch(/drained by its operator on the cluster's side \(rlmesh drain, since 2026-12-01T08:00:00\.000Z\) and refuses new evaluations; submit to another cluster, or ask the cluster's operator to run rlmesh drain --undo/);
+    expect((await api(cp, 'GET', '/v1/clusters')).body.clusters).toMatchObject([{ id: c.clusterId, operatorDraining: true }]);
+
+    // it outlives the session (only the agent ends it), and ends when the agent says so
+    s.close();
+    await s.ended;
+    const s2 = session(cp, c.control);
+    await s2.waitFor('clusterState');
+    expect(await cluster(cp, c.clusterId)).toMatchObject({ operatorDraining: true });
+    s2.send({ case: 'operatorDrain', value: { draining: false } });
+    await until('the drain ended', async () => (((await cluster(cp, c.clusterId)) as { operatorDraining?: boolean }).operatorDraining === false ? true : undefined));
+    const taken = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:2' });
+    expect(taken.status).toBe(201);
+    expect((await s2.waitFor('assignment')).evaluationId).toBe(String(taken.body.id));
+  });
+
+  it('--test-ignore-drain: a new evaluation for a draining cluster is stored and sent anyway (what a buggy or hostile platform does)', async () => {
+    const cp = await start({ ignoreDrain: true });
+    const c = await joinedCluster(cp);
+    const s = session(cp, c.control);
+    await s.waitFor('clusterState');
+    await api(cp, 'POST', `/v1/clusters/${c.clusterId}/drain`);
+    await s.waitFor('clusterState', (m) => m.draining);
+    const sent = await api(cp, 'POST', `/v1/clusters/${c.clusterId}/evaluations`, { image: 'x:1' });
+    expect(sent.status).toBe(201);
+    expect((await s.waitFor('assignment')).evaluationId).toBe(String(sent.body.id));
+    // without the flag the same submission is refused (the test above)
+    const plain = await start();
+    const c2 = await joinedCluster(plain);
+    await api(plain, 'POST', `/v1/clusters/${c2.clusterId}/drain`);
+    expect((await api(plain, 'POST', `/v1/clusters/${c2.clusterId}/evaluations`, { image: 'x:1' })).status).toBe(409);
   });
 
   it('rotation: sent again on the live session until the agent confirms it, then no more', async () => {

@@ -34,6 +34,8 @@ export type ControlPlaneOptions = {
   rotationResendMs?: number;
   clock?: Clock;
   advanceClock?: (ms: number) => Date;
+  /** --test-ignore-drain: new evaluations for a draining cluster are sent anyway (tests of the cluster's own drain only) */
+  ignoreDrain?: boolean;
 };
 
 export type ControlPlane = {
@@ -70,6 +72,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     controlPlaneVersion: pkg.version,
     relay,
     ...(opts.advanceClock ? { advanceClock: opts.advanceClock } : {}),
+    ...(opts.ignoreDrain ? { ignoreDrain: true } : {}),
   });
   const handler = connectNodeAdapter({
     routes: clusterSessionRoutes({ store, sessions, log: opts.log, registryHost, version: pkg.version, pingIntervalMs, silenceTimeoutMs, ...(opts.rotationResendMs ? { rotationResendMs: opts.rotationResendMs } : {}) }),

@@ -37,6 +37,8 @@ export type Cluster = {
   kubernetesVersion: string | null;
   /** set while the cluster drains: no new assignments reach it */
   drainingSince: string | null;
+  /** set while the cluster's operator drains it on the cluster's side (rlmesh drain, as the agent reports it): no new assignments reach it either */
+  operatorDrainingSince: string | null;
 };
 
 export type NodeReportRecord = { report: unknown; receivedAt: string; received: number };
@@ -560,10 +562,11 @@ export class Store {
 
   /**
    * Submitted evaluations the agent has not acknowledged with an update yet: (re)sent on every connect.
-   * While the cluster drains, only those already sent once (the cluster may hold them); the rest wait.
+   * While the cluster drains (either drain), only those already sent once (the cluster may hold them); the rest wait.
    */
   unacknowledgedAssignments(clusterId: string): Evaluation[] {
-    const draining = this.getCluster(clusterId)?.drainingSince ? ' AND first_assigned_at IS NOT NULL' : '';
+    const c = this.getCluster(clusterId);
+    const draining = c?.drainingSince || c?.operatorDrainingSince ? ' AND first_assigned_at IS NOT NULL' : '';
     return (
       this.db
         .prepare(
@@ -576,6 +579,12 @@ export class Store {
   /** Starts (or ends) draining: a draining cluster gets no new assignments. */
   setDraining(clusterId: string, draining: boolean): Cluster | undefined {
     this.db.prepare('UPDATE clusters SET draining_since = ? WHERE id = ?').run(draining ? (this.getCluster(clusterId)?.drainingSince ?? this.nowIso()) : null, clusterId);
+    return this.getCluster(clusterId);
+  }
+
+  /** Records the operator's drain as the agent reports it (null: ended). */
+  setOperatorDrain(clusterId: string, since: string | null): Cluster | undefined {
+    this.db.prepare('UPDATE clusters SET operator_drain_since = ? WHERE id = ?').run(since, clusterId);
     return this.getCluster(clusterId);
   }
 
@@ -689,6 +698,7 @@ function migrate(db: DatabaseSync): void {
   if (!have.has('revoke_reason')) db.exec('ALTER TABLE credentials ADD COLUMN revoke_reason TEXT');
   const clusterColumns = new Set((db.prepare('PRAGMA table_info(clusters)').all() as Row[]).map((c) => str(c.name)));
   if (!clusterColumns.has('draining_since')) db.exec('ALTER TABLE clusters ADD COLUMN draining_since TEXT');
+  if (!clusterColumns.has('operator_drain_since')) db.exec('ALTER TABLE clusters ADD COLUMN operator_drain_since TEXT');
   const evaluationColumns = new Set((db.prepare('PRAGMA table_info(evaluations)').all() as Row[]).map((c) => str(c.name)));
   if (!evaluationColumns.has('sealed_secrets')) db.exec('ALTER TABLE evaluations ADD COLUMN sealed_secrets TEXT');
   // evaluation_updates keyed by its id alone (before updates were scoped by cluster): rebuilt keyed by (cluster_id, id), rows kept
@@ -724,6 +734,7 @@ function toCluster(r: Row): Cluster {
     agentVersion: strOrNull(r.agent_version),
     kubernetesVersion: strOrNull(r.kubernetes_version),
     drainingSince: strOrNull(r.draining_since),
+    operatorDrainingSince: strOrNull(r.operator_drain_since),
   };
 }
 

@@ -4,7 +4,8 @@
 // agent writes it (agent/status-publisher.ts), `rlmesh status` reads it
 // (lib/status/). It holds no secret: the session's state and times, where the
 // control credential came from and since when it is in use, the rotations the
-// agent is storing or refused (purpose only), and the spool's backlog.
+// agent is storing or refused (purpose only), the spool's backlog, who drains
+// the cluster (the platform, the operator) and which evaluations still run.
 import type * as k8s from '@kubernetes/client-node';
 import { z } from 'zod';
 import { NAMES } from './fixed-names.ts';
@@ -15,6 +16,8 @@ export const AGENT_STATUS_KEY = 'status.json';
 /** How often the agent rewrites the ConfigMap; a reader takes three missed writes for an agent that is not running. */
 export const PUBLISH_INTERVAL_SECONDS = 15;
 export const STALE_AFTER_SECONDS = 3 * PUBLISH_INTERVAL_SECONDS;
+/** How many names of unfinished evaluations the status carries (the count is always whole). */
+export const MAX_UNFINISHED_NAMES = 20;
 
 const time = z.string().describe('RFC 3339');
 
@@ -46,6 +49,15 @@ export const agentStatusSchema = z.object({
   spool: z.object({ records: z.number().int(), bytes: z.number().int(), maxBytes: z.number().int() }),
   /** the platform drains this cluster: no new assignments */
   draining: z.boolean(),
+  /** who drains the cluster and since when: the platform (its ClusterState) and the operator (rlmesh drain); absent from older agents */
+  drain: z
+    .object({
+      platform: z.object({ since: time.optional() }).optional(),
+      operator: z.object({ since: time, by: z.string().optional() }).optional(),
+    })
+    .optional(),
+  /** the evaluations not finished yet (what a drain waits for): how many, and the names of the first MAX_UNFINISHED_NAMES; absent from older agents */
+  unfinished: z.object({ count: z.number().int(), names: z.array(z.string()) }).optional(),
 });
 export type AgentStatus = z.infer<typeof agentStatusSchema>;
 

@@ -39,6 +39,8 @@ export const NAMES = {
   preflightConfigMap: 'rlmesh-preflight',
   /** ConfigMap of the agent's own state (session, credentials in use, spool), which rlmesh status reads; no secret in it */
   agentStatusConfigMap: 'rlmesh-agent-status',
+  /** ConfigMap the cluster's operator writes with rlmesh drain (and deletes with rlmesh drain --undo); the agent only reads it */
+  operatorDrainConfigMap: 'rlmesh-operator-drain',
   /** ConfigMap of the controller's NetworkPolicy probe result, and the probe pods' name */
   networkPolicyProbe: 'rlmesh-network-policy-probe',
   /** the agent's ClusterRole, owner of the Secrets it writes */

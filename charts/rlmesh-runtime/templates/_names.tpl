@@ -17,6 +17,7 @@
 {{- define "rlmesh.name.clusterRangesConfigMap" -}}rlmesh-cluster-ranges{{- end }}
 {{- define "rlmesh.name.preflightConfigMap" -}}rlmesh-preflight{{- end }}
 {{- define "rlmesh.name.agentStatusConfigMap" -}}rlmesh-agent-status{{- end }}
+{{- define "rlmesh.name.operatorDrainConfigMap" -}}rlmesh-operator-drain{{- end }}
 {{- define "rlmesh.name.networkPolicyProbe" -}}rlmesh-network-policy-probe{{- end }}
 {{- define "rlmesh.name.agentClusterRole" -}}rlmesh-cluster-agent{{- end }}
 {{- define "rlmesh.mount.configDir" -}}/etc/rlmesh/config{{- end }}

@@ -1,6 +1,9 @@
 // The agent connected: its cluster id, since when, when the control plane last
-// spoke, from what the agent publishes (ConfigMap rlmesh-agent-status).
-import { STALE_AFTER_SECONDS } from '../../agent-status.ts';
+// spoke, from what the agent publishes (ConfigMap rlmesh-agent-status). A drain
+// (the platform's, or the operator's rlmesh drain) warns, saying who drains,
+// since when, and which evaluations still run.
+import { STALE_AFTER_SECONDS, type AgentStatus } from '../../agent-status.ts';
+import { UNDO_DRAIN } from '../../operator-drain.ts';
 import { agentStatus, runtimeFacts, type PublishedAgentStatus } from '../reads.ts';
 import { ago, type CheckResult, type StatusContext } from '../types.ts';
 
@@ -36,16 +39,42 @@ export function agentVerdict(f: AgentFacts): CheckResult {
       s.session.state === 'unauthenticated'
         ? `The control plane refuses the control credential: read why in ${logs}, then write a valid credential into the control Secret or run a New install command from the dashboard.`
         : `The agent cannot hold a session to ${cp}: check that the control plane is up and that the cluster reaches it on 443 (egress firewall, controlPlane.proxy); the agent reconnects on its own. Details: ${logs}.`;
-    return { id, verdict: 'fail', found: `cluster ${s.session.clusterId} not connected${since}: session ${s.session.state}, ${heard}`, fix };
+    const drained = drainFound(s, f.now);
+    return { id, verdict: 'fail', found: `cluster ${s.session.clusterId} not connected${since}: session ${s.session.state}, ${heard}${drained ? `; ${drained.found}` : ''}`, fix };
   }
   const since = s.session.connectedSince ? ` since ${s.session.connectedSince} (${ago(f.now - Date.parse(s.session.connectedSince))})` : '';
   const found = `cluster ${s.session.clusterId} connected${since}, ${heard}`;
   if (skew?.verdict === 'oldest') return { id, verdict: 'warn', found: `${found}; ${skew.line}`, fix: 'Upgrade the chart soon: the next control plane release will refuse this agent version (the version-skew policy).' };
-  if (s.draining) return { id, verdict: 'warn', found: `${found}; the platform drains this cluster`, fix: 'No new evaluations arrive while the platform drains the cluster; end the drain from the dashboard to take new ones.' };
+  const drained = drainFound(s, f.now);
+  if (drained) return { id, verdict: 'warn', found: `${found}; ${drained.found}`, fix: drained.fix };
   return { id, verdict: 'pass', found, fix: 'Nothing to do.' };
 }
 
 export async function checkAgent(ctx: StatusContext): Promise<CheckResult> {
   const [published, facts] = await Promise.all([agentStatus(ctx), runtimeFacts(ctx)]);
   return agentVerdict({ namespace: ctx.namespace, published, apiHost: facts?.apiHost ?? '', now: ctx.now() });
+}
+
+/** Who drains the cluster and since when, and what still runs; undefined when nobody drains it. */
+export function drainFound(s: AgentStatus, now: number): { found: string; fix: string } | undefined {
+  const operator = s.drain?.operator;
+  // an agent from before drain reports sets only draining (the platform's)
+  const platform = s.drain ? s.drain.platform : s.draining ? {} : undefined;
+  if (!operator && !platform) return undefined;
+  const when = (t: string | undefined) => (t ? ` since ${t} (${ago(now - Date.parse(t))})` : '');
+  const who = [
+    ...(operator ? [`drained by the cluster's operator (rlmesh drain)${when(operator.since)}${operator.by ? `, by ${operator.by}` : ''}`] : []),
+    ...(platform ? [`the platform drains this cluster${when(platform.since)}`] : []),
+  ].join(', and ');
+  const u = s.unfinished;
+  const runs = !u
+    ? ''
+    : u.count === 0
+      ? '; no evaluation runs (helm uninstall loses nothing)'
+      : `; ${u.count} evaluation${u.count === 1 ? '' : 's'} still run${u.count === 1 ? 's' : ''}: ${u.names.join(', ')}${u.count > u.names.length ? `, and ${u.count - u.names.length} more` : ''}`;
+  const fixes = [
+    ...(operator ? [`New assignments are refused (the platform is told of each) while running evaluations finish; run ${UNDO_DRAIN} to take new ones.`] : []),
+    ...(platform ? ['No new evaluations arrive while the platform drains the cluster; end the drain from the dashboard to take new ones.'] : []),
+  ];
+  return { found: `${who}${runs}`, fix: fixes.join(' ') };
 }

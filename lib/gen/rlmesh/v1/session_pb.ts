@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rlmesh/v1/session.proto.
  */
 export const file_rlmesh_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChdybG1lc2gvdjEvc2Vzc2lvbi5wcm90bxIJcmxtZXNoLnYxIuACCgxBZ2VudE1lc3NhZ2USIQoFaGVsbG8YASABKAsyEC5ybG1lc2gudjEuSGVsbG9IABIpCgloZWFydGJlYXQYAiABKAsyFC5ybG1lc2gudjEuSGVhcnRiZWF0SAASLAoLbm9kZV9yZXBvcnQYAyABKAsyFS5ybG1lc2gudjEuTm9kZVJlcG9ydEgAEjgKEWV2YWx1YXRpb25fdXBkYXRlGAQgASgLMhsucmxtZXNoLnYxLkV2YWx1YXRpb25VcGRhdGVIABIfCgRwb25nGAUgASgLMg8ucmxtZXNoLnYxLlBvbmdIABI6ChJjcmVkZW50aWFsX3JvdGF0ZWQYBiABKAsyHC5ybG1lc2gudjEuQ3JlZGVudGlhbFJvdGF0ZWRIABI2ChBwcmVmbGlnaHRfcmVwb3J0GAcgASgLMhoucmxtZXNoLnYxLlByZWZsaWdodFJlcG9ydEgAQgUKA21zZyLMAgoOQ29udHJvbE1lc3NhZ2USHwoEcGluZxgBIAEoCzIPLnJsbWVzaC52MS5QaW5nSAASKwoKYXNzaWdubWVudBgCIAEoCzIVLnJsbWVzaC52MS5Bc3NpZ25tZW50SAASLwoMY2FuY2VsbGF0aW9uGAMgASgLMhcucmxtZXNoLnYxLkNhbmNlbGxhdGlvbkgAEjwKE2NyZWRlbnRpYWxfcm90YXRpb24YBCABKAsyHS5ybG1lc2gudjEuQ3JlZGVudGlhbFJvdGF0aW9uSAASHQoDYWNrGAUgASgLMg4ucmxtZXNoLnYxLkFja0gAEiUKB3dlbGNvbWUYBiABKAsyEi5ybG1lc2gudjEuV2VsY29tZUgAEjAKDWNsdXN0ZXJfc3RhdGUYByABKAsyFy5ybG1lc2gudjEuQ2x1c3RlclN0YXRlSABCBQoDbXNnIlQKDENsdXN0ZXJTdGF0ZRIQCghkcmFpbmluZxgBIAEoCBIyCg5kcmFpbmluZ19zaW5jZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiagoFSGVsbG8SEgoKY2x1c3Rlcl9pZBgBIAEoCRIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEhoKEmt1YmVybmV0ZXNfdmVyc2lvbhgDIAEoCRIaChJwZW5kaW5nX3VwZGF0ZV9pZHMYBCADKAkipAEKB1dlbGNvbWUSEgoKc2Vzc2lvbl9pZBgBIAEoCRIvCgtzZXJ2ZXJfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHQoVcGluZ19pbnRlcnZhbF9zZWNvbmRzGAMgASgFEh0KFWNvbnRyb2xfcGxhbmVfdmVyc2lvbhgEIAEoCRIWCg52ZXJzaW9uX25vdGljZRgFIAEoCSI4CglIZWFydGJlYXQSKwoHc2VudF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiQgoEUGluZxINCgVub25jZRgBIAEoCRIrCgdzZW50X2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIVCgRQb25nEg0KBW5vbmNlGAEgASgJIkwKCEdwdU1vZGVsEg4KBnZlbmRvchgBIAEoCRINCgVtb2RlbBgCIAEoCRISCgptZW1vcnlfbWliGAMgASgDEg0KBWNvdW50GAQgASgFIpwCCgxOb2RlQ2FwYWNpdHkSDAoEbmFtZRgBIAEoCRIUCgxhcmNoaXRlY3R1cmUYAiABKAkSEwoLc2NoZWR1bGFibGUYAyABKAgSDQoFcmVhZHkYBCABKAgSFwoPY3B1X21pbGxpc19mcmVlGAUgASgDEhkKEW1lbW9yeV9ieXRlc19mcmVlGAYgASgDEhEKCWdwdXNfZnJlZRgHIAEoBRIeChZjcHVfbWlsbGlzX2FsbG9jYXRhYmxlGAggASgDEiAKGG1lbW9yeV9ieXRlc19hbGxvY2F0YWJsZRgJIAEoAxIYChBncHVzX2FsbG9jYXRhYmxlGAogASgFEiEKBGdwdXMYCyADKAsyEy5ybG1lc2gudjEuR3B1TW9kZWwicQoKTm9kZVJlcG9ydBIKCgJpZBgBIAEoCRIvCgtvYnNlcnZlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoFbm9kZXMYAyADKAsyFy5ybG1lc2gudjEuTm9kZUNhcGFjaXR5Iu0BChBFdmFsdWF0aW9uVXBkYXRlEgoKAmlkGAEgASgJEhUKDWV2YWx1YXRpb25faWQYAiABKAkSDQoFcGhhc2UYAyABKAkSDgoGcmVhc29uGAQgASgJEg8KB21lc3NhZ2UYBSABKAkSEQoJZXhpdF9jb2RlGAYgASgFEhUKDWhhc19leGl0X2NvZGUYByABKAgSCwoDcG9kGAggASgJEgwKBG5vZGUYCSABKAkSLwoLb2JzZXJ2ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHNlcXVlbmNlGAsgASgDIlIKDkFydGlmYWN0U291cmNlEhMKCWh0dHBzX3VybBgBIAEoCUgAEiEKAnMzGAIgASgLMhMucmxtZXNoLnYxLlMzT2JqZWN0SABCCAoGc291cmNlIpIBCghTM09iamVjdBIQCghlbmRwb2ludBgBIAEoCRIOCgZyZWdpb24YAiABKAkSDgoGYnVja2V0GAMgASgJEgsKA2tleRgEIAEoCRIVCg1hY2Nlc3Nfa2V5X2lkGAUgASgJEhkKEXNlY3JldF9hY2Nlc3Nfa2V5GAYgASgJEhUKDXNlc3Npb25fdG9rZW4YByABKAkiZwoIQXJ0aWZhY3QSDAoEbmFtZRgBIAEoCRIOCgZzaGEyNTYYAiABKAkSEgoKc2l6ZV9ieXRlcxgDIAEoAxIpCgZzb3VyY2UYBCABKAsyGS5ybG1lc2gudjEuQXJ0aWZhY3RTb3VyY2UikQQKCkFzc2lnbm1lbnQSFQoNZXZhbHVhdGlvbl9pZBgBIAEoCRINCgVpbWFnZRgCIAEoCRIPCgdjb21tYW5kGAMgAygJEgwKBGFyZ3MYBCADKAkSKwoDZW52GAUgAygLMh4ucmxtZXNoLnYxLkFzc2lnbm1lbnQuRW52RW50cnkSCwoDY3B1GAYgASgJEg4KBm1lbW9yeRgHIAEoCRIRCglncHVfY291bnQYCCABKAUSEgoKZ3B1X3ZlbmRvchgJIAEoCRImCglhcnRpZmFjdHMYCiADKAsyEy5ybG1lc2gudjEuQXJ0aWZhY3QSGAoQZGVhZGxpbmVfc2Vjb25kcxgLIAEoAxI+Cg1ub2RlX3NlbGVjdG9yGAwgAygLMicucmxtZXNoLnYxLkFzc2lnbm1lbnQuTm9kZVNlbGVjdG9yRW50cnkSOAoKc2VjcmV0X2VudhgNIAMoCzIkLnJsbWVzaC52MS5Bc3NpZ25tZW50LlNlY3JldEVudkVudHJ5GioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaMwoRTm9kZVNlbGVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARowCg5TZWNyZXRFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjUKDENhbmNlbGxhdGlvbhIVCg1ldmFsdWF0aW9uX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJpChJDcmVkZW50aWFsUm90YXRpb24SDwoHcHVycG9zZRgBIAEoCRINCgV2YWx1ZRgCIAEoCRIzCg9vbGRfdmFsaWRfdW50aWwYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiQKEUNyZWRlbnRpYWxSb3RhdGVkEg8KB3B1cnBvc2UYASABKAkiEgoDQWNrEgsKA2lkcxgBIAMoCSJJCg5QcmVmbGlnaHRDaGVjaxIKCgJpZBgBIAEoCRIPCgd2ZXJkaWN0GAIgASgJEg0KBWZvdW5kGAMgASgJEgsKA2ZpeBgEIAEoCSKJAQoPUHJlZmxpZ2h0UmVwb3J0EgoKAmlkGAEgASgJEikKBmNoZWNrcxgCIAMoCzIZLnJsbWVzaC52MS5QcmVmbGlnaHRDaGVjaxIbChNldmFsdWF0aW9uc19ibG9ja2VkGAMgASgIEiIKGmV2YWx1YXRpb25zX2Jsb2NrZWRfcmVhc29uGAQgASgJMlMKDkNsdXN0ZXJTZXNzaW9uEkEKB0Nvbm5lY3QSFy5ybG1lc2gudjEuQWdlbnRNZXNzYWdlGhkucmxtZXNoLnYxLkNvbnRyb2xNZXNzYWdlKAEwAWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChdybG1lc2gvdjEvc2Vzc2lvbi5wcm90bxIJcmxtZXNoLnYxIpQDCgxBZ2VudE1lc3NhZ2USIQoFaGVsbG8YASABKAsyEC5ybG1lc2gudjEuSGVsbG9IABIpCgloZWFydGJlYXQYAiABKAsyFC5ybG1lc2gudjEuSGVhcnRiZWF0SAASLAoLbm9kZV9yZXBvcnQYAyABKAsyFS5ybG1lc2gudjEuTm9kZVJlcG9ydEgAEjgKEWV2YWx1YXRpb25fdXBkYXRlGAQgASgLMhsucmxtZXNoLnYxLkV2YWx1YXRpb25VcGRhdGVIABIfCgRwb25nGAUgASgLMg8ucmxtZXNoLnYxLlBvbmdIABI6ChJjcmVkZW50aWFsX3JvdGF0ZWQYBiABKAsyHC5ybG1lc2gudjEuQ3JlZGVudGlhbFJvdGF0ZWRIABI2ChBwcmVmbGlnaHRfcmVwb3J0GAcgASgLMhoucmxtZXNoLnYxLlByZWZsaWdodFJlcG9ydEgAEjIKDm9wZXJhdG9yX2RyYWluGAggASgLMhgucmxtZXNoLnYxLk9wZXJhdG9yRHJhaW5IAEIFCgNtc2cizAIKDkNvbnRyb2xNZXNzYWdlEh8KBHBpbmcYASABKAsyDy5ybG1lc2gudjEuUGluZ0gAEisKCmFzc2lnbm1lbnQYAiABKAsyFS5ybG1lc2gudjEuQXNzaWdubWVudEgAEi8KDGNhbmNlbGxhdGlvbhgDIAEoCzIXLnJsbWVzaC52MS5DYW5jZWxsYXRpb25IABI8ChNjcmVkZW50aWFsX3JvdGF0aW9uGAQgASgLMh0ucmxtZXNoLnYxLkNyZWRlbnRpYWxSb3RhdGlvbkgAEh0KA2FjaxgFIAEoCzIOLnJsbWVzaC52MS5BY2tIABIlCgd3ZWxjb21lGAYgASgLMhIucmxtZXNoLnYxLldlbGNvbWVIABIwCg1jbHVzdGVyX3N0YXRlGAcgASgLMhcucmxtZXNoLnYxLkNsdXN0ZXJTdGF0ZUgAQgUKA21zZyJUCgxDbHVzdGVyU3RhdGUSEAoIZHJhaW5pbmcYASABKAgSMgoOZHJhaW5pbmdfc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkwKDU9wZXJhdG9yRHJhaW4SEAoIZHJhaW5pbmcYASABKAgSKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImoKBUhlbGxvEhIKCmNsdXN0ZXJfaWQYASABKAkSFQoNYWdlbnRfdmVyc2lvbhgCIAEoCRIaChJrdWJlcm5ldGVzX3ZlcnNpb24YAyABKAkSGgoScGVuZGluZ191cGRhdGVfaWRzGAQgAygJIqQBCgdXZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSLwoLc2VydmVyX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh0KFXBpbmdfaW50ZXJ2YWxfc2Vjb25kcxgDIAEoBRIdChVjb250cm9sX3BsYW5lX3ZlcnNpb24YBCABKAkSFgoOdmVyc2lvbl9ub3RpY2UYBSABKAkiOAoJSGVhcnRiZWF0EisKB3NlbnRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkIKBFBpbmcSDQoFbm9uY2UYASABKAkSKwoHc2VudF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFQoEUG9uZxINCgVub25jZRgBIAEoCSJMCghHcHVNb2RlbBIOCgZ2ZW5kb3IYASABKAkSDQoFbW9kZWwYAiABKAkSEgoKbWVtb3J5X21pYhgDIAEoAxINCgVjb3VudBgEIAEoBSKcAgoMTm9kZUNhcGFjaXR5EgwKBG5hbWUYASABKAkSFAoMYXJjaGl0ZWN0dXJlGAIgASgJEhMKC3NjaGVkdWxhYmxlGAMgASgIEg0KBXJlYWR5GAQgASgIEhcKD2NwdV9taWxsaXNfZnJlZRgFIAEoAxIZChFtZW1vcnlfYnl0ZXNfZnJlZRgGIAEoAxIRCglncHVzX2ZyZWUYByABKAUSHgoWY3B1X21pbGxpc19hbGxvY2F0YWJsZRgIIAEoAxIgChhtZW1vcnlfYnl0ZXNfYWxsb2NhdGFibGUYCSABKAMSGAoQZ3B1c19hbGxvY2F0YWJsZRgKIAEoBRIhCgRncHVzGAsgAygLMhMucmxtZXNoLnYxLkdwdU1vZGVsInEKCk5vZGVSZXBvcnQSCgoCaWQYASABKAkSLwoLb2JzZXJ2ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKBW5vZGVzGAMgAygLMhcucmxtZXNoLnYxLk5vZGVDYXBhY2l0eSLtAQoQRXZhbHVhdGlvblVwZGF0ZRIKCgJpZBgBIAEoCRIVCg1ldmFsdWF0aW9uX2lkGAIgASgJEg0KBXBoYXNlGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIPCgdtZXNzYWdlGAUgASgJEhEKCWV4aXRfY29kZRgGIAEoBRIVCg1oYXNfZXhpdF9jb2RlGAcgASgIEgsKA3BvZBgIIAEoCRIMCgRub2RlGAkgASgJEi8KC29ic2VydmVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghzZXF1ZW5jZRgLIAEoAyJSCg5BcnRpZmFjdFNvdXJjZRITCglodHRwc191cmwYASABKAlIABIhCgJzMxgCIAEoCzITLnJsbWVzaC52MS5TM09iamVjdEgAQggKBnNvdXJjZSKSAQoIUzNPYmplY3QSEAoIZW5kcG9pbnQYASABKAkSDgoGcmVnaW9uGAIgASgJEg4KBmJ1Y2tldBgDIAEoCRILCgNrZXkYBCABKAkSFQoNYWNjZXNzX2tleV9pZBgFIAEoCRIZChFzZWNyZXRfYWNjZXNzX2tleRgGIAEoCRIVCg1zZXNzaW9uX3Rva2VuGAcgASgJImcKCEFydGlmYWN0EgwKBG5hbWUYASABKAkSDgoGc2hhMjU2GAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAMSKQoGc291cmNlGAQgASgLMhkucmxtZXNoLnYxLkFydGlmYWN0U291cmNlIpEECgpBc3NpZ25tZW50EhUKDWV2YWx1YXRpb25faWQYASABKAkSDQoFaW1hZ2UYAiABKAkSDwoHY29tbWFuZBgDIAMoCRIMCgRhcmdzGAQgAygJEisKA2VudhgFIAMoCzIeLnJsbWVzaC52MS5Bc3NpZ25tZW50LkVudkVudHJ5EgsKA2NwdRgGIAEoCRIOCgZtZW1vcnkYByABKAkSEQoJZ3B1X2NvdW50GAggASgFEhIKCmdwdV92ZW5kb3IYCSABKAkSJgoJYXJ0aWZhY3RzGAogAygLMhMucmxtZXNoLnYxLkFydGlmYWN0EhgKEGRlYWRsaW5lX3NlY29uZHMYCyABKAMSPgoNbm9kZV9zZWxlY3RvchgMIAMoCzInLnJsbWVzaC52MS5Bc3NpZ25tZW50Lk5vZGVTZWxlY3RvckVudHJ5EjgKCnNlY3JldF9lbnYYDSADKAsyJC5ybG1lc2gudjEuQXNzaWdubWVudC5TZWNyZXRFbnZFbnRyeRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaMAoOU2VjcmV0RW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI1CgxDYW5jZWxsYXRpb24SFQoNZXZhbHVhdGlvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiaQoSQ3JlZGVudGlhbFJvdGF0aW9uEg8KB3B1cnBvc2UYASABKAkSDQoFdmFsdWUYAiABKAkSMwoPb2xkX3ZhbGlkX3VudGlsGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIkChFDcmVkZW50aWFsUm90YXRlZBIPCgdwdXJwb3NlGAEgASgJIhIKA0FjaxILCgNpZHMYASADKAkiSQoOUHJlZmxpZ2h0Q2hlY2sSCgoCaWQYASABKAkSDwoHdmVyZGljdBgCIAEoCRINCgVmb3VuZBgDIAEoCRILCgNmaXgYBCABKAkiiQEKD1ByZWZsaWdodFJlcG9ydBIKCgJpZBgBIAEoCRIpCgZjaGVja3MYAiADKAsyGS5ybG1lc2gudjEuUHJlZmxpZ2h0Q2hlY2sSGwoTZXZhbHVhdGlvbnNfYmxvY2tlZBgDIAEoCBIiChpldmFsdWF0aW9uc19ibG9ja2VkX3JlYXNvbhgEIAEoCTJTCg5DbHVzdGVyU2Vzc2lvbhJBCgdDb25uZWN0EhcucmxtZXNoLnYxLkFnZW50TWVzc2FnZRoZLnJsbWVzaC52MS5Db250cm9sTWVzc2FnZSgBMAFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message rlmesh.v1.AgentMessage
@@ -67,6 +67,12 @@ export type AgentMessage = Message<"rlmesh.v1.AgentMessage"> & {
      */
     value: PreflightReport;
     case: "preflightReport";
+  } | {
+    /**
+     * @generated from field: rlmesh.v1.OperatorDrain operator_drain = 8;
+     */
+    value: OperatorDrain;
+    case: "operatorDrain";
   } | { case: undefined; value?: undefined };
 };
 
@@ -138,7 +144,9 @@ export const ControlMessageSchema: GenMessage<ControlMessage> = /*@__PURE__*/
 
 /**
  * What the platform has decided about this cluster: sent after Welcome and on every change.
- * Draining: it sends no new assignments; those already delivered run to their end.
+ * Draining: it sends no new assignments; those already delivered run to their end. The agent holds
+ * to it too: an assignment received while draining for an evaluation it does not hold yet is refused
+ * (an EvaluationUpdate Failed with reason ClusterDraining).
  *
  * @generated from message rlmesh.v1.ClusterState
  */
@@ -160,6 +168,33 @@ export type ClusterState = Message<"rlmesh.v1.ClusterState"> & {
  */
 export const ClusterStateSchema: GenMessage<ClusterState> = /*@__PURE__*/
   messageDesc(file_rlmesh_v1_session, 2);
+
+/**
+ * The cluster's operator drained it on the cluster's side (rlmesh drain): sent on connect and on
+ * every change. While draining, the agent refuses every new assignment (an EvaluationUpdate Failed
+ * with reason OperatorDrain), whatever the control plane decides; evaluations it already holds run
+ * to their end. Only the operator ends it (rlmesh drain --undo). Never sent by older agents.
+ *
+ * @generated from message rlmesh.v1.OperatorDrain
+ */
+export type OperatorDrain = Message<"rlmesh.v1.OperatorDrain"> & {
+  /**
+   * @generated from field: bool draining = 1;
+   */
+  draining: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp since = 2;
+   */
+  since?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message rlmesh.v1.OperatorDrain.
+ * Use `create(OperatorDrainSchema)` to create a new message.
+ */
+export const OperatorDrainSchema: GenMessage<OperatorDrain> = /*@__PURE__*/
+  messageDesc(file_rlmesh_v1_session, 3);
 
 /**
  * The agent's first message; the control plane sends nothing until it has judged it.
@@ -195,7 +230,7 @@ export type Hello = Message<"rlmesh.v1.Hello"> & {
  * Use `create(HelloSchema)` to create a new message.
  */
 export const HelloSchema: GenMessage<Hello> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 3);
+  messageDesc(file_rlmesh_v1_session, 4);
 
 /**
  * @generated from message rlmesh.v1.Welcome
@@ -238,7 +273,7 @@ export type Welcome = Message<"rlmesh.v1.Welcome"> & {
  * Use `create(WelcomeSchema)` to create a new message.
  */
 export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 4);
+  messageDesc(file_rlmesh_v1_session, 5);
 
 /**
  * @generated from message rlmesh.v1.Heartbeat
@@ -255,7 +290,7 @@ export type Heartbeat = Message<"rlmesh.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 5);
+  messageDesc(file_rlmesh_v1_session, 6);
 
 /**
  * @generated from message rlmesh.v1.Ping
@@ -277,7 +312,7 @@ export type Ping = Message<"rlmesh.v1.Ping"> & {
  * Use `create(PingSchema)` to create a new message.
  */
 export const PingSchema: GenMessage<Ping> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 6);
+  messageDesc(file_rlmesh_v1_session, 7);
 
 /**
  * @generated from message rlmesh.v1.Pong
@@ -294,7 +329,7 @@ export type Pong = Message<"rlmesh.v1.Pong"> & {
  * Use `create(PongSchema)` to create a new message.
  */
 export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 7);
+  messageDesc(file_rlmesh_v1_session, 8);
 
 /**
  * @generated from message rlmesh.v1.GpuModel
@@ -330,7 +365,7 @@ export type GpuModel = Message<"rlmesh.v1.GpuModel"> & {
  * Use `create(GpuModelSchema)` to create a new message.
  */
 export const GpuModelSchema: GenMessage<GpuModel> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 8);
+  messageDesc(file_rlmesh_v1_session, 9);
 
 /**
  * @generated from message rlmesh.v1.NodeCapacity
@@ -399,7 +434,7 @@ export type NodeCapacity = Message<"rlmesh.v1.NodeCapacity"> & {
  * Use `create(NodeCapacitySchema)` to create a new message.
  */
 export const NodeCapacitySchema: GenMessage<NodeCapacity> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 9);
+  messageDesc(file_rlmesh_v1_session, 10);
 
 /**
  * @generated from message rlmesh.v1.NodeReport
@@ -426,7 +461,7 @@ export type NodeReport = Message<"rlmesh.v1.NodeReport"> & {
  * Use `create(NodeReportSchema)` to create a new message.
  */
 export const NodeReportSchema: GenMessage<NodeReport> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 10);
+  messageDesc(file_rlmesh_v1_session, 11);
 
 /**
  * @generated from message rlmesh.v1.EvaluationUpdate
@@ -499,7 +534,7 @@ export type EvaluationUpdate = Message<"rlmesh.v1.EvaluationUpdate"> & {
  * Use `create(EvaluationUpdateSchema)` to create a new message.
  */
 export const EvaluationUpdateSchema: GenMessage<EvaluationUpdate> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 11);
+  messageDesc(file_rlmesh_v1_session, 12);
 
 /**
  * @generated from message rlmesh.v1.ArtifactSource
@@ -528,7 +563,7 @@ export type ArtifactSource = Message<"rlmesh.v1.ArtifactSource"> & {
  * Use `create(ArtifactSourceSchema)` to create a new message.
  */
 export const ArtifactSourceSchema: GenMessage<ArtifactSource> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 12);
+  messageDesc(file_rlmesh_v1_session, 13);
 
 /**
  * @generated from message rlmesh.v1.S3Object
@@ -575,7 +610,7 @@ export type S3Object = Message<"rlmesh.v1.S3Object"> & {
  * Use `create(S3ObjectSchema)` to create a new message.
  */
 export const S3ObjectSchema: GenMessage<S3Object> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 13);
+  messageDesc(file_rlmesh_v1_session, 14);
 
 /**
  * @generated from message rlmesh.v1.Artifact
@@ -607,7 +642,7 @@ export type Artifact = Message<"rlmesh.v1.Artifact"> & {
  * Use `create(ArtifactSchema)` to create a new message.
  */
 export const ArtifactSchema: GenMessage<Artifact> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 14);
+  messageDesc(file_rlmesh_v1_session, 15);
 
 /**
  * @generated from message rlmesh.v1.Assignment
@@ -690,7 +725,7 @@ export type Assignment = Message<"rlmesh.v1.Assignment"> & {
  * Use `create(AssignmentSchema)` to create a new message.
  */
 export const AssignmentSchema: GenMessage<Assignment> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 15);
+  messageDesc(file_rlmesh_v1_session, 16);
 
 /**
  * @generated from message rlmesh.v1.Cancellation
@@ -712,7 +747,7 @@ export type Cancellation = Message<"rlmesh.v1.Cancellation"> & {
  * Use `create(CancellationSchema)` to create a new message.
  */
 export const CancellationSchema: GenMessage<Cancellation> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 16);
+  messageDesc(file_rlmesh_v1_session, 17);
 
 /**
  * @generated from message rlmesh.v1.CredentialRotation
@@ -741,7 +776,7 @@ export type CredentialRotation = Message<"rlmesh.v1.CredentialRotation"> & {
  * Use `create(CredentialRotationSchema)` to create a new message.
  */
 export const CredentialRotationSchema: GenMessage<CredentialRotation> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 17);
+  messageDesc(file_rlmesh_v1_session, 18);
 
 /**
  * @generated from message rlmesh.v1.CredentialRotated
@@ -758,7 +793,7 @@ export type CredentialRotated = Message<"rlmesh.v1.CredentialRotated"> & {
  * Use `create(CredentialRotatedSchema)` to create a new message.
  */
 export const CredentialRotatedSchema: GenMessage<CredentialRotated> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 18);
+  messageDesc(file_rlmesh_v1_session, 19);
 
 /**
  * @generated from message rlmesh.v1.Ack
@@ -775,7 +810,7 @@ export type Ack = Message<"rlmesh.v1.Ack"> & {
  * Use `create(AckSchema)` to create a new message.
  */
 export const AckSchema: GenMessage<Ack> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 19);
+  messageDesc(file_rlmesh_v1_session, 20);
 
 /**
  * @generated from message rlmesh.v1.PreflightCheck
@@ -809,7 +844,7 @@ export type PreflightCheck = Message<"rlmesh.v1.PreflightCheck"> & {
  * Use `create(PreflightCheckSchema)` to create a new message.
  */
 export const PreflightCheckSchema: GenMessage<PreflightCheck> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 20);
+  messageDesc(file_rlmesh_v1_session, 21);
 
 /**
  * @generated from message rlmesh.v1.PreflightReport
@@ -846,7 +881,7 @@ export type PreflightReport = Message<"rlmesh.v1.PreflightReport"> & {
  * Use `create(PreflightReportSchema)` to create a new message.
  */
 export const PreflightReportSchema: GenMessage<PreflightReport> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 21);
+  messageDesc(file_rlmesh_v1_session, 22);
 
 /**
  * @generated from service rlmesh.v1.ClusterSession
