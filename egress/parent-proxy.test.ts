@@ -37,6 +37,7 @@ import { AllowList } from './allow-list.ts';
 import { parseAllowRange } from './classify-address.ts';
 import { parseConfig } from './config.ts';
 import { createMetrics, type EgressMetrics } from './metrics.ts';
+import { authority } from './parent-proxy.ts';
 import { createProxy } from './proxy.ts';
 import { DestinationResolver } from './resolve-destination.ts';
 import { tempDir } from '../test/support/temp.ts';
@@ -366,5 +367,12 @@ describe('through the parent proxy', () => {
     } finally {
       await proxy.drain(0);
     }
+  });
+});
+
+describe('the CONNECT target for a checked address', () => {
+  it('writes an IPv6 address in brackets', () => {
+    expect(authority('2001:db8::7', 443)).toBe('[2001:db8::7]:443');
+    expect(authority('203.0.113.7', 8443)).toBe('203.0.113.7:8443');
   });
 });
