@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { checkAccessModes } from './checks/access-modes.ts';
 import { checkClockSkew } from './checks/clock-skew.ts';
-import { checkCorporateProxyPrivate, CORPORATE_PROXY_PRIVATE } from './checks/corporate-proxy-private.ts';
+import { checkPrivateViaProxy, PRIVATE_VIA_PROXY } from './checks/private-via-proxy.ts';
 import { checkDnsPeers } from './checks/dns-peers.ts';
 import { checkGpuResources } from './checks/gpu-resources.ts';
 import { checkInstallRights } from './checks/install-rights.ts';
@@ -35,13 +35,13 @@ const CHECKS: Entry[] = [
   { id: 'dns-peers', check: checkDnsPeers, cli: true, agent: true },
   { id: 'network-policy', check: checkNetworkPolicy, cli: true, agent: true },
   { id: 'outbound-443', check: checkOutbound, cli: false, agent: true },
-  { id: CORPORATE_PROXY_PRIVATE, check: checkCorporateProxyPrivate, cli: false, agent: true },
+  { id: PRIVATE_VIA_PROXY, check: checkPrivateViaProxy, cli: false, agent: true },
   { id: 'clock-skew', check: checkClockSkew, cli: true, agent: true },
 ];
 
 export const CHECK_IDS = CHECKS.map((c) => c.id);
 // what the CLI runs only with --check-outbound: they say what this machine reaches, not the cluster
-export const OUTBOUND_CHECK_IDS = ['outbound-443', CORPORATE_PROXY_PRIVATE];
+export const OUTBOUND_CHECK_IDS = ['outbound-443', PRIVATE_VIA_PROXY];
 const OUTBOUND = new Set(OUTBOUND_CHECK_IDS);
 
 export type RunOptions = {

@@ -162,7 +162,7 @@ describe('behind a corporate proxy (Squid, basic auth), on the real node', () =>
     const clusterIp = kubectl(['-n', 'default', 'get', 'service', 'kubernetes', '-o', 'jsonpath={.spec.clusterIP}']).stdout.trim();
     const check = await until('the agent\'s preflight report', () => {
       const raw = kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-preflight', '-o', 'jsonpath={.data.report\\.json}'], { allowFail: true }).stdout;
-      return raw ? (JSON.parse(raw) as { checks: { id: string; verdict: string; found: string }[] }).checks.find((c) => c.id === 'corporate-proxy-private') : undefined;
+      return raw ? (JSON.parse(raw) as { checks: { id: string; verdict: string; found: string }[] }).checks.find((c) => c.id === 'private-via-proxy') : undefined;
     }, { timeoutMs: 120_000, intervalMs: 2000 });
     expect(check).toMatchObject({ verdict: 'pass', found: `asked the corporate proxy http://${NET.hostAddress}:${SQUID_PORT} for CONNECT ${clusterIp}:443 (the kubernetes Service's ClusterIP, a private address inside this cluster): it refused (403)` });
     expect(squid.accessLog().some((l) => l.includes(`CONNECT ${clusterIp}:443`) && l.includes('TCP_DENIED/403'))).toBe(true);

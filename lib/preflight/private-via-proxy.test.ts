@@ -1,4 +1,4 @@
-// The corporate-proxy-private check against Debian's Squid on loopback: one
+// The private-via-proxy check against Debian's Squid on loopback: one
 // Squid that opens every destination its authenticated clients ask for, one
 // whose rules refuse private destinations (here loopback, where the private
 // destination listens and stands in for the kubernetes Service's ClusterIP).
@@ -15,7 +15,7 @@ import { freePort } from '../../test/support/free-port.ts';
 import { startSquid, type Squid } from '../../test/support/squid.ts';
 import { tempDir } from '../../test/support/temp.ts';
 import { until } from '../../test/support/until.ts';
-import { CORPORATE_PROXY_PRIVATE } from './checks/corporate-proxy-private.ts';
+import { PRIVATE_VIA_PROXY } from './checks/private-via-proxy.ts';
 import { runPreflight } from './run.ts';
 import { settingsFromRuntimeConfig } from './settings.ts';
 import type { PreflightMode } from './types.ts';
@@ -54,7 +54,7 @@ async function check(squid: Squid, mode: PreflightMode) {
   const corporateProxy = outboundProxy({ url: squid.url, noProxy: [], ...(mode === 'agent' ? { credentialsDir } : {}) });
   const report = await runPreflight(
     { mode, kc: new k8s.KubeConfig(), settings: { ...settings, corporateProxy, kubernetesService: { host: '127.0.0.1', port: destinationPort } } },
-    { outbound: true, only: [CORPORATE_PROXY_PRIVATE] },
+    { outbound: true, only: [PRIVATE_VIA_PROXY] },
   );
   expect(report.checks).toHaveLength(1);
   return report.checks[0]!;
@@ -63,7 +63,7 @@ async function check(squid: Squid, mode: PreflightMode) {
 const squidLine = (squid: Squid, code: string) =>
   until(`Squid's ${code} line`, () => squid.accessLog().find((l) => l.includes(`CONNECT 127.0.0.1:${destinationPort}`) && l.includes(code)), { timeoutMs: 10_000, intervalMs: 50 });
 
-describe('corporate-proxy-private', () => {
+describe('private-via-proxy', () => {
   it('FAIL, with what to do, against a Squid that opens a private destination (the tunnel reached it)', async () => {
     const before = connections;
     const r = await check(opens, 'agent');
@@ -92,7 +92,7 @@ describe('corporate-proxy-private', () => {
 
   it('without a corporate proxy there is nothing to ask', async () => {
     const settings = settingsFromRuntimeConfig(runtimeConfigSchema.parse({ controlPlane: {}, credentials: {}, observability: {}, gpuFeatureDiscovery: {}, egress: {}, artifactCache: {} }));
-    const report = await runPreflight({ mode: 'agent', kc: new k8s.KubeConfig(), settings }, { only: [CORPORATE_PROXY_PRIVATE] });
+    const report = await runPreflight({ mode: 'agent', kc: new k8s.KubeConfig(), settings }, { only: [PRIVATE_VIA_PROXY] });
     expect(report.checks[0]).toMatchObject({ verdict: 'pass', found: 'no corporate proxy (controlPlane.proxy.url is empty): nothing to ask' });
   });
 });

@@ -18,7 +18,7 @@ import { errorMessage } from '../../error-fields.ts';
 import { ProxyTunnelError, type OutboundProxy } from '../../outbound-proxy.ts';
 import type { CheckResult, PreflightContext } from '../types.ts';
 
-export const CORPORATE_PROXY_PRIVATE = 'corporate-proxy-private';
+export const PRIVATE_VIA_PROXY = 'private-via-proxy';
 
 export type PrivateProbe = {
   /** the CONNECT target, host:port (IPv6 in brackets) */
@@ -51,7 +51,7 @@ export async function probePrivate(proxy: OutboundProxy, host: string, port: num
 }
 
 export function privateDestinationVerdict(p: PrivateProbe): CheckResult {
-  const id = CORPORATE_PROXY_PRIVATE;
+  const id = PRIVATE_VIA_PROXY;
   const asked = `asked the corporate proxy ${p.proxy} for CONNECT ${p.target} (the kubernetes Service's ClusterIP, a private address inside this cluster)${p.withoutCredentials ? ' without credentials' : ''}`;
   if (p.opened) {
     return {
@@ -91,9 +91,9 @@ async function kubernetesService(ctx: PreflightContext): Promise<{ host: string;
   return { host, port: svc.spec?.ports?.find((p) => p.name === 'https')?.port ?? svc.spec?.ports?.[0]?.port ?? 443 };
 }
 
-export async function checkCorporateProxyPrivate(ctx: PreflightContext): Promise<CheckResult> {
+export async function checkPrivateViaProxy(ctx: PreflightContext): Promise<CheckResult> {
   const proxy = ctx.settings.corporateProxy;
-  const id = CORPORATE_PROXY_PRIVATE;
+  const id = PRIVATE_VIA_PROXY;
   if (!proxy) return { id, verdict: 'pass', found: 'no corporate proxy (controlPlane.proxy.url is empty): nothing to ask', fix: 'Nothing to do.' };
   const svc = await kubernetesService(ctx);
   if (!svc) {
