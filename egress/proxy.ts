@@ -484,7 +484,7 @@ export function createProxy(deps: ProxyDeps) {
       if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
       const path = `${url.pathname}${url.search}`;
       const upstreamReq = http.request({
-        // a parent gets the request in absolute form, as a forward proxy does, for the checked address (Host keeps the name)
+        // a parent gets the request in absolute form, as a forward proxy does, for the checked address (with the Host the client sent)
         method: req.method, path: through ? `http://${where.address ? authority(where.address, d.port) : headers.host}${path}` : path, headers, setHost: false,
         createConnection: () => socket,
       });
