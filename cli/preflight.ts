@@ -25,7 +25,9 @@ Options:
   -f, --values <file>   the values file(s) you will install with (repeatable, later wins)
   -n, --namespace <ns>  the release namespace (default rlmesh-system)
   -o, --output <fmt>    table (default) or json
-  --check-outbound      also try TCP+TLS 443 to the API and registry hosts from this machine
+  --check-outbound      also try TCP+TLS 443 to the API and registry hosts from this machine, and ask
+                        controlPlane.proxy for a private destination (the kubernetes Service's
+                        ClusterIP): FAIL if it opens it
   -h, --help            this help
 `;
 

@@ -125,6 +125,21 @@ describe('egress config', () => {
     expect(parseConfig(['--allow', 'x.example'], {}).parentProxy).toBeUndefined();
   });
 
+  it('passes names the cluster cannot resolve to the parent only when told to (controlPlane.proxy.passUnresolvedNames, or the flag)', () => {
+    const file = join(tempDir('egress-config-'), 'config.json');
+    const proxy = { url: 'http://proxy.corp.example:3128', noProxy: [] };
+    const rest = { credentials: {}, observability: {}, gpuFeatureDiscovery: {}, artifactCache: {}, egress: { allowedDomains: ['api.rlmesh.dev'] }, ports: {} };
+    writeFileSync(file, JSON.stringify({ controlPlane: { proxy: { ...proxy, passUnresolvedNames: true } }, ...rest }));
+    expect(parseConfig([], { RLMESH_CONFIG: file }).parentProxy?.passUnresolvedNames).toBe(true);
+    // a proxy named by flag takes nothing of the configured one
+    expect(parseConfig(['--parent-proxy', 'http://other.example:8080'], { RLMESH_CONFIG: file }).parentProxy?.passUnresolvedNames).toBeUndefined();
+    writeFileSync(file, JSON.stringify({ controlPlane: { proxy: { ...proxy, passUnresolvedNames: false } }, ...rest }));
+    expect(parseConfig([], { RLMESH_CONFIG: file }).parentProxy?.passUnresolvedNames).toBe(false);
+    expect(parseConfig(['--allow', 'x.example', '--parent-proxy', 'http://p.example:3128', '--parent-proxy-pass-unresolved-names'], {}).parentProxy?.passUnresolvedNames).toBe(true);
+    expect(() => parseConfig(['--allow', 'x.example', '--parent-proxy-pass-unresolved-names'], {}))
+      .toThrow('--parent-proxy-pass-unresolved-names needs a parent proxy: give --parent-proxy URL (or controlPlane.proxy.url in the runtime config)');
+  });
+
   it('says what is wrong with the parent proxy, without showing a password', () => {
     expect(() => parseConfig(['--allow', 'x.example', '--parent-proxy-credentials', '/creds'], {}))
       .toThrow('--parent-proxy-credentials needs a parent proxy: give --parent-proxy URL (or controlPlane.proxy.url in the runtime config)');

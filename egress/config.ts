@@ -66,7 +66,7 @@ export const USAGE = `usage: rlmesh-runtime egress [--help] [--config FILE] [--p
   [--connect-timeout-ms MS] [--idle-timeout-ms MS] [--header-timeout-ms MS] [--max-header-bytes N]
   [--max-tunnels N] [--max-tunnels-per-client N] [--max-connections N] [--max-connections-per-client N]
   [--drain-timeout-ms MS] [--dns-timeout-ms MS] [--memory-limit-mib N]
-  [--parent-proxy URL [--parent-proxy-credentials DIR] [--no-proxy LIST]]
+  [--parent-proxy URL [--parent-proxy-credentials DIR] [--no-proxy LIST] [--parent-proxy-pass-unresolved-names]]
 The listen host is RLMESH_LISTEN_HOST (default every interface, IPv4 and IPv6); the memory limit defaults to $RLMESH_MEMORY_LIMIT_MIB, else 256.`;
 
 function port(flag: string, text: string | undefined, fallback: number): number {
@@ -117,6 +117,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       'parent-proxy': { type: 'string' },
       'parent-proxy-credentials': { type: 'string' },
       'no-proxy': { type: 'string' },
+      'parent-proxy-pass-unresolved-names': { type: 'boolean' },
     },
   });
   const configPath = v.config ?? env.RLMESH_CONFIG ?? (v.allow.length === 0 ? DEFAULT_CONFIG_PATH : undefined);
@@ -143,7 +144,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   const clusterRangesFile = v['cluster-ranges-file'] ?? (runtime ? CLUSTER_RANGES_FILE : undefined);
   const host = listenHost(env);
   const at = host === undefined ? {} : { host };
-  const parentProxy = parentProxyOf(runtime, v['parent-proxy'], v['parent-proxy-credentials'], v['no-proxy']);
+  const parentProxy = parentProxyOf(runtime, v['parent-proxy'], v['parent-proxy-credentials'], v['no-proxy'], v['parent-proxy-pass-unresolved-names']);
   return {
     listen: { ...at, port: port('port', v.port, proxyPort) },
     healthListen: { ...at, port: port('health-port', v['health-port'], runtime?.ports.health ?? 8081) },
@@ -174,11 +175,12 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
  * --parent-proxy replaces the configured one with its credentials: the
  * Secret's username and password are never sent to a proxy named elsewhere.
  */
-function parentProxyOf(runtime: RuntimeConfig | undefined, url?: string, credentialsDir?: string, noProxy?: string): OutboundProxySettings | undefined {
+function parentProxyOf(runtime: RuntimeConfig | undefined, url?: string, credentialsDir?: string, noProxy?: string, passUnresolvedNames?: boolean): OutboundProxySettings | undefined {
   const configured = runtime?.controlPlane.proxy;
   const base = url === undefined ? configured : { url, noProxy: [] };
   if (!base?.url) {
-    const flag = credentialsDir !== undefined ? '--parent-proxy-credentials' : noProxy !== undefined ? '--no-proxy' : undefined;
+    const flag = credentialsDir !== undefined ? '--parent-proxy-credentials' : noProxy !== undefined ? '--no-proxy'
+      : passUnresolvedNames !== undefined ? '--parent-proxy-pass-unresolved-names' : undefined;
     if (flag) throw new Error(`${flag} needs a parent proxy: give --parent-proxy URL (or controlPlane.proxy.url in the runtime config)`);
     return undefined;
   }
@@ -198,6 +200,7 @@ function parentProxyOf(runtime: RuntimeConfig | undefined, url?: string, credent
     ...base,
     ...(credentialsDir !== undefined ? { credentialsDir } : {}),
     ...(noProxy !== undefined ? { noProxy: noProxy.split(',').map((e) => e.trim()).filter(Boolean) } : {}),
+    ...(passUnresolvedNames !== undefined ? { passUnresolvedNames } : {}),
   };
 }
 

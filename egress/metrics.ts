@@ -63,6 +63,12 @@ export function createMetrics() {
       labelNames: ['direction'] as const,
       registers: [registry],
     }),
+    parentConnections: new Counter({
+      name: 'rlmesh_egress_parent_connections_total',
+      help: 'Connections opened through the parent (corporate) proxy, by what it was asked for: the checked address (checked-address), or the name (name: a name the cluster\'s DNS did not resolve, with controlPlane.proxy.passUnresolvedNames)',
+      labelNames: ['target'] as const,
+      registers: [registry],
+    }),
     connectSeconds: new Histogram({
       name: 'rlmesh_egress_upstream_connect_seconds',
       help: 'Time to open the TCP connection to the checked destination address, or the tunnel (or connection) through the parent proxy',

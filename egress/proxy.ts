@@ -7,7 +7,7 @@
 // or fragment (shown.ts). What the proxy buffers for each client is counted
 // against a budget sized from its memory limit (buffer-budget.ts). With a
 // parent (corporate) proxy, destinations it applies to are reached through it
-// (parent-proxy.ts) after the same checks.
+// (parent-proxy.ts) after the same checks, at the address checked.
 import http, { STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -17,11 +17,12 @@ import { errorFields } from '../lib/error-fields.ts';
 import { peerAddress } from '../lib/listen-address.ts';
 import type { OutboundProxy } from '../lib/outbound-proxy.ts';
 import { parseAbsoluteUrl, parseAuthority, type AllowList, type Destination, type Refusal } from './allow-list.ts';
+import type { Answer, Decision } from './answer.ts';
 import { BufferBudget, MiB } from './buffer-budget.ts';
 import type { EgressConfig } from './config.ts';
 import { BufferPool, DownstreamRelay } from './downstream-relay.ts';
 import type { EgressMetrics } from './metrics.ts';
-import { dialParent, parentAuthorization, parentRefusedForward, tunnelThroughParent } from './parent-proxy.ts';
+import { authority, dialParent, parentAuthorization, parentRefusedForward, tunnelThroughParent } from './parent-proxy.ts';
 import type { DestinationResolver } from './resolve-destination.ts';
 import { shown, shownTarget } from './shown.ts';
 import { relayUpstream } from './upstream-relay.ts';
@@ -33,18 +34,6 @@ const RETRY_AFTER_SECONDS = 5;
 // destination socket) of one highWaterMark (64 KiB) plus one read (64 KiB)
 // each: reserved from its client's share for as long as it runs.
 const FORWARD_BYTES = 2 * 3 * (64 + 64) * 1024;
-
-export type Decision = 'allowed' | 'refused' | 'dns-failure' | 'connect-failure' | 'connect-timeout' | 'limited' | 'client-closed';
-
-export interface Answer {
-  status: number;
-  decision: Decision;
-  rule: string;
-  body: string;
-  retryAfter?: boolean;
-  /** close the client connection after the answer (a request body was left unread) */
-  close?: boolean;
-}
 
 interface Outcome {
   host: string;
@@ -72,14 +61,16 @@ export interface ProxyDeps {
   parent?: OutboundProxy;
 }
 
-/** A destination that passed: the checked addresses to connect to, or the parent to go through by name. */
+/** A destination that passed: the checked addresses to connect to (directly or through the parent), or none to go through the parent by name. */
 interface Decided {
   addresses: string[];
   rule: string;
   parent?: OutboundProxy;
 }
 
-type Connected = { ok: true; socket: net.Socket; address: string } | { ok: false; answer: Answer };
+type Connected = { ok: true; socket: net.Socket; address: string } | { ok: false; answer: Answer; address?: string };
+/** Through the parent: the checked address asked for (none: by name). */
+type ThroughParent = { ok: true; socket: net.Socket; address?: string } | { ok: false; answer: Answer; address?: string };
 
 const mib = (bytes: number) => (bytes / MiB).toFixed(1);
 
@@ -180,10 +171,10 @@ export function createProxy(deps: ProxyDeps) {
 
   /**
    * Checks and resolves the destination; the addresses returned are the only
-   * ones to connect to. Through a parent, which resolves the name again
-   * itself, every address must pass, and a name the proxy cannot resolve goes
-   * to the parent by name: in a proxy-only network the cluster's DNS often
-   * does not resolve internet names.
+   * ones to connect to, directly or through the parent (which is asked for
+   * the address, not the name). A name the cluster's DNS cannot resolve has
+   * no address to check: through a parent it is refused, unless
+   * controlPlane.proxy.passUnresolvedNames lets the parent resolve it.
    */
   async function decide(dest: Destination | Refusal, target: string): Promise<Decided | Answer> {
     if ('rule' in dest) return refusal(shownTarget(target), dest);
@@ -191,28 +182,42 @@ export function createProxy(deps: ProxyDeps) {
     if (denied) return refusal(dest.host, denied);
     const through = parent?.appliesTo(dest.host) ? parent : undefined;
     const started = performance.now();
-    const resolution = await resolver.resolve(dest, { every: through !== undefined });
+    const resolution = await resolver.resolve(dest);
     if (dest.kind === 'name') metrics.dnsSeconds.observe((performance.now() - started) / 1000);
     if (resolution.outcome === 'refused') return refusal(dest.host, resolution);
     if (resolution.outcome === 'dns-failure') {
-      if (through) return { addresses: [], rule: 'parent-resolves', parent: through };
+      if (through && config.parentProxy?.passUnresolvedNames) return { addresses: [], rule: 'parent-resolves', parent: through };
+      if (through) return unresolvedThroughParent(dest, resolution.reason, through);
       return { status: 502, decision: 'dns-failure', rule: resolution.rule, body: `egress to '${dest.host}' failed: ${resolution.reason}; check the name and the proxy's DNS resolver` };
     }
     return { addresses: resolution.addresses, rule: resolution.rule, ...(through ? { parent: through } : {}) };
   }
 
-  /** Through the parent: the address logged is the one checked for an IP literal; for a name the parent picks it. */
-  function via(dest: Destination, decided: Decided): { parent?: string; address?: string } {
-    if (!decided.parent) return {};
-    return { parent: decided.parent.shown, ...(dest.kind === 'ip' ? { address: dest.host } : {}) };
+  /** The answer for a name without an address to check, through the parent. */
+  function unresolvedThroughParent(dest: Destination, reason: string, through: OutboundProxy): Answer {
+    return {
+      status: 403, decision: 'refused', rule: 'unresolved-name',
+      body: `egress to '${dest.host}' refused: ${reason} in the cluster's DNS, so the egress proxy has no address to check, and the corporate proxy ${through.shown} ` +
+        'would resolve the name itself and could connect anywhere, private addresses included; make the name resolve in the DNS the egress proxy uses (the corporate proxy is then asked ' +
+        'for the checked address), or set controlPlane.proxy.passUnresolvedNames=true to let the corporate proxy resolve such names, if it refuses private destinations itself',
+    };
   }
 
-  /** A CONNECT tunnel by name through the parent (`tunnel`), or a connection to the parent to forward a request on, timed like a direct connect. */
-  async function throughParent(dest: Destination, through: OutboundProxy, tunnel: boolean): Promise<Connected> {
+  /** Through the parent: its URL, and the checked address it was asked for (none for a name it resolves). */
+  function via(decided: Decided, address?: string): { parent?: string; address?: string } {
+    if (!decided.parent) return {};
+    return { parent: decided.parent.shown, ...(address ? { address } : {}) };
+  }
+
+  /** A CONNECT tunnel through the parent to a checked address (`tunnel`), or a connection to the parent to forward a request on, timed like a direct connect. */
+  async function throughParent(dest: Destination, decided: Decided & { parent: OutboundProxy }, tunnel: boolean): Promise<ThroughParent> {
     const started = performance.now();
-    const opened = await (tunnel ? tunnelThroughParent : dialParent)(through, dest, config.connectTimeoutMs);
+    const opened = tunnel
+      ? await tunnelThroughParent(decided.parent, dest, decided.addresses, config.connectTimeoutMs)
+      : { ...(await dialParent(decided.parent, dest, config.connectTimeoutMs)), ...(decided.addresses[0] ? { address: decided.addresses[0] } : {}) };
     metrics.connectSeconds.observe((performance.now() - started) / 1000);
-    return opened.ok ? { ok: true, socket: opened.socket, address: through.shown } : opened;
+    if (opened.ok) metrics.parentConnections.inc({ target: opened.address ? 'checked-address' : 'name' });
+    return opened;
   }
 
   /** Opens TCP to the first checked address that answers, within one connect-timeout budget. */
@@ -366,12 +371,12 @@ export function createProxy(deps: ProxyDeps) {
       if ('status' in decided) return fail(decided);
       const d = dest as Destination;
       const relay = new DownstreamRelay(pool, holding);
-      const opened = decided.parent ? await throughParent(d, decided.parent, true) : await connect(d, decided.addresses, relay.onread);
+      const opened = decided.parent ? await throughParent(d, { ...decided, parent: decided.parent }, true) : await connect(d, decided.addresses, relay.onread);
       if (!opened.ok) {
         relay.closed();
-        return fail(opened.answer, via(d, decided));
+        return fail(opened.answer, via(decided, opened.address));
       }
-      const where = decided.parent ? via(d, decided) : { address: opened.address };
+      const where = decided.parent ? via(decided, opened.address) : { address: opened.address };
       const upstream = opened.socket;
       if (clientSocket.destroyed) {
         upstream.destroy();
@@ -461,10 +466,11 @@ export function createProxy(deps: ProxyDeps) {
       if ('status' in decided) return fail(decided, base.host, (dest as Destination).port);
       const d = dest as Destination;
       const through = decided.parent;
-      const where = via(d, decided);
+      // the parent is asked for the first checked address (none: the name, which it resolves)
+      const where = via(decided, decided.addresses[0]);
       const credentials = through ? parentAuthorization(through, d) : { auth: undefined };
       if ('status' in credentials) return fail(credentials, d.host, d.port, where);
-      const connected = through ? await throughParent(d, through, false) : await connect(d, decided.addresses);
+      const connected = through ? await throughParent(d, { ...decided, parent: through }, false) : await connect(d, decided.addresses);
       if (!connected.ok) return fail(connected.answer, d.host, d.port, where);
       const socket = connected.socket;
       socket.setTimeout(config.idleTimeoutMs, () => socket.destroy());
@@ -478,15 +484,15 @@ export function createProxy(deps: ProxyDeps) {
       if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
       const path = `${url.pathname}${url.search}`;
       const upstreamReq = http.request({
-        // a parent gets the request in absolute form, as a forward proxy does
-        method: req.method, path: through ? `http://${headers.host}${path}` : path, headers, setHost: false,
+        // a parent gets the request in absolute form, as a forward proxy does, for the checked address (with the Host the client sent)
+        method: req.method, path: through ? `http://${where.address ? authority(where.address, d.port) : headers.host}${path}` : path, headers, setHost: false,
         createConnection: () => socket,
       });
       upstreamReq.on('response', (upstreamRes) => {
         if (through && upstreamRes.statusCode === 407) {
           upstreamRes.resume();
           socket.destroy();
-          return fail(parentRefusedForward(through, d, req.method ?? 'GET', credentials.auth !== undefined), d.host, d.port, where);
+          return fail(parentRefusedForward(through, d, where.address, req.method ?? 'GET', credentials.auth !== undefined), d.host, d.port, where);
         }
         res.writeHead(upstreamRes.statusCode ?? 502, withoutHopByHop(upstreamRes.headers));
         upstreamRes.pipe(res);

@@ -2,6 +2,8 @@
 // resolve A and AAAA once, classify every answer, keep those that pass. The
 // caller connects to these exact addresses; nothing is resolved again between
 // the check and the connect, so a rebinding DNS answer cannot slip through.
+// Through a parent proxy the same holds: it is asked for one of these
+// addresses, never the name (egress/parent-proxy.ts).
 import { Resolver } from 'node:dns/promises';
 import { networkInterfaces } from 'node:os';
 import type { Destination } from './allow-list.ts';
@@ -63,18 +65,13 @@ export class DestinationResolver {
     if (options.servers.length > 0) this.resolver.setServers([...options.servers]);
   }
 
-  /**
-   * `every`: the caller does not pick the address (a parent proxy resolves the
-   * name itself and may pick any answer), so every answer must pass.
-   */
-  async resolve(dest: Destination, opts: { every?: boolean } = {}): Promise<Resolution> {
+  async resolve(dest: Destination): Promise<Resolution> {
     // fail closed: without the cluster's own ranges a public address of the cluster would pass
     const unknown = this.options.rangesProblem?.();
     if (unknown) return { outcome: 'refused', rule: 'cluster-ranges-unknown', reason: unknown };
-    const every = opts.every ?? false;
-    if (dest.kind === 'ip') return this.decide(dest, [dest.host], every);
+    if (dest.kind === 'ip') return this.decide(dest, [dest.host]);
     const cached = this.cache.get(dest.host);
-    if (cached && cached.expires > Date.now()) return this.decide(dest, cached.answers, every);
+    if (cached && cached.expires > Date.now()) return this.decide(dest, cached.answers);
     const [v4, v6] = await Promise.allSettled([
       this.resolver.resolve4(dest.host, { ttl: true }),
       this.resolver.resolve6(dest.host, { ttl: true }),
@@ -92,7 +89,7 @@ export class DestinationResolver {
       const why = DNS_CODES[code] ?? `the lookup failed (${code})`;
       return { outcome: 'dns-failure', rule: `dns-${code.toLowerCase()}`, reason: `'${dest.host}' did not resolve: ${why}` };
     }
-    return this.decide(dest, answers, every);
+    return this.decide(dest, answers);
   }
 
   /** Replaces the cluster's own ranges (the agent's ConfigMap changed); every address is classified again. */
@@ -111,7 +108,7 @@ export class DestinationResolver {
     return c;
   }
 
-  private decide(dest: Destination, answers: string[], every: boolean): Resolution {
+  private decide(dest: Destination, answers: string[]): Resolution {
     const passed: string[] = [];
     const refused: { rule: string; reason: string }[] = [];
     let rule = 'public';
@@ -126,12 +123,11 @@ export class DestinationResolver {
         passed.push(c.address);
       }
     }
-    if (passed.length > 0 && (!every || refused.length === 0)) return { outcome: 'addresses', addresses: passed, rule };
+    if (passed.length > 0) return { outcome: 'addresses', addresses: passed, rule };
     const reasons = [...new Set(refused.map((r) => r.reason))];
     const shown = reasons.length > 3 ? [...reasons.slice(0, 3), `${reasons.length - 3} more`] : reasons;
     const inCluster = refused.every((r) => r.rule === 'cluster-range');
     const suffix = dest.kind !== 'name' ? ''
-      : passed.length > 0 ? '; the corporate proxy resolves the name itself and could connect to any of its addresses, so every one must pass'
       : inCluster ? '; in-cluster services need an in-cluster route, not the egress proxy'
         : '; the proxy only connects to public addresses (in-cluster services need an in-cluster route)';
     return { outcome: 'refused', rule: refused[0]!.rule, reason: `${shown.join('; ')}${suffix}` };

@@ -52,6 +52,10 @@ describe('controlPlane.proxy refusals', () => {
     expect(messages({ existingSecret: 'corp-proxy' })).toEqual([
       'controlPlane.proxy.existingSecret: controlPlane.proxy.existingSecret is set but controlPlane.proxy.url is empty, so no proxy is used: set url to your proxy (http://host:port), or remove existingSecret',
     ]);
+    expect(messages({ passUnresolvedNames: true })).toEqual([
+      'controlPlane.proxy.passUnresolvedNames: controlPlane.proxy.passUnresolvedNames is set but controlPlane.proxy.url is empty, so no proxy is used: set url to your proxy (http://host:port), or remove passUnresolvedNames',
+    ]);
+    expect(messages({ url: 'https://10.0.0.5', passUnresolvedNames: true })).toEqual([]);
     for (const m of messages({ url: 'http://alice:s3cret@proxy.corp/x' })) expect(m).not.toContain('s3cret');
   });
 
@@ -74,10 +78,13 @@ describe('controlPlane.proxy in the runtime config', () => {
       expect(runtimeConfigSchema.parse(cfg)).toEqual(cfg);
       return cfg.controlPlane.proxy;
     };
-    expect(render({ url: 'http://10.0.0.5:3128' })).toEqual({ url: 'http://10.0.0.5:3128', noProxy: [] });
+    expect(render({ url: 'http://10.0.0.5:3128' })).toEqual({ url: 'http://10.0.0.5:3128', noProxy: [], passUnresolvedNames: false });
+    // the egress proxy's opt-in to pass names the cluster's DNS cannot resolve to the proxy unchecked (default off)
+    expect(render({ url: 'http://10.0.0.5:3128', passUnresolvedNames: true })).toMatchObject({ passUnresolvedNames: true });
     expect(render({ url: 'http://10.0.0.5:3128', noProxy: ['.corp.example', '10.0.0.0/8'], existingSecret: 'corp-proxy' })).toEqual({
       url: 'http://10.0.0.5:3128',
       noProxy: ['.corp.example', '10.0.0.0/8'],
+      passUnresolvedNames: false,
       credentialsDir: MOUNTS.proxyCredentialsDir,
       credentialsSecret: 'corp-proxy',
     });

@@ -58,7 +58,7 @@ export function parseProxyUrl(url: string): ProxyUrl {
   return { matched: true, scheme, userinfo: group(m, 2) !== '', host, hostKind, port, rest: group(m, 5) };
 }
 
-export type ProxyValues = { url: string; noProxy: string[]; existingSecret: string; addresses: string[] };
+export type ProxyValues = { url: string; noProxy: string[]; existingSecret: string; addresses: string[]; passUnresolvedNames?: boolean };
 
 /**
  * The NetworkPolicy peer of the proxy: controlPlane.proxy.addresses, or the /32 or /128 of
@@ -79,6 +79,7 @@ export function proxyErrors(p: ProxyValues): { path: string; message: string }[]
     if (p.existingSecret !== '') errors.push(refuse(R.proxyUrlMissing, { key: 'existingSecret' }));
     if (p.noProxy.length > 0) errors.push(refuse(R.proxyUrlMissing, { key: 'noProxy' }));
     if (p.addresses.length > 0) errors.push(refuse(R.proxyUrlMissing, { key: 'addresses' }));
+    if (p.passUnresolvedNames) errors.push(refuse(R.proxyUrlMissing, { key: 'passUnresolvedNames' }));
   } else {
     const u = parseProxyUrl(p.url);
     const http = u.scheme === 'http' || u.scheme === 'https';

@@ -48,6 +48,7 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
       node: object({
         url: v('controlPlane.proxy.url'),
         noProxy: v('controlPlane.proxy.noProxy'),
+        passUnresolvedNames: v('controlPlane.proxy.passUnresolvedNames'),
         credentialsDir: { kind: 'optional', when: 'controlPlane.proxy.existingSecret', node: c(MOUNTS.proxyCredentialsDir) },
         credentialsSecret: { kind: 'optional', when: 'controlPlane.proxy.existingSecret', node: v('controlPlane.proxy.existingSecret') },
       }),

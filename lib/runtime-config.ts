@@ -51,6 +51,8 @@ export const outboundProxySchema = z
     // where the Secret's keys username and password are mounted, and the Secret's name for messages
     credentialsDir: z.string().optional(),
     credentialsSecret: z.string().optional(),
+    // the egress proxy: a name the cluster's DNS cannot resolve goes to the proxy by name (unchecked) instead of being refused
+    passUnresolvedNames: z.boolean().optional(),
   })
   .strict();
 

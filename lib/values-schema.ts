@@ -338,6 +338,12 @@ export const valuesObjectSchema = z
               .describe(
                 "CIDRs the proxy listens on (e.g. 10.20.30.40/32), the only destination the NetworkPolicies then allow the agent and the egress proxy besides DNS, the Kubernetes API and egress.allowRanges. Required when url names its host by name (a NetworkPolicy cannot); empty with an IP address in url: that address (/32 or /128).",
               ),
+            passUnresolvedNames: z
+              .boolean()
+              .default(false)
+              .describe(
+                "The egress proxy resolves every destination with the cluster's DNS, checks the address, and asks the proxy for that address (CONNECT 203.0.113.7:443, the client's TLS SNI keeping the name; plain HTTP as GET http://203.0.113.7/), so the proxy cannot connect anywhere the egress proxy did not check: its rules must allow CONNECT to the allowed hosts' addresses. false: a name the cluster's DNS cannot resolve is refused (rule unresolved-name). true: such a name goes to the proxy by name, unchecked (rule parent-resolves). RISK: the proxy then resolves the name with its own DNS, whose answers the platform may control, and connects wherever they point, private, cluster and cloud-metadata addresses included; set it only if the proxy itself refuses those destinations (rlmesh preflight's private-via-proxy check asks it).",
+              ),
           })
           .strict()
           .prefault({})

@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { checkAccessModes } from './checks/access-modes.ts';
 import { checkClockSkew } from './checks/clock-skew.ts';
+import { checkPrivateViaProxy, PRIVATE_VIA_PROXY } from './checks/private-via-proxy.ts';
 import { checkDnsPeers } from './checks/dns-peers.ts';
 import { checkGpuResources } from './checks/gpu-resources.ts';
 import { checkInstallRights } from './checks/install-rights.ts';
@@ -34,13 +35,17 @@ const CHECKS: Entry[] = [
   { id: 'dns-peers', check: checkDnsPeers, cli: true, agent: true },
   { id: 'network-policy', check: checkNetworkPolicy, cli: true, agent: true },
   { id: 'outbound-443', check: checkOutbound, cli: false, agent: true },
+  { id: PRIVATE_VIA_PROXY, check: checkPrivateViaProxy, cli: false, agent: true },
   { id: 'clock-skew', check: checkClockSkew, cli: true, agent: true },
 ];
 
 export const CHECK_IDS = CHECKS.map((c) => c.id);
+// what the CLI runs only with --check-outbound: they say what this machine reaches, not the cluster
+export const OUTBOUND_CHECK_IDS = ['outbound-443', PRIVATE_VIA_PROXY];
+const OUTBOUND = new Set(OUTBOUND_CHECK_IDS);
 
 export type RunOptions = {
-  /** CLI: also try TCP+TLS 443 from this machine (off by default: it says little about the cluster's egress) */
+  /** CLI: also try TCP+TLS 443 from this machine and ask the corporate proxy for a private destination (off by default: it says little about the cluster's egress) */
   outbound?: boolean;
   /** run only these check ids */
   only?: string[];
@@ -49,7 +54,7 @@ export type RunOptions = {
 export async function runPreflight(ctx: PreflightContext, opts: RunOptions = {}): Promise<PreflightReportData> {
   const checks: CheckResult[] = [];
   for (const entry of CHECKS) {
-    const applies = ctx.mode === 'agent' ? entry.agent : entry.cli || (entry.id === 'outbound-443' && opts.outbound === true);
+    const applies = ctx.mode === 'agent' ? entry.agent : entry.cli || (OUTBOUND.has(entry.id) && opts.outbound === true);
     if (!applies || (opts.only && !opts.only.includes(entry.id))) continue;
     checks.push(await runOne(entry, ctx));
   }

@@ -26,6 +26,7 @@ export function settingsFromRuntimeConfig(cfg: RuntimeConfig): PreflightSettings
     nodeSelector: cfg.agent.nodeSelector,
     networkPolicyProbe: cfg.preflight?.networkPolicyProbe.enabled ?? true,
     proxy: outboundProxy(cfg.controlPlane.proxy),
+    corporateProxy: outboundProxy(cfg.controlPlane.proxy),
     evaluationPullSecrets: (cfg.evaluations?.imagePullSecrets ?? []).map((p) => p.name),
   };
 }
@@ -49,6 +50,8 @@ export function settingsFromValues(values: Values, namespace = 'rlmesh-system'):
     networkPolicyProbe: values.preflight.networkPolicyProbe.enabled,
     evaluationPullSecrets: values.evaluations.imagePullSecrets.map((p) => p.name),
     ...caBundleSource(values.controlPlane.caBundleFrom),
+    // without its credentials: they are in a Secret, which the CLI does not read
+    ...(values.controlPlane.proxy.url ? { corporateProxy: outboundProxy({ url: values.controlPlane.proxy.url, noProxy: values.controlPlane.proxy.noProxy }) } : {}),
   };
 }
 

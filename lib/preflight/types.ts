@@ -46,6 +46,10 @@ export type PreflightSettings = {
   caBundleFrom?: CaBundleSource;
   /** the corporate proxy the agent's outbound connections go through (controlPlane.proxy) */
   proxy?: OutboundProxy | undefined;
+  /** the corporate proxy, asked whether it opens a private destination: the agent's (with its credentials), or the values' (the CLI reads no Secret) */
+  corporateProxy?: OutboundProxy | undefined;
+  /** the private destination it is asked for; unset: the kubernetes Service's ClusterIP and port */
+  kubernetesService?: { host: string; port: number };
 };
 
 export type CaBundleSource = { kind: 'ConfigMap' | 'Secret'; name: string; key: string };

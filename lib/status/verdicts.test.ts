@@ -11,6 +11,7 @@ import { evaluationsVerdict } from './checks/evaluations.ts';
 import { leaderVerdict } from './checks/leader.ts';
 import { networkPolicyVerdict } from './checks/network-policy.ts';
 import { preflightVerdict } from './checks/preflight.ts';
+import { privateDestinationVerdict } from '../preflight/checks/private-via-proxy.ts';
 import { releaseVerdict } from './checks/release.ts';
 import { spoolVerdict } from './checks/spool.ts';
 import { formatStatusTable, statusExitCode } from './format.ts';
@@ -136,6 +137,11 @@ describe('preflight and network-policy', () => {
     expect(preflightVerdict('ns', report(['pass', 'fail']), NOW)).toMatchObject({ verdict: 'fail', found: expect.stringContaining('c1: found 1'), fix: 'c1: fix 1' });
     expect(preflightVerdict('ns', report(['warn']), NOW).verdict).toBe('warn');
     expect(preflightVerdict('ns', undefined, NOW).verdict).toBe('warn');
+    // the agent's check of the corporate proxy: a proxy that opens private destinations fails status with the check's fix
+    const opens = privateDestinationVerdict({ target: '10.96.0.1:443', proxy: 'http://proxy.corp:3128', opened: true, withoutCredentials: false });
+    const failing = preflightVerdict('ns', { id: 'r', at: at(60_000), mode: 'agent', checks: [opens] } as const, NOW);
+    expect(failing).toMatchObject({ verdict: 'fail', found: expect.stringContaining('private-via-proxy: asked the corporate proxy http://proxy.corp:3128 for CONNECT 10.96.0.1:443') });
+    expect(failing.fix).toContain('private-via-proxy: The egress proxy hands it only addresses it checked');
   });
   it('network-policy: not enforced fails (evaluations wait), unless opted out (warn)', () => {
     const stored = { id: 'network-policy', verdict: 'fail' as const, found: 'the target was reachable', fix: 'Install a CNI that enforces NetworkPolicy.', at: at(10_000) };

@@ -58,6 +58,7 @@ const cases: Case[] = [
   { name: 'proxy url with a path', values: { ...T, controlPlane: { proxy: { url: 'http://192.0.2.10:3128/proxy.pac' } } }, path: 'controlPlane.proxy.url', says: /scheme, host and port only/ },
   { name: 'proxy by host name without its addresses', values: { ...T, controlPlane: { proxy: { url: 'http://proxy.corp.example:3128' } } }, path: 'controlPlane.proxy.addresses', says: /list the CIDRs the proxy listens on/ },
   { name: 'proxy address that is not a CIDR', values: { ...T, controlPlane: { proxy: { url: 'http://proxy.corp.example:3128', addresses: ['10.20.30.40'] } } }, path: 'controlPlane.proxy.addresses.0', says: /is not a CIDR/ },
+  { name: 'passUnresolvedNames without a proxy url', values: { ...T, controlPlane: { proxy: { passUnresolvedNames: true } } }, path: 'controlPlane.proxy.passUnresolvedNames', says: /controlPlane\.proxy\.url is empty/ },
   { name: 'proxy credentials Secret that is not a Secret name', values: { ...T, controlPlane: { proxy: { url: 'http://192.0.2.10:3128', existingSecret: 'Corp_Proxy' } } }, path: 'controlPlane.proxy.existingSecret', says: /'Corp_Proxy' does not match pattern/ },
   { name: 'mirror registry with a scheme', values: { ...T, global: { imageRegistry: 'https://harbor.corp.example' } }, path: 'global.imageRegistry' },
   { name: 'staging registry host with a scheme', values: { ...T, controlPlane: { registryHost: 'https://registry.staging.example' } }, path: 'controlPlane.registryHost' },

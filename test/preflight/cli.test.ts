@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { CHECK_IDS } from '../../lib/preflight/run.ts';
+import { CHECK_IDS, OUTBOUND_CHECK_IDS } from '../../lib/preflight/run.ts';
 import { clusterInfo } from '../support/cluster.ts';
 import { tempDir } from '../support/temp.ts';
 
@@ -36,7 +36,7 @@ describe('rlmesh preflight', () => {
     expect(r.status).toBe(1);
     const report = JSON.parse(r.stdout) as { mode: string; checks: { id: string; verdict: string; found: string; fix: string }[] };
     expect(report.mode).toBe('cli');
-    expect(report.checks.map((c) => c.id)).toEqual(CHECK_IDS.filter((id) => id !== 'outbound-443'));
+    expect(report.checks.map((c) => c.id)).toEqual(CHECK_IDS.filter((id) => !OUTBOUND_CHECK_IDS.includes(id)));
     for (const c of report.checks) {
       expect(['pass', 'warn', 'fail']).toContain(c.verdict);
       expect(c.found.length).toBeGreaterThan(0);

@@ -1,7 +1,8 @@
 // Debian's Squid as the corporate proxy of the tests: basic auth required
 // (basic_ncsa_auth over an htpasswd file), every CONNECT by an authenticated
-// client allowed, names resolved from a hosts file of the test's own, and an
-// access log the tests read to see each connection.
+// client allowed (but to the ranges a test makes it refuse, as a corporate
+// proxy's rules for private destinations do), names resolved from a hosts file
+// of the test's own, and an access log the tests read to see each connection.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -25,6 +26,8 @@ export type SquidOptions = {
   hosts: Record<string, string>;
   username?: string;
   password?: string;
+  /** CIDRs Squid refuses to connect to (403, TCP_DENIED), whoever asks: a corporate proxy that refuses private destinations */
+  refuse?: string[];
 };
 
 const NCSA_AUTH = '/usr/lib/squid/basic_ncsa_auth';
@@ -46,6 +49,7 @@ export async function startSquid(o: SquidOptions): Promise<Squid> {
       'auth_param basic children 2',
       'auth_param basic realm corporate proxy',
       'acl authenticated proxy_auth REQUIRED',
+      ...(o.refuse?.length ? [`acl refused_destinations dst ${o.refuse.join(' ')}`, 'http_access deny refused_destinations'] : []),
       'http_access allow authenticated',
       'http_access deny all',
       `hosts_file ${join(work, 'hosts')}`,

@@ -15,6 +15,7 @@
 {{- $o2 := dict }}
 {{- $_ := set $o2 "url" $v.controlPlane.proxy.url }}
 {{- $_ := set $o2 "noProxy" $v.controlPlane.proxy.noProxy }}
+{{- $_ := set $o2 "passUnresolvedNames" $v.controlPlane.proxy.passUnresolvedNames }}
 {{- if $v.controlPlane.proxy.existingSecret }}{{ $_ := set $o2 "credentialsDir" "/etc/rlmesh/proxy-credentials" }}{{ end }}
 {{- if $v.controlPlane.proxy.existingSecret }}{{ $_ := set $o2 "credentialsSecret" $v.controlPlane.proxy.existingSecret }}{{ end }}
 {{- if $v.controlPlane.proxy.url }}{{ $_ := set $o1 "proxy" $o2 }}{{ end }}

@@ -101,7 +101,7 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- $proxy := $v.controlPlane.proxy }}
 {{- $pu := include "rlmesh.proxy" . | fromJson }}
 {{- if eq $proxy.url "" }}
-{{- range $key := list "existingSecret" "noProxy" "addresses" }}
+{{- range $key := list "existingSecret" "noProxy" "addresses" "passUnresolvedNames" }}
 {{- if get $proxy $key }}
 {{- $errors = append $errors (include "rlmesh.refusal.proxyUrlMissing" (dict "key" $key)) }}
 {{- end }}
