@@ -2,7 +2,8 @@
 // untouched) and absolute-form plain HTTP requests. For each request:
 // admit (tunnel limits) → parse and check the destination against the
 // allow-list → resolve once and classify every address → connect to a checked
-// address → relay. Every outcome is one log line and one metric sample; a
+// address → (a tunnel) its TLS ClientHello names the CONNECT host
+// (client-hello-check.ts) → relay. Every outcome is one log line and one metric sample; a
 // request target is shown there, and in answers, without its userinfo, query
 // or fragment (shown.ts). What the proxy buffers for each client is counted
 // against a budget sized from its memory limit (buffer-budget.ts). With a
@@ -421,7 +422,7 @@ export function createProxy(deps: ProxyDeps) {
       if (!start.ok) {
         if ('refusal' in start) {
           fronted = start.refusal;
-          if (fronted.alert !== undefined) clientSocket.end(tlsAlert(fronted.alert));
+          if (fronted.alert !== undefined) clientSocket.end(tlsAlert(fronted.alert), () => clientSocket.destroy());
           else clientSocket.destroy();
         }
         upstream.destroy();

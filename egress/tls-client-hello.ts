@@ -86,7 +86,10 @@ function concat(parts: Uint8Array[], total: number): Uint8Array {
 /** A cursor over a ClientHello body; every read checks its bounds. */
 class Reader {
   private pos = 0;
-  constructor(private readonly bytes: Uint8Array) {}
+  private readonly bytes: Uint8Array;
+  constructor(bytes: Uint8Array) {
+    this.bytes = bytes;
+  }
   get left(): number {
     return this.bytes.length - this.pos;
   }
