@@ -7,7 +7,8 @@
 //   rlmesh-cluster-ranges, and the proxy refuses a name that resolves there
 //   (rule cluster-range) until the Service is gone. The address used is the
 //   harness's "public" server (198.18.0.1 on the host's bridge, let through
-//   by egress.allowRanges), on a Service port (9) nothing uses, so kube-proxy's
+//   by egress.allowRanges as its /24: an allow-range inside a cluster range would
+//   re-open it as an in-cluster route), on a Service port (9) nothing uses, so kube-proxy's
 //   rules for it touch no traffic of the tests, and nothing leaves the machine.
 // - The API server's endpoints (EndpointSlice default/kubernetes) are there too.
 // - CONNECT to an allowed host with a TLS ClientHello naming another host is
@@ -96,6 +97,7 @@ function outcomes(): Outcome[] {
 
 /** Waits until the last three attempts at `name` all pass `ok` (two proxy replicas may see a ConfigMap change apart). */
 async function settled(what: string, name: string, ok: (o: Outcome) => boolean): Promise<Outcome> {
+  console.log(`${new Date().toISOString()} waiting for ${what}`);
   return until(what, () => {
     const mine = outcomes().filter((o) => o.name === name).slice(-3);
     return mine.length === 3 && mine.every(ok) ? mine[2] : undefined;
@@ -116,7 +118,7 @@ beforeAll(async () => {
   cp = await controlPlane(chart);
   publicServer = await startPublicServer();
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'cluster-addresses' });
-  runInstallCommand(cp, `${created.body.installCommand} --set 'egress.extraDomains={${ALLOWED}}' --set 'egress.allowRanges={${NET.publicAddress}/32}'`);
+  runInstallCommand(cp, `${created.body.installCommand} --set 'egress.extraDomains={${ALLOWED}}' --set 'egress.allowRanges={${NET.publicSubnet}}'`);
   await waitConnected(cp, created.body.clusterId);
   await rt.ready('egress');
   kubectl(['create', 'namespace', LB_NS]);
@@ -165,7 +167,7 @@ describe("the egress proxy refuses the cluster's own public addresses", () => {
     kubectl(['-n', LB_NS, 'delete', 'service', 'external']);
     await until("the agent to drop the external IP", () => (ranges().includes(`${NET.publicAddress}/32`) ? undefined : true), { timeoutMs: 30_000 });
     await settled('the address to pass again once no Service has it', 'plain', allowed);
-  });
+  }, 1_200_000);
 });
 
 describe('the egress proxy refuses domain fronting', () => {
