@@ -245,7 +245,7 @@ const capacitySynced = startWithRetry('node, pod and ResourceQuota informers', a
 });
 
 // the cluster's own ranges, for the egress proxy to refuse (ConfigMap rlmesh-cluster-ranges)
-const stopClusterRanges = startClusterRanges({ kc, namespace: cfg.runtime.namespace, log });
+const stopClusterRanges = startClusterRanges({ kc, namespace: cfg.runtime.namespace, log, watchSilenceMs: cfg.timing.watchSilenceMs, informerMetrics: metrics.informer });
 
 // preflight once the informers have synced (or after 30 s) and every hour: ConfigMap
 // rlmesh-preflight, and the latest report upstream (again on every connect)
@@ -272,9 +272,8 @@ async function shutdown(signal: string) {
   log.info({ signal }, 'agent stopping');
   abort.abort();
   stopPreflight();
-  stopClusterRanges();
   statusPublisher.stop();
-  await Promise.allSettled([session.stop(), capacity.stop(), evaluations.stop(), credWatch.stop(), operatorDrain.stop()]);
+  await Promise.allSettled([stopClusterRanges(), session.stop(), capacity.stop(), evaluations.stop(), credWatch.stop(), operatorDrain.stop()]);
   await spool.close().catch(() => undefined);
   await ops.close();
   process.exit(0);

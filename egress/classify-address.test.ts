@@ -23,7 +23,8 @@ describe('IPv4 families (hand-written, independent of the registry data)', () =>
     ['100.127.255.255', 'shared-address-space'],
     ['127.0.0.1', 'loopback'],
     ['127.255.255.254', 'loopback'],
-    ['169.254.169.254', 'link-local'],
+    ['169.254.169.254', 'cloud-metadata'],
+    ['169.254.1.1', 'link-local'],
     ['192.0.0.1', 'service-continuity'],
     ['192.0.0.8', 'dummy-address'],
     ['192.0.0.9', 'anycast-service'],
@@ -364,5 +365,48 @@ describe('agrees with node:net BlockList on random addresses', () => {
       if ((classifyAddress(a).verdict === 'refused') !== v6.check(a, 'ipv6')) mismatches++;
     }
     expect(mismatches).toBe(0);
+  });
+});
+
+describe('addresses no allow-range re-opens', () => {
+  // the blocks around them are re-opened as widely as an allow-range may be
+  const reopened = ['10.0.0.0/8', '100.64.0.0/10', '172.16.0.0/12', '192.168.0.0/16', '198.18.0.0/15', 'fc00::/7'].map(parseAllowRange);
+
+  it.each([
+    ['100.100.100.200', 'the Alibaba Cloud instance metadata service'],
+    ['fd00:ec2::254', 'the AWS instance metadata service (IPv6)'],
+    ['fd00:ec2::23', 'the Amazon EKS Pod Identity agent (IPv6)'],
+    ['fd20:ce::254', 'the Google Cloud metadata server (IPv6)'],
+    ['fd00:c1::a9fe:a9fe', 'the Oracle Cloud instance metadata service (IPv6)'],
+    ['169.254.169.254', 'the instance metadata service of AWS, Azure, Google Cloud, Oracle Cloud and OpenStack'],
+    ['169.254.170.2', 'the Amazon ECS task metadata and credentials endpoint'],
+    ['169.254.170.23', 'the Amazon EKS Pod Identity agent (IAM credentials)'],
+    ['168.63.129.16', "Azure's platform endpoint (WireServer: VM agent, extensions, health probes)"],
+  ])('%s (%s) stays refused as cloud-metadata while its block is re-opened', (address, what) => {
+    const c = classifyAddress(address, reopened);
+    expect(c).toMatchObject({ verdict: 'refused', rule: 'cloud-metadata' });
+    expect((c as { reason: string }).reason).toContain(`is ${what}`);
+  });
+
+  it('its neighbours in the re-opened block pass', () => {
+    expect(classifyAddress('100.100.100.201', reopened)).toMatchObject({ verdict: 'allow-range', range: '100.64.0.0/10' });
+    expect(classifyAddress('fd00:ec2::253', reopened)).toMatchObject({ verdict: 'allow-range', range: 'fc00::/7' });
+    expect(classifyAddress('168.63.129.17')).toEqual({ verdict: 'public', address: '168.63.129.17' });
+  });
+
+  it.each(['100.100.100.200/32', 'fd00:ec2::254/128', 'fd00:c1::a9fe:a9fe/128'])('an allow-range of %s itself is refused, naming why', (cidr) => {
+    expect(() => parseAllowRange(cidr)).toThrow(/cloud-metadata|stays refused inside any re-opened block/);
+  });
+
+  it.each([
+    ['64:ff9b::10.1.2.3', 'nat64', '10.1.2.3, which is private'],
+    ['64:ff9b::100.100.100.200', 'nat64', '100.100.100.200, which is the Alibaba Cloud instance metadata service'],
+    ['64:ff9b:1::a01:203', 'nat64', '10.1.2.3, which is private'],
+    ['64:ff9b:1:ffff::808:808', 'nat64', '8.8.8.8'],
+    ['::ffff:10.1.2.3', 'ipv4-mapped', '10.1.2.3, which is private'],
+  ])('the NAT64 prefixes and other IPv4 embeddings stay refused while the IPv4 block is re-opened: %s', (address, rule, hidden) => {
+    const c = classifyAddress(address, reopened);
+    expect(c).toMatchObject({ verdict: 'refused', rule });
+    expect((c as { reason: string }).reason).toContain(hidden);
   });
 });

@@ -3,7 +3,8 @@
 // registries, and for IPv6 inside 2000::/3), or when it sits in an operator's
 // allow-range. Allow-ranges can only re-open private-style blocks (see
 // `reopenable` in special-purpose-registry.ts), so no setting widens the
-// proxy to loopback, link-local, multicast, an IPv4 embedding or "everything".
+// proxy to loopback, link-local, multicast, an IPv4 embedding, a cloud metadata
+// address inside a re-opened block, or "everything".
 import ipaddr from 'ipaddr.js';
 import {
   IPV4_ROWS,
@@ -109,7 +110,8 @@ export function classifyAddress(
   }
   const row = rowFor(address);
   if (!row) return { verdict: 'public', address: canonical };
-  const range = allowRanges.find((r) => matches(address, r.network, r.bits));
+  // the most specific row decides: a metadata address inside a re-opened block stays refused
+  const range = row.reopenable ? allowRanges.find((r) => matches(address, r.network, r.bits)) : undefined;
   if (range) return { verdict: 'allow-range', address: canonical, range: range.cidr };
   return { verdict: 'refused', address: canonical, rule: row.rule, reason: refusalReason(address, row) };
 }
@@ -144,6 +146,10 @@ export function parseAllowRange(text: string): AllowRange {
   const range = parseCidr('allow-range', text, '10.20.0.0/16 or fd00:1::/64');
   const { network, bits } = range;
   const home = REOPENABLE.find((r) => bits >= r.bits && matches(network, r.network, r.bits));
+  const closed = home && rowFor(network);
+  if (closed && !closed.reopenable && bits >= closed.bits) {
+    throw new Error(`allow-range '${text}' lies in ${closed.cidr}, ${describe(closed)}, which stays refused inside any re-opened block; list the range around it instead`);
+  }
   if (home) return range;
   const blocks = REOPENABLE.map((r) => r.cidr).join(', ');
   const row = rowFor(network);

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { ClusterRange } from './classify-address.ts';
 import { followRangesFile, parseRangesFile } from './cluster-ranges-file.ts';
 import { tempDir } from '../test/support/temp.ts';
+import { unknownRangesText } from '../lib/cluster-ranges-text.ts';
 
 describe('the cluster ranges file', () => {
   it('reads one CIDR per line, skipping comments, blanks and lines that are no usable range, each with its reason', () => {
@@ -32,6 +33,21 @@ describe('the cluster ranges file', () => {
     expect(seen).toEqual([['10.244.1.0/24']]); // the ranges in use stay
     writeFileSync(file, '10.244.1.0/24\n');
     await expect.poll(() => f.problem()).toBeUndefined();
+    f.stop();
+  });
+
+  it("says why when the agent wrote the ranges as unknown, and is usable again once it writes them", async () => {
+    const file = join(tempDir('ranges-'), 'ranges');
+    writeFileSync(file, '10.244.1.0/24\n');
+    const seen: string[][] = [];
+    const f = await followRangesFile({ path: file, log: pino({ level: 'silent' }), intervalMs: 20, onChange: (r: ClusterRange[]) => seen.push(r.map((x) => x.cidr)) });
+    expect(f.problem()).toBeUndefined();
+    writeFileSync(file, unknownRangesText('the agent may not read them (services is forbidden)'));
+    await expect.poll(() => f.problem()).toBe("the agent could not read the cluster's own address ranges: the agent may not read them (services is forbidden)");
+    expect(seen).toEqual([['10.244.1.0/24']]);
+    writeFileSync(file, '10.244.1.0/24\n198.51.100.7/32');
+    await expect.poll(() => f.problem()).toBeUndefined();
+    expect(seen).toEqual([['10.244.1.0/24'], ['10.244.1.0/24', '198.51.100.7/32']]);
     f.stop();
   });
 });

@@ -3,9 +3,11 @@
 // replaces the file when the ConfigMap changes, so it is read again every few
 // seconds. A cluster always has ranges (its nodes' addresses at least), so a
 // file that is missing, unreadable or holds none is a problem that keeps the
-// proxy not ready (fail closed), and the ranges already in use stay.
+// proxy not ready (fail closed), and the ranges already in use stay. So does a
+// file in which the agent says it could not read the ranges (`unknown: <why>`).
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
+import { unknownReason } from '../lib/cluster-ranges-text.ts';
 import { parseClusterRange, type ClusterRange } from './classify-address.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
@@ -53,6 +55,8 @@ export async function followRangesFile(o: RangesFileOptions): Promise<RangesFoll
     }
     if (text === last) return;
     last = text;
+    const unknown = unknownReason(text);
+    if (unknown !== undefined) return fail(`the agent could not read the cluster's own address ranges: ${unknown}`);
     const { ranges, skipped } = parseRangesFile(text);
     if (skipped.length) o.log.warn({ path: o.path, skipped }, 'skipped lines of the cluster ranges file that are not ranges');
     if (ranges.length === 0) return fail(`the cluster ranges file ${o.path} holds no ranges (every cluster has at least its nodes' addresses), ${WHY}; check the agent's log for why it wrote none`);

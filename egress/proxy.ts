@@ -2,7 +2,8 @@
 // untouched) and absolute-form plain HTTP requests. For each request:
 // admit (tunnel limits) → parse and check the destination against the
 // allow-list → resolve once and classify every address → connect to a checked
-// address → relay. Every outcome is one log line and one metric sample; a
+// address → (a tunnel) its TLS ClientHello names the CONNECT host
+// (client-hello-check.ts) → relay. Every outcome is one log line and one metric sample; a
 // request target is shown there, and in answers, without its userinfo, query
 // or fragment (shown.ts). What the proxy buffers for each client is counted
 // against a budget sized from its memory limit (buffer-budget.ts). With a
@@ -19,6 +20,7 @@ import type { OutboundProxy } from '../lib/outbound-proxy.ts';
 import { parseAbsoluteUrl, parseAuthority, type AllowList, type Destination, type Refusal } from './allow-list.ts';
 import type { Answer, Decision } from './answer.ts';
 import { BufferBudget, MiB } from './buffer-budget.ts';
+import { checkTunnelStart, tlsAlert, type SniRefusal } from './client-hello-check.ts';
 import type { EgressConfig } from './config.ts';
 import { BufferPool, DownstreamRelay } from './downstream-relay.ts';
 import type { EgressMetrics } from './metrics.ts';
@@ -41,6 +43,8 @@ interface Outcome {
   client: string;
   decision: Decision;
   rule: string;
+  /** why a tunnel already open was refused (its client got no HTTP answer to read it in) */
+  reason?: string;
   address?: string;
   /** the parent proxy the connection went through (scheme, host and port) */
   parent?: string;
@@ -400,10 +404,12 @@ export function createProxy(deps: ProxyDeps) {
         });
       }
       let closed = 0;
+      let fronted: SniRefusal | undefined;
       const finish = () => {
         if (++closed < 2) return;
         record({
-          ...base, host: hostField, port, decision: 'allowed', rule: decided.rule, ...where, status: 200,
+          ...base, host: hostField, port, ...where, status: 200,
+          ...(fronted ? { decision: 'refused', rule: fronted.rule, reason: fronted.reason } : { decision: 'allowed', rule: decided.rule }),
           bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead, durationMs: performance.now() - started,
         });
       };
@@ -414,10 +420,22 @@ export function createProxy(deps: ProxyDeps) {
       upstream.once('close', () => clientSocket.end());
       clientSocket.once('close', () => upstream.end());
       clientSocket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      if (head.length > 0) upstream.write(head);
       if (decided.parent) relay.startStream(upstream, clientSocket);
       else relay.start(upstream, clientSocket);
+      // nothing of the client's reaches the destination before its ClientHello names the CONNECT host
+      const start = await checkTunnelStart({ socket: clientSocket, head, dest: d, timeoutMs: config.headerTimeoutMs, holding });
+      if (!start.ok) {
+        if ('refusal' in start) {
+          fronted = start.refusal;
+          if (fronted.alert !== undefined) clientSocket.end(tlsAlert(fronted.alert), () => clientSocket.destroy());
+          else clientSocket.destroy();
+        }
+        upstream.destroy();
+        return;
+      }
+      if (start.bytes.length > 0) upstream.write(start.bytes);
       relayUpstream(clientSocket, upstream, holding);
+      clientSocket.resume();
     })().catch((err: Error) => {
       logger.error({ ...errorFields(err), client, host: base.host }, 'egress tunnel failed unexpectedly');
       clientSocket.destroy();

@@ -32,6 +32,35 @@ export const NON_PUBLIC_RANGES = {
   ipv6: exceptList(IPV6_ROWS, IPV6_GLOBAL_UNICAST),
 };
 
+/**
+ * The rows that stay refused inside a re-openable block (the cloud metadata
+ * addresses), each with every block an allow-range may name that holds it
+ * strictly (its supernets from the reopenable row's prefix on, canonically
+ * written): the chart excepts the address from an allow-range's ipBlock whose
+ * CIDR is one of them. Keyed by the address's CIDR.
+ */
+export function closedInsideReopenable(rows: readonly RegistryRow[]): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const row of rows) {
+    const home = rows.find((r) => r.reopenable && within(row.cidr, r.cidr));
+    if (row.reopenable || !home) continue;
+    const [address, bits] = parse(row.cidr);
+    const from = parse(home.cidr)[1];
+    const supernets: string[] = [];
+    for (let b = from; b < bits; b++) supernets.push(`${networkOf(address, b)}/${b}`);
+    out[row.cidr] = supernets;
+  }
+  return out;
+}
+
+/** The network address of `address` at prefix `bits`, canonically written. */
+function networkOf(address: ipaddr.IPv4 | ipaddr.IPv6, bits: number): string {
+  const bytes = address.toByteArray().map((byte, i) => byte & ((0xff << (8 - Math.max(0, Math.min(8, bits - i * 8)))) & 0xff));
+  return ipaddr.fromByteArray(bytes).toString();
+}
+
+export const CLOSED_INSIDE_REOPENABLE = { ...closedInsideReopenable(IPV4_ROWS), ...closedInsideReopenable(IPV6_ROWS) };
+
 /** The widest reopenable row of a family: an allow-range may be no wider. */
 export function widestReopenable(rows: readonly RegistryRow[]): { cidr: string; bits: number } {
   const widest = rows

@@ -12,6 +12,12 @@
 // stay closed whatever the configuration.
 // `embedsIPv4` says where an IPv4 address sits inside an IPv6 row (bit offset),
 // so a refusal can name the address it hides; such rows are refused wholesale.
+// Rows with rule `cloud-metadata` are the clouds' instance metadata and
+// platform endpoints, from each provider's documentation. Some sit inside a
+// re-openable block (Alibaba's in shared address space, AWS's and Google's IPv6
+// ones in unique-local space) and one in public space (Azure's WireServer):
+// being more specific than the block, they name the refusal and stay refused
+// whatever allow-range re-opens the block around them.
 
 export interface RegistryRow {
   cidr: string;
@@ -29,8 +35,13 @@ export const IPV4_ROWS: readonly RegistryRow[] = [
   { cidr: '0.0.0.0/32', rule: 'this-host', description: '"this host on this network"', rfc: 'RFC 1122' },
   { cidr: '10.0.0.0/8', rule: 'private-use', description: 'private', rfc: 'RFC 1918', reopenable: true },
   { cidr: '100.64.0.0/10', rule: 'shared-address-space', description: 'shared address space (carrier-grade NAT)', rfc: 'RFC 6598', reopenable: true },
+  { cidr: '100.100.100.200/32', rule: 'cloud-metadata', description: 'the Alibaba Cloud instance metadata service', rfc: 'Alibaba Cloud ECS documentation' },
   { cidr: '127.0.0.0/8', rule: 'loopback', description: 'loopback', rfc: 'RFC 1122' },
   { cidr: '169.254.0.0/16', rule: 'link-local', description: 'link-local', rfc: 'RFC 3927' },
+  { cidr: '169.254.169.254/32', rule: 'cloud-metadata', description: 'the instance metadata service of AWS, Azure, Google Cloud, Oracle Cloud and OpenStack', rfc: 'the providers\' documentation' },
+  { cidr: '169.254.170.2/32', rule: 'cloud-metadata', description: 'the Amazon ECS task metadata and credentials endpoint', rfc: 'Amazon ECS documentation' },
+  { cidr: '169.254.170.23/32', rule: 'cloud-metadata', description: 'the Amazon EKS Pod Identity agent (IAM credentials)', rfc: 'Amazon EKS documentation' },
+  { cidr: '168.63.129.16/32', rule: 'cloud-metadata', description: "Azure's platform endpoint (WireServer: VM agent, extensions, health probes)", rfc: 'Azure documentation' },
   { cidr: '172.16.0.0/12', rule: 'private-use', description: 'private', rfc: 'RFC 1918', reopenable: true },
   { cidr: '192.0.0.0/24', rule: 'ietf-protocol-assignments', description: 'reserved for IETF protocol assignments', rfc: 'RFC 6890' },
   { cidr: '192.0.0.0/29', rule: 'service-continuity', description: 'the IPv4 service continuity prefix', rfc: 'RFC 7335' },
@@ -86,6 +97,10 @@ export const IPV6_ROWS: readonly RegistryRow[] = [
   { cidr: '3fff::/20', rule: 'documentation', description: 'documentation', rfc: 'RFC 9637' },
   { cidr: '5f00::/16', rule: 'srv6-sid', description: 'a segment routing (SRv6) SID', rfc: 'RFC 9602' },
   { cidr: 'fc00::/7', rule: 'unique-local', description: 'unique-local (private)', rfc: 'RFC 4193', reopenable: true },
+  { cidr: 'fd00:ec2::254/128', rule: 'cloud-metadata', description: 'the AWS instance metadata service (IPv6)', rfc: 'Amazon EC2 documentation' },
+  { cidr: 'fd00:ec2::23/128', rule: 'cloud-metadata', description: 'the Amazon EKS Pod Identity agent (IPv6)', rfc: 'Amazon EKS documentation' },
+  { cidr: 'fd20:ce::254/128', rule: 'cloud-metadata', description: 'the Google Cloud metadata server (IPv6)', rfc: 'Google Cloud documentation' },
+  { cidr: 'fd00:c1::a9fe:a9fe/128', rule: 'cloud-metadata', description: 'the Oracle Cloud instance metadata service (IPv6)', rfc: 'Oracle Cloud documentation' },
   { cidr: 'fe80::/10', rule: 'link-local', description: 'link-local', rfc: 'RFC 4291' },
   { cidr: 'fec0::/10', rule: 'site-local', description: 'site-local (deprecated)', rfc: 'RFC 3879' },
   { cidr: 'ff00::/8', rule: 'multicast', description: 'multicast', rfc: 'RFC 4291' },

@@ -368,13 +368,13 @@ export const valuesObjectSchema = z
           .array(allowRange)
           .default([])
           .describe(
-            "Private or special-purpose address ranges the egress proxy may dial anyway (an artifact store inside your network, e.g. 10.20.0.0/24): its allow-list still applies, and its NetworkPolicy opens these ranges on allowedPorts. Loopback and link-local addresses stay refused.",
+            "Private or special-purpose address ranges the egress proxy may dial anyway (an artifact store inside your network, e.g. 10.20.0.0/24): its allow-list still applies, and its NetworkPolicy opens these ranges on allowedPorts. Loopback and link-local addresses stay refused, and so do the cloud metadata addresses inside a listed range (100.100.100.200, fd00:ec2::254, fd00:ec2::23, fd20:ce::254, fd00:c1::a9fe:a9fe), which the NetworkPolicy excepts too.",
           ),
         clusterRanges: z
           .array(cidr)
           .default([])
           .describe(
-            "The cluster's own address ranges the egress proxy refuses even where they are public (an IPv6 pod or node range, a VPC range the CNI hands pods from). Added to what the agent reads from the API at start and every 5 minutes (ServiceCIDRs, each node's podCIDRs and addresses) into ConfigMap rlmesh-cluster-ranges.",
+            "The cluster's own address ranges the egress proxy refuses even where they are public (an IPv6 pod or node range, a VPC range the CNI hands pods from). Added to what the agent reads from the API into ConfigMap rlmesh-cluster-ranges: ServiceCIDRs, each node's podCIDRs and addresses and the API server's endpoints at start and every 5 minutes, every Service's externalIPs and load balancer IPs as they change (a load balancer known only by host name needs its addresses here).",
           ),
         replicas: z.number().int().min(1).max(10).default(2).describe('Egress proxy replicas (a PodDisruptionBudget keeps one up from 2).'),
         port: port.default(3128).describe('Port of the egress proxy Service.'),

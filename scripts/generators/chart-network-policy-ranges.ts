@@ -1,7 +1,9 @@
 // templates/_egress-public-blocks.tpl: the egress proxy NetworkPolicy's public
 // ipBlocks, derived from the registry rows the proxy itself refuses
-// (lib/network-policy-ranges.ts over lib/special-purpose-registry.ts).
-import { NON_PUBLIC_RANGES } from '../../lib/network-policy-ranges.ts';
+// (lib/network-policy-ranges.ts over lib/special-purpose-registry.ts), and the
+// addresses an allow-range's ipBlock excepts because the proxy refuses them
+// inside any re-opened block.
+import { CLOSED_INSIDE_REOPENABLE, NON_PUBLIC_RANGES } from '../../lib/network-policy-ranges.ts';
 
 const list = (cidrs: string[], indent: string): string => cidrs.map((c) => `${indent}- ${c}\n`).join('');
 
@@ -21,7 +23,14 @@ export function egressPublicBlocksTemplate(): string {
     `    cidr: ${NON_PUBLIC_RANGES.ipv6Cidr}\n` +
     '    except:\n' +
     list(NON_PUBLIC_RANGES.ipv6, '      ').replace(/\n$/, '') +
-    '\n{{- end }}\n'
+    '\n{{- end }}\n' +
+    '{{/* The except list of an allow-range\'s ipBlock (the CIDR as written, canonical IPv6): the cloud metadata addresses inside it */}}\n' +
+    '{{- define "rlmesh.allowRangeExcept" -}}\n' +
+    '{{- $cidr := . }}\n' +
+    Object.entries(CLOSED_INSIDE_REOPENABLE)
+      .map(([address, supernets]) => `{{- if has $cidr (list ${supernets.map((s) => `"${s}"`).join(' ')}) }}\n- ${address}\n{{- end }}\n`)
+      .join('') +
+    '{{- end }}\n'
   );
 }
 

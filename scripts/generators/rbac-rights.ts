@@ -73,12 +73,16 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-operator-drain', namespace: SYS, allowed: false, why: 'only the operator ends a drain (rlmesh drain --undo), never the agent or the platform behind it' },
   { sa: A, verb: 'delete', resource: 'configmaps', name: 'rlmesh-operator-drain', namespace: SYS, allowed: false, why: 'only the operator ends a drain' },
   { sa: A, verb: 'list', resource: 'servicecidrs', allowed: true, why: 'the Service ranges, for the egress proxy to refuse (read-only)' },
+  { sa: A, verb: 'watch', resource: 'services', allowed: true, why: "every Service's load balancer and external addresses, for the egress proxy to refuse (read-only, all namespaces)" },
+  { sa: A, verb: 'update', resource: 'services', allowed: false, why: 'read-only on Services' },
+  { sa: A, verb: 'get', resource: 'endpointslices', name: 'kubernetes', namespace: 'default', allowed: true, why: "the API server's own addresses, for the egress proxy to refuse" },
+  { sa: A, verb: 'list', resource: 'endpointslices', namespace: 'default', allowed: false, why: "the API server's EndpointSlice alone, by name" },
   { sa: A, verb: 'list', resource: 'storageclasses', allowed: true, why: 'preflight: the StorageClass and access modes exist' },
   { sa: A, verb: 'get', resource: 'clusterroles', name: 'rlmesh-cluster-agent', allowed: true, why: 'its own ClusterRole: the owner of the Secrets it writes, so helm uninstall removes them' },
   { sa: A, verb: 'get', resource: 'clusterroles', name: 'cluster-admin', allowed: false, why: 'no other ClusterRole' },
   { sa: A, verb: 'list', resource: 'namespaces', allowed: true, why: 'preflight: network.dnsPeers select a real resolver' },
   { sa: A, verb: 'get', resource: 'services', name: 'kube-dns', namespace: 'kube-system', allowed: true, why: 'preflight: the cluster DNS address' },
-  { sa: A, verb: 'get', resource: 'services', name: 'kubernetes', namespace: 'default', allowed: false, why: 'only the DNS Service' },
+  { sa: A, verb: 'get', resource: 'services', name: 'kubernetes', namespace: 'default', allowed: false, why: "gets only the DNS Service by name (the other Services' addresses come from its list and watch)" },
   { sa: A, verb: 'create', resource: 'customresourcedefinitions', allowed: false, why: 'only the CRD hook applies CRDs' },
   { sa: C, verb: 'create', resource: 'pods', namespace: RUNS, allowed: true, why: 'evaluation pods' },
   { sa: C, verb: 'delete', resource: 'pods', namespace: RUNS, allowed: true, why: 'cancellation, deadlines, cleanup' },
@@ -143,7 +147,7 @@ export function canIArgs(r: RbacRow): string[] {
   const [resource, sub] = r.resource.split('/');
   const args = ['auth', 'can-i', r.verb, r.name ? `${resource}/${r.name}` : resource!];
   if (sub) args.push(`--subresource=${sub}`);
-  args.push(...(r.namespace ? ['-n', r.namespace] : r.resource === 'pods' || r.resource === 'secrets' ? ['--all-namespaces'] : []));
+  args.push(...(r.namespace ? ['-n', r.namespace] : ['pods', 'secrets', 'services'].includes(r.resource) ? ['--all-namespaces'] : []));
   return args;
 }
 

@@ -3,14 +3,15 @@
 // change, only the nodes the selector names, free capacity capped by a
 // ResourceQuota of the runs namespace, and only linux/amd64 nodes offered (an
 // arm64 node is reported unschedulable with nothing free); and the cluster's
-// own address ranges, for the egress proxy, from every node and the ServiceCIDRs.
+// own address ranges, for the egress proxy, from every node, the ServiceCIDRs,
+// the API server's endpoints and every Service's external addresses.
 import * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { adminKubeConfig, kubectl } from '../support/cluster.ts';
 import { api } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import { applyKwokNode, deleteNodes } from '../support/kwok-node.ts';
-import { nodeRanges } from '../../agent/cluster-ranges.ts';
+import { endpointSliceRanges, nodeRanges, serviceRanges } from '../../agent/cluster-ranges.ts';
 import { newCluster, RUNS, runtimeConfig, SYSTEM } from './harness.ts';
 import { agentSuite } from './suite.ts';
 
@@ -145,20 +146,32 @@ describe('agent node reports', () => {
     await agent.stop();
     deleteNodes(ARM, AMD);
   });
-  it("writes the cluster's own ranges to ConfigMap rlmesh-cluster-ranges: every node's pod ranges and addresses (those the report selector leaves out too) and the ServiceCIDRs", async () => {
+  it("writes the cluster's own ranges to ConfigMap rlmesh-cluster-ranges: every node's pod ranges and addresses (those the report selector leaves out too), the ServiceCIDRs, the API server's endpoints and every Service's external addresses, a new one within seconds", async () => {
     // the chart creates it empty; the agent fills it
     kubectl(['-n', SYSTEM, 'delete', 'configmap', 'rlmesh-cluster-ranges', '--ignore-not-found']);
     kubectl(['-n', SYSTEM, 'create', 'configmap', 'rlmesh-cluster-ranges']);
+    kubectl(['-n', TENANT, 'delete', 'service', 'external', '--ignore-not-found']);
     const { joinToken } = await newCluster(suite.cp, 'ranges');
     const agent = await suite.start({ configFile: runtimeConfig(suite.cp, { nodeSelector: 'nvidia.com/gpu.present=true' }), token: joinToken });
     await agent.waitFor('ranges written', /wrote the cluster's own address ranges/);
-    const nodes = (JSON.parse(kubectl(['get', 'nodes', '-o', 'json']).stdout) as { items: k8s.V1Node[] }).items;
-    const serviceCidrs = (JSON.parse(kubectl(['get', 'servicecidrs', '-o', 'json']).stdout) as { items: k8s.V1ServiceCIDR[] }).items.flatMap((c) => c.spec?.cidrs ?? []);
-    expect(serviceCidrs.length, 'the local apiserver publishes its Service range as a ServiceCIDR').toBeGreaterThan(0);
-    const expected = [...new Set([...nodes.flatMap(nodeRanges), ...serviceCidrs])].sort();
-    expect(nodes.filter((n) => nodeRanges(n).length > 0).length, 'nodes with addresses to refuse').toBeGreaterThan(0);
-    const written = kubectl(['-n', SYSTEM, 'get', 'configmap', 'rlmesh-cluster-ranges', '-o', 'jsonpath={.data.ranges}']).stdout.split('\n');
-    expect(written).toEqual(expected);
+    const expected = (): string[] => {
+      const nodes = (JSON.parse(kubectl(['get', 'nodes', '-o', 'json']).stdout) as { items: k8s.V1Node[] }).items;
+      const serviceCidrs = (JSON.parse(kubectl(['get', 'servicecidrs', '-o', 'json']).stdout) as { items: k8s.V1ServiceCIDR[] }).items.flatMap((c) => c.spec?.cidrs ?? []);
+      expect(serviceCidrs.length, 'the local apiserver publishes its Service range as a ServiceCIDR').toBeGreaterThan(0);
+      expect(nodes.filter((n) => nodeRanges(n).length > 0).length, 'nodes with addresses to refuse').toBeGreaterThan(0);
+      const apiServer = endpointSliceRanges(JSON.parse(kubectl(['-n', 'default', 'get', 'endpointslice', 'kubernetes', '-o', 'json']).stdout) as k8s.V1EndpointSlice);
+      expect(apiServer.length, "the API server's own addresses").toBeGreaterThan(0);
+      const services = (JSON.parse(kubectl(['get', 'services', '-A', '-o', 'json']).stdout) as { items: k8s.V1Service[] }).items.flatMap(serviceRanges);
+      return [...new Set([...nodes.flatMap(nodeRanges), ...serviceCidrs, ...apiServer, ...services])].sort();
+    };
+    const written = () => kubectl(['-n', SYSTEM, 'get', 'configmap', 'rlmesh-cluster-ranges', '-o', 'jsonpath={.data.ranges}']).stdout.split('\n');
+    expect(written()).toEqual(expected());
+    // a Service given an external address (never dialled: nothing here connects to it) is the cluster's own at once
+    kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'external', namespace: TENANT }, spec: { ports: [{ port: 9 }], externalIPs: ['203.0.113.77'] } }) });
+    await until('the external IP among the ranges', () => (written().includes('203.0.113.77/32') ? true : undefined), { timeoutMs: 15_000, intervalMs: 200 });
+    expect(written()).toEqual(expected());
+    kubectl(['-n', TENANT, 'delete', 'service', 'external']);
+    await until('the external IP gone from the ranges', () => (written().includes('203.0.113.77/32') ? undefined : true), { timeoutMs: 15_000, intervalMs: 200 });
   });
 });
 

@@ -626,6 +626,19 @@ describe('behind a corporate proxy (controlPlane.proxy)', () => {
     for (const o of corp.values()) if (o.kind === 'NetworkPolicy') for (const r of (o as NP).spec.egress ?? []) expect(everyAddress443(r) || publicBlock(r), o.metadata.name).toBe(false);
   });
 
+  it("egress.allowRanges: the egress proxy's ipBlock of a re-opened block excepts the cloud metadata addresses inside it, which the proxy refuses anyway", () => {
+    const o = render([...token, '--set', 'egress.allowRanges={100.64.0.0/10,100.100.100.0/24,10.20.0.0/16,fc00::/7,fd00:ec2::/32,fd20:ce::/32}']);
+    const rule = (get(o, 'NetworkPolicy', SYS, 'rlmesh-egress-proxy') as NP).spec.egress.at(-1)!;
+    expect(rule.to).toEqual([
+      { ipBlock: { cidr: '100.64.0.0/10', except: ['100.100.100.200/32'] } },
+      { ipBlock: { cidr: '100.100.100.0/24', except: ['100.100.100.200/32'] } },
+      { ipBlock: { cidr: '10.20.0.0/16' } },
+      { ipBlock: { cidr: 'fc00::/7', except: ['fd00:ec2::254/128', 'fd00:ec2::23/128', 'fd20:ce::254/128', 'fd00:c1::a9fe:a9fe/128'] } },
+      { ipBlock: { cidr: 'fd00:ec2::/32', except: ['fd00:ec2::254/128', 'fd00:ec2::23/128'] } },
+      { ipBlock: { cidr: 'fd20:ce::/32', except: ['fd20:ce::254/128'] } },
+    ]);
+  });
+
   it('a proxy by IP address needs no addresses: its /32 or /128, on the port of the url or its scheme', () => {
     for (const [url, rule] of [
       ['http://192.0.2.10:8080', proxyRule(['192.0.2.10/32'], 8080)],

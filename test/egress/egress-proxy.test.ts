@@ -227,6 +227,20 @@ describe('allowed destinations', () => {
     expect((await rawConnect('bücher.egress.test:443')).status).toBe(400);
   });
 
+  it('refuses domain fronting: a ClientHello naming another host than the CONNECT (curl --connect-to) is cut with a TLS alert, logged and counted with its rule; the destination gets no byte of it', async () => {
+    // curl sends CONNECT ok.egress.test:443, then a ClientHello naming notlisted.egress.test, a name the allow-list does not have
+    const fronted = await curl('https://notlisted.egress.test/fronted', ['--connect-to', 'notlisted.egress.test:443:ok.egress.test:443']);
+    expect(fronted.code).toBe('000');
+    const line = await waitForLog((l) => l.rule === 'sni-mismatch');
+    expect(line).toMatchObject({
+      host: 'ok.egress.test', port: 443, method: 'CONNECT', decision: 'refused', status: 200, bytesUp: 0,
+      reason: "the tunnel was opened to 'ok.egress.test', but its ClientHello names 'notlisted.egress.test' (domain fronting); CONNECT to the host the client means to reach",
+    });
+    expect(await metrics()).toMatch(/rlmesh_egress_decisions_total\{outcome="refused",rule="sni-mismatch"\} [1-9]/);
+    // the tunnel's own name passes, through the same curl path
+    expect(await curl('https://ok.egress.test/own', ['--connect-to', 'ok.egress.test:443:ok.egress.test:443'])).toEqual({ code: '200', body: `upstream ${ns.nsAddress} ok.egress.test /own` });
+  });
+
   it('relays bytes both ways unchanged', async () => {
     const { status, socket } = await rawConnect('ok.egress.test:7001', { keep: true });
     expect(status).toBe(200);
@@ -343,10 +357,10 @@ describe('hostile DNS answers', () => {
     const mapped = await rawConnect('mapped.egress.test:443');
     expect(mapped.status).toBe(403);
     expect(mapped.headers['x-rlmesh-egress-refused']).toBe('ipv4-mapped');
-    expect(mapped.body).toContain('169.254.169.254, which is link-local');
+    expect(mapped.body).toContain('169.254.169.254, which is the instance metadata service of AWS');
     const nat64 = await rawConnect('nat64.egress.test:443');
     expect(nat64.headers['x-rlmesh-egress-refused']).toBe('nat64');
-    expect(nat64.body).toContain('169.254.169.254, which is link-local');
+    expect(nat64.body).toContain('169.254.169.254, which is the instance metadata service of AWS');
   });
 
   it('refuses localhost even when listed', async () => {
