@@ -158,7 +158,7 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-other', '--from-literal=a=b', '--dry-run=server']).ok).toBe(false);
   });
 
-  it('GPU discovery labels only its own node, and only with rlmesh.dev/gpu.* labels', async () => {
+  it('GPU discovery labels only its own node, and only with rlmesh.dev/gpu.* labels: no owner reference or finalizer', async () => {
     const pods = JSON.parse(kubectl(['-n', SYS, 'get', 'pods', '-l', 'app.kubernetes.io/name=rlmesh-gpu-feature-discovery', '-o', 'json']).stdout) as { items: { metadata: { name: string; uid: string }; spec: { nodeName?: string } }[] };
     const pod = pods.items.find((p) => p.spec.nodeName);
     expect(pod, 'a scheduled GPU discovery pod').toBeDefined();
@@ -175,6 +175,14 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     const taint = as(kc, ['taint', 'node', own, 'rlmesh.dev/evil=yes:NoSchedule', '--dry-run=server']);
     expect(taint.ok).toBe(false);
     expect(taint.out).toContain("may not change a node's spec");
+    // an owner the garbage collector would delete the Node with, or a finalizer that would hold its deletion
+    const ns = JSON.parse(kubectl(['get', 'namespace', SYS, '-o', 'json']).stdout) as { metadata: { uid: string } };
+    const owner = { ownerReferences: [{ apiVersion: 'v1', kind: 'Namespace', name: SYS, uid: ns.metadata.uid }] };
+    for (const metadata of [owner, { finalizers: ['rlmesh.dev/hold'] }]) {
+      const patched = as(kc, ['patch', 'node', own, '--type=merge', '-p', JSON.stringify({ metadata }), '--dry-run=server']);
+      expect(patched.ok, JSON.stringify(metadata)).toBe(false);
+      expect(patched.out).toContain("may not change a node's ownerReferences or finalizers");
+    }
     // a token bound to no pod names no node, so it may label none
     const unbound = as(kubeconfigs.get('rlmesh-gpu-feature-discovery')!, ['label', 'node', own, 'rlmesh.dev/gpu.test=yes', '--dry-run=server']);
     expect(unbound.ok).toBe(false);
