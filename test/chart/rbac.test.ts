@@ -158,6 +158,17 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-other', '--from-literal=a=b', '--dry-run=server']).ok).toBe(false);
   });
 
+  it("the agent creates only its own ConfigMaps: not the controller's NetworkPolicy probe verdict", async () => {
+    const kc = kubeconfigs.get('rlmesh-cluster-agent')!;
+    const verdict = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'rlmesh-network-policy-probe', namespace: SYS }, data: { summary: 'pass: forged' } };
+    const forged = await enforced(kc, ['create', '-f', '-', '--dry-run=server'], JSON.stringify(verdict));
+    expect(forged.ok).toBe(false);
+    expect(forged.out).toContain(`may write only its own ConfigMaps (rlmesh-preflight, rlmesh-cluster-ranges, rlmesh-agent-status in ${SYS}), not ${SYS}/rlmesh-network-policy-probe`);
+    expect(as(kc, ['-n', SYS, 'create', 'configmap', 'rlmesh-preflight-other', '--dry-run=server']).ok).toBe(false);
+    // its own pass
+    expect(as(kc, ['-n', SYS, 'create', 'configmap', 'rlmesh-agent-status', '--from-literal=k=v', '--dry-run=server']).out).not.toMatch(/may write only/);
+  });
+
   it('GPU discovery labels only its own node, and only with rlmesh.dev/gpu.* labels: no owner reference or finalizer', async () => {
     const pods = JSON.parse(kubectl(['-n', SYS, 'get', 'pods', '-l', 'app.kubernetes.io/name=rlmesh-gpu-feature-discovery', '-o', 'json']).stdout) as { items: { metadata: { name: string; uid: string }; spec: { nodeName?: string } }[] };
     const pod = pods.items.find((p) => p.spec.nodeName);
