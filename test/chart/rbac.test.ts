@@ -222,6 +222,9 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
       ['an unlisted registry', altered(evaluation, (s) => { s.containers[0]!.image = 'ghcr.io/someone/env:1'; }), `may run images only from ${registry} `, 'not ghcr.io/someone/env:1, which pulls from ghcr.io'],
       // an upper-case first component is a registry host, as the kubelet reads it, not a Docker Hub path
       ['an upper-case host', altered(evaluation, (s) => { s.containers[0]!.image = 'MYREG/env:1'; }), 'not MYREG/env:1, which pulls from myreg'],
+      // a runtime may resolve an image ID to whatever image the node already holds
+      ['a bare image ID', altered(evaluation, (s) => { s.containers[0]!.image = `sha256:${'b'.repeat(64)}`; }), `may not run the bare image ID sha256:${'b'.repeat(64)} (InvalidImageName, as the agent refuses it)`],
+      ['an image ID alone', altered(evaluation, (s) => { s.initContainers![0]!.image = 'c'.repeat(64); }), `may not run the bare image ID ${'c'.repeat(64)} (InvalidImageName`],
       ['Docker Hub, unlisted', altered(evaluation, (s) => { s.containers[0]!.image = 'busybox'; }), 'not busybox, which pulls from docker.io'],
       ['an init container from an unlisted registry', altered(evaluation, (s) => { s.initContainers![0]!.image = 'docker.io/library/busybox:1'; }), 'not docker.io/library/busybox:1, which pulls from docker.io'],
     ];
