@@ -10,6 +10,7 @@ import type { RuntimeConfig } from '../lib/runtime-config.ts';
 import type { JoinResult } from '../lib/credential-secret.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 import { outboundProxy, proxyTunnelError, type OutboundProxy } from '../lib/outbound-proxy.ts';
+import { discoveryPhrase, NEW_INSTALL_COMMAND } from './readiness-phrases.ts';
 
 export const infoSchema = z.object({
   grpc: z.object({ host: z.string().min(1), port: z.number().int().min(1).max(65535), tls: z.boolean().default(true) }),
@@ -26,7 +27,6 @@ const joinResultSchema = z.object({
   relay: z.string().min(1).optional(),
 });
 
-const NEW_INSTALL_COMMAND = 'a used or expired token needs a new install command: open Clusters → New install command and run it as helm upgrade --install';
 
 /** Why a join failed; `permanent` ones need a person (a new token), the rest are retried as they are. */
 export class JoinError extends Error {
@@ -194,7 +194,7 @@ export async function discoverUntilReachable(
       return info;
     } catch (err) {
       const delay = backoff.next();
-      o.onProblem(`cannot discover the session endpoint: ${errorMessage(err)}`);
+      o.onProblem(discoveryPhrase(err instanceof JoinError ? err.code : undefined));
       o.log.error({ ...(err instanceof JoinError ? { code: err.code } : {}), retryInMs: delay }, err instanceof JoinError ? err.message : `GET /v1/info failed: ${errorMessage(err)}`);
       await sleep(delay, o.signal);
     }
