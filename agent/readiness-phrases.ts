@@ -12,7 +12,7 @@ const JOIN_PHRASES: Record<string, string> = {
   token_used: `join token already used; ${NEW_INSTALL_COMMAND}`,
   token_expired: `join token expired; ${NEW_INSTALL_COMMAND}`,
   token_invalid: `join token invalid; ${NEW_INSTALL_COMMAND}`,
-  unreachable: `cannot reach the control plane (${SEE_LOG})`,
+  unreachable: `cannot reach the control plane at controlPlane.apiHost (${SEE_LOG}: firewall, proxy, DNS or TLS)`,
   bad_info: 'GET /v1/info did not name the session address: check that controlPlane.apiHost is the rlmesh API',
   bad_response: "the control plane's join answer is incomplete: check that controlPlane.apiHost is the rlmesh API",
   untrusted_session_endpoint: `GET /v1/info named a session endpoint which the agent refuses (${SEE_LOG})`,
