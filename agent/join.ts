@@ -10,6 +10,7 @@ import type { RuntimeConfig } from '../lib/runtime-config.ts';
 import type { JoinResult } from '../lib/credential-secret.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 import { outboundProxy, proxyTunnelError, type OutboundProxy } from '../lib/outbound-proxy.ts';
+import { controlPlaneCa } from '../lib/control-plane-trust.ts';
 import { discoveryPhrase, NEW_INSTALL_COMMAND } from './readiness-phrases.ts';
 
 export const infoSchema = z.object({
@@ -56,15 +57,16 @@ export type ControlPlaneClient = {
 };
 
 export function controlPlaneClient(cfg: RuntimeConfig): ControlPlaneClient {
-  const { apiHost, apiPort, caBundlePath } = cfg.controlPlane;
-  let ca: string | undefined;
+  const { apiHost, apiPort, caBundlePath, pinCaBundle } = cfg.controlPlane;
+  let bundle: string | undefined;
   if (caBundlePath) {
     try {
-      ca = readFileSync(caBundlePath, 'utf8');
+      bundle = readFileSync(caBundlePath, 'utf8');
     } catch (err) {
       throw new Error(`cannot read controlPlane.caBundlePath ${caBundlePath}: ${errorMessage(err)}; mount the CA bundle there or unset it to trust the system roots`);
     }
   }
+  const ca = controlPlaneCa(bundle, pinCaBundle);
   // behind a corporate proxy, discovery and the join go through a CONNECT tunnel, TLS inside it
   const configured = outboundProxy(cfg.controlPlane.proxy);
   const proxy = configured?.appliesTo(apiHost) ? configured : undefined;

@@ -50,6 +50,10 @@ export const VALUES_REFUSALS = {
     path: 'controlPlane.caBundleFrom',
     message: 'names both a configMap and a secret: the CA bundle comes from one of them; keep controlPlane.caBundleFrom.configMap or controlPlane.caBundleFrom.secret',
   },
+  pinWithoutBundle: {
+    path: 'controlPlane.pinCaBundle',
+    message: 'is true but there is no CA bundle to pin: set controlPlane.caBundle (or caBundleFrom) to the CA of the control plane, or set pinCaBundle to false to trust the system roots',
+  },
   caBundleFromNone: {
     path: 'controlPlane.caBundleFrom',
     message: 'is set but names neither a configMap nor a secret: set controlPlane.caBundleFrom.configMap (or .secret) to {name: <name>, key: <key>}, or remove caBundleFrom to trust the system roots',

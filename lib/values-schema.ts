@@ -302,8 +302,16 @@ export const valuesObjectSchema = z
           .string()
           .regex(/^(-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*)?$/, { message: 'must be PEM certificates' })
           .default('')
-          .describe('PEM CA bundle for private or staging endpoints; empty: system roots.'),
+          .describe(
+            "PEM CA bundle for private or staging endpoints and TLS-inspecting proxies, trusted in addition to the system roots by every component (by the agent's connections to the control plane too, unless controlPlane.pinCaBundle); empty: the system roots only.",
+          ),
         caBundleFrom: caBundleFromSchema,
+        pinCaBundle: z
+          .boolean()
+          .default(false)
+          .describe(
+            "true: the agent's connections to the control plane (GET /v1/info, the join, the session, preflight's TLS checks of the API and registry hosts) trust only controlPlane.caBundle (or caBundleFrom), not the system roots: the platform's CA is pinned, so a certificate that any public CA issued for the API host is refused. Needs caBundle or caBundleFrom, holding every CA those hosts (or a TLS-inspecting proxy on the way) present. The other components keep trusting the system roots and the bundle.",
+          ),
         proxy: z
           .object({
             // its shape is checked by proxyErrors() (crossFieldErrors), so that each mistake is refused with what to do
@@ -722,11 +730,11 @@ export function monitoringErrors(v: Values): { path: string; message: string }[]
   return errors;
 }
 
-/** controlPlane.caBundleFrom: exactly one source, and not beside an inline caBundle. */
+/** controlPlane.caBundleFrom: exactly one source, and not beside an inline caBundle; controlPlane.pinCaBundle: only with a bundle. */
 export function caBundleFromErrors(v: Values): { path: string; message: string }[] {
   const from = v.controlPlane.caBundleFrom;
-  if (from === undefined) return [];
   const R = VALUES_REFUSALS;
+  if (from === undefined) return v.controlPlane.pinCaBundle && v.controlPlane.caBundle === '' ? [refuse(R.pinWithoutBundle)] : [];
   const errors: { path: string; message: string }[] = [];
   if (v.controlPlane.caBundle !== '') errors.push(refuse(R.caBundleTwice));
   if (from.configMap && from.secret) errors.push(refuse(R.caBundleFromBoth));

@@ -62,6 +62,7 @@ const cases: Case[] = [
   { name: 'mirror registry with a scheme', values: { ...T, global: { imageRegistry: 'https://harbor.corp.example' } }, path: 'global.imageRegistry' },
   { name: 'staging registry host with a scheme', values: { ...T, controlPlane: { registryHost: 'https://registry.staging.example' } }, path: 'controlPlane.registryHost' },
   { name: 'CA bundle that is not PEM', values: { ...T, controlPlane: { caBundle: 'not a certificate' } }, path: 'controlPlane.caBundle' },
+  { name: 'a CA bundle pinned with no bundle', values: { ...T, controlPlane: { pinCaBundle: true } }, path: 'controlPlane.pinCaBundle', says: /no CA bundle to pin/ },
   { name: 'CA bundle inline and from a ConfigMap', values: { ...T, controlPlane: { caBundle: '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n', caBundleFrom: { configMap: { name: 'corp-trust' } } } }, path: 'controlPlane.caBundleFrom', says: /both set/ },
   { name: 'CA bundle from both a ConfigMap and a Secret', values: { ...T, controlPlane: { caBundleFrom: { configMap: { name: 'a' }, secret: { name: 'b' } } } }, path: 'controlPlane.caBundleFrom', says: /names both a configMap and a secret/ },
   { name: 'CA bundle from nothing', values: { ...T, controlPlane: { caBundleFrom: {} } }, path: 'controlPlane.caBundleFrom', says: /names neither/ },

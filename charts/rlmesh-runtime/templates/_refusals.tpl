@@ -63,6 +63,10 @@
 {{- define "rlmesh.refusal.caBundleFromBoth" -}}
 {{- printf "controlPlane.caBundleFrom: names both a configMap and a secret: the CA bundle comes from one of them; keep controlPlane.caBundleFrom.configMap or controlPlane.caBundleFrom.secret" -}}
 {{- end }}
+{{/* pinWithoutBundle */}}
+{{- define "rlmesh.refusal.pinWithoutBundle" -}}
+{{- printf "controlPlane.pinCaBundle: is true but there is no CA bundle to pin: set controlPlane.caBundle (or caBundleFrom) to the CA of the control plane, or set pinCaBundle to false to trust the system roots" -}}
+{{- end }}
 {{/* caBundleFromNone */}}
 {{- define "rlmesh.refusal.caBundleFromNone" -}}
 {{- printf "controlPlane.caBundleFrom: is set but names neither a configMap nor a secret: set controlPlane.caBundleFrom.configMap (or .secret) to {name: <name>, key: <key>}, or remove caBundleFrom to trust the system roots" -}}

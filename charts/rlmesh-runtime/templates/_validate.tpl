@@ -130,6 +130,9 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- end }}
 {{- end }}
 {{- /* caBundleFromErrors() in lib/values-schema.ts */}}
+{{- if and $v.controlPlane.pinCaBundle (not $v.controlPlane.caBundle) (not $v.controlPlane.caBundleFrom) }}
+{{- $errors = append $errors (include "rlmesh.refusal.pinWithoutBundle" (dict)) }}
+{{- end }}
 {{- if hasKey $v.controlPlane "caBundleFrom" }}
 {{- $from := $v.controlPlane.caBundleFrom | default dict }}
 {{- if $v.controlPlane.caBundle }}
