@@ -42,6 +42,14 @@ export const VALUES_REFUSALS = {
     path: 'network.dnsPeers.{index}',
     message: 'this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers',
   },
+  metricsPeerEmpty: {
+    path: 'network.metricsPeers.{index}',
+    message: 'this NetworkPolicy peer is empty, and an empty peer would admit every source: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your Prometheus',
+  },
+  metricsPeerMixed: {
+    path: 'network.metricsPeers.{index}',
+    message: 'this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers',
+  },
   caBundleTwice: {
     path: 'controlPlane.caBundleFrom',
     message: 'controlPlane.caBundle and controlPlane.caBundleFrom are both set: the CA bundle comes from one place; keep the inline PEM in caBundle or the ConfigMap or Secret in caBundleFrom, and remove the other',

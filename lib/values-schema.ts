@@ -391,6 +391,18 @@ export const valuesObjectSchema = z
     network: z
       .object({
         ...dnsValues,
+        metricsPeers: z
+          .array(networkPolicyPeerSchema)
+          .default([
+            { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'rlmesh-prometheus' } } },
+            {
+              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } },
+              podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } },
+            },
+          ])
+          .describe(
+            "NetworkPolicy peers that may reach the metrics port (metrics.port) and the health port (8081) of the agent, the controller, the egress proxy and the cache filler; no one else may (the kubelet's probes come from the node, which NetworkPolicy enforcers let through). A peer with a podSelector alone selects pods in the release namespace. Default: the rlmesh-observability chart's Prometheus beside the release, and a Prometheus Operator's Prometheus (app.kubernetes.io/name=prometheus) in namespace monitoring; name yours here if it runs elsewhere. [] admits none. The API server's addresses (network.apiServerAddresses) are admitted too: rlmesh status reads the egress proxy's refusal counts through it, and without them it shows them as unknown.",
+          ),
         apiServerPorts: z.array(port).min(1).default([443, 6443]).describe('Ports the agent and controller may reach the Kubernetes API on.'),
         apiServerAddresses: z
           .array(cidr)
@@ -694,6 +706,10 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
   v.network.dnsPeers.forEach((p, index) => {
     if (p.ipBlock === undefined && p.namespaceSelector === undefined && p.podSelector === undefined) errors.push(refuse(R.dnsPeerEmpty, { index }));
     else if (p.ipBlock !== undefined && (p.namespaceSelector !== undefined || p.podSelector !== undefined)) errors.push(refuse(R.dnsPeerMixed, { index }));
+  });
+  v.network.metricsPeers.forEach((p, index) => {
+    if (p.ipBlock === undefined && p.namespaceSelector === undefined && p.podSelector === undefined) errors.push(refuse(R.metricsPeerEmpty, { index }));
+    else if (p.ipBlock !== undefined && (p.namespaceSelector !== undefined || p.podSelector !== undefined)) errors.push(refuse(R.metricsPeerMixed, { index }));
   });
   if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled) errors.push(refuse(R.bothMonitors));
   errors.push(...monitoringErrors(v));

@@ -520,6 +520,41 @@ describe('objects', () => {
     expect(policy.spec.validations.find((v) => v.expression === 'size(variables.foreignPullSecrets) == 0')!.messageExpression).toContain('add it to evaluations.imagePullSecrets');
   });
 
+  it('NetworkPolicies: the metrics and health ports admit network.metricsPeers only (default: the observability chart\'s Prometheus and a Prometheus in monitoring), never every source', () => {
+    type Rule = { from?: Record<string, unknown>[]; ports: { protocol: string; port: number }[] };
+    const ingress = (o: Map<string, K8sObject>, ns: string, name: string) => ((get(o, 'NetworkPolicy', ns, name) as K8sObject & { spec: { ingress?: Rule[] | null } }).spec.ingress ?? []);
+    const opsPorts = [{ protocol: 'TCP', port: 9090 }, { protocol: 'TCP', port: 8081 }];
+    const release = { 'kubernetes.io/metadata.name': SYS };
+    const defaults = [
+      { namespaceSelector: { matchLabels: release }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'rlmesh-prometheus' } } },
+      { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } } },
+    ];
+    const components = [[SYS, 'rlmesh-cluster-agent'], [SYS, 'rlmesh-cluster-controller'], [SYS, 'rlmesh-egress-proxy'], [RUNS, 'rlmesh-artifact-cache-filler']] as const;
+    for (const [ns, name] of components) {
+      const rules = ingress(objs, ns, name);
+      expect(rules.every((r) => r.from?.length), `${name}: a rule without from admits every source`).toBe(true);
+      expect(rules.find((r) => r.ports.some((p) => p.port === 9090)), name).toEqual({ from: defaults, ports: opsPorts });
+    }
+    // the controller admits the NetworkPolicy probe on its metrics port, so that only rlmesh-runs' egress policy refuses the probe
+    expect(ingress(objs, SYS, 'rlmesh-cluster-controller')[1]).toEqual({
+      from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': RUNS } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'rlmesh-network-policy-probe' } } }],
+      ports: [{ protocol: 'TCP', port: 9090 }],
+    });
+    // a podSelector alone is the release namespace's, in the runs namespace's policy too; the API server's pinned addresses come in as well
+    const own = render([...token, '--set-json', 'network.metricsPeers=[{"podSelector":{"matchLabels":{"app":"prom"}}},{"ipBlock":{"cidr":"10.9.0.0/24"}}]', '--set', 'network.apiServerAddresses={172.18.0.2/32}']);
+    for (const [ns, name] of components) {
+      expect(ingress(own, ns, name).find((r) => r.ports.some((p) => p.port === 9090))?.from, name).toEqual([
+        { namespaceSelector: { matchLabels: release }, podSelector: { matchLabels: { app: 'prom' } } },
+        { ipBlock: { cidr: '10.9.0.0/24' } },
+        { ipBlock: { cidr: '172.18.0.2/32' } },
+      ]);
+    }
+    // none: no rule at all (the kubelet's probes come from the node)
+    const none = render([...token, '--set-json', 'network.metricsPeers=[]']);
+    expect(ingress(none, SYS, 'rlmesh-cluster-agent')).toEqual([]);
+    expect(ingress(none, SYS, 'rlmesh-egress-proxy').map((r) => r.ports)).toEqual([[{ protocol: 'TCP', port: 3128 }]]);
+  });
+
   it('ServiceMonitor or PodMonitor when enabled, on the metrics port', () => {
     const sm = render([...token, '--set', 'metrics.serviceMonitor.enabled=true', '--set', 'metrics.serviceMonitor.labels.release=prom']);
     expect(get(sm, 'ServiceMonitor', SYS, 'rlmesh-runtime').metadata.labels?.release).toBe('prom');

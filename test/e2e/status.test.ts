@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NET } from '../cluster/real-node.ts';
 import { kubectl, run } from '../support/cluster.ts';
 import { controlPlaneMainOfVersion } from '../support/control-plane-of-version.ts';
 import { api, ROOT, startControlPlane, type ControlPlane } from '../support/runtime.ts';
@@ -50,7 +51,8 @@ beforeAll(async () => {
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'status' });
   clusterId = created.body.clusterId;
   // a small spool, so that the control plane away fills it with a handful of evaluations
-  runInstallCommand(cp, `${created.body.installCommand} --set agent.spool.size=16Ki`);
+  // the API server's address, as preflight advises: the metrics ports admit it, and rlmesh status reads the proxy's refusals through it
+  runInstallCommand(cp, `${created.body.installCommand} --set agent.spool.size=16Ki --set 'network.apiServerAddresses={${NET.hostAddress}/32}'`);
   await waitConnected(cp, clusterId);
 }, 400_000);
 

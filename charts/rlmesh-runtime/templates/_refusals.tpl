@@ -55,6 +55,14 @@
 {{- define "rlmesh.refusal.dnsPeerMixed" -}}
 {{- printf "network.dnsPeers.%v: this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers" (index . "index") -}}
 {{- end }}
+{{/* metricsPeerEmpty; include with (dict "index" …) */}}
+{{- define "rlmesh.refusal.metricsPeerEmpty" -}}
+{{- printf "network.metricsPeers.%v: this NetworkPolicy peer is empty, and an empty peer would admit every source: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your Prometheus" (index . "index") -}}
+{{- end }}
+{{/* metricsPeerMixed; include with (dict "index" …) */}}
+{{- define "rlmesh.refusal.metricsPeerMixed" -}}
+{{- printf "network.metricsPeers.%v: this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers" (index . "index") -}}
+{{- end }}
 {{/* caBundleTwice */}}
 {{- define "rlmesh.refusal.caBundleTwice" -}}
 {{- printf "controlPlane.caBundleFrom: controlPlane.caBundle and controlPlane.caBundleFrom are both set: the CA bundle comes from one place; keep the inline PEM in caBundle or the ConfigMap or Secret in caBundleFrom, and remove the other" -}}
