@@ -197,6 +197,11 @@ const statusPublisher = startStatusPublisher({
   commonLabels: cfg.runtime.pods?.commonLabels,
   log,
   sources: { agentVersion: AGENT_VERSION, session, credentials: credWatch, rotations, spool, spoolMaxBytes: cfg.runtime.agent.spoolMaxBytes, draining: () => draining },
+  secrets: [
+    { namespace: cfg.runtime.namespace, name: cfg.runtime.credentials.controlSecret },
+    { namespace: cfg.runtime.namespace, name: cfg.runtime.credentials.pullSecret },
+    { namespace: cfg.runtime.runsNamespace, name: cfg.runtime.credentials.pullSecret },
+  ],
 });
 session.start();
 

@@ -59,6 +59,7 @@ const OWN_TAG_IMAGES = ['crdUpgradeHook.image'];
 
 /** A key of a ConfigMap or Secret (what the API accepts). */
 const DATA_KEY = /^[-._a-zA-Z0-9]+$/;
+const NAMESPACE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const caBundleRef = (kind: 'ConfigMap' | 'Secret') =>
   z
     .object({
@@ -625,6 +626,25 @@ export const valuesObjectSchema = z
       .strict()
       .prefault({})
       .describe('Preflight checks the agent runs at start and every hour (ConfigMap rlmesh-preflight).'),
+    statusRole: z
+      .object({
+        subjects: z
+          .array(
+            z
+              .object({
+                kind: z.enum(['User', 'Group', 'ServiceAccount']),
+                name: z.string().min(1).max(253),
+                namespace: z.string().regex(NAMESPACE_NAME, { message: 'must be a namespace name' }).optional(),
+              })
+              .strict(),
+          )
+          .default([])
+          .describe(
+            "Who may run rlmesh status with least privilege: RBAC subjects ({kind: User|Group|ServiceAccount, name, and for a ServiceAccount its namespace, default the release namespace}) the chart binds to the Roles rlmesh-status in the release and runs namespaces and the ClusterRole rlmesh-status (list RLMeshCaches). They read what status reads (its ConfigMaps by name, Deployments, pods and the egress proxy's metrics through the pod proxy, the Leases, RLMeshEvaluations) and no Secret: the credentials check shows the metadata the agent publishes. Pod lists include evaluation pods' specs. Empty: the roles exist unbound; bind them yourself (chart README).",
+          ),
+      })
+      .strict()
+      .prefault({}),
     observability: z
       .object({ enabled: z.boolean().default(false).describe('Join also claims the relay credential (Secret rlmesh-cluster-relay-secret) for the rlmesh-observability chart.') })
       .strict()

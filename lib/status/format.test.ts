@@ -11,7 +11,6 @@ import type { StatusReport } from './run.ts';
 // hyperlink, the 8-bit CSI, a carriage return that rewrites the line, a bell, a backspace, a NUL
 const HOSTILE = 'pull access denied\u001b[31m red\u001b[2K\u001b[1A up\u001b]0;pwned\u0007 title\u001b]8;;https://evil.example\u001b\\link\u001b]8;;\u001b\\ \u009b2J eight-bit\r\n✓ all good\u0007\b\u0000 end';
 
-// eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 describe('text rlmesh status did not write', () => {
