@@ -453,7 +453,7 @@ describe('objects', () => {
     expect(policy.spec.matchConditions.map((c) => c.expression)).toEqual([`request.userInfo.username == 'system:serviceaccount:${SYS}:rlmesh-cluster-controller'`]);
     expect((get(objs, 'ValidatingAdmissionPolicyBinding', '', name).spec as object)).toEqual({ policyName: name, validationActions: ['Deny'] });
     // one validation per rule, each saying what it refused (the sandbox rule only with evaluations.runtimeClassName)
-    expect(policy.spec.validations).toHaveLength(11);
+    expect(policy.spec.validations).toHaveLength(12);
     expect(policy.spec.validations.map((v) => v.expression).filter((e) => /runtimeClassName|priorityClassName/.test(e))).toHaveLength(2);
     for (const v of policy.spec.validations) expect(v.message ?? v.messageExpression, v.expression).toMatch(/the rlmesh controller/);
     expect(policy.spec.validations[0]!.expression).toContain("object.spec.serviceAccountName == 'default'");
@@ -490,6 +490,7 @@ describe('objects', () => {
       registryHost: 'registry.staging.rlmesh.dev',
       outputHosts: ['outputs.staging.rlmesh.dev'],
       caBundlePath: '/etc/rlmesh/ca/ca.crt',
+      pinCaBundle: false,
     });
   });
 
