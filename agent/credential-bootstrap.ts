@@ -14,6 +14,7 @@ import type { ControlCredentials, CredentialStore } from './credentials.ts';
 import { tokenHash, type JoinResult } from '../lib/credential-secret.ts';
 import { JoinError, fetchInfo, join, type ControlPlaneClient } from './join.ts';
 import { acquireJoinLease } from './join-lease.ts';
+import { joinPhrase } from './readiness-phrases.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 
 export type BootstrapDeps = {
@@ -118,11 +119,11 @@ async function joinOnce(d: BootstrapDeps, token: string): Promise<ControlCredent
       const retryInMs = err instanceof JoinError && err.permanent ? cfg.timing.backoffMaxMs : backoff.next();
       if (err instanceof JoinError) {
         d.onJoinOutcome(err.code);
-        d.setProblem(err.message);
+        d.setProblem(joinPhrase(err.code));
         log.error({ code: err.code, retryInMs }, err.message);
       } else {
         d.onJoinOutcome('error');
-        d.setProblem(`join failed: ${errorMessage(err)}`);
+        d.setProblem(joinPhrase(undefined));
         log.error({ retryInMs, ...errorFields(err) }, "join failed while reading or writing the credential Secrets or the join Lease; check the agent's RBAC and the API server; retrying");
       }
       await sleep(retryInMs, d.signal);

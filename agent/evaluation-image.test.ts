@@ -97,6 +97,17 @@ describe('the registries evaluation images may come from', () => {
     expect(admitImage('busybox', [PLATFORM, 'docker.io'])).toEqual({ image: 'docker.io/library/busybox' });
   });
 
+  it('refuses a bare image ID as InvalidImageName, even with Docker Hub allowed: a runtime may resolve it to any image the node holds', () => {
+    const hex = 'c0ffee'.repeat(10) + 'c0fe';
+    for (const image of [`sha256:${hex}`, hex, `SHA256:${hex}`, `sha512:${hex}${hex}`]) {
+      const r = admitImage(image, [PLATFORM, 'docker.io']);
+      expect(r, image).toMatchObject({ reason: 'InvalidImageName' });
+      expect('refusal' in r && r.refusal, image).toContain(`image ${JSON.stringify(image)} is a bare image ID, which a container runtime may resolve to whatever image the node already holds`);
+    }
+    // a repository pinned by digest still runs
+    expect(admitImage(`${PLATFORM}/evals/gym@sha256:${hex}`, [PLATFORM])).toEqual({ image: `${PLATFORM}/evals/gym@sha256:${hex}` });
+  });
+
   it('refuses anything outside the allowed registries, naming the value that would allow it', () => {
     expect(admitImage('busybox', allowed)).toEqual({
       reason: 'ImageNotAllowed',

@@ -4,7 +4,7 @@
 // image, one already on a node, one of the customer's own private registries
 // that the nodes can pull from) is refused before an RLMeshEvaluation exists,
 // and so is a reference the kubelet would refuse as InvalidImageName.
-import { parseImageReference, referenceString } from './image-reference.ts';
+import { isBareImageId, parseImageReference, referenceString } from './image-reference.ts';
 
 export type ImageAdmission = { image: string } | { reason: 'InvalidImageName' | 'ImageNotAllowed'; refusal: string };
 
@@ -29,6 +29,12 @@ export function imageRegistry(image: string): string | undefined {
  */
 export function admitImage(image: string, registries: readonly string[]): ImageAdmission {
   if (image.trim() === '') return { reason: 'InvalidImageName', refusal: 'the assignment names no image' };
+  if (isBareImageId(image)) {
+    return {
+      reason: 'InvalidImageName',
+      refusal: `image ${quoted(image)} is a bare image ID, which a container runtime may resolve to whatever image the node already holds, so no evaluation was created: ask the platform to send a repository reference pinned by digest, such as registry.example.com/team/env@sha256:<64 hex digits>`,
+    };
+  }
   const ref = parseImageReference(image);
   if ('problem' in ref) {
     return {

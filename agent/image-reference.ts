@@ -31,6 +31,13 @@ const DIGEST = /^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]
 const DIGEST_HEX_LENGTH = new Map([['sha256', 64], ['sha384', 96], ['sha512', 128]]);
 const IMAGE_ID = /^[a-f0-9]{64}$/;
 
+// `sha256:<hex>` is a valid name (sha256) and tag to distribution, but containerd and CRI-O take a
+// digest-shaped reference for the ID of an image already on the node, whoever pulled it
+const ALGORITHM_IMAGE_ID = /^(?:sha256|sha384|sha512):[0-9a-f]+$/i;
+
+/** Whether `image` is a bare image ID (`sha256:<hex>`, or 64 hex digits alone) rather than a repository reference. */
+export const isBareImageId = (image: string): boolean => IMAGE_ID.test(image) || ALGORITHM_IMAGE_ID.test(image);
+
 /** `domain/path[:tag][@digest]`: the fully qualified form, which means the same to every runtime. */
 export function referenceString(r: ImageReference): string {
   return `${r.domain}/${r.path}${r.tag === undefined ? '' : `:${r.tag}`}${r.digest === undefined ? '' : `@${r.digest}`}`;

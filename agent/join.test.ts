@@ -2,6 +2,8 @@
 // be the configured API host on the configured port (443 in the chart) with TLS.
 // Checked on its own, and through fetchInfo against a real control plane that
 // advertises another host or port.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runtimeConfigSchema } from '../lib/runtime-config.ts';
@@ -97,5 +99,39 @@ describe('fetchInfo against a control plane', () => {
     cps.push(otherHost, otherPort);
     await expect(fetchInfo(client(otherHost))).rejects.toMatchObject({ code: 'untrusted_session_endpoint', message: expect.stringMatching(/host localhost is not the configured API host 127\.0\.0\.1/) });
     await expect(fetchInfo(client(otherPort))).rejects.toMatchObject({ code: 'untrusted_session_endpoint', message: expect.stringMatching(new RegExp(`port 443 is not the configured port ${otherPort.port}`)) });
+  });
+});
+
+// Node's `ca` option replaces the roots it trusts: the bundle must be added to them, as the chart documents,
+// unless controlPlane.pinCaBundle. The CA in NODE_EXTRA_CA_CERTS stands for a root the system trusts (Node
+// counts it among its default roots); each control plane's CA is one of its own.
+describe('controlPlane.caBundle: in addition to the system roots, or pinned', () => {
+  let cps: TestControlPlane[] = [];
+  afterEach(async () => {
+    for (const cp of cps) await cp.close().catch(() => {});
+    for (const cp of cps) rmSync(cp.dir, { recursive: true, force: true });
+    cps = [];
+  });
+
+  /** fetchInfo in a process of its own, whose default roots include `rootCaFile`: 'ok' or the error's code. */
+  const infoWith = async (cp: TestControlPlane, o: { rootCaFile: string; bundleFile: string; pinned: boolean }): Promise<string> => {
+    const config = { controlPlane: { apiHost: '127.0.0.1', apiPort: cp.port, caBundlePath: o.bundleFile, pinCaBundle: o.pinned }, credentials: {}, observability: {}, gpuFeatureDiscovery: {}, egress: {}, artifactCache: {} };
+    const script = `
+      import { runtimeConfigSchema } from './lib/runtime-config.ts';
+      import { controlPlaneClient, fetchInfo } from './agent/join.ts';
+      const cp = controlPlaneClient(runtimeConfigSchema.parse(${JSON.stringify(config)}));
+      fetchInfo(cp).then(() => console.log('ok'), (e) => console.log(e.code ?? e.message)).finally(() => cp.dispatcher.close());`;
+    // asynchronously: the control plane answers from this process
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: new URL('..', import.meta.url).pathname, env: { PATH: process.env.PATH ?? '', NODE_EXTRA_CA_CERTS: o.rootCaFile }, encoding: 'utf8', timeout: 30_000 });
+    return stdout.trim();
+  };
+
+  it('a control plane signed by a system root is reached with a bundle for another CA set; with pinCaBundle only the bundle counts', async () => {
+    const platform = await startTestControlPlane();
+    const other = await startTestControlPlane(); // its CA stands for a TLS-inspecting proxy's
+    cps.push(platform, other);
+    expect(await infoWith(platform, { rootCaFile: platform.caFile, bundleFile: other.caFile, pinned: false })).toBe('ok');
+    expect(await infoWith(platform, { rootCaFile: platform.caFile, bundleFile: other.caFile, pinned: true })).toBe('unreachable');
+    expect(await infoWith(platform, { rootCaFile: other.caFile, bundleFile: platform.caFile, pinned: true })).toBe('ok');
   });
 });

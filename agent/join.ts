@@ -10,6 +10,8 @@ import type { RuntimeConfig } from '../lib/runtime-config.ts';
 import type { JoinResult } from '../lib/credential-secret.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 import { outboundProxy, proxyTunnelError, type OutboundProxy } from '../lib/outbound-proxy.ts';
+import { controlPlaneCa } from '../lib/control-plane-trust.ts';
+import { discoveryPhrase, NEW_INSTALL_COMMAND } from './readiness-phrases.ts';
 
 export const infoSchema = z.object({
   grpc: z.object({ host: z.string().min(1), port: z.number().int().min(1).max(65535), tls: z.boolean().default(true) }),
@@ -26,7 +28,6 @@ const joinResultSchema = z.object({
   relay: z.string().min(1).optional(),
 });
 
-const NEW_INSTALL_COMMAND = 'a used or expired token needs a new install command: open Clusters → New install command and run it as helm upgrade --install';
 
 /** Why a join failed; `permanent` ones need a person (a new token), the rest are retried as they are. */
 export class JoinError extends Error {
@@ -56,15 +57,16 @@ export type ControlPlaneClient = {
 };
 
 export function controlPlaneClient(cfg: RuntimeConfig): ControlPlaneClient {
-  const { apiHost, apiPort, caBundlePath } = cfg.controlPlane;
-  let ca: string | undefined;
+  const { apiHost, apiPort, caBundlePath, pinCaBundle } = cfg.controlPlane;
+  let bundle: string | undefined;
   if (caBundlePath) {
     try {
-      ca = readFileSync(caBundlePath, 'utf8');
+      bundle = readFileSync(caBundlePath, 'utf8');
     } catch (err) {
       throw new Error(`cannot read controlPlane.caBundlePath ${caBundlePath}: ${errorMessage(err)}; mount the CA bundle there or unset it to trust the system roots`);
     }
   }
+  const ca = controlPlaneCa(bundle, pinCaBundle);
   // behind a corporate proxy, discovery and the join go through a CONNECT tunnel, TLS inside it
   const configured = outboundProxy(cfg.controlPlane.proxy);
   const proxy = configured?.appliesTo(apiHost) ? configured : undefined;
@@ -194,7 +196,7 @@ export async function discoverUntilReachable(
       return info;
     } catch (err) {
       const delay = backoff.next();
-      o.onProblem(`cannot discover the session endpoint: ${errorMessage(err)}`);
+      o.onProblem(discoveryPhrase(err instanceof JoinError ? err.code : undefined));
       o.log.error({ ...(err instanceof JoinError ? { code: err.code } : {}), retryInMs: delay }, err instanceof JoinError ? err.message : `GET /v1/info failed: ${errorMessage(err)}`);
       await sleep(delay, o.signal);
     }

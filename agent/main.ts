@@ -232,6 +232,11 @@ const statusPublisher = startStatusPublisher({
     },
     unfinished: () => evaluations.unfinished(),
   },
+  secrets: [
+    { namespace: cfg.runtime.namespace, name: cfg.runtime.credentials.controlSecret },
+    { namespace: cfg.runtime.namespace, name: cfg.runtime.credentials.pullSecret },
+    { namespace: cfg.runtime.runsNamespace, name: cfg.runtime.credentials.pullSecret },
+  ],
 });
 session.start();
 

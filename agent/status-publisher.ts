@@ -1,6 +1,7 @@
 // Keeps ConfigMap rlmesh-agent-status (lib/agent-status.ts) current: every
 // PUBLISH_INTERVAL_SECONDS, and soon after the session connects or drops, the
-// agent writes what `rlmesh status` shows about it. A failed write is logged
+// agent writes what `rlmesh status` shows about it, its credential Secrets' metadata
+// among it. A failed write is logged
 // once until one succeeds again; the agent's work never waits on it.
 import { hostname } from 'node:os';
 import * as k8s from '@kubernetes/client-node';
@@ -8,6 +9,8 @@ import type { Logger } from 'pino';
 import { agentStatusConfigMap, MAX_UNFINISHED_NAMES, PUBLISH_INTERVAL_SECONDS, type AgentStatus } from '../lib/agent-status.ts';
 import { errorFields } from '../lib/error-fields.ts';
 import { isNotFound } from '../lib/kube-errors.ts';
+import { TOKEN_HASH_ANNOTATION } from '../lib/credential-secret.ts';
+import { lastWritten, readSecretMetadata } from '../lib/secret-metadata.ts';
 
 type Rotation = AgentStatus['credentials']['rotations'][number];
 
@@ -55,8 +58,26 @@ export type StatusSources = {
 
 const iso = (ms: number): string | undefined => (ms > 0 ? new Date(ms).toISOString() : undefined);
 
-/** The status as it is now. */
-export function agentStatus(s: StatusSources, now = Date.now()): AgentStatus {
+type SecretFacts = NonNullable<AgentStatus['credentials']['secrets']>;
+
+/** The credential Secrets by their metadata (never their data), or undefined when one cannot be read. */
+export async function describeSecrets(core: k8s.CoreV1Api, secrets: readonly { namespace: string; name: string }[]): Promise<SecretFacts | undefined> {
+  try {
+    return await Promise.all(
+      secrets.map(async ({ namespace, name }) => {
+        const meta = await readSecretMetadata(core, namespace, name);
+        if (!meta) return { namespace, name, exists: false };
+        const writtenAt = lastWritten(meta)?.toISOString();
+        return { namespace, name, exists: true, fromJoin: meta.annotations?.[TOKEN_HASH_ANNOTATION] !== undefined, ...(writtenAt ? { writtenAt } : {}) };
+      }),
+    );
+  } catch {
+    return undefined;
+  }
+}
+
+/** The status as it is now; `secrets`: what describeSecrets found. */
+export function agentStatus(s: StatusSources, now = Date.now(), secrets?: SecretFacts): AgentStatus {
   const connected = s.session.currentState === 'connected';
   const connectedSince = connected ? iso(s.session.connectedAt) : undefined;
   const lastHeardAt = iso(s.session.lastHeardAt);
@@ -78,6 +99,7 @@ export function agentStatus(s: StatusSources, now = Date.now()): AgentStatus {
       source: s.credentials.credentials.tokenHash ? 'join' : 'secret',
       inUseSince: new Date(now - s.credentials.ageSeconds * 1000).toISOString(),
       rotations: s.rotations.list,
+      ...(secrets ? { secrets } : {}),
     },
     spool: { records: s.spool.records, bytes: s.spool.bytes, maxBytes: s.spoolMaxBytes },
     draining: s.draining(),
@@ -97,13 +119,16 @@ export function startStatusPublisher(o: {
   commonLabels?: Readonly<Record<string, string>>;
   log: Logger;
   sources: StatusSources;
+  /** the credential Secrets whose metadata it publishes (for rlmesh status under a role that may not read Secrets) */
+  secrets?: readonly { namespace: string; name: string }[];
 }): { stop(): void; soon(): void } {
   const core = o.kc.makeApiClient(k8s.CoreV1Api);
   let failing = false;
   let running: Promise<void> | undefined;
   let again = false;
   const publish = async (): Promise<void> => {
-    const body = agentStatusConfigMap(agentStatus(o.sources), o.namespace, o.commonLabels);
+    const secrets = o.secrets ? await describeSecrets(core, o.secrets) : undefined;
+    const body = agentStatusConfigMap(agentStatus(o.sources, Date.now(), secrets), o.namespace, o.commonLabels);
     try {
       try {
         await core.replaceNamespacedConfigMap({ name: body.metadata!.name!, namespace: o.namespace, body });

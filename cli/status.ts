@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { formatStatusJson, formatStatusTable, statusExitCode } from '../lib/status/format.ts';
 import { runStatus } from '../lib/status/run.ts';
 import { errorMessage } from '../lib/error-fields.ts';
+import { printable } from '../lib/terminal-text.ts';
 import { CLUSTER_OPTIONS, loadKubeConfig, outputFormat, UsageError } from './preflight.ts';
 import type { Io } from './clusters-join.ts';
 
@@ -43,7 +44,7 @@ export async function status(argv: string[], io: Pick<Io, 'stdout' | 'stderr'>, 
     return statusExitCode(report);
   } catch (err) {
     const usage = err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
-    io.stderr.write(`rlmesh status: ${errorMessage(err)}${usage ? '; run rlmesh status --help' : ''}\n`);
+    io.stderr.write(`rlmesh status: ${printable(errorMessage(err))}${usage ? '; run rlmesh status --help' : ''}\n`);
     return usage ? 2 : 1;
   }
 }

@@ -2,8 +2,8 @@
 // (restricted Pod Security, no ServiceAccount token) runs, from the runtime image,
 //   /usr/local/bin/node /app/lib/preflight/netprobe.js <forbidden host:port> <allowed host:port> <grace seconds>
 // which tries this controller's own metrics port (the runs namespace's
-// policies forbid it; the controller's own policy accepts anyone on it, so
-// only enforcement blocks it) and the egress proxy (allowed). Its exit code
+// policies forbid it; the controller's own policy admits the probe pod on it,
+// so only egress enforcement blocks it) and the egress proxy (allowed). Its exit code
 // and termination message become a check result, stored in ConfigMap
 // rlmesh-network-policy-probe where the agent's preflight picks it up.
 // Opt out with the chart value preflight.networkPolicyProbe.enabled=false.

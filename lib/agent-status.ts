@@ -3,9 +3,10 @@
 // namespace (key status.json), rewritten every PUBLISH_INTERVAL_SECONDS. The
 // agent writes it (agent/status-publisher.ts), `rlmesh status` reads it
 // (lib/status/). It holds no secret: the session's state and times, where the
-// control credential came from and since when it is in use, the rotations the
-// agent is storing or refused (purpose only), the spool's backlog, who drains
-// the cluster (the platform, the operator) and which evaluations still run.
+// control credential came from and since when it is in use, its credential
+// Secrets' metadata (whether they exist, when written), the rotations the agent
+// is storing or refused (purpose only), the spool's backlog, who drains the
+// cluster (the platform, the operator) and which evaluations still run.
 import type * as k8s from '@kubernetes/client-node';
 import { z } from 'zod';
 import { NAMES } from './fixed-names.ts';
@@ -45,6 +46,11 @@ export const agentStatusSchema = z.object({
     inUseSince: time,
     /** rotations sent by the control plane and not yet stored, or refused (never the value) */
     rotations: z.array(z.object({ purpose: z.string(), state: z.enum(['storing', 'refused']), since: time, problem: z.string().optional() })),
+    /**
+     * its credential Secrets as their metadata shows them (the agent may read them; `rlmesh status` under the
+     * chart's least-privilege role may not): whether each exists, whether a join wrote it, when it was last written
+     */
+    secrets: z.array(z.object({ namespace: z.string(), name: z.string(), exists: z.boolean(), fromJoin: z.boolean().optional(), writtenAt: time.optional() })).optional(),
   }),
   spool: z.object({ records: z.number().int(), bytes: z.number().int(), maxBytes: z.number().int() }),
   /** the platform drains this cluster: no new assignments */

@@ -45,6 +45,8 @@ export const NAMES = {
   networkPolicyProbe: 'rlmesh-network-policy-probe',
   /** the agent's ClusterRole, owner of the Secrets it writes */
   agentClusterRole: 'rlmesh-cluster-agent',
+  /** the read-only roles rlmesh status needs (Roles in the release and runs namespaces, a ClusterRole for RLMeshCaches): no Secret */
+  statusRole: 'rlmesh-status',
 } as const;
 
 const CONFIG_DIR = '/etc/rlmesh/config';

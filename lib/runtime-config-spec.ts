@@ -41,6 +41,7 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
     outputHosts: v('controlPlane.outputHosts'),
     // inline (ConfigMap rlmesh-ca-bundle) or from the operator's ConfigMap or Secret: mounted at the same path
     caBundlePath: { kind: 'optional', when: ['controlPlane.caBundle', 'controlPlane.caBundleFrom'], node: c(MOUNTS.caFile) },
+    pinCaBundle: v('controlPlane.pinCaBundle'),
     // only with a proxy; its credentials only with existingSecret, mounted at credentialsDir in the agent and the egress proxy
     proxy: {
       kind: 'optional',

@@ -67,8 +67,10 @@ export const runtimeConfigSchema = z
         apiPort: z.number().int().min(1).max(65535).default(443),
         registryHost: hostnameSchema.default('registry.rlmesh.dev'),
         outputHosts: z.array(hostnameSchema).default([]),
-        // PEM bundle file for private endpoints (staging, self-hosted); absent = system roots
+        // PEM bundle file for private endpoints (staging, self-hosted, a TLS-inspecting proxy), trusted in addition to the system roots; absent: the system roots only
         caBundlePath: z.string().optional(),
+        // true: the agent's connections to the control plane trust that bundle alone, not the system roots
+        pinCaBundle: z.boolean().default(false),
         // the corporate proxy outbound connections to the internet go through (controlPlane.proxy in values)
         proxy: outboundProxySchema.optional(),
       })

@@ -42,6 +42,14 @@ export const VALUES_REFUSALS = {
     path: 'network.dnsPeers.{index}',
     message: 'this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers',
   },
+  metricsPeerEmpty: {
+    path: 'network.metricsPeers.{index}',
+    message: 'this NetworkPolicy peer is empty, and an empty peer would admit every source: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your Prometheus',
+  },
+  metricsPeerMixed: {
+    path: 'network.metricsPeers.{index}',
+    message: 'this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers',
+  },
   caBundleTwice: {
     path: 'controlPlane.caBundleFrom',
     message: 'controlPlane.caBundle and controlPlane.caBundleFrom are both set: the CA bundle comes from one place; keep the inline PEM in caBundle or the ConfigMap or Secret in caBundleFrom, and remove the other',
@@ -49,6 +57,10 @@ export const VALUES_REFUSALS = {
   caBundleFromBoth: {
     path: 'controlPlane.caBundleFrom',
     message: 'names both a configMap and a secret: the CA bundle comes from one of them; keep controlPlane.caBundleFrom.configMap or controlPlane.caBundleFrom.secret',
+  },
+  pinWithoutBundle: {
+    path: 'controlPlane.pinCaBundle',
+    message: 'is true but there is no CA bundle to pin: set controlPlane.caBundle (or caBundleFrom) to the CA of the control plane, or set pinCaBundle to false to trust the system roots',
   },
   caBundleFromNone: {
     path: 'controlPlane.caBundleFrom',

@@ -118,6 +118,16 @@ describe('values schema', () => {
     expect(valuesSchema.safeParse({ joinToken: TOKEN, controlPlane: { caBundleFrom: { configMap: { name: 'c', key: 'a/b' } } } }).error?.issues[0]?.path).toEqual(['controlPlane', 'caBundleFrom', 'configMap', 'key']);
   });
 
+  it('controlPlane.pinCaBundle: off by default (the bundle adds to the system roots), on only with a bundle to pin', () => {
+    const errs = (cp: object) => crossFieldErrors(valuesObjectSchema.parse({ joinToken: TOKEN, controlPlane: cp })).map((e) => e.path + ': ' + e.message);
+    const pem = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+    expect(renderRuntimeConfig(valuesSchema.parse({ joinToken: TOKEN, controlPlane: { caBundle: pem } })).controlPlane.pinCaBundle).toBe(false);
+    expect(renderRuntimeConfig(valuesSchema.parse({ joinToken: TOKEN, controlPlane: { caBundle: pem, pinCaBundle: true } })).controlPlane.pinCaBundle).toBe(true);
+    expect(errs({ caBundle: pem, pinCaBundle: true })).toEqual([]);
+    expect(errs({ caBundleFrom: { configMap: { name: 'corp-trust' } }, pinCaBundle: true })).toEqual([]);
+    expect(errs({ pinCaBundle: true })).toEqual([expect.stringMatching(/^controlPlane.pinCaBundle: is true but there is no CA bundle to pin: set controlPlane.caBundle/)]);
+  });
+
   it('refuses a bad evaluation toleration effect, proxy credentials Secret name and CA bundle Secret name at their paths', () => {
     const paths = (o: object) => valuesSchema.safeParse({ joinToken: TOKEN, ...o }).error?.issues.map((i) => i.path.join('.'));
     expect(paths({ evaluations: { tolerations: [{ key: 'dedicated', operator: 'Exists', effect: 'Sometimes' }] } })).toEqual(['evaluations.tolerations.0.effect']);

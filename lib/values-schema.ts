@@ -59,6 +59,7 @@ const OWN_TAG_IMAGES = ['crdUpgradeHook.image'];
 
 /** A key of a ConfigMap or Secret (what the API accepts). */
 const DATA_KEY = /^[-._a-zA-Z0-9]+$/;
+const NAMESPACE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const caBundleRef = (kind: 'ConfigMap' | 'Secret') =>
   z
     .object({
@@ -302,8 +303,16 @@ export const valuesObjectSchema = z
           .string()
           .regex(/^(-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*)?$/, { message: 'must be PEM certificates' })
           .default('')
-          .describe('PEM CA bundle for private or staging endpoints; empty: system roots.'),
+          .describe(
+            "PEM CA bundle for private or staging endpoints and TLS-inspecting proxies, trusted in addition to the system roots by every component (by the agent's connections to the control plane too, unless controlPlane.pinCaBundle); empty: the system roots only.",
+          ),
         caBundleFrom: caBundleFromSchema,
+        pinCaBundle: z
+          .boolean()
+          .default(false)
+          .describe(
+            "true: the agent's connections to the control plane (GET /v1/info, the join, the session, preflight's TLS checks of the API and registry hosts) trust only controlPlane.caBundle (or caBundleFrom), not the system roots: the platform's CA is pinned, so a certificate that any public CA issued for the API host is refused. Needs caBundle or caBundleFrom, holding every CA those hosts (or a TLS-inspecting proxy on the way) present. The other components keep trusting the system roots and the bundle.",
+          ),
         proxy: z
           .object({
             // its shape is checked by proxyErrors() (crossFieldErrors), so that each mistake is refused with what to do
@@ -389,6 +398,18 @@ export const valuesObjectSchema = z
     network: z
       .object({
         ...dnsValues,
+        metricsPeers: z
+          .array(networkPolicyPeerSchema)
+          .default([
+            { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'rlmesh-prometheus' } } },
+            {
+              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } },
+              podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } },
+            },
+          ])
+          .describe(
+            "NetworkPolicy peers that may reach the metrics port (metrics.port) and the health port (8081) of the agent, the controller, the egress proxy and the cache filler; no one else may (the kubelet's probes come from the node, which NetworkPolicy enforcers let through). A peer with a podSelector alone selects pods in the release namespace. Default: the rlmesh-observability chart's Prometheus beside the release, and a Prometheus Operator's Prometheus (app.kubernetes.io/name=prometheus) in namespace monitoring; name yours here if it runs elsewhere. [] admits none. The API server's addresses (network.apiServerAddresses) are admitted too: rlmesh status reads the egress proxy's refusal counts through it, and without them it shows them as unknown.",
+          ),
         apiServerPorts: z.array(port).min(1).default([443, 6443]).describe('Ports the agent and controller may reach the Kubernetes API on.'),
         apiServerAddresses: z
           .array(cidr)
@@ -611,6 +632,25 @@ export const valuesObjectSchema = z
       .strict()
       .prefault({})
       .describe('Preflight checks the agent runs at start and every hour (ConfigMap rlmesh-preflight).'),
+    statusRole: z
+      .object({
+        subjects: z
+          .array(
+            z
+              .object({
+                kind: z.enum(['User', 'Group', 'ServiceAccount']),
+                name: z.string().min(1).max(253),
+                namespace: z.string().regex(NAMESPACE_NAME, { message: 'must be a namespace name' }).optional(),
+              })
+              .strict(),
+          )
+          .default([])
+          .describe(
+            "Who may run rlmesh status with least privilege: RBAC subjects ({kind: User|Group|ServiceAccount, name, and for a ServiceAccount its namespace, default the release namespace}) the chart binds to the Roles rlmesh-status in the release and runs namespaces and the ClusterRole rlmesh-status (list RLMeshCaches). They read what status reads (its ConfigMaps by name, Deployments, pods and the egress proxy's metrics through the pod proxy, the Leases, RLMeshEvaluations) and no Secret: the credentials check shows the metadata the agent publishes. Pod lists include evaluation pods' specs. Empty: the roles exist unbound; bind them yourself (chart README).",
+          ),
+      })
+      .strict()
+      .prefault({}),
     observability: z
       .object({ enabled: z.boolean().default(false).describe('Join also claims the relay credential (Secret rlmesh-cluster-relay-secret) for the rlmesh-observability chart.') })
       .strict()
@@ -693,6 +733,10 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
     if (p.ipBlock === undefined && p.namespaceSelector === undefined && p.podSelector === undefined) errors.push(refuse(R.dnsPeerEmpty, { index }));
     else if (p.ipBlock !== undefined && (p.namespaceSelector !== undefined || p.podSelector !== undefined)) errors.push(refuse(R.dnsPeerMixed, { index }));
   });
+  v.network.metricsPeers.forEach((p, index) => {
+    if (p.ipBlock === undefined && p.namespaceSelector === undefined && p.podSelector === undefined) errors.push(refuse(R.metricsPeerEmpty, { index }));
+    else if (p.ipBlock !== undefined && (p.namespaceSelector !== undefined || p.podSelector !== undefined)) errors.push(refuse(R.metricsPeerMixed, { index }));
+  });
   if (v.metrics.serviceMonitor.enabled && v.metrics.podMonitor.enabled) errors.push(refuse(R.bothMonitors));
   errors.push(...monitoringErrors(v));
   errors.push(...proxyErrors(v.controlPlane.proxy));
@@ -728,11 +772,11 @@ export function monitoringErrors(v: Values): { path: string; message: string }[]
   return errors;
 }
 
-/** controlPlane.caBundleFrom: exactly one source, and not beside an inline caBundle. */
+/** controlPlane.caBundleFrom: exactly one source, and not beside an inline caBundle; controlPlane.pinCaBundle: only with a bundle. */
 export function caBundleFromErrors(v: Values): { path: string; message: string }[] {
   const from = v.controlPlane.caBundleFrom;
-  if (from === undefined) return [];
   const R = VALUES_REFUSALS;
+  if (from === undefined) return v.controlPlane.pinCaBundle && v.controlPlane.caBundle === '' ? [refuse(R.pinWithoutBundle)] : [];
   const errors: { path: string; message: string }[] = [];
   if (v.controlPlane.caBundle !== '') errors.push(refuse(R.caBundleTwice));
   if (from.configMap && from.secret) errors.push(refuse(R.caBundleFromBoth));

@@ -1,6 +1,7 @@
 // The settings the checks judge the cluster against: from the runtime config
 // inside the cluster (agent), or from chart values before install (CLI).
 import { readFileSync } from 'node:fs';
+import { controlPlaneCa } from '../control-plane-trust.ts';
 import { NAMES } from '../fixed-names.ts';
 import { outboundProxy } from '../outbound-proxy.ts';
 import { DEFAULT_DNS_PEERS, type RuntimeConfig } from '../runtime-config.ts';
@@ -22,7 +23,7 @@ export function settingsFromRuntimeConfig(cfg: RuntimeConfig): PreflightSettings
     apiHost: cfg.controlPlane.apiHost,
     apiPort: cfg.controlPlane.apiPort,
     registryHost: cfg.controlPlane.registryHost,
-    ...(cfg.controlPlane.caBundlePath ? { ca: readFileSync(cfg.controlPlane.caBundlePath, 'utf8') } : {}),
+    ...(cfg.controlPlane.caBundlePath ? { ca: controlPlaneCa(readFileSync(cfg.controlPlane.caBundlePath, 'utf8'), cfg.controlPlane.pinCaBundle) } : {}),
     nodeSelector: cfg.agent.nodeSelector,
     networkPolicyProbe: cfg.preflight?.networkPolicyProbe.enabled ?? true,
     proxy: outboundProxy(cfg.controlPlane.proxy),

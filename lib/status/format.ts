@@ -1,10 +1,17 @@
 // rlmesh status output: one line per check (✓ pass, ! warn, ✗ fail), and under
-// each line that is not a pass what to do; or the report as JSON.
+// each line that is not a pass what to do; or the report as JSON. What a check
+// found and its fix carry text from the cluster and the platform (messages,
+// fields of objects), so both are made printable first, in either format: no
+// control character of theirs reaches the terminal.
+import { printable } from '../terminal-text.ts';
 import type { StatusReport } from './run.ts';
+
+const safe = (r: StatusReport): StatusReport => ({ ...r, checks: r.checks.map((c) => ({ ...c, id: printable(c.id), found: printable(c.found), fix: printable(c.fix) })) });
 
 const MARK = { pass: '✓', warn: '!', fail: '✗' } as const;
 
-export function formatStatusTable(r: StatusReport): string {
+export function formatStatusTable(report: StatusReport): string {
+  const r = safe(report);
   const width = Math.max(...r.checks.map((c) => c.id.length));
   const lines: string[] = [];
   for (const c of r.checks) {
@@ -20,6 +27,6 @@ export function formatStatusTable(r: StatusReport): string {
   return `${lines.join('\n')}\n`;
 }
 
-export const formatStatusJson = (r: StatusReport): string => `${JSON.stringify(r, null, 2)}\n`;
+export const formatStatusJson = (r: StatusReport): string => `${JSON.stringify(safe(r), null, 2)}\n`;
 
 export const statusExitCode = (r: StatusReport): number => (r.verdict === 'fail' ? 1 : 0);

@@ -5,6 +5,7 @@
 import * as k8s from '@kubernetes/client-node';
 import { isNotFound } from '../kube-errors.ts';
 import { NAMES } from '../fixed-names.ts';
+import { readSecretMetadata } from '../secret-metadata.ts';
 import { AGENT_STATUS_CONFIGMAP, parseAgentStatus, type AgentStatus } from '../agent-status.ts';
 import type { StatusContext } from './types.ts';
 
@@ -81,15 +82,4 @@ export const pods = (ctx: StatusContext, namespace: string, labelSelector: strin
  * Secret's data, so it cannot print it. Undefined when the Secret does not exist.
  */
 export const secretMetadata = (ctx: StatusContext, namespace: string, name: string): Promise<k8s.V1ObjectMeta | undefined> =>
-  once(ctx, `secret/${namespace}/${name}`, async () => {
-    const s = await orUndefined(ctx.kc.makeApiClient(k8s.CoreV1Api).readNamespacedSecret({ namespace, name }, METADATA_ONLY));
-    return s ? (s.metadata ?? {}) : undefined;
-  });
-const METADATA_ONLY = k8s.setHeaderOptions('Accept', 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1');
-
-/** When an object was last written: its newest managedFields time, else its creation. */
-export function lastWritten(meta: k8s.V1ObjectMeta): Date | undefined {
-  const times = (meta.managedFields ?? []).map((f) => (f.time ? new Date(f.time).getTime() : 0)).filter((t) => t > 0);
-  if (times.length) return new Date(Math.max(...times));
-  return meta.creationTimestamp ? new Date(meta.creationTimestamp) : undefined;
-}
+  once(ctx, `secret/${namespace}/${name}`, () => readSecretMetadata(ctx.kc.makeApiClient(k8s.CoreV1Api), namespace, name));

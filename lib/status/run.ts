@@ -43,7 +43,9 @@ export async function runStatus(ctx: StatusContext): Promise<StatusReport> {
         id,
         verdict: 'warn',
         found: `could not check: ${errorMessage(err).slice(0, 300)}`,
-        fix: isForbidden(err) ? 'Run rlmesh status with a kube context that may read the release namespace, the runs namespace and their Secrets\' metadata (a cluster admin).' : 'Check that the Kubernetes API is reachable from here, then run rlmesh status again.',
+        fix: isForbidden(err)
+          ? "Run rlmesh status with a kube context bound to the chart's read-only roles rlmesh-status (the chart value statusRole.subjects binds them; they need no Secret), or one that may read the release and runs namespaces."
+          : 'Check that the Kubernetes API is reachable from here, then run rlmesh status again.',
       });
     }
   }

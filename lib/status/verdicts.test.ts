@@ -5,7 +5,7 @@ import type { RLMeshCache, RLMeshEvaluation } from '../crds/types.ts';
 import { cliChartSkew, componentSkew } from '../version-skew.ts';
 import { agentVerdict } from './checks/agent.ts';
 import { cacheVerdict } from './checks/cache.ts';
-import { credentialsVerdict, excerpt, pullRefusals, type CredentialFacts } from './checks/credentials.ts';
+import { credentialsVerdict, excerpt, publishedMetadata, pullRefusals, type CredentialFacts } from './checks/credentials.ts';
 import { egressVerdict, parseDecisions, parseRecent } from './checks/egress-proxy.ts';
 import { evaluationsVerdict } from './checks/evaluations.ts';
 import { leaderVerdict } from './checks/leader.ts';
@@ -127,6 +127,23 @@ describe('credentials', () => {
     const refused = credentialsVerdict(facts({ agent: agent({ rotations: [{ purpose: 'pull', state: 'refused', since: at(0), problem: 'the value is not JSON' }] }) }));
     expect(refused).toMatchObject({ verdict: 'fail', found: expect.stringContaining('refused a pull rotation') });
     expect(credentialsVerdict(facts({ agent: agent({ rotations: [{ purpose: 'control', state: 'storing', since: at(0) }] }) })).verdict).toBe('warn');
+  });
+  it('a kube context that may not read Secrets: the metadata the agent published, said so; nothing published is no answer', () => {
+    const wanted = [['rlmesh-system', 'rlmesh-cluster-control'], ['rlmesh-system', 'rlmesh-registry-pull'], ['rlmesh-runs', 'rlmesh-registry-pull']] as const;
+    const published = agent();
+    published.credentials.secrets = [
+      { namespace: 'rlmesh-system', name: 'rlmesh-cluster-control', exists: true, fromJoin: true, writtenAt: at(3 * 3600_000) },
+      { namespace: 'rlmesh-system', name: 'rlmesh-registry-pull', exists: true, fromJoin: true, writtenAt: at(3 * 3600_000) },
+      { namespace: 'rlmesh-runs', name: 'rlmesh-registry-pull', exists: true, fromJoin: true, writtenAt: at(3 * 3600_000) },
+    ];
+    const [control, pullSys, pullRuns] = publishedMetadata(published, wanted)!;
+    const r = credentialsVerdict(facts({ control, pull: [{ namespace: 'rlmesh-system', meta: pullSys }, { namespace: 'rlmesh-runs', meta: pullRuns }], agent: published, fromAgent: true }));
+    expect(r.verdict).toBe('pass');
+    expect(r.found).toBe(`control Secret rlmesh-cluster-control written by the join, written 3h 0m ago, in use by the agent since ${at(7200_000)}; pull Secret rlmesh-registry-pull in rlmesh-system and rlmesh-runs (as the agent published their metadata)`);
+    published.credentials.secrets[2] = { namespace: 'rlmesh-runs', name: 'rlmesh-registry-pull', exists: false };
+    const gone = publishedMetadata(published, wanted)!;
+    expect(credentialsVerdict(facts({ control: gone[0], pull: [{ namespace: 'rlmesh-system', meta: gone[1] }, { namespace: 'rlmesh-runs', meta: gone[2] }], fromAgent: true })).found).toBe('pull Secret rlmesh-runs/rlmesh-registry-pull does not exist');
+    expect(publishedMetadata(agent(), wanted)).toBeUndefined();
   });
 });
 

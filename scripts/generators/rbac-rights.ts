@@ -67,6 +67,8 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: A, verb: 'get', resource: 'configmaps', name: 'rlmesh-runtime-config', namespace: SYS, allowed: false, why: 'config arrives as a mounted volume' },
   { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-preflight', namespace: SYS, allowed: true, why: 'publishes its preflight report' },
   { sa: A, verb: 'get', resource: 'configmaps', name: 'rlmesh-network-policy-probe', namespace: SYS, allowed: true, why: "reads the controller's NetworkPolicy probe result" },
+  { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-network-policy-probe', namespace: SYS, allowed: false, why: "the probe verdict, which gates evaluations, is the controller's (creating it is refused by admission)" },
+  { sa: A, verb: 'patch', resource: 'configmaps', name: 'rlmesh-network-policy-probe', namespace: SYS, allowed: false, why: "nor patches it" },
   { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-cluster-ranges', namespace: SYS, allowed: true, why: "keeps the cluster's own address ranges current for the egress proxy" },
   { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-agent-status', namespace: SYS, allowed: true, why: 'publishes its own state (session, credential source, spool) for rlmesh status' },
   { sa: A, verb: 'watch', resource: 'configmaps', name: 'rlmesh-operator-drain', namespace: SYS, allowed: true, why: "follows the operator's drain (rlmesh drain): new assignments are refused while it exists" },

@@ -19,7 +19,7 @@ describe('agent failures a user can meet', () => {
     resetEach: true,
   });
 
-  const expectRefusal = async (token: string, code: string, cause: RegExp) => {
+  const expectRefusal = async (token: string, code: string, cause: RegExp, said: string) => {
     const agent = await suite.start({ configFile: runtimeConfig(suite.cp), token });
     const line = await agent.waitFor(`${code} log line`, new RegExp(`"code":"${code}"`));
     const entry = JSON.parse(line) as { level: number; msg: string };
@@ -33,6 +33,9 @@ describe('agent failures a user can meet', () => {
     const ready = await agent.readyz();
     expect(ready.status).toBe(503);
     expect(ready.body).toMatch(cause);
+    // in the agent's own words: the control plane's message is in the log line, never in /readyz
+    expect(entry.msg).toContain(said);
+    expect(ready.body).not.toContain(said);
     expect(await agent.metrics()).toMatch(new RegExp(`rlmesh_agent_join_outcomes_total\\{outcome="${code}"\\} [1-9]`));
     expect(agent.log()).not.toContain(token);
     expect(secret(SYSTEM, 'rlmesh-cluster-control')).toBeUndefined();
@@ -45,18 +48,18 @@ describe('agent failures a user can meet', () => {
     await first.waitFor('first join', /session connected/);
     await first.stop();
     resetAgentState(); // the credentials are gone (say, a reinstall into a fresh namespace): the token cannot be traded again
-    await expectRefusal(joinToken, 'token_used', /join token already used/);
+    await expectRefusal(joinToken, 'token_used', /join token already used/, 'this join token was already used at');
   });
 
   it('an expired token: names the cause and the fix', async () => {
     const { joinToken } = await newCluster(suite.cp, 'expired');
     const r = await api(suite.cp, 'POST', '/v1/test/clock/advance', { ms: 2 * 3600 * 1000 });
     expect(r.status).toBe(200);
-    await expectRefusal(joinToken, 'token_expired', /join token expired/);
+    await expectRefusal(joinToken, 'token_expired', /join token expired/, 'this join token expired at');
   });
 
   it('an invalid token: names the cause and the fix', async () => {
-    await expectRefusal(`rlm_jt_${'Q'.repeat(40)}`, 'token_invalid', /join token invalid/);
+    await expectRefusal(`rlm_jt_${'Q'.repeat(40)}`, 'token_invalid', /join token invalid/, 'is not known to this control plane');
   });
 
   // The agent is configured with controlPlane.apiHost=127.0.0.1 and controlPlane.apiPort=<the
@@ -79,6 +82,8 @@ describe('agent failures a user can meet', () => {
       const ready = await agent.readyz();
       expect(ready.status).toBe(503);
       expect(ready.body).toMatch(/which the agent refuses/);
+      // the name the control plane chose is in the log line only
+      expect(ready.body).not.toContain(`localhost:${port}`);
       expect(agent.log()).not.toMatch(/session connected/);
       expect((await cluster(other, clusterId)).status).not.toBe('Connected');
       await agent.stop();

@@ -93,8 +93,9 @@ describe('agent session', () => {
     const again = await suite.start({ configFile, spoolDir: first.spoolDir });
     await until('not ready, naming the unreachable control plane', async () => {
       const r = await again.readyz();
-      return r.status === 503 && /cannot discover the session endpoint: cannot reach the control plane at https:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/.test(r.body) ? true : undefined;
+      return r.status === 503 && /cannot discover the session endpoint: cannot reach the control plane at controlPlane\.apiHost \(the agent log says why/.test(r.body) ? true : undefined;
     }, { timeoutMs: 15_000 });
+    expect(again.log()).toMatch(/cannot reach the control plane at https:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/);
     expect(again.log()).not.toMatch(/session connected/);
 
     suite.cp = await controlPlane(dataDir, `127.0.0.1:${port}`);

@@ -118,6 +118,21 @@ describe('the chart on the local cluster', () => {
     expect(exists(['clusterrole', 'rlmesh-crd-upgrade'])).toBe(false);
   });
 
+  it('a CRD hook that fails (its pod never scheduled, Helm times out) leaves neither its join-token pull Secret nor its rights behind', () => {
+    const failed = helm(['upgrade', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--reuse-values', '--set', 'crdUpgradeHook.nodeSelector.type=nowhere', '--timeout', '20s', ...plain], { allowFail: true });
+    expect(failed.status).not.toBe(0);
+    expect(failed.stderr).toMatch(/pre-upgrade hooks failed/);
+    expect(exists(['-n', SYS, 'secret', 'rlmesh-crd-upgrade-join'])).toBe(false);
+    expect(exists(['-n', SYS, 'serviceaccount', 'rlmesh-crd-upgrade'])).toBe(false);
+    expect(exists(['clusterrole', 'rlmesh-crd-upgrade'])).toBe(false);
+    expect(exists(['clusterrolebinding', 'rlmesh-crd-upgrade'])).toBe(false);
+    // the failed Job stays for its events until the next upgrade, which replaces it and succeeds
+    expect(exists(['-n', SYS, 'job', 'rlmesh-crd-upgrade'])).toBe(true);
+    helm(['upgrade', 'rlmesh', ref, '--version', '0.1.0', '-n', SYS, '--reuse-values', '--set', 'crdUpgradeHook.nodeSelector.type=kwok', ...plain]);
+    expect(exists(['-n', SYS, 'job', 'rlmesh-crd-upgrade'])).toBe(false);
+    expect(secretToken()).toBe(T1);
+  });
+
   it('upgrade --reuse-values to a newer chart version fills in the values that version added', () => {
     // a next chart version with a new value (and a template that uses it)
     const dir = tempDir('rlmesh-chart-next-');

@@ -161,7 +161,18 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-other', '--from-literal=a=b', '--dry-run=server']).ok).toBe(false);
   });
 
-  it('GPU discovery labels only its own node, and only with rlmesh.dev/gpu.* labels', async () => {
+  it("the agent creates only its own ConfigMaps: not the controller's NetworkPolicy probe verdict", async () => {
+    const kc = kubeconfigs.get('rlmesh-cluster-agent')!;
+    const verdict = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'rlmesh-network-policy-probe', namespace: SYS }, data: { summary: 'pass: forged' } };
+    const forged = await enforced(kc, ['create', '-f', '-', '--dry-run=server'], JSON.stringify(verdict));
+    expect(forged.ok).toBe(false);
+    expect(forged.out).toContain(`may write only its own ConfigMaps (rlmesh-preflight, rlmesh-cluster-ranges, rlmesh-agent-status in ${SYS}), not ${SYS}/rlmesh-network-policy-probe`);
+    expect(as(kc, ['-n', SYS, 'create', 'configmap', 'rlmesh-preflight-other', '--dry-run=server']).ok).toBe(false);
+    // its own pass
+    expect(as(kc, ['-n', SYS, 'create', 'configmap', 'rlmesh-agent-status', '--from-literal=k=v', '--dry-run=server']).out).not.toMatch(/may write only/);
+  });
+
+  it('GPU discovery labels only its own node, and only with rlmesh.dev/gpu.* labels: no owner reference or finalizer', async () => {
     const pods = JSON.parse(kubectl(['-n', SYS, 'get', 'pods', '-l', 'app.kubernetes.io/name=rlmesh-gpu-feature-discovery', '-o', 'json']).stdout) as { items: { metadata: { name: string; uid: string }; spec: { nodeName?: string } }[] };
     const pod = pods.items.find((p) => p.spec.nodeName);
     expect(pod, 'a scheduled GPU discovery pod').toBeDefined();
@@ -178,6 +189,14 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     const taint = as(kc, ['taint', 'node', own, 'rlmesh.dev/evil=yes:NoSchedule', '--dry-run=server']);
     expect(taint.ok).toBe(false);
     expect(taint.out).toContain("may not change a node's spec");
+    // an owner the garbage collector would delete the Node with, or a finalizer that would hold its deletion
+    const ns = JSON.parse(kubectl(['get', 'namespace', SYS, '-o', 'json']).stdout) as { metadata: { uid: string } };
+    const owner = { ownerReferences: [{ apiVersion: 'v1', kind: 'Namespace', name: SYS, uid: ns.metadata.uid }] };
+    for (const metadata of [owner, { finalizers: ['rlmesh.dev/hold'] }]) {
+      const patched = as(kc, ['patch', 'node', own, '--type=merge', '-p', JSON.stringify({ metadata }), '--dry-run=server']);
+      expect(patched.ok, JSON.stringify(metadata)).toBe(false);
+      expect(patched.out).toContain("may not change a node's ownerReferences or finalizers");
+    }
     // a token bound to no pod names no node, so it may label none
     const unbound = as(kubeconfigs.get('rlmesh-gpu-feature-discovery')!, ['label', 'node', own, 'rlmesh.dev/gpu.test=yes', '--dry-run=server']);
     expect(unbound.ok).toBe(false);
@@ -211,6 +230,9 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
       ['an unlisted registry', altered(evaluation, (s) => { s.containers[0]!.image = 'ghcr.io/someone/env:1'; }), `may run images only from ${registry} `, 'not ghcr.io/someone/env:1, which pulls from ghcr.io'],
       // an upper-case first component is a registry host, as the kubelet reads it, not a Docker Hub path
       ['an upper-case host', altered(evaluation, (s) => { s.containers[0]!.image = 'MYREG/env:1'; }), 'not MYREG/env:1, which pulls from myreg'],
+      // a runtime may resolve an image ID to whatever image the node already holds
+      ['a bare image ID', altered(evaluation, (s) => { s.containers[0]!.image = `sha256:${'b'.repeat(64)}`; }), `may not run the bare image ID sha256:${'b'.repeat(64)} (InvalidImageName, as the agent refuses it)`],
+      ['an image ID alone', altered(evaluation, (s) => { s.initContainers![0]!.image = 'c'.repeat(64); }), `may not run the bare image ID ${'c'.repeat(64)} (InvalidImageName`],
       ['Docker Hub, unlisted', altered(evaluation, (s) => { s.containers[0]!.image = 'busybox'; }), 'not busybox, which pulls from docker.io'],
       ['an init container from an unlisted registry', altered(evaluation, (s) => { s.initContainers![0]!.image = 'docker.io/library/busybox:1'; }), 'not docker.io/library/busybox:1, which pulls from docker.io'],
     ];

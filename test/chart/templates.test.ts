@@ -258,6 +258,24 @@ describe('objects', () => {
     expect(obsRole.rules.flatMap((r) => r.resourceNames ?? [])).toContain('rlmesh-cluster-relay-secret');
   });
 
+  it("rlmesh status's least-privilege roles: read-only, no Secret; bound to statusRole.subjects when given", () => {
+    type Rules = K8sObject & { rules: { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[] };
+    const roles = [get(objs, 'Role', SYS, 'rlmesh-status'), get(objs, 'Role', RUNS, 'rlmesh-status'), get(objs, 'ClusterRole', '', 'rlmesh-status')] as Rules[];
+    for (const r of roles.flatMap((o) => o.rules)) {
+      expect(r.resources).not.toContain('secrets');
+      expect(r.verbs.every((v) => v === 'get' || v === 'list'), JSON.stringify(r)).toBe(true);
+    }
+    expect(roles[2]!.rules).toEqual([{ apiGroups: ['rlmesh.dev'], resources: ['rlmeshcaches'], verbs: ['list'] }]);
+    expect([...objs.keys()].filter((k) => k.includes('Binding/') && k.endsWith('/rlmesh-status'))).toEqual([]);
+    const bound = render([...token, '--set-json', 'statusRole.subjects=[{"kind":"ServiceAccount","name":"sre","namespace":"ops"},{"kind":"Group","name":"sre-team"}]']);
+    const subjects = [{ kind: 'ServiceAccount', name: 'sre', namespace: 'ops' }, { kind: 'Group', name: 'sre-team', apiGroup: 'rbac.authorization.k8s.io' }];
+    for (const [kind, ns] of [['RoleBinding', SYS], ['RoleBinding', RUNS], ['ClusterRoleBinding', '']] as const) {
+      const b = get(bound, kind, ns, 'rlmesh-status') as K8sObject & { subjects: unknown[]; roleRef: { kind: string; name: string } };
+      expect(b.subjects).toEqual(subjects);
+      expect(b.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: kind === 'RoleBinding' ? 'Role' : 'ClusterRole', name: 'rlmesh-status' });
+    }
+  });
+
   it('NetworkPolicies: default-deny in both namespaces, runs → proxy only (no DNS), filler → DNS + API, proxy → DNS + public only, agent/controller → DNS + API, GPU discovery/hook → DNS + Kubernetes API', () => {
     const deny = get(objs, 'NetworkPolicy', RUNS, 'rlmesh-runs-default-deny');
     expect(deny.spec).toEqual({ podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
@@ -346,7 +364,7 @@ describe('objects', () => {
     }
   });
 
-  it("the CRD upgrade hook: pre-upgrade Job with the project's kubectl applying the CRDs server-side, own RBAC, hook pull Secret", () => {
+  it("the CRD upgrade hook: pre-upgrade Job with the project's kubectl applying the CRDs server-side, own RBAC, hook pull Secret; rights and Secret removed on failure too", () => {
     const job = get(objs, 'Job', SYS, 'rlmesh-crd-upgrade');
     expect(job.metadata.annotations).toMatchObject({ 'helm.sh/hook': 'pre-upgrade', 'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded' });
     const pod = podTemplate(job).spec;
@@ -359,7 +377,11 @@ describe('objects', () => {
     expect(pod.imagePullSecrets).toEqual([{ name: 'rlmesh-registry-join-crd-upgrade' }, { name: 'rlmesh-crd-upgrade-join' }, { name: 'rlmesh-registry-pull' }]);
     // before the first join the hook pulls with the token of this upgrade: a hook Secret of its own, for controlPlane.registryHost
     const hookJoin = get(objs, 'Secret', SYS, 'rlmesh-crd-upgrade-join') as K8sObject & { type: string; data: Record<string, string> };
-    expect(hookJoin.metadata.annotations).toMatchObject({ 'helm.sh/hook': 'pre-upgrade', 'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded' });
+    // its credential and its rights go after every run, succeeded or failed: Helm before 3.19 removes a failed hook's
+    // earlier objects only by hook-failed; the failed Job, which holds neither, stays for its logs
+    expect(hookJoin.metadata.annotations).toMatchObject({ 'helm.sh/hook': 'pre-upgrade', 'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded,hook-failed' });
+    for (const kind of ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding'])
+      expect(get(objs, kind, kind.startsWith('Cluster') ? '' : SYS, 'rlmesh-crd-upgrade').metadata.annotations?.['helm.sh/hook-delete-policy'], kind).toBe('before-hook-creation,hook-succeeded,hook-failed');
     expect(hookJoin.type).toBe('kubernetes.io/dockerconfigjson');
     expect(hookJoin.data['.dockerconfigjson']).toBe((get(objs, 'Secret', SYS, 'rlmesh-registry-join') as K8sObject & { data: Record<string, string> }).data['.dockerconfigjson']);
     // with Secrets delivered out of band there is no token, and no such Secret
@@ -431,7 +453,7 @@ describe('objects', () => {
     expect(policy.spec.matchConditions.map((c) => c.expression)).toEqual([`request.userInfo.username == 'system:serviceaccount:${SYS}:rlmesh-cluster-controller'`]);
     expect((get(objs, 'ValidatingAdmissionPolicyBinding', '', name).spec as object)).toEqual({ policyName: name, validationActions: ['Deny'] });
     // one validation per rule, each saying what it refused (the sandbox rule only with evaluations.runtimeClassName)
-    expect(policy.spec.validations).toHaveLength(11);
+    expect(policy.spec.validations).toHaveLength(12);
     expect(policy.spec.validations.map((v) => v.expression).filter((e) => /runtimeClassName|priorityClassName/.test(e))).toHaveLength(2);
     for (const v of policy.spec.validations) expect(v.message ?? v.messageExpression, v.expression).toMatch(/the rlmesh controller/);
     expect(policy.spec.validations[0]!.expression).toContain("object.spec.serviceAccountName == 'default'");
@@ -468,6 +490,7 @@ describe('objects', () => {
       registryHost: 'registry.staging.rlmesh.dev',
       outputHosts: ['outputs.staging.rlmesh.dev'],
       caBundlePath: '/etc/rlmesh/ca/ca.crt',
+      pinCaBundle: false,
     });
   });
 
@@ -514,6 +537,41 @@ describe('objects', () => {
     const policy = get(o, 'ValidatingAdmissionPolicy', '', `rlmesh-cluster-controller-pods.${SYS}`) as Policy;
     expect(policy.spec.variables.find((v) => v.name === 'foreignPullSecrets')!.expression).toContain('["rlmesh-registry-pull","rlmesh-registry-join","corp-registry-pull"]');
     expect(policy.spec.validations.find((v) => v.expression === 'size(variables.foreignPullSecrets) == 0')!.messageExpression).toContain('add it to evaluations.imagePullSecrets');
+  });
+
+  it('NetworkPolicies: the metrics and health ports admit network.metricsPeers only (default: the observability chart\'s Prometheus and a Prometheus in monitoring), never every source', () => {
+    type Rule = { from?: Record<string, unknown>[]; ports: { protocol: string; port: number }[] };
+    const ingress = (o: Map<string, K8sObject>, ns: string, name: string) => ((get(o, 'NetworkPolicy', ns, name) as K8sObject & { spec: { ingress?: Rule[] | null } }).spec.ingress ?? []);
+    const opsPorts = [{ protocol: 'TCP', port: 9090 }, { protocol: 'TCP', port: 8081 }];
+    const release = { 'kubernetes.io/metadata.name': SYS };
+    const defaults = [
+      { namespaceSelector: { matchLabels: release }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'rlmesh-prometheus' } } },
+      { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } } },
+    ];
+    const components = [[SYS, 'rlmesh-cluster-agent'], [SYS, 'rlmesh-cluster-controller'], [SYS, 'rlmesh-egress-proxy'], [RUNS, 'rlmesh-artifact-cache-filler']] as const;
+    for (const [ns, name] of components) {
+      const rules = ingress(objs, ns, name);
+      expect(rules.every((r) => r.from?.length), `${name}: a rule without from admits every source`).toBe(true);
+      expect(rules.find((r) => r.ports.some((p) => p.port === 9090)), name).toEqual({ from: defaults, ports: opsPorts });
+    }
+    // the controller admits the NetworkPolicy probe on its metrics port, so that only rlmesh-runs' egress policy refuses the probe
+    expect(ingress(objs, SYS, 'rlmesh-cluster-controller')[1]).toEqual({
+      from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': RUNS } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'rlmesh-network-policy-probe' } } }],
+      ports: [{ protocol: 'TCP', port: 9090 }],
+    });
+    // a podSelector alone is the release namespace's, in the runs namespace's policy too; the API server's pinned addresses come in as well
+    const own = render([...token, '--set-json', 'network.metricsPeers=[{"podSelector":{"matchLabels":{"app":"prom"}}},{"ipBlock":{"cidr":"10.9.0.0/24"}}]', '--set', 'network.apiServerAddresses={172.18.0.2/32}']);
+    for (const [ns, name] of components) {
+      expect(ingress(own, ns, name).find((r) => r.ports.some((p) => p.port === 9090))?.from, name).toEqual([
+        { namespaceSelector: { matchLabels: release }, podSelector: { matchLabels: { app: 'prom' } } },
+        { ipBlock: { cidr: '10.9.0.0/24' } },
+        { ipBlock: { cidr: '172.18.0.2/32' } },
+      ]);
+    }
+    // none: no rule at all (the kubelet's probes come from the node)
+    const none = render([...token, '--set-json', 'network.metricsPeers=[]']);
+    expect(ingress(none, SYS, 'rlmesh-cluster-agent')).toEqual([]);
+    expect(ingress(none, SYS, 'rlmesh-egress-proxy').map((r) => r.ports)).toEqual([[{ protocol: 'TCP', port: 3128 }]]);
   });
 
   it('ServiceMonitor or PodMonitor when enabled, on the metrics port', () => {

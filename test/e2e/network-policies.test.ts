@@ -13,6 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NET, realNodes } from '../cluster/real-node.ts';
 import { type Scenario } from '../egress/network-model.ts';
+import { valuesSchema } from '../../lib/values-schema.ts';
 import { helm, kubectl } from '../support/cluster.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
@@ -88,6 +89,16 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
   it('the chart as installed (DNS peers: CoreDNS): observed = intended = cyclonus', async () => {
     const scenario: Scenario = { name: 'default', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer };
     expect(await traffic.run('default (CoreDNS)', scenario)).toEqual([]);
+  });
+
+  it('network.metricsPeers naming the other namespace: its pod reaches the metrics and health ports, which the default peers kept it from', async () => {
+    upgradeReusing(chart, ['--set-json', `network.metricsPeers=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"${ELSEWHERE}"}}}]`]);
+    await traffic.applied('the metrics peer to be enforced', `${ELSEWHERE}/client`, 'egress proxy metrics tcp/9090', true);
+    const scenario: Scenario = { name: 'metrics peers', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer, isMetricsPeer: (p) => p.ns === ELSEWHERE };
+    expect(await traffic.run(`network.metricsPeers: namespace ${ELSEWHERE}`, scenario)).toEqual([]);
+    // back to the default peers for the scenarios below
+    upgradeReusing(chart, ['--set-json', `network.metricsPeers=${JSON.stringify(valuesSchema.parse({ joinToken: 'rlm_jt_0123456789abcdefghijklmnopqrstuv' }).network.metricsPeers)}`]);
+    await traffic.applied('the default metrics peers to be enforced again', `${ELSEWHERE}/client`, 'egress proxy metrics tcp/9090', false);
   });
 
   it('network.dnsPeers as an ipBlock: the other resolver is the peer, CoreDNS no longer', async () => {

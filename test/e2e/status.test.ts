@@ -7,7 +7,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubectl, run } from '../support/cluster.ts';
+import { NET } from '../cluster/real-node.ts';
+import { kubectl, run, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { controlPlaneMainOfVersion } from '../support/control-plane-of-version.ts';
 import { api, ROOT, startControlPlane, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
@@ -27,11 +28,16 @@ const rt = new Runtime();
 
 type Status = { code: number; report: StatusReport; table: string };
 
-function status(): Status {
-  const json = run('node', [cliPath, 'status', '-o', 'json']);
-  const table = run('node', [cliPath, 'status']).stdout;
+/** rlmesh status with the admin kube context, or with `kubeconfig`. */
+function status(kubeconfig?: string): Status {
+  const as = kubeconfig ? ['--kubeconfig', kubeconfig] : [];
+  const json = run('node', [cliPath, 'status', ...as, '-o', 'json']);
+  const table = run('node', [cliPath, 'status', ...as]).stdout;
   return { code: json.status, report: JSON.parse(json.stdout) as StatusReport, table };
 }
+
+// who runs rlmesh status with the chart's least-privilege roles (statusRole.subjects)
+const READER = { namespace: 'default', name: 'rlmesh-status-reader' };
 const check = (s: Status, id: string) => s.report.checks.find((c) => c.id === id)!;
 
 /** Runs rlmesh status until `id` has `verdict`; returns that run. */
@@ -50,11 +56,15 @@ beforeAll(async () => {
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'status' });
   clusterId = created.body.clusterId;
   // a small spool, so that the control plane away fills it with a handful of evaluations
-  runInstallCommand(cp, `${created.body.installCommand} --set agent.spool.size=16Ki`);
+  // the API server's address, as preflight advises: the metrics ports admit it, and rlmesh status reads the proxy's refusals through it
+  kubectl(['-n', READER.namespace, 'create', 'serviceaccount', READER.name], { allowFail: true });
+  const reader = JSON.stringify([{ kind: 'ServiceAccount', ...READER }]);
+  runInstallCommand(cp, `${created.body.installCommand} --set agent.spool.size=16Ki --set 'network.apiServerAddresses={${NET.hostAddress}/32}' --set-json 'statusRole.subjects=${reader}'`);
   await waitConnected(cp, clusterId);
 }, 400_000);
 
 afterAll(async () => {
+  kubectl(['-n', READER.namespace, 'delete', 'serviceaccount', READER.name, '--ignore-not-found'], { allowFail: true });
   await cp?.stop();
   cleanSlate();
 });
@@ -88,6 +98,25 @@ describe('rlmesh status', () => {
     expect(s.table + JSON.stringify(s.report)).not.toContain(control);
     expect(s.table).not.toMatch(/rlm_(cc|rp|rs)_/);
   }, 400_000);
+
+  it("with the chart's least-privilege roles, which may not read a Secret: every check ✓, the credentials from the metadata the agent publishes", async () => {
+    const kc = await serviceAccountKubeconfig(READER.namespace, READER.name);
+    for (const ns of [NS, RUNS]) {
+      for (const verb of ['get', 'list', 'watch']) {
+        expect(kubectl(['--kubeconfig', kc, 'auth', 'can-i', verb, 'secrets', '-n', ns], { allowFail: true }).stdout.trim(), `${verb} secrets -n ${ns}`).toBe('no');
+      }
+    }
+    expect(kubectl(['--kubeconfig', kc, 'auth', 'can-i', 'get', 'secrets/rlmesh-cluster-control', '-n', NS], { allowFail: true }).stdout.trim()).toBe('no');
+    const s = await until('every check to pass as the reader', () => {
+      const r = status(kc);
+      return r.report.checks.every((c) => c.verdict === 'pass') ? r : undefined;
+    }, { timeoutMs: 120_000, intervalMs: 3000 }).catch(() => status(kc));
+    console.log(`as ${READER.namespace}:${READER.name}:\n${s.table}`);
+    expect(s.report.checks.filter((c) => c.verdict !== 'pass')).toEqual([]);
+    expect(s.code).toBe(0);
+    expect(check(s, 'credentials').found).toMatch(/^control Secret rlmesh-cluster-control written by the join, written .* ago, in use by the agent since .*; pull Secret rlmesh-registry-pull in rlmesh-system and rlmesh-runs \(as the agent published their metadata\)$/);
+    expect(check(s, 'egress-proxy').found).toMatch(/refused in the last 10 min/);
+  }, 200_000);
 
   it('the control plane away: ✗ agent (not connected, since when, what to do), then ✗ spool as it fills; back: ✓ and drained', async () => {
     const ids = await Promise.all(Array.from({ length: 20 }, () => submit(cp, clusterId, smallEvaluation(image, { TEST_DURATION: '20s' }))));

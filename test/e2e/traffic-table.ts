@@ -133,6 +133,9 @@ export class TrafficTable {
     const t = (name: string, kind: Kind, addr: string, to: Pod, port: number): Target => ({ attempt: { name, kind, addr }, to, probe: { protocol: kind === 'dns-udp' ? 'UDP' : 'TCP', port } });
     this.targets = [
       t('egress proxy tcp/3128', 'tcp', `${m.proxyOther.ip}:3128`, m.proxyOther, 3128),
+      // its metrics and health ports: network.metricsPeers only
+      t('egress proxy metrics tcp/9090', 'tcp', `${m.proxyOther.ip}:9090`, m.proxyOther, 9090),
+      t('egress proxy health tcp/8081', 'tcp', `${m.proxyOther.ip}:8081`, m.proxyOther, 8081),
       t('CoreDNS (kube-dns) dns/udp 53', 'dns-udp', `${NET.dnsService}:53`, m.coredns, 53),
       t('CoreDNS (kube-dns) dns/tcp 53', 'dns-tcp', `${NET.dnsService}:53`, m.coredns, 53),
       t('other resolver dns/udp 53', 'dns-udp', `${m.otherDns.ip}:53`, m.otherDns, 53),

@@ -27,7 +27,15 @@ export interface Scenario {
   proxyReaches: (p: Pod) => boolean;
   /** the Kubernetes API's addresses (network.apiServerAddresses, or what an install reads from the cluster) */
   isApiServer: (p: Pod) => boolean;
+  /** who may reach the ops ports (network.metricsPeers); default: the chart's default peers */
+  isMetricsPeer?: (p: Pod) => boolean;
+  /** network.apiServerAddresses as sources, which the ops ports admit too (rlmesh status reads the proxy's metrics through the API server); unset: none */
+  apiServerSource?: (p: Pod) => boolean;
 }
+
+/** The default network.metricsPeers: the observability chart's Prometheus beside the release, a Prometheus Operator's in namespace monitoring. */
+export const isDefaultMetricsPeer = (p: Pod): boolean =>
+  (p.ns === 'rlmesh-system' && p.labels['app.kubernetes.io/name'] === 'rlmesh-prometheus') || (p.ns === 'monitoring' && p.labels['app.kubernetes.io/name'] === 'prometheus');
 
 const PROXY_PORT = 3128;
 const PROXY_ALLOWED_PORTS = [443];
@@ -55,11 +63,13 @@ export function intended(s: Scenario, from: Pod, to: Pod, probe: Probe): boolean
   else if (is(from, 'rlmesh-system/controller') || is(from, 'rlmesh-system/gpu-discovery') || is(from, 'rlmesh-system/crd-upgrade')) egress = dns || api;
   // the release namespace's default-deny: a pod no policy of the chart allows reaches nothing
   else if (from.ns === 'rlmesh-system') egress = false;
+  // the metrics and health ports: from the metrics peers (and the API server's addresses, when pinned) only
+  const ops = tcp && OPS_PORTS.includes(probe.port) && ((s.isMetricsPeer ?? isDefaultMetricsPeer)(from) || (s.apiServerSource?.(from) ?? false));
   let ingress = true;
   if (is(to, 'rlmesh-runs/eval')) ingress = false;
-  else if (is(to, 'rlmesh-runs/filler')) ingress = tcp && OPS_PORTS.includes(probe.port);
-  else if (is(to, 'rlmesh-system/proxy')) ingress = tcp && ((from.ns === 'rlmesh-runs' && probe.port === PROXY_PORT) || OPS_PORTS.includes(probe.port));
-  else if (is(to, 'rlmesh-system/agent') || is(to, 'rlmesh-system/controller')) ingress = tcp && OPS_PORTS.includes(probe.port);
+  else if (is(to, 'rlmesh-runs/filler')) ingress = ops;
+  else if (is(to, 'rlmesh-system/proxy')) ingress = (tcp && from.ns === 'rlmesh-runs' && probe.port === PROXY_PORT) || ops;
+  else if (is(to, 'rlmesh-system/agent') || is(to, 'rlmesh-system/controller')) ingress = ops;
   // GPU discovery, the hook, anyone else's pod there and in the runs namespace: nothing comes in
   else if (to.ns === 'rlmesh-system' || to.ns === 'rlmesh-runs') ingress = false;
   return egress && ingress;

@@ -26,6 +26,8 @@ const PODS: Pod[] = [
   { ns: 'rlmesh-system', name: 'unrelated', labels: { app: 'someone-elses' }, ip: '10.244.1.25' },
   { ns: 'kube-system', name: 'coredns', labels: { 'k8s-app': 'kube-dns' }, ip: '10.244.0.10' },
   { ns: 'kube-system', name: 'other', labels: { 'k8s-app': 'metrics-server' }, ip: '10.244.0.11' },
+  { ns: 'monitoring', name: 'prometheus', labels: { 'app.kubernetes.io/name': 'prometheus' }, ip: '10.244.2.10' },
+  { ns: 'monitoring', name: 'grafana', labels: { 'app.kubernetes.io/name': 'grafana' }, ip: '10.244.2.11' },
   { ns: 'node-local', name: 'dns', labels: { 'k8s-app': 'node-local-dns' }, ip: '169.254.20.10' },
   { ns: 'openshift-dns', name: 'dns', labels: { 'dns.operator.openshift.io/daemonset-dns': 'default' }, ip: '10.128.0.10' },
   { ns: 'outside', name: 'public', labels: { role: 'internet' }, ip: '93.184.216.34' },
@@ -60,7 +62,15 @@ const SCENARIOS: Scenario[] = [
   {
     name: 'API addresses pinned (network.apiServerAddresses)', values: ['--set', `network.apiServerAddresses={${APISERVER}/32}`],
     isDnsPeer: (p) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns', dnsPorts: [53], proxyReaches, isApiServer: (p) => p.ip === APISERVER,
+    apiServerSource: (p) => p.ip === APISERVER,
   },
+  {
+    name: 'metrics peers of your own (network.metricsPeers: a namespace, and a podSelector alone for the release namespace)',
+    values: ['--set-json', 'network.metricsPeers=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}}},{"podSelector":{"matchLabels":{"app":"someone-elses"}}}]'],
+    isDnsPeer: (p) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns', dnsPorts: [53], proxyReaches, isApiServer: anyAddress,
+    isMetricsPeer: (p) => p.ns === 'kube-system' || (p.ns === 'rlmesh-system' && p.labels.app === 'someone-elses'),
+  },
+  { name: 'no metrics peers (network.metricsPeers=[])', values: ['--set-json', 'network.metricsPeers=[]'], isDnsPeer: (p) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns', dnsPorts: [53], proxyReaches, isApiServer: anyAddress, isMetricsPeer: () => false },
 ];
 
 let work: string;

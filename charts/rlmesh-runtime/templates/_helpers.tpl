@@ -435,12 +435,35 @@ proxy without credentials, and the cause would show only as the proxy's 407 in i
   mountPath: {{ include "rlmesh.mount.proxyCredentialsDir" . }}
   readOnly: true
 {{- end }}
+{{- /*
+The metrics and health ports: from network.metricsPeers only (a peer with a podSelector
+alone selects pods in the release namespace, from the runs namespace's policies too), and
+from network.apiServerAddresses, through which rlmesh status reads the egress proxy's
+metrics. No peer: no rule at all, as a rule without `from` would admit every source. The
+kubelet's probes come from the node, which NetworkPolicy enforcers let through.
+*/}}
 {{- define "rlmesh.metricsIngressRule" -}}
-- ports:
+{{- $root := . }}
+{{- $peers := list }}
+{{- range .Values.network.metricsPeers }}
+{{- if and (hasKey . "podSelector") (not (hasKey . "namespaceSelector")) (not (hasKey . "ipBlock")) }}
+{{- $peers = append $peers (dict "namespaceSelector" (dict "matchLabels" (dict "kubernetes.io/metadata.name" $root.Release.Namespace)) "podSelector" .podSelector) }}
+{{- else }}
+{{- $peers = append $peers . }}
+{{- end }}
+{{- end }}
+{{- range .Values.network.apiServerAddresses }}
+{{- $peers = append $peers (dict "ipBlock" (dict "cidr" .)) }}
+{{- end }}
+{{- if $peers }}
+- from:
+    {{- toYaml $peers | nindent 4 }}
+  ports:
     - protocol: TCP
       port: {{ .Values.metrics.port }}
     - protocol: TCP
       port: 8081
+{{- end }}
 {{- end }}
 
 {{/*

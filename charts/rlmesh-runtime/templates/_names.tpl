@@ -20,6 +20,7 @@
 {{- define "rlmesh.name.operatorDrainConfigMap" -}}rlmesh-operator-drain{{- end }}
 {{- define "rlmesh.name.networkPolicyProbe" -}}rlmesh-network-policy-probe{{- end }}
 {{- define "rlmesh.name.agentClusterRole" -}}rlmesh-cluster-agent{{- end }}
+{{- define "rlmesh.name.statusRole" -}}rlmesh-status{{- end }}
 {{- define "rlmesh.mount.configDir" -}}/etc/rlmesh/config{{- end }}
 {{- define "rlmesh.mount.configFile" -}}/etc/rlmesh/config/config.json{{- end }}
 {{- define "rlmesh.mount.caDir" -}}/etc/rlmesh/ca{{- end }}

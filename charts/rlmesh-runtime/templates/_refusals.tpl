@@ -55,6 +55,14 @@
 {{- define "rlmesh.refusal.dnsPeerMixed" -}}
 {{- printf "network.dnsPeers.%v: this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers" (index . "index") -}}
 {{- end }}
+{{/* metricsPeerEmpty; include with (dict "index" …) */}}
+{{- define "rlmesh.refusal.metricsPeerEmpty" -}}
+{{- printf "network.metricsPeers.%v: this NetworkPolicy peer is empty, and an empty peer would admit every source: give it an ipBlock, or a namespaceSelector and/or podSelector, that selects your Prometheus" (index . "index") -}}
+{{- end }}
+{{/* metricsPeerMixed; include with (dict "index" …) */}}
+{{- define "rlmesh.refusal.metricsPeerMixed" -}}
+{{- printf "network.metricsPeers.%v: this NetworkPolicy peer has both an ipBlock and selectors: a peer is one or the other; list them as two peers" (index . "index") -}}
+{{- end }}
 {{/* caBundleTwice */}}
 {{- define "rlmesh.refusal.caBundleTwice" -}}
 {{- printf "controlPlane.caBundleFrom: controlPlane.caBundle and controlPlane.caBundleFrom are both set: the CA bundle comes from one place; keep the inline PEM in caBundle or the ConfigMap or Secret in caBundleFrom, and remove the other" -}}
@@ -62,6 +70,10 @@
 {{/* caBundleFromBoth */}}
 {{- define "rlmesh.refusal.caBundleFromBoth" -}}
 {{- printf "controlPlane.caBundleFrom: names both a configMap and a secret: the CA bundle comes from one of them; keep controlPlane.caBundleFrom.configMap or controlPlane.caBundleFrom.secret" -}}
+{{- end }}
+{{/* pinWithoutBundle */}}
+{{- define "rlmesh.refusal.pinWithoutBundle" -}}
+{{- printf "controlPlane.pinCaBundle: is true but there is no CA bundle to pin: set controlPlane.caBundle (or caBundleFrom) to the CA of the control plane, or set pinCaBundle to false to trust the system roots" -}}
 {{- end }}
 {{/* caBundleFromNone */}}
 {{- define "rlmesh.refusal.caBundleFromNone" -}}

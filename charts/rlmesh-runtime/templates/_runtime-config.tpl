@@ -12,6 +12,7 @@
 {{- $_ := set $o1 "registryHost" $v.controlPlane.registryHost }}
 {{- $_ := set $o1 "outputHosts" $v.controlPlane.outputHosts }}
 {{- if or $v.controlPlane.caBundle $v.controlPlane.caBundleFrom }}{{ $_ := set $o1 "caBundlePath" "/etc/rlmesh/ca/ca.crt" }}{{ end }}
+{{- $_ := set $o1 "pinCaBundle" $v.controlPlane.pinCaBundle }}
 {{- $o2 := dict }}
 {{- $_ := set $o2 "url" $v.controlPlane.proxy.url }}
 {{- $_ := set $o2 "noProxy" $v.controlPlane.proxy.noProxy }}

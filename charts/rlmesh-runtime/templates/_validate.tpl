@@ -41,6 +41,13 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- $errors = append $errors (include "rlmesh.refusal.dnsPeerMixed" (dict "index" $i)) }}
 {{- end }}
 {{- end }}
+{{- range $i, $p := $v.network.metricsPeers }}
+{{- if not (or (hasKey $p "ipBlock") (hasKey $p "namespaceSelector") (hasKey $p "podSelector")) }}
+{{- $errors = append $errors (include "rlmesh.refusal.metricsPeerEmpty" (dict "index" $i)) }}
+{{- else if and (hasKey $p "ipBlock") (or (hasKey $p "namespaceSelector") (hasKey $p "podSelector")) }}
+{{- $errors = append $errors (include "rlmesh.refusal.metricsPeerMixed" (dict "index" $i)) }}
+{{- end }}
+{{- end }}
 {{- if and $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled }}
 {{- $errors = append $errors (include "rlmesh.refusal.bothMonitors" (dict)) }}
 {{- end }}
@@ -130,6 +137,9 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- end }}
 {{- end }}
 {{- /* caBundleFromErrors() in lib/values-schema.ts */}}
+{{- if and $v.controlPlane.pinCaBundle (not $v.controlPlane.caBundle) (not $v.controlPlane.caBundleFrom) }}
+{{- $errors = append $errors (include "rlmesh.refusal.pinWithoutBundle" (dict)) }}
+{{- end }}
 {{- if hasKey $v.controlPlane "caBundleFrom" }}
 {{- $from := $v.controlPlane.caBundleFrom | default dict }}
 {{- if $v.controlPlane.caBundle }}

@@ -2,12 +2,16 @@
 // delivered out of band), when its Secret was last written, a rotation the
 // agent is storing or refused, and whether the registry takes the pull
 // Secret (a runtime pod refused its image says it does not). Read from the
-// Secrets' metadata only and the agent's published state: never a value.
+// Secrets' metadata only and the agent's published state: never a value. A kube
+// context that may not read Secrets (the chart's role rlmesh-status) gets the
+// metadata the agent published.
 import type * as k8s from '@kubernetes/client-node';
 import { TOKEN_HASH_ANNOTATION } from '../../credential-secret.ts';
 import type { AgentStatus } from '../../agent-status.ts';
-import { agentStatus, lastWritten, pods, runtimeFacts, secretMetadata, PART_OF } from '../reads.ts';
+import { agentStatus, pods, runtimeFacts, secretMetadata, PART_OF } from '../reads.ts';
+import { lastWritten } from '../../secret-metadata.ts';
 import { NAMES } from '../../fixed-names.ts';
+import { isForbidden } from '../../kube-errors.ts';
 import { ago, type CheckResult, type StatusContext } from '../types.ts';
 
 export type PullRefusal = { namespace: string; pod: string; reason: string; message: string };
@@ -23,6 +27,8 @@ export type CredentialFacts = {
   agent: AgentStatus | undefined;
   pullRefusals: PullRefusal[];
   now: number;
+  /** the Secrets' metadata came from the agent's published state: this kube context may not read Secrets */
+  fromAgent?: boolean;
 };
 
 const AUTH_REFUSED = /401|403|unauthori[sz]ed|denied|forbidden|authenticat/i;
@@ -45,7 +51,7 @@ export function credentialsVerdict(f: CredentialFacts): CheckResult {
   const written = lastWritten(f.control);
   const age = written ? `, written ${ago(f.now - written.getTime())} ago` : '';
   const inUse = f.agent ? `, in use by the agent since ${f.agent.credentials.inUseSince}` : '';
-  const found = `control Secret ${f.controlSecret} ${source}${age}${inUse}; pull Secret ${f.pullSecret} in ${f.pull.map((p) => p.namespace).join(' and ')}`;
+  const found = `control Secret ${f.controlSecret} ${source}${age}${inUse}; pull Secret ${f.pullSecret} in ${f.pull.map((p) => p.namespace).join(' and ')}${f.fromAgent ? ' (as the agent published their metadata)' : ''}`;
 
   const auth = f.pullRefusals.filter((r) => AUTH_REFUSED.test(r.message));
   if (auth.length) {
@@ -93,15 +99,22 @@ export async function checkCredentials(ctx: StatusContext): Promise<CheckResult>
   const runs = facts?.runsNamespace ?? NAMES.runsNamespace;
   const controlSecret = facts?.controlSecret ?? NAMES.controlSecret;
   const pullSecret = facts?.pullSecret ?? NAMES.pullSecret;
-  const [control, pullSys, pullRuns, agent, sysPods, runsPods] = await Promise.all([
-    secretMetadata(ctx, ctx.namespace, controlSecret),
-    secretMetadata(ctx, ctx.namespace, pullSecret),
-    secretMetadata(ctx, runs, pullSecret),
-    agentStatus(ctx),
-    pods(ctx, ctx.namespace, PART_OF),
-    pods(ctx, runs, PART_OF),
-  ]);
+  const [agent, sysPods, runsPods] = await Promise.all([agentStatus(ctx), pods(ctx, ctx.namespace, PART_OF), pods(ctx, runs, PART_OF)]);
+  const wanted = [[ctx.namespace, controlSecret], [ctx.namespace, pullSecret], [runs, pullSecret]] as const;
+  let metas: (k8s.V1ObjectMeta | undefined)[];
+  let fromAgent = false;
+  try {
+    metas = await Promise.all(wanted.map(([ns, name]) => secretMetadata(ctx, ns, name)));
+  } catch (err) {
+    // a kube context that may not read Secrets (the chart's role rlmesh-status): the metadata the agent published
+    const published = agent.kind === 'ok' ? publishedMetadata(agent.status, wanted) : undefined;
+    if (!isForbidden(err) || !published) throw err;
+    metas = published;
+    fromAgent = true;
+  }
+  const [control, pullSys, pullRuns] = metas;
   return credentialsVerdict({
+    fromAgent,
     namespace: ctx.namespace,
     runsNamespace: runs,
     controlSecret,
@@ -111,5 +124,16 @@ export async function checkCredentials(ctx: StatusContext): Promise<CheckResult>
     agent: agent.kind === 'ok' ? agent.status : undefined,
     pullRefusals: pullRefusals([...sysPods, ...runsPods]),
     now: ctx.now(),
+  });
+}
+
+/** The Secrets' metadata as the agent published it (undefined when it published none of one of them). */
+export function publishedMetadata(status: AgentStatus, wanted: readonly (readonly [string, string])[]): (k8s.V1ObjectMeta | undefined)[] | undefined {
+  const facts = wanted.map(([ns, name]) => status.credentials.secrets?.find((s) => s.namespace === ns && s.name === name));
+  if (facts.some((f) => f === undefined)) return undefined;
+  return facts.map((f): k8s.V1ObjectMeta | undefined => {
+    if (!f!.exists) return undefined;
+    const annotations: Record<string, string> = f!.fromJoin ? { [TOKEN_HASH_ANNOTATION]: 'published' } : {};
+    return { annotations, ...(f!.writtenAt ? { creationTimestamp: new Date(f!.writtenAt) } : {}) };
   });
 }
