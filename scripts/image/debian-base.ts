@@ -12,8 +12,9 @@ import { walk } from './oci-layout.ts';
 import { errorMessage } from '../../lib/error-fields.ts';
 import { aptRecords, checkDeb, checkIndex, lockedPackages, type LockEntry } from './debian-lock.ts';
 import { dep5Licenses } from './debian-copyright.ts';
+import { POD_USERS } from '../../lib/fixed-names.ts';
 
-export const NONROOT = { uid: 65532, gid: 65532, name: 'nonroot', home: 'home/nonroot' } as const;
+export const NONROOT = { uid: POD_USERS.runtime.uid, gid: POD_USERS.runtime.gid, name: 'nonroot', home: 'home/nonroot' } as const;
 
 /** Debian packages the runtime base takes files from, and which of their files. */
 const PACKAGES: { name: string; keep: (path: string) => boolean; libraries?: true }[] = [

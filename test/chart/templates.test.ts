@@ -113,12 +113,23 @@ describe('objects', () => {
   it('rlmesh-runs gets default requests and limits (LimitRange) and a ResourceQuota from evaluations.*', () => {
     const lr = get(objs, 'LimitRange', RUNS, 'rlmesh-runs-defaults') as K8sObject & { spec: { limits: object[] } };
     expect(lr.spec.limits).toEqual([
-      { type: 'Container', defaultRequest: { cpu: '500m', memory: '1Gi', 'ephemeral-storage': '1Gi' }, default: { cpu: '4', memory: '8Gi', 'ephemeral-storage': '20Gi' } },
+      {
+        type: 'Container',
+        defaultRequest: { cpu: '500m', memory: '1Gi', 'ephemeral-storage': '1Gi' },
+        default: { cpu: '4', memory: '8Gi', 'ephemeral-storage': '20Gi' },
+        max: { cpu: '32', memory: '256Gi', 'ephemeral-storage': '200Gi' },
+      },
     ]);
-    expect((get(objs, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { pods: '1000' } });
-    const custom = render([...token, '--set-json', 'evaluations.resourceQuota.hard={"requests.nvidia.com/gpu":"16","limits.memory":"2Ti"}']);
-    // entries are added to the default pods entry (helm merges maps)
-    expect((get(custom, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { pods: '1000', 'requests.nvidia.com/gpu': '16', 'limits.memory': '2Ti' } });
+    const quota = { pods: '1000', 'requests.cpu': '256', 'requests.memory': '1Ti', 'limits.memory': '1Ti', 'requests.nvidia.com/gpu': '16', 'requests.amd.com/gpu': '16' };
+    expect((get(objs, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: quota });
+    const custom = render([...token, '--set-json', 'evaluations.resourceQuota.hard={"requests.nvidia.com/gpu":"64","limits.memory":"2Ti","requests.amd.com/gpu":null,"requests.ephemeral-storage":"10Ti"}']);
+    // entries replace the defaults of their name, null drops one, the others stay (helm merges maps)
+    const { 'requests.amd.com/gpu': _amd, ...kept } = quota;
+    expect((get(custom, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { ...kept, 'requests.nvidia.com/gpu': '64', 'limits.memory': '2Ti', 'requests.ephemeral-storage': '10Ti' } });
+    // a default limit above the max is refused at its path
+    const above = template([...token, '--set', 'evaluations.limitRange.max.cpu=2'], { allowFail: true });
+    expect(above.status).not.toBe(0);
+    expect(above.stderr).toContain('evaluations.limitRange.default.cpu 4 is above evaluations.limitRange.max.cpu 2');
     // disabled, the kept quota holds nothing (Helm would not delete it once it stopped being rendered)
     const none = render([...token, '--set', 'evaluations.resourceQuota.enabled=false']);
     expect((get(none, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: {} });
