@@ -13,6 +13,7 @@ import { buildEvaluationPod } from '../../controller/pod-spec.ts';
 import { defaultProbeTargets, GATE_GRACE_SECONDS, gateTargets, probePod } from '../../controller/network-policy-probe.ts';
 import type { RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { POD_USERS } from '../../lib/fixed-names.ts';
+import { parseQuantity } from '../../lib/quantity.ts';
 import { runtimeConfigSchema } from '../../lib/runtime-config.ts';
 import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { until } from '../support/until.ts';
@@ -149,12 +150,15 @@ describe("rlmesh-runs' LimitRange max and ResourceQuota, at the API server", () 
     const lr = JSON.parse(kubectl(['-n', RUNS, 'get', 'limitrange', 'rlmesh-runs-defaults', '-o', 'json']).stdout) as { spec: { limits: { max?: Record<string, string> }[] } };
     expect(lr.spec.limits[0]!.max).toEqual({ cpu: '32', memory: '256Gi', 'ephemeral-storage': '200Gi' });
     const quota = JSON.parse(kubectl(['-n', RUNS, 'get', 'resourcequota', 'rlmesh-runs', '-o', 'json']).stdout) as { spec: { hard: Record<string, string> } };
-    expect(quota.spec.hard).toEqual({ pods: '1000', 'requests.cpu': '256', 'requests.memory': '1Ti', 'limits.memory': '1Ti', 'requests.nvidia.com/gpu': '16', 'requests.amd.com/gpu': '16' });
+    // as the API server writes quantities back (1000 pods is 1k)
+    expect(Object.fromEntries(Object.entries(quota.spec.hard).map(([k, q]) => [k, parseQuantity(q)]))).toEqual({
+      pods: 1000, 'requests.cpu': 256, 'requests.memory': 2 ** 40, 'limits.memory': 2 ** 40, 'requests.nvidia.com/gpu': 16, 'requests.amd.com/gpu': 16,
+    });
   });
 
   it('refuses a pod above the max, and one above the GPU quota; nothing is created', async () => {
     // the quota's status is filled by the quota controller; until then it refuses every pod for another reason
-    await until('the quota controller to fill in status.hard', () => kubectl(['-n', RUNS, 'get', 'resourcequota', 'rlmesh-runs', '-o', 'jsonpath={.status.hard.pods}']).stdout === '1000' || undefined, { timeoutMs: 60_000 });
+    await until('the quota controller to fill in status.hard', () => kubectl(['-n', RUNS, 'get', 'resourcequota', 'rlmesh-runs', '-o', 'jsonpath={.status.hard.pods}']).stdout !== '' || undefined, { timeoutMs: 60_000 });
     const cpu = as('', ['create', '-f', '-'], pod('isolation-above-max', { cpu: '64', memory: '1Gi', 'ephemeral-storage': '1Gi' }));
     expect(cpu.ok).toBe(false);
     expect(cpu.out).toContain('maximum cpu usage per Container is 32, but limit is 64');
