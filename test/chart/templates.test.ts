@@ -122,10 +122,9 @@ describe('objects', () => {
     ]);
     const quota = { pods: '1000', 'requests.cpu': '256', 'requests.memory': '1Ti', 'limits.memory': '1Ti', 'requests.nvidia.com/gpu': '16', 'requests.amd.com/gpu': '16' };
     expect((get(objs, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: quota });
-    const custom = render([...token, '--set-json', 'evaluations.resourceQuota.hard={"requests.nvidia.com/gpu":"64","limits.memory":"2Ti","requests.amd.com/gpu":null,"requests.ephemeral-storage":"10Ti"}']);
-    // entries replace the defaults of their name, null drops one, the others stay (helm merges maps)
-    const { 'requests.amd.com/gpu': _amd, ...kept } = quota;
-    expect((get(custom, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { ...kept, 'requests.nvidia.com/gpu': '64', 'limits.memory': '2Ti', 'requests.ephemeral-storage': '10Ti' } });
+    const custom = render([...token, '--set-json', 'evaluations.resourceQuota.hard={"requests.nvidia.com/gpu":"64","limits.memory":"2Ti","requests.ephemeral-storage":"10Ti"}']);
+    // entries replace the defaults of their name, the others stay (helm merges maps)
+    expect((get(custom, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { ...quota, 'requests.nvidia.com/gpu': '64', 'limits.memory': '2Ti', 'requests.ephemeral-storage': '10Ti' } });
     // a default limit above the max is refused at its path
     const above = template([...token, '--set', 'evaluations.limitRange.max.cpu=2'], { allowFail: true });
     expect(above.status).not.toBe(0);
@@ -441,8 +440,11 @@ describe('objects', () => {
     expect(policy.spec.matchConstraints.resourceRules).toEqual([{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['pods', 'pods/ephemeralcontainers'] }]);
     expect(policy.spec.matchConditions.map((c) => c.expression)).toEqual([`request.userInfo.username == 'system:serviceaccount:${SYS}:rlmesh-cluster-controller'`]);
     expect((get(objs, 'ValidatingAdmissionPolicyBinding', '', name).spec as object)).toEqual({ policyName: name, validationActions: ['Deny'] });
-    // one validation per rule, each saying what it refused (the sandbox rule only with evaluations.runtimeClassName)
-    expect(policy.spec.validations).toHaveLength(11);
+    // one validation per rule, each saying what it refused (the sandbox rule only with evaluations.runtimeClassName,
+    // the user namespace rule only with evaluations.hostUsers=false, the user rule not under podSecurity.arbitraryUid)
+    expect(policy.spec.validations).toHaveLength(16);
+    expect(policyOf(render([...token, '--set', 'evaluations.hostUsers=false'])).spec.validations).toHaveLength(17);
+    expect(policyOf(render([...token, '--set', 'podSecurity.arbitraryUid=true'])).spec.validations).toHaveLength(15);
     expect(policy.spec.validations.map((v) => v.expression).filter((e) => /runtimeClassName|priorityClassName/.test(e))).toHaveLength(2);
     for (const v of policy.spec.validations) expect(v.message ?? v.messageExpression, v.expression).toMatch(/the rlmesh controller/);
     expect(policy.spec.validations[0]!.expression).toContain("object.spec.serviceAccountName == 'default'");
