@@ -126,7 +126,7 @@ describe('objects', () => {
     // entries replace the defaults of their name, the others stay (helm merges maps)
     expect((get(custom, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { ...quota, 'requests.nvidia.com/gpu': '64', 'limits.memory': '2Ti', 'requests.ephemeral-storage': '10Ti' } });
     // a default limit above the max is refused at its path
-    const above = template([...token, '--set', 'evaluations.limitRange.max.cpu=2'], { allowFail: true });
+    const above = template([...token, '--set-string', 'evaluations.limitRange.max.cpu=2'], { allowFail: true });
     expect(above.status).not.toBe(0);
     expect(above.stderr).toContain('evaluations.limitRange.default.cpu 4 is above evaluations.limitRange.max.cpu 2');
     // disabled, the kept quota holds nothing (Helm would not delete it once it stopped being rendered)
