@@ -151,7 +151,7 @@ export function podHoldup(pod: V1Pod): Holdup | undefined {
 }
 
 // reasons the controller itself waits for (the pod is not created yet); their messages say what to do
-const CONTROLLER_WAITS = new Set(['ConcurrencyLimit', 'CacheNodeUnknown', 'NetworkPolicyNotEnforced', 'ControllerForbidden', 'PullSecretInvalid']);
+const CONTROLLER_WAITS = new Set(['ConcurrencyLimit', 'CacheNodeUnknown', 'NetworkPolicyNotEnforced', 'ControllerForbidden', 'PullSecretInvalid', 'UserNamespacesUnsupported']);
 
 /** The holdup an evaluation's status last recorded, for when there is no pod to ask (a quota refusal, a wait of the controller's). */
 export function statusHoldup(status: EvaluationStatus | undefined): Holdup | undefined {

@@ -11,6 +11,7 @@ import type { EventRecorder } from './events.ts';
 import { createMetrics } from './metrics.ts';
 import type { FenceDecision } from './network-fence.ts';
 import type { PullSecretVerdict } from './pull-secrets.ts';
+import type { HostUsersDecision } from '../lib/user-namespaces.ts';
 
 const NS = 'rlmesh-runs';
 const KEY = `${NS}/e1`;
@@ -28,13 +29,15 @@ type WorldOptions = {
   refuseCreate?: () => Error | undefined;
   /** the operator's pull Secrets and what their check says */
   pulls?: { names: string[]; check: () => Promise<PullSecretVerdict> };
+  /** evaluations.hostUsers as decided against the nodes (lib/user-namespaces.ts) */
+  hostUsers?: () => HostUsersDecision;
   /** a ReadWriteOnce cache held by node real-0, which reads as this (undefined: gone or not readable) */
   rwoCacheNode?: { node: V1Node | undefined };
   /** runtime config pods.commonLabels */
   commonLabels?: Record<string, string>;
 };
 
-function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined, pulls, rwoCacheNode, commonLabels }: WorldOptions = {}) {
+function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined, pulls, rwoCacheNode, commonLabels, hostUsers }: WorldOptions = {}) {
   const evaluations = cache<RLMeshEvaluation>();
   const pods = cache<V1Pod>();
   const caches = cache<RLMeshCache>();
@@ -88,7 +91,7 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
     log: pino({ level: 'silent' }),
     ...(rwoCacheNode ? { cacheNodes: { get: async (name: string) => (calls.push(`get node ${name}`), rwoCacheNode.node) } as unknown as CacheNodeReader } : {}),
     settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs, startDeadlineSeconds, networkFence: fence,
-      ...(pulls ? { extraPullSecrets: pulls.names, pullSecretCheck: pulls.check } : {}), ...(commonLabels ? { commonLabels } : {}) },
+      ...(pulls ? { extraPullSecrets: pulls.names, pullSecretCheck: pulls.check } : {}), ...(commonLabels ? { commonLabels } : {}), ...(hostUsers ? { hostUsers } : {}) },
   });
   if (rwoCacheNode) {
     caches.items.set('c', { apiVersion: 'rlmesh.dev/v1alpha1', kind: 'RLMeshCache', metadata: { name: 'c' }, spec: { pvcName: 'rlmesh-artifact-cache', namespace: NS, accessModes: ['ReadWriteOnce'] }, status: { nodeName: 'real-0' } } as RLMeshCache);
@@ -162,6 +165,24 @@ describe('EvaluationReconciler', () => {
     await w.reconciler.reconcile(KEY);
     expect(w.calls).toEqual(['status Waiting/NetworkPolicyNotEnforced', 'create pod']);
     expect(w.server.get('rle-e1')?.spec?.initContainers?.map((c) => c.name)).toEqual(['network-ready']);
+  });
+
+  it('evaluations.hostUsers: no pod while user namespaces are required and a node lacks them (Waiting as UserNamespacesUnsupported), then one with hostUsers: false', async () => {
+    let decision: HostUsersDecision = { wait: 'evaluations.hostUsers=false asks for user namespaces, but node web lacks them' };
+    const w = world({ hostUsers: () => decision });
+    expect(await w.reconciler.reconcile(KEY)).toEqual({ requeueAfterMs: 1000 });
+    expect(w.calls).toEqual(['status Waiting/UserNamespacesUnsupported']);
+    expect(w.status()).toMatchObject({ phase: 'Waiting', reason: 'UserNamespacesUnsupported', message: 'evaluations.hostUsers=false asks for user namespaces, but node web lacks them' });
+    expect(w.events).toEqual(['UserNamespacesUnsupported']);
+    decision = { hostUsers: false, found: 'all nodes support them' };
+    await w.reconciler.reconcile(KEY);
+    expect(w.calls).toEqual(['status Waiting/UserNamespacesUnsupported', 'create pod']);
+    expect(w.server.get('rle-e1')?.spec?.hostUsers).toBe(false);
+    // auto where they are not supported: the field is left to the node's users
+    const plain = world({ hostUsers: () => ({ hostUsers: undefined, found: 'node web lacks them' }) });
+    await plain.reconciler.reconcile(KEY);
+    expect(plain.calls).toEqual(['create pod']);
+    expect(plain.server.get('rle-e1')?.spec?.hostUsers).toBeUndefined();
   });
 
   it("creates no pod while an operator's pull Secret is missing: Waiting naming it, then the pod with both Secrets, or the start deadline", async () => {

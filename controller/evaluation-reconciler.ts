@@ -45,6 +45,7 @@ import { errorMessage, statusCode } from '../lib/error-fields.ts';
 import { NO_PLACEMENT, placementConflict, type ClusterPlacement } from '../lib/evaluation-placement.ts';
 import { CACHE_NODE_CANNOT_RUN, cacheNodeCannotRunMessage, cacheNodeShortfalls } from './cache-node-fit.ts';
 import type { CacheNodeReader } from './cache-node-reader.ts';
+import { USER_NAMESPACES_REASON, type HostUsersDecision } from '../lib/user-namespaces.ts';
 
 export type ReconcilerSettings = {
   namespace: string;
@@ -69,6 +70,8 @@ export type ReconcilerSettings = {
   placement?: ClusterPlacement;
   /** runtime config pods.arbitraryUid (podSecurity.arbitraryUid) */
   arbitraryUid?: boolean;
+  /** evaluations.hostUsers decided against the nodes now (lib/user-namespaces.ts); absent: the field is left unset */
+  hostUsers?: () => HostUsersDecision;
   /** runtime config pods.commonLabels (the chart's commonLabels) */
   commonLabels?: Readonly<Record<string, string>>;
   /** runtime config pods.imagePullSecrets (the chart's imagePullSecrets, a mirror's login) */
@@ -281,6 +284,11 @@ export class EvaluationReconciler {
       await this.#write(ev, { phase: 'Waiting', reason: PULL_SECRET_REASON, message: pulls.message, conditions: [{ type: 'Scheduled', status: 'False', reason: PULL_SECRET_REASON, message: pulls.message }] }, { refusal: true });
       return retry(s.waitingRetryMs);
     }
+    const users = s.hostUsers?.();
+    if (users && 'wait' in users) {
+      await this.#write(ev, { phase: 'Waiting', reason: USER_NAMESPACES_REASON, message: users.wait, conditions: [{ type: 'Scheduled', status: 'False', reason: USER_NAMESPACES_REASON, message: users.wait }] }, { refusal: true });
+      return retry(s.waitingRetryMs);
+    }
     const cache = this.#d.caches.get(s.cacheName);
     const podSettings: PodSettings = {
       namespace: s.namespace,
@@ -292,6 +300,7 @@ export class EvaluationReconciler {
       ...(s.noProxy ? { noProxy: s.noProxy } : {}),
       ...(s.placement ? { placement: s.placement } : {}),
       ...(s.arbitraryUid ? { arbitraryUid: true } : {}),
+      ...(users?.hostUsers === false ? { hostUsers: false as const } : {}),
       commonLabels: s.commonLabels,
       cache: {
         pvcName: cache?.spec.pvcName ?? s.pvcName,

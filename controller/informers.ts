@@ -1,5 +1,5 @@
 // The controller's informers: evaluations in the runs namespace, the cluster's
-// RLMeshCache objects, the pods the controller manages and the nodes' Ready conditions; each change goes to
+// RLMeshCache objects, the pods the controller manages and the nodes (Ready, labels, taints, runtime handlers); each change goes to
 // one callback with its verb, and each informer has the watch watchdog.
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -15,12 +15,16 @@ export type CacheObject = RLMeshCache & k8s.KubernetesObject;
 export type PodObject = k8s.V1Pod & k8s.KubernetesObject;
 export type NodeObject = k8s.V1Node & k8s.KubernetesObject;
 
-/** What the controller needs of a node: its name and Ready condition (a large cluster's nodes carry much more). */
+/**
+ * What the controller needs of a node (a large cluster's nodes carry much more): its name and Ready condition;
+ * its labels, taints and runtime handlers, to know whether every node evaluations may use supports user namespaces.
+ */
 function trimNode(o: unknown): NodeObject {
   const n = o as k8s.V1Node;
   return {
-    metadata: { name: n.metadata?.name },
-    status: { conditions: (n.status?.conditions ?? []).filter((c) => c.type === 'Ready') },
+    metadata: { name: n.metadata?.name, labels: n.metadata?.labels ?? {} },
+    spec: { taints: n.spec?.taints ?? [] },
+    status: { conditions: (n.status?.conditions ?? []).filter((c) => c.type === 'Ready'), runtimeHandlers: n.status?.runtimeHandlers ?? [] },
   } as NodeObject;
 }
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { defaultProbeTargets, podOutcome, probePod, PROBE_LABELS, runNetworkPolicyProbe } from './network-policy-probe.ts';
+import { clusterPlacementSchema } from '../lib/evaluation-placement.ts';
 
 describe('NetworkPolicy probe pod', () => {
   it('targets this controller metrics port (forbidden) and the egress proxy (allowed)', () => {
@@ -48,7 +49,23 @@ describe('the probe pod and the chart knobs (runtime config pods)', () => {
     const pod = probePod({ ...base, pods: { arbitraryUid: false, commonLabels: { team: 'ml' }, podLabels: { cost: 'c1' }, podAnnotations: { 'example.com/a': 'b' } } });
     expect(pod.metadata!.labels).toEqual({ team: 'ml', cost: 'c1', ...plain.metadata!.labels });
     expect(pod.metadata!.annotations).toEqual({ 'example.com/a': 'b' });
-    expect(pod.spec!.securityContext).toMatchObject({ runAsUser: 65532, runAsGroup: 65532 });
+    expect(pod.spec!.securityContext).toMatchObject({ runAsUser: 64000, runAsGroup: 64000 });
+  });
+  it('runs where evaluations do: the operator\'s node selector, tolerations and required node terms, with linux/amd64', () => {
+    const placement = clusterPlacementSchema.parse({
+      nodeSelector: { pool: 'evaluations' },
+      tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'evaluations', effect: 'NoSchedule' }],
+      affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'zone', operator: 'In', values: ['a'] }] }] } } },
+    });
+    const spec = probePod({ ...base, placement }).spec!;
+    expect(spec.nodeSelector).toEqual({ pool: 'evaluations' });
+    expect(spec.tolerations).toEqual([{ key: 'dedicated', operator: 'Equal', value: 'evaluations', effect: 'NoSchedule' }]);
+    expect(spec.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms).toEqual([
+      { matchExpressions: [{ key: 'zone', operator: 'In', values: ['a'] }, { key: 'kubernetes.io/os', operator: 'In', values: ['linux'] }, { key: 'kubernetes.io/arch', operator: 'In', values: ['amd64'] }] },
+    ]);
+    const plain = probePod(base).spec!;
+    expect(plain.nodeSelector).toBeUndefined();
+    expect(plain.tolerations).toBeUndefined();
   });
   it('stores its result in a ConfigMap carrying commonLabels beneath its own labels', async () => {
     const written: k8s.V1ConfigMap[] = [];

@@ -10,9 +10,9 @@
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { NAMES } from '../lib/fixed-names.ts';
-import { podUser } from '../lib/chart-knobs.ts';
+import { evaluationPodUser } from '../lib/chart-knobs.ts';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
-import { platformAffinity } from './platform-affinity.ts';
+import { NO_PLACEMENT, requiredNodeTerms, type ClusterPlacement } from '../lib/evaluation-placement.ts';
 
 /** The probe's command in the runtime image, which holds lib/preflight/netprobe.ts compiled to .js. */
 export const NETPROBE_COMMAND = ['/usr/local/bin/node', '/app/lib/preflight/netprobe.js'];
@@ -62,6 +62,8 @@ export type ProbeOptions = {
   targets: ProbeTargets;
   /** runtime config pods: no fixed user under arbitraryUid, and the chart's commonLabels, podLabels and podAnnotations */
   pods?: RuntimeConfig['pods'];
+  /** the operator's policy for evaluation pods: the probe runs where they do, and the admission policy holds it to it too */
+  placement?: ClusterPlacement;
   log: Logger;
   /** how long to wait for the pod to finish (default 90 s; the pod's own deadline is 60 s) */
   timeoutMs?: number;
@@ -96,7 +98,8 @@ export function netprobeContainer(name: string, image: string, targets: ProbeTar
   };
 }
 
-export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecrets' | 'targets' | 'pods'>): k8s.V1Pod {
+export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pullSecrets' | 'targets' | 'pods' | 'placement'>): k8s.V1Pod {
+  const policy = o.placement ?? NO_PLACEMENT;
   // the operator's labels first: the probe's own keys win (the chart refuses them anyway)
   const labels = withCommonLabels({ ...o.pods?.podLabels, ...PROBE_LABELS }, o.pods?.commonLabels);
   const annotations = o.pods?.podAnnotations ?? {};
@@ -110,8 +113,11 @@ export function probePod(o: Pick<ProbeOptions, 'runsNamespace' | 'image' | 'pull
       automountServiceAccountToken: false,
       enableServiceLinks: false,
       imagePullSecrets: [...new Set([...o.pullSecrets, ...(o.pods?.imagePullSecrets ?? []).map((s) => s.name)])].map((name) => ({ name })),
-      affinity: platformAffinity(),
-      securityContext: { runAsNonRoot: true, ...podUser(o.pods?.arbitraryUid), seccompProfile: { type: 'RuntimeDefault' } },
+      // on the nodes evaluations may use: the operator's node selector, tolerations and required node terms (with linux/amd64)
+      ...(Object.keys(policy.nodeSelector).length ? { nodeSelector: { ...policy.nodeSelector } } : {}),
+      ...(policy.tolerations.length ? { tolerations: policy.tolerations as k8s.V1Toleration[] } : {}),
+      affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: requiredNodeTerms(policy) } } },
+      securityContext: { runAsNonRoot: true, ...evaluationPodUser(o.pods?.arbitraryUid), seccompProfile: { type: 'RuntimeDefault' } },
       containers: [netprobeContainer('probe', o.image, o.targets, ENFORCEMENT_GRACE_SECONDS)],
     },
   };

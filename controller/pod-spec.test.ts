@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { RLMeshEvaluation } from '../lib/crds/types.ts';
 import { clusterPlacementSchema } from '../lib/evaluation-placement.ts';
 import { buildEvaluationPod, cacheNodeOf, labelValueFor, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
+import { POD_USERS } from '../lib/fixed-names.ts';
+import { NONROOT } from '../scripts/image/debian-base.ts';
 
 const digest = 'a'.repeat(64);
 const ev = (over: Partial<RLMeshEvaluation['spec']> = {}, annotations: Record<string, string> = {}): RLMeshEvaluation => ({
@@ -231,13 +233,25 @@ describe('buildEvaluationPod', () => {
   });
 });
 
-describe('podSecurity.arbitraryUid (OpenShift restricted-v2)', () => {
-  it('an evaluation pod runs as 65532:65532 by default, and under arbitraryUid sets no user or group for the SCC to assign', () => {
-    expect(buildEvaluationPod(ev(), settings()).spec!.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532 });
+describe('the user an evaluation pod runs as', () => {
+  it('is 64000:64000, which no runtime component (65532, the runtime image\'s user) runs as; under arbitraryUid (OpenShift restricted-v2) none, for the SCC to assign', () => {
+    expect(POD_USERS.evaluation.uid).not.toBe(POD_USERS.runtime.uid);
+    expect(POD_USERS.evaluation.gid).not.toBe(POD_USERS.runtime.gid);
+    expect(NONROOT.uid).toBe(POD_USERS.runtime.uid);
+    const pod = buildEvaluationPod(ev(), settings());
+    expect(pod.spec!.securityContext).toEqual({ runAsNonRoot: true, runAsUser: 64000, runAsGroup: 64000, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(pod.spec!.containers.map((c) => [c.securityContext?.runAsUser, c.securityContext?.runAsGroup])).toEqual([[undefined, undefined]]);
     const sc = buildEvaluationPod(ev(), { ...settings(), arbitraryUid: true }).spec!.securityContext!;
     expect(sc.runAsNonRoot).toBe(true);
     expect(sc.runAsUser).toBeUndefined();
     expect(sc.runAsGroup).toBeUndefined();
     expect(sc.fsGroup).toBeUndefined();
+  });
+});
+
+describe('evaluations.hostUsers', () => {
+  it('hostUsers: false when decided (lib/user-namespaces.ts), and the field unset otherwise', () => {
+    expect(buildEvaluationPod(ev(), { ...settings(), hostUsers: false }).spec!.hostUsers).toBe(false);
+    expect('hostUsers' in buildEvaluationPod(ev(), settings()).spec!).toBe(false);
   });
 });

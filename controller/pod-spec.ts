@@ -1,4 +1,5 @@
-// The pod an RLMeshEvaluation runs as: restricted Pod Security, no
+// The pod an RLMeshEvaluation runs as: restricted Pod Security as the evaluation
+// user (lib/fixed-names.ts POD_USERS), in a user namespace when decided so, no
 // ServiceAccount token, the pull Secrets (the platform's, then the operator's), the artifact cache mounted read-only
 // with each artifact at /artifacts/<name>, proxy variables pointing at the
 // egress proxy, secret environment values from the evaluation's own Secret
@@ -8,7 +9,7 @@ import { createHash } from 'node:crypto';
 import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
 import { API_VERSION, envSecretName, EVALUATION, type RLMeshEvaluation } from '../lib/crds/types.ts';
 import { netprobeContainer } from './network-policy-probe.ts';
-import { podUser } from '../lib/chart-knobs.ts';
+import { evaluationPodUser } from '../lib/chart-knobs.ts';
 import { evaluationAffinity, mergedNodeSelector, NO_PLACEMENT, type ClusterPlacement } from '../lib/evaluation-placement.ts';
 import { withCommonLabels } from '../lib/common-labels.ts';
 
@@ -46,6 +47,8 @@ export type PodSettings = {
   placement?: ClusterPlacement;
   /** podSecurity.arbitraryUid: no fixed runAsUser and runAsGroup (OpenShift's SCC assigns them) */
   arbitraryUid?: boolean;
+  /** false: the pod runs in a user namespace (evaluations.hostUsers, lib/user-namespaces.ts); absent: the node's users */
+  hostUsers?: false;
   /** the chart's commonLabels (runtime config pods.commonLabels), beneath evaluations.podLabels */
   commonLabels?: Readonly<Record<string, string>>;
   cache: {
@@ -147,9 +150,10 @@ export function buildEvaluationPod(ev: RLMeshEvaluation, s: PodSettings): V1Pod 
       enableServiceLinks: false,
       imagePullSecrets: [...new Set([s.pullSecret, ...(s.extraPullSecrets ?? []), ...(s.networkGate ? (s.runtimePullSecrets ?? []) : [])])].map((name) => ({ name })),
       activeDeadlineSeconds: spec.deadlineSeconds,
+      ...(s.hostUsers === false ? { hostUsers: false } : {}),
       securityContext: {
         runAsNonRoot: true,
-        ...podUser(s.arbitraryUid),
+        ...evaluationPodUser(s.arbitraryUid),
         seccompProfile: { type: 'RuntimeDefault' },
       },
       ...(s.networkGate ? { initContainers: [netprobeContainer(NETWORK_GATE_CONTAINER, s.networkGate.image, s.networkGate, s.networkGate.graceSeconds)] } : {}),

@@ -16,6 +16,8 @@ import { DEFAULT_START_DEADLINE_SECONDS } from '../lib/runtime-config.ts';
 import { meteredQueue, type RoleContext } from './role-context.ts';
 import { PULL_SECRET_REASON, PullSecretCheck } from './pull-secrets.ts';
 import { lostNode } from './pod-disruption.ts';
+import { NO_PLACEMENT } from '../lib/evaluation-placement.ts';
+import { decideHostUsers, runtimeHandler, userNamespaceSupport } from '../lib/user-namespaces.ts';
 
 export async function startReconcilerRole(c: RoleContext): Promise<void> {
   const { core, custom, config, kc, log, metrics, flags } = c;
@@ -75,6 +77,14 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
   const pulls = await pullSecrets.check();
   if (!pulls.ok) log.warn({ reason: PULL_SECRET_REASON }, `evaluation pods wait until their pull Secrets are fixed: ${pulls.message}`);
   else if (extraPullSecrets.length > 0) log.info({ pullSecrets: extraPullSecrets }, 'the pull Secrets of evaluations.imagePullSecrets are in place');
+  // evaluations.hostUsers: user namespaces where every node evaluations may use supports them (auto), or required (false)
+  const placement = config.evaluations?.placement ?? NO_PLACEMENT;
+  const handler = await runtimeHandler(kc, placement.runtimeClassName);
+  const hostUsersSetting = config.evaluations?.hostUsers ?? 'auto';
+  const hostUsers = () => decideHostUsers(hostUsersSetting, () => userNamespaceSupport(nodes.cache.list(), placement, handler));
+  const users = hostUsers();
+  if ('wait' in users) log.warn({ reason: 'UserNamespacesUnsupported' }, users.wait);
+  else log.info({ hostUsers: users.hostUsers ?? true }, users.found);
   const reconciler = new EvaluationReconciler({
     core,
     custom,
@@ -101,6 +111,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
       ...(flags['max-concurrent'] ? { maxConcurrent: flags['max-concurrent'] } : {}),
       ...(config.evaluations?.placement ? { placement: config.evaluations.placement } : {}),
       ...(config.pods?.arbitraryUid ? { arbitraryUid: true } : {}),
+      hostUsers,
       commonLabels: config.pods?.commonLabels,
       ...(config.pods?.imagePullSecrets?.length ? { runtimePullSecrets: config.pods.imagePullSecrets.map((p) => p.name) } : {}),
     },
@@ -120,6 +131,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
       pullSecrets: [config.credentials.pullSecret, config.credentials.joinPullSecret].filter(Boolean),
       targets: defaultProbeTargets(proxyUrl, c.metricsPort),
       ...(config.pods ? { pods: config.pods } : {}),
+      placement,
       log,
       active: c.leading,
       retryMs: UNENFORCED_REPROBE_MS,

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { refuse } from './refusals.ts';
 import { KNOB_REFUSALS } from './knob-refusals.ts';
+import { POD_USERS } from './fixed-names.ts';
 
 const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
@@ -106,7 +107,7 @@ export const knobValues = {
         .boolean()
         .default(false)
         .describe(
-          'OpenShift (restricted-v2 SCC): no pod the chart renders or the controller starts sets runAsUser, runAsGroup or fsGroup, so the SCC assigns them from the namespace\'s range; the images run under any UID with group 0. false: every pod runs as 65532:65532 with fsGroup 65532.',
+          `OpenShift (restricted-v2 SCC): no pod the chart renders or the controller starts sets runAsUser, runAsGroup or fsGroup, so the SCC assigns them from the namespace's range; the images run under any UID with group 0. Then evaluation pods and the cache filler, both in rlmesh-runs, get the same UID from that namespace's range: evaluations.hostUsers=false (user namespaces) keeps them apart on the node. false: every pod the chart renders runs as ${POD_USERS.runtime.uid}:${POD_USERS.runtime.gid} with fsGroup ${POD_USERS.runtime.gid}, and every pod the controller starts (evaluation and NetworkPolicy probe pods) as ${POD_USERS.evaluation.uid}:${POD_USERS.evaluation.gid}, a user no runtime component runs as, which the controller's admission policy enforces.`,
         ),
     })
     .strict()
@@ -150,6 +151,6 @@ export function knobErrors(v: KnobValues, blocks: Record<string, KnobBlock>): { 
   return errors;
 }
 
-/** The fixed user of a pod: 65532:65532, or none under podSecurity.arbitraryUid (OpenShift's SCC assigns one). */
-export const RUNTIME_USER = { runAsUser: 65532, runAsGroup: 65532 } as const;
-export const podUser = (arbitraryUid: boolean | undefined): { runAsUser?: number; runAsGroup?: number } => (arbitraryUid ? {} : { ...RUNTIME_USER });
+/** The fixed user of a pod the controller starts: POD_USERS.evaluation, or none under podSecurity.arbitraryUid (OpenShift's SCC assigns one). */
+export const evaluationPodUser = (arbitraryUid: boolean | undefined): { runAsUser?: number; runAsGroup?: number } =>
+  arbitraryUid ? {} : { runAsUser: POD_USERS.evaluation.uid, runAsGroup: POD_USERS.evaluation.gid };

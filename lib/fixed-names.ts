@@ -49,6 +49,20 @@ export const NAMES = {
   statusRole: 'rlmesh-status',
 } as const;
 
+/**
+ * The users pods run as, unless podSecurity.arbitraryUid lets OpenShift's SCC assign them.
+ * runtime: the runtime image's own user (scripts/image/debian-base.ts NONROOT) and every pod the
+ * chart renders. evaluation: every pod the controller starts (evaluation and NetworkPolicy probe
+ * pods), a user no runtime component runs as, so that code the platform sends shares no UID with
+ * the agent, the controller, the egress proxy or the cache filler (whose cache files it reads but
+ * may not write) on a node without user namespaces; above the login.defs user range (1000-60000)
+ * and below the 65532-65534 users images ship. The controller's admission policy holds it to this.
+ */
+export const POD_USERS = {
+  runtime: { uid: 65532, gid: 65532 },
+  evaluation: { uid: 64000, gid: 64000 },
+} as const;
+
 const CONFIG_DIR = '/etc/rlmesh/config';
 const CA_DIR = '/etc/rlmesh/ca';
 const CLUSTER_RANGES_DIR = '/etc/rlmesh/cluster-ranges';

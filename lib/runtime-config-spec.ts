@@ -89,6 +89,7 @@ export const RUNTIME_CONFIG_SPEC: SpecNode = object({
     runWithoutNetworkPolicyEnforcement: v('evaluations.runWithoutNetworkPolicyEnforcement'),
     startDeadlineSeconds: v('evaluations.startDeadlineSeconds'),
     imagePullSecrets: v('evaluations.imagePullSecrets'),
+    hostUsers: v('evaluations.hostUsers'),
     // the operator's policy for evaluation pods (lib/evaluation-placement.ts)
     placement: object({
       nodeSelector: v('evaluations.nodeSelector'),

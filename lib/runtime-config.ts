@@ -155,6 +155,8 @@ export const runtimeConfigSchema = z
         runWithoutNetworkPolicyEnforcement: z.boolean(),
         startDeadlineSeconds: z.number().int().min(1).optional(),
         placement: clusterPlacementSchema.optional(),
+        // evaluations.hostUsers (lib/user-namespaces.ts); absent (a config from an older chart): auto
+        hostUsers: z.union([z.literal('auto'), z.boolean()]).optional(),
         // evaluations.imagePullSecrets: the operator's pull Secrets in rlmesh-runs, after the platform's; absent: none
         imagePullSecrets: z.array(z.object({ name: z.string().min(1) }).strict()).optional(),
       })

@@ -98,6 +98,10 @@ export const VALUES_REFUSALS = {
     path: '{block}.resources.limits.ephemeral-storage',
     message: "{block}.resources.limits.ephemeral-storage {limit} is below {tmp}, the size of the pod's /tmp emptyDir, which counts against it: set at least {tmp}",
   },
+  limitRangeAboveMax: {
+    path: '{field}.{resource}',
+    message: '{field}.{resource} {value} is above evaluations.limitRange.max.{resource} {max}: the API server would refuse every pod in rlmesh-runs that gets it; lower it, or raise the max',
+  },
   // controlPlane.proxy (proxyErrors() in lib/outbound-proxy-values.ts); no message repeats the url, which may hold a password
   proxyUrlMissing: {
     path: 'controlPlane.proxy.{key}',

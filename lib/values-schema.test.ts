@@ -77,6 +77,23 @@ describe('values schema', () => {
     ]);
   });
 
+  it('rlmesh-runs: the LimitRange has a max (its defaults and the filler within it) and the quota bounds CPU, memory and GPUs by default', () => {
+    const v = defaultValues().evaluations;
+    expect(v.limitRange.max).toEqual({ cpu: '32', memory: '256Gi', 'ephemeral-storage': '200Gi' });
+    expect(v.resourceQuota.hard).toEqual({ pods: '1000', 'requests.cpu': '256', 'requests.memory': '1Ti', 'limits.memory': '1Ti', 'requests.nvidia.com/gpu': '16', 'requests.amd.com/gpu': '16' });
+    expect(v.hostUsers).toBe('auto');
+    const errors = (o: object) => crossFieldErrors(valuesObjectSchema.parse({ joinToken: TOKEN, ...o })).map((e) => `${e.path}: ${e.message}`);
+    expect(errors({ evaluations: { limitRange: { max: { cpu: '8', memory: '16Gi', 'ephemeral-storage': '20Gi' } } } })).toEqual([]);
+    expect(errors({ evaluations: { limitRange: { max: { cpu: '2', memory: '4Gi', 'ephemeral-storage': '20Gi' } } } })).toEqual([
+      'evaluations.limitRange.default.cpu: evaluations.limitRange.default.cpu 4 is above evaluations.limitRange.max.cpu 2: the API server would refuse every pod in rlmesh-runs that gets it; lower it, or raise the max',
+      'evaluations.limitRange.default.memory: evaluations.limitRange.default.memory 8Gi is above evaluations.limitRange.max.memory 4Gi: the API server would refuse every pod in rlmesh-runs that gets it; lower it, or raise the max',
+    ]);
+    expect(errors({ evaluations: { limitRange: { max: { cpu: '500m', memory: '8Gi', 'ephemeral-storage': '20Gi' }, default: { cpu: '500m', memory: '1Gi', 'ephemeral-storage': '1Gi' } } } })).toEqual([
+      'artifactCache.filler.resources.limits.cpu: artifactCache.filler.resources.limits.cpu 1 is above evaluations.limitRange.max.cpu 500m: the API server would refuse every pod in rlmesh-runs that gets it; lower it, or raise the max',
+    ]);
+    expect(valuesSchema.safeParse({ joinToken: TOKEN, evaluations: { hostUsers: 'yes' } }).error?.issues.map((i) => i.path.join('.'))).toEqual(['evaluations.hostUsers']);
+  });
+
   it('quantities in bytes', () => {
     expect(parseQuantity('64Mi')).toBe(64 * 2 ** 20);
     expect(parseQuantity('1.5Gi')).toBe(1.5 * 2 ** 30);

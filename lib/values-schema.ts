@@ -23,6 +23,15 @@ export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
 /** A ResourceQuota resource name: pods, count/..., requests.* or limits.* (extended resources included). */
 const QUOTA_RESOURCE = /^(pods|services|secrets|configmaps|persistentvolumeclaims|cpu|memory|ephemeral-storage|(count\/[a-z0-9.-]+)|((requests|limits)\.[a-z0-9.\/-]+))$/;
 /** cpu, memory and ephemeral-storage of a container: requests or limits. */
+/** evaluations.resourceQuota.hard by default (its description explains the figures). */
+export const DEFAULT_RUNS_QUOTA = {
+  pods: '1000',
+  'requests.cpu': '256',
+  'requests.memory': '1Ti',
+  'limits.memory': '1Ti',
+  'requests.nvidia.com/gpu': '16',
+  'requests.amd.com/gpu': '16',
+} as const;
 const containerResources = (what: string) =>
   z.object({ cpu: quantity(`cpu ${what}`), memory: quantity(`memory ${what}`), 'ephemeral-storage': quantity(`ephemeral-storage ${what}`) }).strict();
 /** A registry host as an image reference names it: host or host:port. */
@@ -474,12 +483,23 @@ export const valuesObjectSchema = z
           ),
         podLabels: labelMap(`Extra labels on every evaluation pod (for policy engines, cost allocation); not rlmesh.dev/* nor the app.kubernetes.io/ keys the runtime sets. ${POLICY_HELP}`),
         podAnnotations: stringMap(`Extra annotations on every evaluation pod; not rlmesh.dev/* nor the app.kubernetes.io/ keys the runtime sets. ${POLICY_HELP}`),
+        hostUsers: z
+          .union([z.literal('auto'), z.boolean()])
+          .default('auto')
+          .describe(
+            "hostUsers of evaluation pods. false: every evaluation pod runs in a user namespace, so its user (even root, were Pod Security to allow it) maps to an unprivileged range of the node's users that no other pod shares, and a container escape lands as nobody. It needs Kubernetes 1.33+ with UserNamespacesSupport, and nodes whose container runtime supports it (containerd 2.0+ or CRI-O 1.25+, runc 1.2+ or crun 1.9+, Linux 6.3+ for idmapped mounts of the volumes); the kubelet reports this as status.runtimeHandlers[].features.userNamespaces. Set false where that holds: an evaluation then waits as UserNamespacesUnsupported (and fails at evaluations.startDeadlineSeconds) while a node it may use does not report support, the agent's preflight check user-namespaces fails and tells the platform evaluations are blocked, and the controller's admission policy refuses an evaluation pod without it. auto (default): false when every node evaluations may use (evaluations.nodeSelector, tolerations, affinity) reports support for the runtime handler of evaluations.runtimeClassName (the nodes' default handler when empty), otherwise true with a preflight warning. true: evaluation pods share the node's users, the Kubernetes default; their UID is still one no runtime component uses.",
+          ),
         limitRange: z
           .object({
             defaultRequest: containerResources('request').default({ cpu: '500m', memory: '1Gi', 'ephemeral-storage': '1Gi' })
               .describe('Requests a container in rlmesh-runs gets when its evaluation names none, so none runs BestEffort.'),
             default: containerResources('limit').default({ cpu: '4', memory: '8Gi', 'ephemeral-storage': '20Gi' })
               .describe('Limits a container in rlmesh-runs gets when its evaluation names none, so none uses a node without bound.'),
+            max: containerResources('max')
+              .default({ cpu: '32', memory: '256Gi', 'ephemeral-storage': '200Gi' })
+              .describe(
+                "The most one container in rlmesh-runs may ask for (its limits, and requests up to them): the API server refuses a pod above it, and that evaluation fails as PodRejected quoting it, so an assignment cannot take a whole large node. The default fits one evaluation on a large GPU node (8 GPUs usually come with 96 or more cores and 1 TiB or more of memory): 32 cores, 256 GiB of memory and 200 GiB of local disk. Set it to the largest evaluation you mean to run, at most your largest node's allocatable. It must be at least default and defaultRequest, and at least artifactCache.filler's limits, which run in rlmesh-runs too.",
+              ),
           })
           .strict()
           .prefault({})
@@ -489,8 +509,10 @@ export const valuesObjectSchema = z
             enabled: z.boolean().default(true).describe('Apply evaluations.resourceQuota.hard in ResourceQuota rlmesh-runs (false: the quota holds nothing; it is kept on uninstall with the namespace, so it always exists).'),
             hard: z
               .record(z.string(), quantity('quota'))
-              .default({ pods: '1000' })
-              .describe('The most all evaluations together may hold (pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, ...); entries you set are added to the default pods entry. An evaluation that would exceed it waits as QuotaExceeded, with the apiserver\'s words in its status, until room frees or evaluations.startDeadlineSeconds passes; the agent offers the platform no more than it still admits.'),
+              .default(DEFAULT_RUNS_QUOTA)
+              .describe(
+                "The most all pods in rlmesh-runs together may hold (evaluations, the cache filler, the NetworkPolicy probe): any ResourceQuota resource name (pods, requests.cpu, limits.memory, requests.nvidia.com/gpu, requests.ephemeral-storage, ...). It is what the platform can take of this cluster, whatever it assigns: the agent offers it no more than the quota still admits, and an evaluation that would exceed it waits as QuotaExceeded, with the API server's words in its status, until room frees or evaluations.startDeadlineSeconds passes. The default bounds CPU, memory and both GPU kinds at the size of a modest shared cluster: 1,000 pods, 256 cores and 1 TiB of memory requested, 1 TiB of memory limits, 16 NVIDIA and 16 AMD GPUs. Set each to what you give the platform (for a cluster dedicated to evaluations, its allocatable); your entries replace the defaults of the same name and the others stay, so lift a bound by setting it to your cluster's size (evaluations.resourceQuota.enabled=false drops them all).",
+              ),
           })
           .strict()
           .prefault({})
@@ -745,6 +767,7 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
   errors.push(...placementErrors(v));
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));
   errors.push(...ephemeralStorageErrors(v));
+  errors.push(...limitRangeErrors(v));
   errors.push(...knobErrors(v, Object.fromEntries(POD_BLOCKS.map((b) => [b, podBlock(v, b)]))));
   return errors;
 }
@@ -833,6 +856,21 @@ export function ephemeralStorageErrors(v: Values): { path: string; message: stri
   }
   return errors;
 }
+
+/** evaluations.limitRange: its defaults, and the cache filler's limits (it runs in rlmesh-runs), within its max. */
+export function limitRangeErrors(v: Values): { path: string; message: string }[] {
+  const errors: { path: string; message: string }[] = [];
+  const { max } = v.evaluations.limitRange;
+  const within = { 'evaluations.limitRange.default': v.evaluations.limitRange.default, 'evaluations.limitRange.defaultRequest': v.evaluations.limitRange.defaultRequest, 'artifactCache.filler.resources.limits': v.artifactCache.filler.resources.limits };
+  for (const [field, resources] of Object.entries(within)) {
+    for (const resource of LIMIT_RANGE_RESOURCES) {
+      const value = (resources as Record<string, string | undefined>)[resource];
+      if (value !== undefined && parseQuantity(value) > parseQuantity(max[resource])) errors.push(refuse(VALUES_REFUSALS.limitRangeAboveMax, { field, resource, value, max: max[resource] }));
+    }
+  }
+  return errors;
+}
+export const LIMIT_RANGE_RESOURCES = ['cpu', 'memory', 'ephemeral-storage'] as const;
 
 /** Where the values pull the chart's images from (imageReference's relocation). */
 export const imageRelocation = (v: Values): ImageRelocation => ({ mirror: v.global.imageRegistry, registryHost: v.controlPlane.registryHost });

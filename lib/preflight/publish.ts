@@ -8,6 +8,8 @@ import * as k8s from '@kubernetes/client-node';
 import { PreflightReportSchema, type PreflightReport } from '../gen/rlmesh/v1/session_pb.ts';
 import { summaryLine } from './format.ts';
 import { PROBE_ID } from './network-policy.ts';
+import { USER_NAMESPACES_CHECK } from './checks/user-namespaces.ts';
+import { USER_NAMESPACES_REASON } from '../user-namespaces.ts';
 import { NAMES } from '../fixed-names.ts';
 import { isNotFound } from '../kube-errors.ts';
 import { withCommonLabels } from '../common-labels.ts';
@@ -53,9 +55,13 @@ export function preflightReportMessage(report: PreflightReportData, blocked?: st
 /**
  * Why this cluster cannot run evaluations, or undefined when it can: the controller starts no
  * evaluation pod until NetworkPolicy enforcement has been seen (controller/network-fence.ts),
- * unless evaluations.runWithoutNetworkPolicyEnforcement is set.
+ * unless evaluations.runWithoutNetworkPolicyEnforcement is set, nor one that must run in a user
+ * namespace (evaluations.hostUsers=false) while a node it may use lacks them.
  */
 export function evaluationsBlocked(report: PreflightReportData, runWithoutEnforcement: boolean): string | undefined {
+  // evaluations.hostUsers=false on nodes without user namespaces (the check fails only then)
+  const users = report.checks.find((c) => c.id === USER_NAMESPACES_CHECK);
+  if (users?.verdict === 'fail') return `evaluations wait as ${USER_NAMESPACES_REASON} until the nodes they may use support user namespaces: ${users.found}; ${users.fix}`;
   if (runWithoutEnforcement) return undefined;
   const np = report.checks.find((c) => c.id === PROBE_ID);
   if (np?.verdict === 'pass') return undefined;

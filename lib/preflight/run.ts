@@ -15,6 +15,7 @@ import { checkOutbound } from './checks/outbound.ts';
 import { checkSingleInstallation } from './checks/single-installation.ts';
 import { checkStorageClass } from './checks/storage-class.ts';
 import { checkReferencedObjects } from './checks/referenced-objects.ts';
+import { checkUserNamespaces } from './checks/user-namespaces.ts';
 import { isForbidden } from '../kube-errors.ts';
 import type { Check, CheckResult, PreflightContext, Verdict } from './types.ts';
 import { errorMessage } from '../error-fields.ts';
@@ -34,6 +35,7 @@ const CHECKS: Entry[] = [
   { id: 'gpu-resources', check: checkGpuResources, cli: true, agent: true },
   { id: 'dns-peers', check: checkDnsPeers, cli: true, agent: true },
   { id: 'network-policy', check: checkNetworkPolicy, cli: true, agent: true },
+  { id: 'user-namespaces', check: checkUserNamespaces, cli: true, agent: true },
   { id: 'outbound-443', check: checkOutbound, cli: false, agent: true },
   { id: PRIVATE_VIA_PROXY, check: checkPrivateViaProxy, cli: false, agent: true },
   { id: 'clock-skew', check: checkClockSkew, cli: true, agent: true },

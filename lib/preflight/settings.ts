@@ -7,6 +7,7 @@ import { outboundProxy } from '../outbound-proxy.ts';
 import { DEFAULT_DNS_PEERS, type RuntimeConfig } from '../runtime-config.ts';
 import type { Values } from '../values-schema.ts';
 import { requiredNodeTerms, type NodeSelectorTerm } from './label-selector.ts';
+import { clusterPlacementSchema } from '../evaluation-placement.ts';
 import type { CaBundleSource, PreflightSettings } from './types.ts';
 
 export function settingsFromRuntimeConfig(cfg: RuntimeConfig): PreflightSettings {
@@ -29,6 +30,8 @@ export function settingsFromRuntimeConfig(cfg: RuntimeConfig): PreflightSettings
     proxy: outboundProxy(cfg.controlPlane.proxy),
     corporateProxy: outboundProxy(cfg.controlPlane.proxy),
     evaluationPullSecrets: (cfg.evaluations?.imagePullSecrets ?? []).map((p) => p.name),
+    hostUsers: cfg.evaluations?.hostUsers ?? 'auto',
+    ...(cfg.evaluations?.placement ? { placement: cfg.evaluations.placement } : {}),
   };
 }
 
@@ -50,6 +53,16 @@ export function settingsFromValues(values: Values, namespace = 'rlmesh-system'):
     nodeSelector: values.agent.reportNodeSelector,
     networkPolicyProbe: values.preflight.networkPolicyProbe.enabled,
     evaluationPullSecrets: values.evaluations.imagePullSecrets.map((p) => p.name),
+    hostUsers: values.evaluations.hostUsers,
+    placement: clusterPlacementSchema.parse({
+      nodeSelector: values.evaluations.nodeSelector,
+      tolerations: values.evaluations.tolerations,
+      affinity: values.evaluations.affinity,
+      priorityClassName: values.evaluations.priorityClassName,
+      runtimeClassName: values.evaluations.runtimeClassName,
+      podLabels: values.evaluations.podLabels,
+      podAnnotations: values.evaluations.podAnnotations,
+    }),
     ...caBundleSource(values.controlPlane.caBundleFrom),
     // without its credentials: they are in a Secret, which the CLI does not read
     ...(values.controlPlane.proxy.url ? { corporateProxy: outboundProxy({ url: values.controlPlane.proxy.url, noProxy: values.controlPlane.proxy.noProxy }) } : {}),

@@ -4,6 +4,8 @@
 import type { OutboundProxy } from '../outbound-proxy.ts';
 import type * as k8s from '@kubernetes/client-node';
 import type { NetworkPolicyPeer, NodeSelectorTerm } from './label-selector.ts';
+import type { ClusterPlacement } from '../evaluation-placement.ts';
+import type { HostUsersSetting } from '../user-namespaces.ts';
 
 export type Verdict = 'pass' | 'warn' | 'fail';
 
@@ -44,6 +46,10 @@ export type PreflightSettings = {
   evaluationPullSecrets?: string[];
   /** controlPlane.caBundleFrom: the operator's ConfigMap or Secret holding the CA bundle (CLI only: the runtime config has only its path) */
   caBundleFrom?: CaBundleSource;
+  /** evaluations.hostUsers; absent: auto */
+  hostUsers?: HostUsersSetting;
+  /** the operator's policy for evaluation pods (evaluations.nodeSelector, tolerations, affinity, runtimeClassName, …); absent: none */
+  placement?: ClusterPlacement;
   /** the corporate proxy the agent's outbound connections go through (controlPlane.proxy) */
   proxy?: OutboundProxy | undefined;
   /** the corporate proxy, asked whether it opens a private destination: the agent's (with its credentials), or the values' (the CLI reads no Secret) */

@@ -13,8 +13,9 @@ import { errorMessage } from '../../lib/error-fields.ts';
 import { aptRecords, checkDeb, checkIndex, lockedPackages, type LockEntry } from './debian-lock.ts';
 import { dep5Licenses } from './debian-copyright.ts';
 import { PACKAGES } from './debian-packages.ts';
+import { POD_USERS } from '../../lib/fixed-names.ts';
 
-export const NONROOT = { uid: 65532, gid: 65532, name: 'nonroot', home: 'home/nonroot' } as const;
+export const NONROOT = { uid: POD_USERS.runtime.uid, gid: POD_USERS.runtime.gid, name: 'nonroot', home: 'home/nonroot' } as const;
 
 /** `licenses`: what the package's copyright file names, when it is machine-readable (debian-copyright.ts); else left out. */
 export type DebianPackage = { name: string; version: string; arch: string; licenses?: string[] };

@@ -113,12 +113,22 @@ describe('objects', () => {
   it('rlmesh-runs gets default requests and limits (LimitRange) and a ResourceQuota from evaluations.*', () => {
     const lr = get(objs, 'LimitRange', RUNS, 'rlmesh-runs-defaults') as K8sObject & { spec: { limits: object[] } };
     expect(lr.spec.limits).toEqual([
-      { type: 'Container', defaultRequest: { cpu: '500m', memory: '1Gi', 'ephemeral-storage': '1Gi' }, default: { cpu: '4', memory: '8Gi', 'ephemeral-storage': '20Gi' } },
+      {
+        type: 'Container',
+        defaultRequest: { cpu: '500m', memory: '1Gi', 'ephemeral-storage': '1Gi' },
+        default: { cpu: '4', memory: '8Gi', 'ephemeral-storage': '20Gi' },
+        max: { cpu: '32', memory: '256Gi', 'ephemeral-storage': '200Gi' },
+      },
     ]);
-    expect((get(objs, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { pods: '1000' } });
-    const custom = render([...token, '--set-json', 'evaluations.resourceQuota.hard={"requests.nvidia.com/gpu":"16","limits.memory":"2Ti"}']);
-    // entries are added to the default pods entry (helm merges maps)
-    expect((get(custom, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { pods: '1000', 'requests.nvidia.com/gpu': '16', 'limits.memory': '2Ti' } });
+    const quota = { pods: '1000', 'requests.cpu': '256', 'requests.memory': '1Ti', 'limits.memory': '1Ti', 'requests.nvidia.com/gpu': '16', 'requests.amd.com/gpu': '16' };
+    expect((get(objs, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: quota });
+    const custom = render([...token, '--set-json', 'evaluations.resourceQuota.hard={"requests.nvidia.com/gpu":"64","limits.memory":"2Ti","requests.ephemeral-storage":"10Ti"}']);
+    // entries replace the defaults of their name, the others stay (helm merges maps)
+    expect((get(custom, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: { ...quota, 'requests.nvidia.com/gpu': '64', 'limits.memory': '2Ti', 'requests.ephemeral-storage': '10Ti' } });
+    // a default limit above the max is refused at its path
+    const above = template([...token, '--set-string', 'evaluations.limitRange.max.cpu=2'], { allowFail: true });
+    expect(above.status).not.toBe(0);
+    expect(above.stderr).toContain('evaluations.limitRange.default.cpu 4 is above evaluations.limitRange.max.cpu 2');
     // disabled, the kept quota holds nothing (Helm would not delete it once it stopped being rendered)
     const none = render([...token, '--set', 'evaluations.resourceQuota.enabled=false']);
     expect((get(none, 'ResourceQuota', RUNS, 'rlmesh-runs') as K8sObject & { spec: object }).spec).toEqual({ hard: {} });
@@ -452,8 +462,11 @@ describe('objects', () => {
     expect(policy.spec.matchConstraints.resourceRules).toEqual([{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['pods', 'pods/ephemeralcontainers'] }]);
     expect(policy.spec.matchConditions.map((c) => c.expression)).toEqual([`request.userInfo.username == 'system:serviceaccount:${SYS}:rlmesh-cluster-controller'`]);
     expect((get(objs, 'ValidatingAdmissionPolicyBinding', '', name).spec as object)).toEqual({ policyName: name, validationActions: ['Deny'] });
-    // one validation per rule, each saying what it refused (the sandbox rule only with evaluations.runtimeClassName)
-    expect(policy.spec.validations).toHaveLength(12);
+    // one validation per rule, each saying what it refused (the sandbox rule only with evaluations.runtimeClassName,
+    // the user namespace rule only with evaluations.hostUsers=false, the user rule not under podSecurity.arbitraryUid)
+    expect(policy.spec.validations).toHaveLength(17);
+    expect(policyOf(render([...token, '--set', 'evaluations.hostUsers=false'])).spec.validations).toHaveLength(18);
+    expect(policyOf(render([...token, '--set', 'podSecurity.arbitraryUid=true'])).spec.validations).toHaveLength(16);
     expect(policy.spec.validations.map((v) => v.expression).filter((e) => /runtimeClassName|priorityClassName/.test(e))).toHaveLength(2);
     for (const v of policy.spec.validations) expect(v.message ?? v.messageExpression, v.expression).toMatch(/the rlmesh controller/);
     expect(policy.spec.validations[0]!.expression).toContain("object.spec.serviceAccountName == 'default'");

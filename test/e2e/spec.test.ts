@@ -20,6 +20,7 @@ import {
 import { startPublicServer, type PublicServer } from './public-server.ts';
 import { TOKEN_HASH_ANNOTATION, tokenHash } from '../../lib/credential-secret.ts';
 import { tempDir } from '../support/temp.ts';
+import { POD_USERS } from '../../lib/fixed-names.ts';
 
 const NODE = join(process.cwd(), 'node_modules/.bin/node');
 let chart: Chart;
@@ -234,7 +235,7 @@ describe('Verify', () => {
     expect(e.phase).toBe('Succeeded');
     expect(e.updates.map((u) => u.phase)).toEqual(expect.arrayContaining(['Running', 'Succeeded']));
     const start = evaluationOutput(ok).find((l) => l.step === 'start');
-    expect(start).toMatchObject({ exitCode: 0, uid: 65532 });
+    expect(start).toMatchObject({ exitCode: 0, uid: POD_USERS.evaluation.uid });
     const f = await waitFinished(cp, failing);
     expect(f.phase).toBe('Failed');
     expect(f.updates.map((u) => u.message ?? '').join(' ')).toMatch(/exit(ed)? (code )?3|code 3/);

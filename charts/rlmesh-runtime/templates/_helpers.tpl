@@ -96,9 +96,9 @@ Always
 {{- define "rlmesh.podSecurityContext" -}}
 runAsNonRoot: true
 {{- if not .Values.podSecurity.arbitraryUid }}
-runAsUser: 65532
-runAsGroup: 65532
-fsGroup: 65532
+runAsUser: {{ include "rlmesh.user.runtime.uid" . }}
+runAsGroup: {{ include "rlmesh.user.runtime.gid" . }}
+fsGroup: {{ include "rlmesh.user.runtime.gid" . }}
 {{- end }}
 seccompProfile:
   type: RuntimeDefault

@@ -31,3 +31,7 @@
 {{- define "rlmesh.mount.proxyCredentialsDir" -}}/etc/rlmesh/proxy-credentials{{- end }}
 {{- define "rlmesh.mount.agentSpoolDir" -}}/var/lib/rlmesh/spool{{- end }}
 {{- define "rlmesh.platformNodeRequirements" -}}[{"key":"kubernetes.io/os","operator":"In","values":["linux"]},{"key":"kubernetes.io/arch","operator":"In","values":["amd64"]}]{{- end }}
+{{- define "rlmesh.user.runtime.uid" -}}65532{{- end }}
+{{- define "rlmesh.user.runtime.gid" -}}65532{{- end }}
+{{- define "rlmesh.user.evaluation.uid" -}}64000{{- end }}
+{{- define "rlmesh.user.evaluation.gid" -}}64000{{- end }}

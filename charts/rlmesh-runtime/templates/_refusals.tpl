@@ -111,6 +111,10 @@
 {{- define "rlmesh.refusal.ephemeralBelowTmp" -}}
 {{- printf "%v.resources.limits.ephemeral-storage: %v.resources.limits.ephemeral-storage %v is below %v, the size of the pod's /tmp emptyDir, which counts against it: set at least %v" (index . "block") (index . "block") (index . "limit") (index . "tmp") (index . "tmp") -}}
 {{- end }}
+{{/* limitRangeAboveMax; include with (dict "field" … "resource" … "value" … "max" …) */}}
+{{- define "rlmesh.refusal.limitRangeAboveMax" -}}
+{{- printf "%v.%v: %v.%v %v is above evaluations.limitRange.max.%v %v: the API server would refuse every pod in rlmesh-runs that gets it; lower it, or raise the max" (index . "field") (index . "resource") (index . "field") (index . "resource") (index . "value") (index . "resource") (index . "max") -}}
+{{- end }}
 {{/* proxyUrlMissing; include with (dict "key" …) */}}
 {{- define "rlmesh.refusal.proxyUrlMissing" -}}
 {{- printf "controlPlane.proxy.%v: controlPlane.proxy.%v is set but controlPlane.proxy.url is empty, so no proxy is used: set url to your proxy (http://host:port), or remove %v" (index . "key") (index . "key") (index . "key") -}}

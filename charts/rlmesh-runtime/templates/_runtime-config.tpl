@@ -72,6 +72,7 @@
 {{- $_ := set $o13 "runWithoutNetworkPolicyEnforcement" $v.evaluations.runWithoutNetworkPolicyEnforcement }}
 {{- $_ := set $o13 "startDeadlineSeconds" $v.evaluations.startDeadlineSeconds }}
 {{- $_ := set $o13 "imagePullSecrets" $v.evaluations.imagePullSecrets }}
+{{- $_ := set $o13 "hostUsers" $v.evaluations.hostUsers }}
 {{- $o14 := dict }}
 {{- $_ := set $o14 "nodeSelector" $v.evaluations.nodeSelector }}
 {{- $_ := set $o14 "tolerations" $v.evaluations.tolerations }}

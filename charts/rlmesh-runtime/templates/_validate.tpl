@@ -180,6 +180,16 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- $errors = append $errors (include "rlmesh.refusal.ephemeralBelowTmp" (dict "block" $block "limit" $lim "tmp" $tmp)) }}
 {{- end }}
 {{- end }}
+{{- /* limitRangeErrors() in lib/values-schema.ts */}}
+{{- $max := $v.evaluations.limitRange.max }}
+{{- range $field, $resources := dict "evaluations.limitRange.default" $v.evaluations.limitRange.default "evaluations.limitRange.defaultRequest" $v.evaluations.limitRange.defaultRequest "artifactCache.filler.resources.limits" $v.artifactCache.filler.resources.limits }}
+{{- range $resource := list "cpu" "memory" "ephemeral-storage" }}
+{{- $value := index $resources $resource }}
+{{- if and $value (gt (include "rlmesh.quantityBytes" $value | float64) (include "rlmesh.quantityBytes" (index $max $resource) | float64)) }}
+{{- $errors = append $errors (include "rlmesh.refusal.limitRangeAboveMax" (dict "field" $field "resource" $resource "value" $value "max" (index $max $resource))) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- /* knobErrors() in lib/chart-knobs.ts (_validate-knobs.tpl) */}}
 {{- $errors = concat $errors (include "rlmesh.knobErrors" . | fromJsonArray) }}
 {{- if $errors }}
