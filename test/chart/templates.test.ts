@@ -638,12 +638,14 @@ describe('behind a corporate proxy (controlPlane.proxy)', () => {
       noProxy: ['.corp.example', '10.20.0.0/16'],
       credentialsDir: '/etc/rlmesh/proxy-credentials',
       credentialsSecret: 'corp-proxy-credentials',
+      passUnresolvedNames: false,
     });
     // without existingSecret: no credentials; without a url: no proxy at all
     const anonymous = render([...token, '--set', 'controlPlane.proxy.url=http://10.20.30.40:3128']);
     expect(JSON.parse((get(anonymous, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!).controlPlane.proxy).toEqual({
       url: 'http://10.20.30.40:3128',
       noProxy: [],
+      passUnresolvedNames: false,
     });
     expect(JSON.parse((get(objs, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!).controlPlane.proxy).toBeUndefined();
   });
