@@ -110,7 +110,7 @@ export function evaluationFromAssignment(
 export type AssignmentsOptions = {
   kc: k8s.KubeConfig;
   namespace: string;
-  /** the registries evaluation images may come from */
+  /** where evaluation images may come from: registry hosts (the whole registry) and repository prefixes (lib/image-prefix.ts) */
   imageRegistries: readonly string[];
   /** the operator's policy for evaluation pods (runtime config evaluations.placement); absent: none */
   placement?: ClusterPlacement;

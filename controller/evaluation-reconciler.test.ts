@@ -26,15 +26,17 @@ type WorldOptions = {
   waitingRetryMs?: number;
   /** what the API server answers a pod create with instead of creating it */
   refuseCreate?: () => Error | undefined;
-  /** the operator's pull Secrets and what their check says */
-  pulls?: { names: string[]; check: () => Promise<PullSecretVerdict> };
+  /** the operator's pull Secrets with their repository prefixes, and what their check says of the names it is asked */
+  pulls?: { secrets: { name: string; registries: string[] }[]; check: (names: readonly string[]) => Promise<PullSecretVerdict> };
+  /** the evaluation's image (default img:1) */
+  image?: string;
   /** a ReadWriteOnce cache held by node real-0, which reads as this (undefined: gone or not readable) */
   rwoCacheNode?: { node: V1Node | undefined };
   /** runtime config pods.commonLabels */
   commonLabels?: Record<string, string>;
 };
 
-function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined, pulls, rwoCacheNode, commonLabels }: WorldOptions = {}) {
+function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined, pulls, rwoCacheNode, commonLabels, image = 'img:1' }: WorldOptions = {}) {
   const evaluations = cache<RLMeshEvaluation>();
   const pods = cache<V1Pod>();
   const caches = cache<RLMeshCache>();
@@ -88,7 +90,7 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
     log: pino({ level: 'silent' }),
     ...(rwoCacheNode ? { cacheNodes: { get: async (name: string) => (calls.push(`get node ${name}`), rwoCacheNode.node) } as unknown as CacheNodeReader } : {}),
     settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs, startDeadlineSeconds, networkFence: fence,
-      ...(pulls ? { extraPullSecrets: pulls.names, pullSecretCheck: pulls.check } : {}), ...(commonLabels ? { commonLabels } : {}) },
+      ...(pulls ? { extraPullSecrets: pulls.secrets, pullSecretCheck: pulls.check } : {}), ...(commonLabels ? { commonLabels } : {}) },
   });
   if (rwoCacheNode) {
     caches.items.set('c', { apiVersion: 'rlmesh.dev/v1alpha1', kind: 'RLMeshCache', metadata: { name: 'c' }, spec: { pvcName: 'rlmesh-artifact-cache', namespace: NS, accessModes: ['ReadWriteOnce'] }, status: { nodeName: 'real-0' } } as RLMeshCache);
@@ -97,7 +99,7 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
     apiVersion: 'rlmesh.dev/v1alpha1',
     kind: 'RLMeshEvaluation',
     metadata: { name: 'e1', namespace: NS, uid: 'uid-1', generation: 1, resourceVersion: '1', creationTimestamp: new Date().toISOString() },
-    spec: { evaluationId: 'ev_1', image: 'img:1', deadlineSeconds: 600, cancelled: false },
+    spec: { evaluationId: 'ev_1', image, deadlineSeconds: 600, cancelled: false },
   });
   /** The pod as the informer would show it next, with the API server's copy advanced alike. */
   const podIs = (status: V1Pod['status'], nodeName?: string): void => {
@@ -166,21 +168,38 @@ describe('EvaluationReconciler', () => {
 
   it("creates no pod while an operator's pull Secret is missing: Waiting naming it, then the pod with both Secrets, or the start deadline", async () => {
     let verdict: PullSecretVerdict = { ok: false, message: 'Secret rlmesh-runs/corp-pull, named in the chart value evaluations.imagePullSecrets, does not exist' };
-    const w = world({ pulls: { names: ['corp-pull'], check: async () => verdict }, startDeadlineSeconds: 60 });
+    const asked: string[][] = [];
+    const check = async (names: readonly string[]) => (asked.push([...names]), verdict);
+    const secrets = [{ name: 'corp-pull', registries: ['registry.corp.example/evals/'] }, { name: 'other-pull', registries: ['registry.corp.example/other/'] }];
+    const image = 'registry.corp.example/evals/gym:1';
+    const w = world({ pulls: { secrets, check }, image, startDeadlineSeconds: 60 });
     expect(await w.reconciler.reconcile(KEY)).toEqual({ requeueAfterMs: 1000 });
     expect(w.calls).toEqual(['status Waiting/PullSecretInvalid']);
     expect(w.status()).toMatchObject({ phase: 'Waiting', reason: 'PullSecretInvalid', message: expect.stringContaining('rlmesh-runs/corp-pull') });
     expect(w.events).toEqual(['PullSecretInvalid']);
+    // only the Secret mapped to the image is checked
+    expect(asked).toEqual([['corp-pull']]);
     w.createdAgo(61_000);
     await w.reconciler.reconcile(KEY);
     expect(w.status()).toMatchObject({ phase: 'Failed', reason: 'StartDeadlineExceeded', message: expect.stringContaining('corp-pull') });
     expect(w.calls).not.toContain('create pod');
 
-    const fixed = world({ pulls: { names: ['corp-pull'], check: async () => verdict } });
+    const fixed = world({ pulls: { secrets, check }, image });
     verdict = { ok: true };
     await fixed.reconciler.reconcile(KEY);
     expect(fixed.calls).toEqual(['create pod']);
     expect(fixed.server.get('rle-e1')?.spec?.imagePullSecrets).toEqual([{ name: 'pull' }, { name: 'corp-pull' }]);
+  });
+
+  it("gives a pod none of the operator's pull Secrets its image does not lie under, and does not wait on them", async () => {
+    const secrets = [{ name: 'corp-pull', registries: ['registry.corp.example/evals/'] }];
+    const check = async (): Promise<PullSecretVerdict> => ({ ok: false, message: 'Secret rlmesh-runs/corp-pull does not exist' });
+    for (const image of ['registry.rlmesh.dev/envs/gym:1', 'registry.corp.example/evals-evil/gym:1', 'registry.corp.example:5000/evals/gym:1', 'registry.corp.example/evals:1']) {
+      const w = world({ pulls: { secrets, check }, image });
+      await w.reconciler.reconcile(KEY);
+      expect(w.calls, image).toEqual(['create pod']);
+      expect(w.server.get('rle-e1')?.spec?.imagePullSecrets, image).toEqual([{ name: 'pull' }]);
+    }
   });
 
   it('creates the pod and nothing else, then writes once per phase as the pod informer reports it', async () => {

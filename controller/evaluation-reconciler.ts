@@ -38,7 +38,7 @@ import type { Metrics } from './metrics.ts';
 import { buildEvaluationPod, cacheNodeOf, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
 import { NOT_ENFORCED_REASON, type FenceDecision } from './network-fence.ts';
 import { podDisruption } from './pod-disruption.ts';
-import { PULL_SECRET_REASON, type PullSecretVerdict } from './pull-secrets.ts';
+import { PULL_SECRET_REASON, pullSecretsFor, type MappedPullSecret, type PullSecretVerdict } from './pull-secrets.ts';
 import type { WorkResult } from './work-queue.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
 import { NO_PLACEMENT, placementConflict, type ClusterPlacement } from '../lib/evaluation-placement.ts';
@@ -48,10 +48,10 @@ import type { CacheNodeReader } from './cache-node-reader.ts';
 export type ReconcilerSettings = {
   namespace: string;
   pullSecret: string;
-  /** the operator's pull Secrets (evaluations.imagePullSecrets), after the platform's */
-  extraPullSecrets?: readonly string[];
-  /** whether those Secrets exist and are dockerconfigjson (controller/pull-secrets.ts); absent: not checked */
-  pullSecretCheck?: () => Promise<PullSecretVerdict>;
+  /** the operator's pull Secrets (evaluations.imagePullSecrets) with their repository prefixes: a pod gets those its image lies under, after the platform's */
+  extraPullSecrets?: readonly MappedPullSecret[];
+  /** whether the named Secrets exist and are dockerconfigjson (controller/pull-secrets.ts); absent: not checked */
+  pullSecretCheck?: (names: readonly string[]) => Promise<PullSecretVerdict>;
   proxyUrl: string;
   /** whether a new pod may start (the probe has seen NetworkPolicy enforced), and its network-ready init container */
   networkFence: () => FenceDecision;
@@ -275,7 +275,8 @@ export class EvaluationReconciler {
       await this.#write(ev, { phase: 'Waiting', reason: NOT_ENFORCED_REASON, message: fence.message, conditions: [{ type: 'Scheduled', status: 'False', reason: NOT_ENFORCED_REASON, message: fence.message }] }, { refusal: true });
       return retry(s.waitingRetryMs);
     }
-    const pulls = s.pullSecretCheck ? await s.pullSecretCheck() : { ok: true as const };
+    const extraPullSecrets = pullSecretsFor(ev.spec.image, s.extraPullSecrets ?? []);
+    const pulls = s.pullSecretCheck && extraPullSecrets.length > 0 ? await s.pullSecretCheck(extraPullSecrets) : { ok: true as const };
     if (!pulls.ok) {
       await this.#write(ev, { phase: 'Waiting', reason: PULL_SECRET_REASON, message: pulls.message, conditions: [{ type: 'Scheduled', status: 'False', reason: PULL_SECRET_REASON, message: pulls.message }] }, { refusal: true });
       return retry(s.waitingRetryMs);
@@ -285,7 +286,7 @@ export class EvaluationReconciler {
       namespace: s.namespace,
       ...(fence.gate ? { networkGate: fence.gate } : {}),
       pullSecret: s.pullSecret,
-      ...(s.extraPullSecrets?.length ? { extraPullSecrets: s.extraPullSecrets } : {}),
+      ...(extraPullSecrets.length ? { extraPullSecrets } : {}),
       ...(s.runtimePullSecrets?.length ? { runtimePullSecrets: s.runtimePullSecrets } : {}),
       proxyUrl: s.proxyUrl,
       ...(s.noProxy ? { noProxy: s.noProxy } : {}),

@@ -1,12 +1,26 @@
 // The operator's pull Secrets for private registries (chart value
-// evaluations.imagePullSecrets). The kubelet pulls without a Secret that is
-// missing or not a dockerconfigjson, and the pull then fails as anonymous with
-// no word of the Secret; so before it creates a pod, the controller checks them
-// itself (it may get exactly these Secrets by name), and the evaluation waits
-// with a reason that names the Secret and the fix. Only the type is looked at;
-// nothing of the Secret's data is kept or logged.
+// evaluations.imagePullSecrets), each for the repository prefixes it names: a
+// pod gets only those its image lies under, so the platform, which chooses the
+// images, cannot have the kubelet present a credential for anything else. The
+// kubelet pulls without a Secret that is missing or not a dockerconfigjson, and
+// the pull then fails as anonymous with no word of the Secret; so before it
+// creates a pod, the controller checks the ones that pod gets (it may get
+// exactly these Secrets by name), and the evaluation waits with a reason that
+// names the Secret and the fix. Only the type is looked at; nothing of the
+// Secret's data is kept or logged.
 import type { CoreV1Api } from '@kubernetes/client-node';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
+import { matchingPrefix, qualifiedRepository } from '../lib/image-prefix.ts';
+
+/** A pull Secret of evaluations.imagePullSecrets and the repository prefixes it is for. */
+export type MappedPullSecret = { name: string; registries: readonly string[] };
+
+/** The names of the Secrets `image` (a fully qualified reference, as the agent writes spec.image) lies under, in their order. */
+export function pullSecretsFor(image: string, secrets: readonly MappedPullSecret[]): string[] {
+  const repo = qualifiedRepository(image);
+  if (!repo) return [];
+  return secrets.filter((s) => matchingPrefix(repo.domain, repo.path, s.registries) !== undefined).map((s) => s.name);
+}
 
 export const PULL_SECRET_REASON = 'PullSecretInvalid';
 export const DOCKER_CONFIG_JSON = 'kubernetes.io/dockerconfigjson';
@@ -37,30 +51,30 @@ export async function pullSecretProblem(core: CoreV1Api, namespace: string, name
   }
 }
 
-/** Checks the operator's pull Secrets, remembering the answer for PULL_SECRET_RECHECK_MS. */
+/** Checks the operator's pull Secrets a pod gets, remembering each answer for PULL_SECRET_RECHECK_MS. */
 export class PullSecretCheck {
   readonly #core: CoreV1Api;
   readonly #namespace: string;
-  readonly #names: readonly string[];
   readonly #now: () => number;
-  #last: { at: number; verdict: Promise<PullSecretVerdict> } | undefined;
+  readonly #last = new Map<string, { at: number; problem: Promise<string | undefined> }>();
 
-  constructor(o: { core: CoreV1Api; namespace: string; names: readonly string[]; now?: () => number }) {
+  constructor(o: { core: CoreV1Api; namespace: string; now?: () => number }) {
     this.#core = o.core;
     this.#namespace = o.namespace;
-    this.#names = o.names;
     this.#now = o.now ?? Date.now;
   }
 
-  check(): Promise<PullSecretVerdict> {
-    if (this.#names.length === 0) return Promise.resolve({ ok: true });
-    const now = this.#now();
-    if (!this.#last || now - this.#last.at >= PULL_SECRET_RECHECK_MS) this.#last = { at: now, verdict: this.#read() };
-    return this.#last.verdict;
+  async check(names: readonly string[]): Promise<PullSecretVerdict> {
+    const problems = (await Promise.all(names.map((n) => this.#problem(n)))).filter((p): p is string => p !== undefined);
+    return problems.length === 0 ? { ok: true } : { ok: false, message: problems.join('; ') };
   }
 
-  async #read(): Promise<PullSecretVerdict> {
-    const problems = (await Promise.all(this.#names.map((n) => pullSecretProblem(this.#core, this.#namespace, n)))).filter((p): p is string => p !== undefined);
-    return problems.length === 0 ? { ok: true } : { ok: false, message: problems.join('; ') };
+  #problem(name: string): Promise<string | undefined> {
+    const now = this.#now();
+    const last = this.#last.get(name);
+    if (last && now - last.at < PULL_SECRET_RECHECK_MS) return last.problem;
+    const problem = pullSecretProblem(this.#core, this.#namespace, name);
+    this.#last.set(name, { at: now, problem });
+    return problem;
   }
 }

@@ -69,11 +69,12 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
   if (config.evaluations?.runWithoutNetworkPolicyEnforcement && !fence.enforced) {
     log.warn('evaluations.runWithoutNetworkPolicyEnforcement=true: evaluation pods start although NetworkPolicy enforcement has not been seen');
   }
-  // the operator's pull Secrets for private registries: checked before each pod (cached briefly), and once now for the log
-  const extraPullSecrets = (config.evaluations?.imagePullSecrets ?? []).map((p) => p.name);
-  const pullSecrets = new PullSecretCheck({ core, namespace: runs, names: extraPullSecrets });
-  const pulls = await pullSecrets.check();
-  if (!pulls.ok) log.warn({ reason: PULL_SECRET_REASON }, `evaluation pods wait until their pull Secrets are fixed: ${pulls.message}`);
+  // the operator's pull Secrets for private registries, each for its repository prefixes: those a pod gets are checked
+  // before it is created (cached briefly), and all of them once now for the log
+  const extraPullSecrets = config.evaluations?.imagePullSecrets ?? [];
+  const pullSecrets = new PullSecretCheck({ core, namespace: runs });
+  const pulls = await pullSecrets.check(extraPullSecrets.map((p) => p.name));
+  if (!pulls.ok) log.warn({ reason: PULL_SECRET_REASON }, `evaluation pods whose images need them wait until their pull Secrets are fixed: ${pulls.message}`);
   else if (extraPullSecrets.length > 0) log.info({ pullSecrets: extraPullSecrets }, 'the pull Secrets of evaluations.imagePullSecrets are in place');
   const reconciler = new EvaluationReconciler({
     core,
@@ -89,7 +90,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
     settings: {
       namespace: runs,
       pullSecret: config.credentials.pullSecret,
-      ...(extraPullSecrets.length > 0 ? { extraPullSecrets, pullSecretCheck: () => pullSecrets.check() } : {}),
+      ...(extraPullSecrets.length > 0 ? { extraPullSecrets, pullSecretCheck: (names: readonly string[]) => pullSecrets.check(names) } : {}),
       proxyUrl,
       networkFence: () => fence.decide(),
       cacheName: config.artifactCache.cacheName,

@@ -634,3 +634,9 @@ Every description says what happened, why it matters and what to do.
           does), or run fewer evaluations with large artifacts at once. The filler's log:
           `kubectl -n {{ $runs }} logs deploy/rlmesh-artifact-cache-filler`.
 {{- end }}
+{{- /* A repository prefix as compared (normalPrefix() in lib/image-prefix.ts): the host in lower case, index.docker.io as docker.io, a bare host as its whole registry. */}}
+{{- define "rlmesh.repositoryPrefix" -}}
+{{- $parts := splitList "/" (ternary . (printf "%s/" .) (contains "/" .)) -}}
+{{- $host := lower (first $parts) -}}
+{{- printf "%s/%s" (ternary "docker.io" $host (eq $host "index.docker.io")) (join "/" (rest $parts)) -}}
+{{- end }}
