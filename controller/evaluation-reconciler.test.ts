@@ -10,7 +10,6 @@ import type { CacheNodeReader } from './cache-node-reader.ts';
 import type { EventRecorder } from './events.ts';
 import { createMetrics } from './metrics.ts';
 import type { FenceDecision } from './network-fence.ts';
-import type { PullSecretVerdict } from './pull-secrets.ts';
 
 const NS = 'rlmesh-runs';
 const KEY = `${NS}/e1`;
@@ -26,8 +25,8 @@ type WorldOptions = {
   waitingRetryMs?: number;
   /** what the API server answers a pod create with instead of creating it */
   refuseCreate?: () => Error | undefined;
-  /** the operator's pull Secrets with their repository prefixes, and what their check says of the names it is asked */
-  pulls?: { secrets: { name: string; registries: string[] }[]; check: (names: readonly string[]) => Promise<PullSecretVerdict> };
+  /** the operator's pull Secrets with their repository prefixes */
+  pulls?: { secrets: { name: string; registries: string[] }[] };
   /** the evaluation's image (default img:1) */
   image?: string;
   /** a ReadWriteOnce cache held by node real-0, which reads as this (undefined: gone or not readable) */
@@ -90,7 +89,7 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
     log: pino({ level: 'silent' }),
     ...(rwoCacheNode ? { cacheNodes: { get: async (name: string) => (calls.push(`get node ${name}`), rwoCacheNode.node) } as unknown as CacheNodeReader } : {}),
     settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs, startDeadlineSeconds, networkFence: fence,
-      ...(pulls ? { extraPullSecrets: pulls.secrets, pullSecretCheck: pulls.check } : {}), ...(commonLabels ? { commonLabels } : {}) },
+      ...(pulls ? { extraPullSecrets: pulls.secrets } : {}), ...(commonLabels ? { commonLabels } : {}) },
   });
   if (rwoCacheNode) {
     caches.items.set('c', { apiVersion: 'rlmesh.dev/v1alpha1', kind: 'RLMeshCache', metadata: { name: 'c' }, spec: { pvcName: 'rlmesh-artifact-cache', namespace: NS, accessModes: ['ReadWriteOnce'] }, status: { nodeName: 'real-0' } } as RLMeshCache);
@@ -166,39 +165,17 @@ describe('EvaluationReconciler', () => {
     expect(w.server.get('rle-e1')?.spec?.initContainers?.map((c) => c.name)).toEqual(['network-ready']);
   });
 
-  it("creates no pod while an operator's pull Secret is missing: Waiting naming it, then the pod with both Secrets, or the start deadline", async () => {
-    let verdict: PullSecretVerdict = { ok: false, message: 'Secret rlmesh-runs/corp-pull, named in the chart value evaluations.imagePullSecrets, does not exist' };
-    const asked: string[][] = [];
-    const check = async (names: readonly string[]) => (asked.push([...names]), verdict);
+  it("gives a pod the operator's pull Secrets mapped to its image, after the platform's, and none other", async () => {
     const secrets = [{ name: 'corp-pull', registries: ['registry.corp.example/evals/'] }, { name: 'other-pull', registries: ['registry.corp.example/other/'] }];
-    const image = 'registry.corp.example/evals/gym:1';
-    const w = world({ pulls: { secrets, check }, image, startDeadlineSeconds: 60 });
-    expect(await w.reconciler.reconcile(KEY)).toEqual({ requeueAfterMs: 1000 });
-    expect(w.calls).toEqual(['status Waiting/PullSecretInvalid']);
-    expect(w.status()).toMatchObject({ phase: 'Waiting', reason: 'PullSecretInvalid', message: expect.stringContaining('rlmesh-runs/corp-pull') });
-    expect(w.events).toEqual(['PullSecretInvalid']);
-    // only the Secret mapped to the image is checked
-    expect(asked).toEqual([['corp-pull']]);
-    w.createdAgo(61_000);
+    const w = world({ pulls: { secrets }, image: 'registry.corp.example/evals/gym:1' });
     await w.reconciler.reconcile(KEY);
-    expect(w.status()).toMatchObject({ phase: 'Failed', reason: 'StartDeadlineExceeded', message: expect.stringContaining('corp-pull') });
-    expect(w.calls).not.toContain('create pod');
-
-    const fixed = world({ pulls: { secrets, check }, image });
-    verdict = { ok: true };
-    await fixed.reconciler.reconcile(KEY);
-    expect(fixed.calls).toEqual(['create pod']);
-    expect(fixed.server.get('rle-e1')?.spec?.imagePullSecrets).toEqual([{ name: 'pull' }, { name: 'corp-pull' }]);
-  });
-
-  it("gives a pod none of the operator's pull Secrets its image does not lie under, and does not wait on them", async () => {
-    const secrets = [{ name: 'corp-pull', registries: ['registry.corp.example/evals/'] }];
-    const check = async (): Promise<PullSecretVerdict> => ({ ok: false, message: 'Secret rlmesh-runs/corp-pull does not exist' });
+    expect(w.calls).toEqual(['create pod']);
+    expect(w.server.get('rle-e1')?.spec?.imagePullSecrets).toEqual([{ name: 'pull' }, { name: 'corp-pull' }]);
     for (const image of ['registry.rlmesh.dev/envs/gym:1', 'registry.corp.example/evals-evil/gym:1', 'registry.corp.example:5000/evals/gym:1', 'registry.corp.example/evals:1']) {
-      const w = world({ pulls: { secrets, check }, image });
-      await w.reconciler.reconcile(KEY);
-      expect(w.calls, image).toEqual(['create pod']);
-      expect(w.server.get('rle-e1')?.spec?.imagePullSecrets, image).toEqual([{ name: 'pull' }]);
+      const other = world({ pulls: { secrets }, image });
+      await other.reconciler.reconcile(KEY);
+      expect(other.calls, image).toEqual(['create pod']);
+      expect(other.server.get('rle-e1')?.spec?.imagePullSecrets, image).toEqual([{ name: 'pull' }]);
     }
   });
 

@@ -38,7 +38,7 @@ import type { Metrics } from './metrics.ts';
 import { buildEvaluationPod, cacheNodeOf, needsCacheNode, podNameFor, type PodSettings } from './pod-spec.ts';
 import { NOT_ENFORCED_REASON, type FenceDecision } from './network-fence.ts';
 import { podDisruption } from './pod-disruption.ts';
-import { PULL_SECRET_REASON, pullSecretsFor, type MappedPullSecret, type PullSecretVerdict } from './pull-secrets.ts';
+import { pullSecretsFor, type MappedPullSecret } from './pull-secrets.ts';
 import type { WorkResult } from './work-queue.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
 import { NO_PLACEMENT, placementConflict, type ClusterPlacement } from '../lib/evaluation-placement.ts';
@@ -50,8 +50,6 @@ export type ReconcilerSettings = {
   pullSecret: string;
   /** the operator's pull Secrets (evaluations.imagePullSecrets) with their repository prefixes: a pod gets those its image lies under, after the platform's */
   extraPullSecrets?: readonly MappedPullSecret[];
-  /** whether the named Secrets exist and are dockerconfigjson (controller/pull-secrets.ts); absent: not checked */
-  pullSecretCheck?: (names: readonly string[]) => Promise<PullSecretVerdict>;
   proxyUrl: string;
   /** whether a new pod may start (the probe has seen NetworkPolicy enforced), and its network-ready init container */
   networkFence: () => FenceDecision;
@@ -276,11 +274,6 @@ export class EvaluationReconciler {
       return retry(s.waitingRetryMs);
     }
     const extraPullSecrets = pullSecretsFor(ev.spec.image, s.extraPullSecrets ?? []);
-    const pulls = s.pullSecretCheck && extraPullSecrets.length > 0 ? await s.pullSecretCheck(extraPullSecrets) : { ok: true as const };
-    if (!pulls.ok) {
-      await this.#write(ev, { phase: 'Waiting', reason: PULL_SECRET_REASON, message: pulls.message, conditions: [{ type: 'Scheduled', status: 'False', reason: PULL_SECRET_REASON, message: pulls.message }] }, { refusal: true });
-      return retry(s.waitingRetryMs);
-    }
     const cache = this.#d.caches.get(s.cacheName);
     const podSettings: PodSettings = {
       namespace: s.namespace,

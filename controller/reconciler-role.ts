@@ -14,7 +14,6 @@ import { NetworkFence, UNENFORCED_REPROBE_MS } from './network-fence.ts';
 import { resolveProxyUrl } from './proxy-address.ts';
 import { DEFAULT_START_DEADLINE_SECONDS } from '../lib/runtime-config.ts';
 import { meteredQueue, type RoleContext } from './role-context.ts';
-import { PULL_SECRET_REASON, PullSecretCheck } from './pull-secrets.ts';
 import { lostNode } from './pod-disruption.ts';
 
 export async function startReconcilerRole(c: RoleContext): Promise<void> {
@@ -69,13 +68,9 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
   if (config.evaluations?.runWithoutNetworkPolicyEnforcement && !fence.enforced) {
     log.warn('evaluations.runWithoutNetworkPolicyEnforcement=true: evaluation pods start although NetworkPolicy enforcement has not been seen');
   }
-  // the operator's pull Secrets for private registries, each for its repository prefixes: those a pod gets are checked
-  // before it is created (cached briefly), and all of them once now for the log
+  // the operator's pull Secrets for private registries, each for its repository prefixes (named on pods, never read)
   const extraPullSecrets = config.evaluations?.imagePullSecrets ?? [];
-  const pullSecrets = new PullSecretCheck({ core, namespace: runs });
-  const pulls = await pullSecrets.check(extraPullSecrets.map((p) => p.name));
-  if (!pulls.ok) log.warn({ reason: PULL_SECRET_REASON }, `evaluation pods whose images need them wait until their pull Secrets are fixed: ${pulls.message}`);
-  else if (extraPullSecrets.length > 0) log.info({ pullSecrets: extraPullSecrets }, 'the pull Secrets of evaluations.imagePullSecrets are in place');
+  if (extraPullSecrets.length > 0) log.info({ pullSecrets: extraPullSecrets }, 'evaluation pods get the pull Secrets of evaluations.imagePullSecrets mapped to their images');
   const reconciler = new EvaluationReconciler({
     core,
     custom,
@@ -90,7 +85,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
     settings: {
       namespace: runs,
       pullSecret: config.credentials.pullSecret,
-      ...(extraPullSecrets.length > 0 ? { extraPullSecrets, pullSecretCheck: (names: readonly string[]) => pullSecrets.check(names) } : {}),
+      ...(extraPullSecrets.length > 0 ? { extraPullSecrets } : {}),
       proxyUrl,
       networkFence: () => fence.decide(),
       cacheName: config.artifactCache.cacheName,
