@@ -47,13 +47,14 @@ describe('the artifact-sources Secrets', () => {
     expect(sourcesSecretFor('ev-1-sources')).toBe(sourcesSecretFor('ev-1-sources'));
   });
 
-  it('writes an entry, creating its Secret (Opaque, labelled) the first time and patching it after', async () => {
+  it('writes an entry, creating its Secret (Opaque, labelled, owned by the agent\'s ClusterRole, which helm uninstall removes) the first time and patching it after', async () => {
     const s = server();
-    const sources = new ArtifactSources({ core: s.core, namespace: 'rlmesh-runs', commonLabels: { team: 'ml' }, log: pino({ level: 'silent' }), now: () => Date.parse('2026-01-01T00:00:00Z') });
+    const owner = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name: 'rlmesh-cluster-agent', uid: 'u-1' };
+    const sources = new ArtifactSources({ core: s.core, namespace: 'rlmesh-runs', commonLabels: { team: 'ml' }, log: pino({ level: 'silent' }), now: () => Date.parse('2026-01-01T00:00:00Z'), owner: async () => owner });
     await sources.put('ev-1-sources', { accessKeyId: 'AK', secretAccessKey: 'sk' });
     const name = sourcesSecretFor('ev-1-sources');
     expect(s.calls).toEqual([`patch ${name}`, `create ${name}`]);
-    expect(s.secrets.get(name)).toMatchObject({ type: 'Opaque', metadata: { labels: { team: 'ml', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' } } });
+    expect(s.secrets.get(name)).toMatchObject({ type: 'Opaque', metadata: { labels: { team: 'ml', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' }, ownerReferences: [owner] } });
     expect(s.entry('ev-1-sources')).toEqual({ writtenAt: '2026-01-01T00:00:00.000Z', data: { accessKeyId: 'AK', secretAccessKey: 'sk' } });
     await sources.put('ev-1-sources', { 'url.a': 'https://x/y' });
     expect(s.entry('ev-1-sources')?.data).toEqual({ 'url.a': 'https://x/y' });

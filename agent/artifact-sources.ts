@@ -5,7 +5,8 @@
 // so its ServiceAccount holds no Secret rights at all, and no pod in the runs
 // namespace can read a Secret that is not its own. The agent writes an entry
 // before it creates the evaluation and removes it once the evaluation has
-// finished or is gone; what a missed event leaves is swept.
+// finished or is gone; what a missed event leaves is swept. The Secrets are
+// owned by the agent's ClusterRole, so helm uninstall removes them with it.
 import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -34,10 +35,12 @@ export class ArtifactSources {
   readonly #commonLabels: Readonly<Record<string, string>> | undefined;
   readonly #log: Logger;
   readonly #now: () => number;
+  readonly #owner: (() => Promise<k8s.V1OwnerReference>) | undefined;
   /** entries this agent knows to be written (by it, or seen by a sweep): only those are removed on an event */
   readonly #known = new Set<string>();
 
-  constructor(o: { core: k8s.CoreV1Api; namespace: string; commonLabels?: Readonly<Record<string, string>>; log: Logger; now?: () => number }) {
+  constructor(o: { core: k8s.CoreV1Api; namespace: string; commonLabels?: Readonly<Record<string, string>>; log: Logger; now?: () => number; owner?: () => Promise<k8s.V1OwnerReference> }) {
+    this.#owner = o.owner;
     this.#core = o.core;
     this.#namespace = o.namespace;
     this.#commonLabels = o.commonLabels;
@@ -59,7 +62,11 @@ export class ArtifactSources {
       try {
         await this.#core.createNamespacedSecret({
           namespace: this.#namespace,
-          body: { metadata: { name, namespace: this.#namespace, labels: withCommonLabels(LABELS, this.#commonLabels) }, type: 'Opaque', data: { [entry]: value } },
+          body: {
+            metadata: { name, namespace: this.#namespace, labels: withCommonLabels(LABELS, this.#commonLabels), ...(this.#owner ? { ownerReferences: [await this.#owner()] } : {}) },
+            type: 'Opaque',
+            data: { [entry]: value },
+          },
         });
         break;
       } catch (err) {

@@ -147,7 +147,18 @@ readiness.attach({ session, credentials: credWatch });
 credWatch.start();
 
 // the artifacts' credentials, for the cache filler's mounted volume: written before each evaluation, removed after it
-const artifactSources = new ArtifactSources({ core: kc.makeApiClient(k8s.CoreV1Api), namespace: cfg.runtime.runsNamespace, commonLabels: cfg.runtime.pods?.commonLabels, log });
+const artifactSources = new ArtifactSources({
+  core: kc.makeApiClient(k8s.CoreV1Api),
+  namespace: cfg.runtime.runsNamespace,
+  commonLabels: cfg.runtime.pods?.commonLabels,
+  log,
+  // owned by the agent's ClusterRole, as its other Secrets: helm uninstall removes them
+  owner: async () => {
+    const name = cfg.runtime.credentials.ownerClusterRole;
+    const role = await kc.makeApiClient(k8s.RbacAuthorizationV1Api).readClusterRole({ name });
+    return { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name, uid: role.metadata!.uid! };
+  },
+});
 
 const evaluations = new EvaluationStatus({
   kc,
