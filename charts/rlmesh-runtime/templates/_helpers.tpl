@@ -578,7 +578,7 @@ Every description says what happened, why it matters and what to do.
         description: >-
           More than half of the evaluations that finished in the last hour failed (at least
           three). Each failure has a reason: `kubectl -n {{ $runs }} get rle` lists them
-          (StartDeadlineExceeded, NetworkNotReady, ImageNotAllowed, PullSecretInvalid, an exit
+          (StartDeadlineExceeded, NetworkNotReady, ImageNotAllowed, an exit
           code …) and `kubectl -n {{ $runs }} describe rle <name>` says what to do; the query
           `sum by (reason) (increase(rlmesh_controller_phase_transitions_total{phase="Failed"}[1h]))`
           shows which dominates. One reason for all of them points at the cluster (quota,
