@@ -74,7 +74,7 @@ export const VALUES_REFUSALS = {
   extraRegistryBareHost: {
     path: 'evaluations.extraRegistries.{index}',
     message:
-      '{host} is a registry host, and evaluations.extraRegistries now takes repository prefixes: write {host}/evals/ to allow the repositories under evals/, or {host}/ to allow every repository of that registry (the platform may then run any image in it, with the pull Secrets mapped to it)',
+      '{host} is a registry host, and evaluations.extraRegistries takes repository prefixes (it took hosts before): write {host}/evals/ to allow the repositories under evals/, or {host}/ to allow every repository of that registry (the platform may then run any image in it, with the pull Secrets mapped to it)',
   },
   dashboardNoLabel: {
     path: 'metrics.grafanaDashboard.labels',

@@ -115,7 +115,7 @@ describe('values schema', () => {
     const errs = (r: string[]) => crossFieldErrors(valuesObjectSchema.parse({ joinToken: TOKEN, evaluations: { extraRegistries: r } }));
     expect(errs(['registry.corp.example/evals/', 'registry.corp.example:5000/', 'docker.io/library/'])).toEqual([]);
     expect(errs(['registry.corp.example/evals/', 'registry.corp.example:5000'])).toEqual([
-      { path: 'evaluations.extraRegistries.1', message: expect.stringMatching(/^registry\.corp\.example:5000 is a registry host, and evaluations\.extraRegistries now takes repository prefixes: write registry\.corp\.example:5000\/evals\/ .* or registry\.corp\.example:5000\/ /) },
+      { path: 'evaluations.extraRegistries.1', message: expect.stringMatching(/^registry\.corp\.example:5000 is a registry host, and evaluations\.extraRegistries takes repository prefixes \(it took hosts before\): write registry\.corp\.example:5000\/evals\/ .* or registry\.corp\.example:5000\/ /) },
     ]);
     for (const bad of ['registry.corp.example/evals', 'registry.corp.example/evals/gym:1', 'https://registry.corp.example/', 'registry.corp.example//', 'Registry.corp.example/', 'registry.corp.example/Evals/']) {
       expect(valuesSchema.safeParse({ joinToken: TOKEN, evaluations: { extraRegistries: [bad] } }).error?.issues[0]?.path, bad).toEqual(['evaluations', 'extraRegistries', 0]);

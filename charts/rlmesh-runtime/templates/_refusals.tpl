@@ -85,7 +85,7 @@
 {{- end }}
 {{/* extraRegistryBareHost; include with (dict "index" … "host" …) */}}
 {{- define "rlmesh.refusal.extraRegistryBareHost" -}}
-{{- printf "evaluations.extraRegistries.%v: %v is a registry host, and evaluations.extraRegistries now takes repository prefixes: write %v/evals/ to allow the repositories under evals/, or %v/ to allow every repository of that registry (the platform may then run any image in it, with the pull Secrets mapped to it)" (index . "index") (index . "host") (index . "host") (index . "host") -}}
+{{- printf "evaluations.extraRegistries.%v: %v is a registry host, and evaluations.extraRegistries takes repository prefixes (it took hosts before): write %v/evals/ to allow the repositories under evals/, or %v/ to allow every repository of that registry (the platform may then run any image in it, with the pull Secrets mapped to it)" (index . "index") (index . "host") (index . "host") (index . "host") -}}
 {{- end }}
 {{/* dashboardNoLabel */}}
 {{- define "rlmesh.refusal.dashboardNoLabel" -}}
