@@ -115,7 +115,7 @@ describe('agent evaluations', () => {
       return e.phase === 'Failed' ? e : undefined;
     }, { timeoutMs: 20_000 });
     expect(JSON.stringify(refused)).toContain('ImageNotAllowed');
-    expect(JSON.stringify(refused)).toContain('image busybox comes from docker.io, and this cluster runs evaluation images only from registry.rlmesh.dev');
+    expect(JSON.stringify(refused)).toContain('image busybox is the repository docker.io/library/busybox, and this cluster runs evaluation images only from under registry.rlmesh.dev/');
     expect(kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', foreign.body.id], { allowFail: true }).status).not.toBe(0);
     await agent.stop();
   });
