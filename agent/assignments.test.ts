@@ -5,6 +5,7 @@ import { AssignmentSchema } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { clusterPlacementSchema } from '../lib/evaluation-placement.ts';
+import { ArtifactSources } from './artifact-sources.ts';
 import { Assignments, evaluationFromAssignment, evaluationName, secretEnvProblem } from './assignments.ts';
 import { fingerprint, trimEvaluation } from './evaluation-updates.ts';
 
@@ -84,7 +85,7 @@ describe("the chart's commonLabels on what an assignment creates", () => {
   const common = { team: 'ml', 'app.kubernetes.io/managed-by': 'spoofed' };
   const own = { team: 'ml', 'app.kubernetes.io/managed-by': 'rlmesh-cluster-agent' };
 
-  it('the RLMeshEvaluation and its sources Secret carry them beneath their own label', async () => {
+  it('the RLMeshEvaluation and the artifact-sources Secret it first writes carry them beneath their own labels', async () => {
     const created: { kind: string; labels: Record<string, string> | undefined }[] = [];
     const custom = {
       createNamespacedCustomObject: async ({ body }: { body: { metadata: { labels?: Record<string, string> } } }) => {
@@ -92,11 +93,18 @@ describe("the chart's commonLabels on what an assignment creates", () => {
         return { ...body, metadata: { ...body.metadata, uid: 'uid-1' } };
       },
     };
-    const core = { createNamespacedSecret: async ({ body }: { body: k8s.V1Secret }) => void created.push({ kind: 'Secret', labels: body.metadata?.labels }) };
+    const core = {
+      patchNamespacedSecret: async () => {
+        throw Object.assign(new Error('HTTP 404'), { code: 404 });
+      },
+      createNamespacedSecret: async ({ body }: { body: k8s.V1Secret }) => void created.push({ kind: 'Secret', labels: body.metadata?.labels }),
+    };
     const kc = { makeApiClient: (api: unknown) => (api === k8s.CoreV1Api ? core : custom) } as unknown as k8s.KubeConfig;
-    const a = new Assignments({ kc, namespace: 'rlmesh-runs', imageRegistries: ['registry.rlmesh.dev'], commonLabels: common, log: pino({ level: 'silent' }), onOutcome: () => undefined });
+    const log = pino({ level: 'silent' });
+    const sources = new ArtifactSources({ core: core as unknown as k8s.CoreV1Api, namespace: 'rlmesh-runs', commonLabels: common, log });
+    const a = new Assignments({ kc, namespace: 'rlmesh-runs', imageRegistries: ['registry.rlmesh.dev'], commonLabels: common, log, onOutcome: () => undefined, sources });
     await a.assign(create(AssignmentSchema, { evaluationId: 'ev-1', image: 'registry.rlmesh.dev/env/x:1', artifacts: [{ name: 'a.bin', sha256: 'b'.repeat(64), sizeBytes: 1n, source: { source: { case: 'httpsUrl', value: 'https://x/y' } } }] }));
-    expect(created).toEqual([{ kind: 'RLMeshEvaluation', labels: own }, { kind: 'Secret', labels: own }]);
+    expect(created).toEqual([{ kind: 'Secret', labels: { ...own, 'app.kubernetes.io/component': 'rlmesh-artifact-sources' } }, { kind: 'RLMeshEvaluation', labels: own }]);
   });
 
   it('without them, only its own', () => {
@@ -130,6 +138,7 @@ describe('an assignment against the operator\'s policy for evaluation pods', () 
       placement: clusterPlacementSchema.parse({ nodeSelector: { pool: 'evals' } }),
       log: pino({ level: 'silent' }),
       onOutcome: (...o) => outcomes.push(o),
+      sources: new ArtifactSources({ core: kc.makeApiClient(k8s.CoreV1Api), namespace: 'rlmesh-runs', log: pino({ level: 'silent' }) }),
     });
 
   it('is refused as PlacementConflict, naming the key, both values and the chart value, before anything is created', async () => {
@@ -169,7 +178,10 @@ describe('an assignment while the cluster drains', () => {
     };
     const kc = { makeApiClient: () => custom } as unknown as k8s.KubeConfig;
     const outcomes: unknown[][] = [];
-    const assignments = new Assignments({ kc, namespace: 'rlmesh-runs', imageRegistries: ['registry.rlmesh.dev'], log: pino({ level: 'silent' }), onOutcome: (...o) => outcomes.push(o) });
+    const log = pino({ level: 'silent' });
+    // the assignments here carry no artifacts: nothing is written to the artifact-sources Secrets
+    const sources = new ArtifactSources({ core: {} as k8s.CoreV1Api, namespace: 'rlmesh-runs', log });
+    const assignments = new Assignments({ kc, namespace: 'rlmesh-runs', imageRegistries: ['registry.rlmesh.dev'], log, onOutcome: (...o) => outcomes.push(o), sources });
     return { assignments, created, outcomes };
   }
 

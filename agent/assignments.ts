@@ -1,11 +1,12 @@
 // Assignments from the session become RLMeshEvaluation objects in the runs
 // namespace, created idempotently (the control plane resends an assignment
 // until an update for it arrives). What an assignment carries to reach its
-// artifacts (S3 credentials, presigned URLs) goes into one Secret owned by the
-// evaluation, never into the evaluation itself; its secret environment values
-// into another (the evaluation pod reads that one through the kubelet, so it
-// holds nothing else). Neither is spooled or logged: they go from the session
-// straight into the Secrets.
+// artifacts (S3 credentials, presigned URLs) goes into the evaluation's entry of
+// the artifact-sources Secrets (agent/artifact-sources.ts), never into the
+// evaluation itself; its secret environment values into a Secret owned by the
+// evaluation (its pod reads that one through the kubelet, so it holds nothing
+// else). Neither is spooled or logged: they go from the session straight into
+// the Secrets.
 // Cancellations set spec.cancelled; the controller stops the pod. An image from
 // a registry this cluster does not run, or a reference the kubelet would refuse,
 // is refused before anything is created; an admitted one is written fully qualified.
@@ -18,13 +19,14 @@ import { createHash } from 'node:crypto';
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { API_VERSION, envSecretName, EVALUATION, GROUP, SECRET_ENV_NAME, VERSION, type EvaluationSpec, type RLMeshEvaluation } from '../lib/crds/types.ts';
-import { NAMES } from '../lib/fixed-names.ts';
+import { ARTIFACT_SOURCES_SECRETS, NAMES } from '../lib/fixed-names.ts';
 import type { Assignment, Cancellation } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { isConflict, isNotFound, isRbacDenial } from '../lib/kube-errors.ts';
 import { admitImage } from './evaluation-image.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
 import { placementConflict, type ClusterPlacement } from '../lib/evaluation-placement.ts';
 import { withCommonLabels } from '../lib/common-labels.ts';
+import { sourcesSecretFor, type ArtifactSources } from './artifact-sources.ts';
 
 export const EVALUATION_ID_ANNOTATION = 'rlmesh.dev/evaluation-id';
 
@@ -35,9 +37,9 @@ export function evaluationName(id: string): string {
   return `${slug ? `${slug}-` : 'ev-'}${createHash('sha256').update(id).digest('hex').slice(0, 12)}`;
 }
 
-/** The per-evaluation Secret holding its artifact sources' credentials. */
+/** The evaluation's entry in the artifact-sources Secrets, holding its artifact sources' credentials. */
 export const sourcesSecretName = (evalName: string) => `${evalName.slice(0, 230)}${NAMES.sourcesSecretSuffix}`;
-/** The key of an artifact's presigned URL in that Secret. */
+/** The key of an artifact's presigned URL in that entry. */
 export const urlKey = (artifactName: string) => `url.${artifactName}`;
 
 // set by the controller: an assignment may not set them, in env or secretEnv
@@ -137,12 +139,14 @@ export type DrainRefusal = { reason: 'ClusterDraining' | 'OperatorDrain'; messag
 export type AssignmentsOptions = {
   kc: k8s.KubeConfig;
   namespace: string;
-  /** the registries evaluation images may come from */
+  /** where evaluation images may come from: registry hosts (the whole registry) and repository prefixes (lib/image-prefix.ts) */
   imageRegistries: readonly string[];
   /** the operator's policy for evaluation pods (runtime config evaluations.placement); absent: none */
   placement?: ClusterPlacement;
-  /** the chart's commonLabels (runtime config pods.commonLabels), on the evaluations and their sources Secrets */
+  /** the chart's commonLabels (runtime config pods.commonLabels), on the evaluations */
   commonLabels?: Readonly<Record<string, string>>;
+  /** where the artifacts' credentials go */
+  sources: ArtifactSources;
   log: Logger;
   /** an outcome with no object behind it (refused at admission, cancelled before creation): report it */
   onOutcome: (evaluationId: string, phase: 'Failed' | 'Cancelled', reason: string, message: string) => void;
@@ -191,10 +195,18 @@ export class Assignments {
     }
     const { evaluation, sources, secretEnv } = evaluationFromAssignment(a, admitted.image, namespace, this.o.commonLabels);
     const name = evaluation.metadata.name;
-    const secrets = [
-      { name: sourcesSecretName(name), data: sources },
-      { name: envSecretName(name), data: secretEnv },
-    ].filter((x) => Object.keys(x.data).length > 0);
+    // the credentials first, so the cache filler's volume holds them as soon as it can; a redelivery writes them again
+    if (Object.keys(sources).length > 0) {
+      try {
+        await this.o.sources.put(sourcesSecretName(name), sources);
+      } catch (err) {
+        if (statusCode(err) !== 422) throw err;
+        const message = `the artifact credentials of this evaluation do not fit into Secret ${namespace}/${sourcesSecretFor(sourcesSecretName(name))} (${errorMessage(err)}): a Secret holds at most 1 MiB, and the agent spreads the credentials of the evaluations that have not finished over ${ARTIFACT_SOURCES_SECRETS.length} of them; no evaluation was created: let evaluations finish, or have the platform assign fewer with artifacts at once`;
+        log.error({ evaluationId: a.evaluationId }, `assignment refused: ${message}`);
+        this.o.onOutcome(a.evaluationId, 'Failed', 'ArtifactCredentialsFull', message);
+        return;
+      }
+    }
     let created: RLMeshEvaluation;
     try {
       created = (await this.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, body: evaluation })) as RLMeshEvaluation;
@@ -202,29 +214,28 @@ export class Assignments {
     } catch (err) {
       if (!isConflict(err)) return this.#refused(a, err);
       log.debug({ evaluationId: a.evaluationId, name }, 'assignment already accepted (redelivery)');
-      if (secrets.length === 0) return;
-      // the agent may have stopped between the evaluation and its Secrets: the redelivery writes them
+      if (Object.keys(secretEnv).length === 0) return;
+      // the agent may have stopped between the evaluation and its secret environment: the redelivery writes it
       created = (await this.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: EVALUATION.plural, name })) as RLMeshEvaluation;
     }
-    // owned by the evaluation: deleting it (or the controller's garbage collection of a finished one) deletes them
-    for (const secret of secrets) {
-      try {
-        await this.core.createNamespacedSecret({
-          namespace,
-          body: {
-            metadata: {
-              name: secret.name,
-              namespace,
-              labels: withCommonLabels(LABELS, this.o.commonLabels),
-              ownerReferences: [{ apiVersion: API_VERSION, kind: EVALUATION.kind, name, uid: created.metadata.uid!, controller: true, blockOwnerDeletion: false }],
-            },
-            type: 'Opaque',
-            stringData: secret.data,
+    if (Object.keys(secretEnv).length === 0) return;
+    // owned by the evaluation: deleting it (or the controller's garbage collection of a finished one) deletes it
+    try {
+      await this.core.createNamespacedSecret({
+        namespace,
+        body: {
+          metadata: {
+            name: envSecretName(name),
+            namespace,
+            labels: withCommonLabels(LABELS, this.o.commonLabels),
+            ownerReferences: [{ apiVersion: API_VERSION, kind: EVALUATION.kind, name, uid: created.metadata.uid!, controller: true, blockOwnerDeletion: false }],
           },
-        });
-      } catch (err) {
-        if (!isConflict(err)) throw err;
-      }
+          type: 'Opaque',
+          stringData: secretEnv,
+        },
+      });
+    } catch (err) {
+      if (!isConflict(err)) throw err;
     }
   }
 

@@ -112,24 +112,56 @@ describe('the registries evaluation images may come from', () => {
     expect(admitImage('busybox', allowed)).toEqual({
       reason: 'ImageNotAllowed',
       refusal:
-        'image busybox comes from docker.io, and this cluster runs evaluation images only from registry.rlmesh.dev, mirror.corp.example:5000: ask the platform to use its registry, or add docker.io to the chart value evaluations.extraRegistries',
+        'image busybox is the repository docker.io/library/busybox, and this cluster runs evaluation images only from under registry.rlmesh.dev/, mirror.corp.example:5000/: ask the platform to use its registry, or, if you trust every repository under it, add the prefix docker.io/library/ to the chart value evaluations.extraRegistries',
     });
     // a look-alike host is another registry
-    expect(admitImage(`${PLATFORM}.evil.example/gym`, allowed)).toMatchObject({ refusal: expect.stringMatching(/comes from registry\.rlmesh\.dev\.evil\.example,/) });
+    expect(admitImage(`${PLATFORM}.evil.example/gym`, allowed)).toMatchObject({ refusal: expect.stringMatching(/is the repository registry\.rlmesh\.dev\.evil\.example\/gym,/) });
     expect(admitImage('', allowed)).toEqual({ reason: 'InvalidImageName', refusal: 'the assignment names no image' });
     expect(admitImage('  ', allowed)).toEqual({ reason: 'InvalidImageName', refusal: 'the assignment names no image' });
   });
 
   it('with Docker Hub allowed, still refuses a host named by an upper-case first component', () => {
-    const withHub = [PLATFORM, 'docker.io'];
+    const withHub = [PLATFORM, 'docker.io/'];
     for (const image of ['MYREG/x', 'Evil/x', 'EvIl/x:1', 'Registry/evals/gym', `X/y@sha256:${SHA}`]) {
       const registry = image.split('/')[0]!.toLowerCase();
+      const repository = `${registry}/${image.split('/').slice(1).join('/').split(/[:@]/)[0]}`;
       expect(admitImage(image, withHub), image).toEqual({
         reason: 'ImageNotAllowed',
-        refusal: `image ${image} comes from ${registry} (a first component with an upper-case letter names a registry host, as container runtimes read it), and this cluster runs evaluation images only from registry.rlmesh.dev, docker.io: ask the platform to use its registry, or add ${registry} to the chart value evaluations.extraRegistries`,
+        refusal: `image ${image} is the repository ${repository} (a first component with an upper-case letter names a registry host, as container runtimes read it), and this cluster runs evaluation images only from under registry.rlmesh.dev/, docker.io/: ask the platform to use its registry, or, if you trust every repository under it, add the prefix ${repository.slice(0, repository.lastIndexOf('/') + 1)} to the chart value evaluations.extraRegistries`,
       });
     }
     expect(admitImage('evil/x', withHub)).toEqual({ image: 'docker.io/evil/x' });
+  });
+
+  it('runs an image only under a repository prefix, at a path-segment boundary', () => {
+    const prefixes = [PLATFORM, 'registry.corp.example/evals/', 'mirror.corp.example:5000/team/gym/', 'index.docker.io/corp/'];
+    const admitted = (image: string) => 'image' in admitImage(image, prefixes);
+    // under a prefix, at any depth, with a tag or a digest
+    expect(admitted('registry.corp.example/evals/gym:1')).toBe(true);
+    expect(admitted(`registry.corp.example/evals/team/gym@sha256:${SHA}`)).toBe(true);
+    expect(admitted('Registry.Corp.Example/evals/gym')).toBe(true);
+    expect(admitted('mirror.corp.example:5000/team/gym/v2:1')).toBe(true);
+    // Docker Hub under either name, its short names qualified first
+    expect(admitted('corp/gym:1')).toBe(true);
+    expect(admitted('docker.io/corp/gym')).toBe(true);
+    expect(admitted('index.docker.io/corp/gym')).toBe(true);
+    expect(admitted('busybox')).toBe(false);
+    expect(admitted('docker.io/corpx/gym')).toBe(false);
+    // not a sibling that shares the letters, nor the repository named like the prefix itself, nor another port or host
+    expect(admitted('registry.corp.example/evals-evil/gym:1')).toBe(false);
+    expect(admitted('registry.corp.example/evalsx/gym')).toBe(false);
+    expect(admitted('registry.corp.example/evals:1')).toBe(false);
+    expect(admitted('registry.corp.example/other/gym:1')).toBe(false);
+    expect(admitted('registry.corp.example:443/evals/gym')).toBe(false);
+    expect(admitted('registry.corp.example.evil.example/evals/gym')).toBe(false);
+    expect(admitted('mirror.corp.example/team/gym/v2')).toBe(false);
+    expect(admitted('mirror.corp.example:5000/team/gymx:1')).toBe(false);
+    // an upper-case path is no way around a prefix: the reference is invalid
+    expect(admitImage('registry.corp.example/Evals/gym', prefixes)).toMatchObject({ reason: 'InvalidImageName' });
+    expect(admitImage('registry.corp.example/evals-evil/gym:1', prefixes)).toMatchObject({
+      reason: 'ImageNotAllowed',
+      refusal: expect.stringContaining('add the prefix registry.corp.example/evals-evil/ to the chart value evaluations.extraRegistries'),
+    });
   });
 
   it('refuses a reference the kubelet would refuse, even under an allowed registry, saying what is wrong', () => {
@@ -146,11 +178,11 @@ describe('the registries evaluation images may come from', () => {
   });
 
   it('compares hosts without case and Docker Hub under either name, keeping the port', () => {
-    expect(admitImage('index.docker.io/library/busybox', ['docker.io'])).toEqual({ image: 'docker.io/library/busybox' });
-    expect(admitImage('busybox', ['index.docker.io'])).toEqual({ image: 'docker.io/library/busybox' });
+    expect(admitImage('index.docker.io/library/busybox', ['docker.io/'])).toEqual({ image: 'docker.io/library/busybox' });
+    expect(admitImage('busybox', ['index.docker.io/'])).toEqual({ image: 'docker.io/library/busybox' });
     expect(admitImage('Registry.RLMesh.dev/evals/gym:1', allowed)).toEqual({ image: 'Registry.RLMesh.dev/evals/gym:1' });
-    expect(admitImage('MYREG/x', ['myreg'])).toEqual({ image: 'MYREG/x' });
-    expect(admitImage('mirror.corp.example/gym:1', allowed)).toMatchObject({ reason: 'ImageNotAllowed', refusal: expect.stringContaining('comes from mirror.corp.example,') });
+    expect(admitImage('MYREG/x', ['myreg/'])).toEqual({ image: 'MYREG/x' });
+    expect(admitImage('mirror.corp.example/gym:1', allowed)).toMatchObject({ reason: 'ImageNotAllowed', refusal: expect.stringContaining('is the repository mirror.corp.example/gym,') });
     expect(admitImage('mirror.corp.example:5001/gym:1', allowed)).toMatchObject({ reason: 'ImageNotAllowed' });
     expect(admitImage(`${PLATFORM}:443/gym:1`, allowed)).toMatchObject({ reason: 'ImageNotAllowed' });
   });

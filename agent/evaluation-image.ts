@@ -1,18 +1,14 @@
 // Which registry an evaluation image comes from, and whether this cluster runs
-// images from it: the platform's registry (controlPlane.registryHost) and the
-// ones the operator lists (evaluations.extraRegistries). Anything else (a public
-// image, one already on a node, one of the customer's own private registries
-// that the nodes can pull from) is refused before an RLMeshEvaluation exists,
-// and so is a reference the kubelet would refuse as InvalidImageName.
+// images from it: the platform's registry (controlPlane.registryHost, all of it)
+// and the repository prefixes the operator lists (evaluations.extraRegistries,
+// lib/image-prefix.ts). Anything else (a public image, one already on a node,
+// another repository of the customer's own registries that the nodes or a pull
+// Secret can reach) is refused before an RLMeshEvaluation exists, and so is a
+// reference the kubelet would refuse as InvalidImageName.
+import { matchingPrefix, normalPrefix, registryKey } from '../lib/image-prefix.ts';
 import { isBareImageId, parseImageReference, referenceString } from './image-reference.ts';
 
 export type ImageAdmission = { image: string } | { reason: 'InvalidImageName' | 'ImageNotAllowed'; refusal: string };
-
-/** A registry host as compared: DNS is case-insensitive and index.docker.io is Docker Hub's old name. The port stays. */
-export function registryKey(host: string): string {
-  const h = host.toLowerCase();
-  return h === 'index.docker.io' ? 'docker.io' : h;
-}
 
 /** The registry an image reference pulls from, as the kubelet and container runtimes read it, or undefined when they would refuse it. */
 export function imageRegistry(image: string): string | undefined {
@@ -27,7 +23,7 @@ export function imageRegistry(image: string): string | undefined {
  * node's unqualified-search-registries, which could pull it from a registry
  * other than the one checked here.
  */
-export function admitImage(image: string, registries: readonly string[]): ImageAdmission {
+export function admitImage(image: string, prefixes: readonly string[]): ImageAdmission {
   if (image.trim() === '') return { reason: 'InvalidImageName', refusal: 'the assignment names no image' };
   if (isBareImageId(image)) {
     return {
@@ -42,12 +38,14 @@ export function admitImage(image: string, registries: readonly string[]): ImageA
       refusal: `image ${quoted(image)} is not a valid image reference: ${ref.problem}. The kubelet would refuse it too (InvalidImageName), so no evaluation was created: ask the platform to send a reference such as registry.example.com/team/env:1.0 or registry.example.com/team/env@sha256:<64 hex digits>, its repository path in lower case`,
     };
   }
+  if (matchingPrefix(ref.domain, ref.path, prefixes) !== undefined) return { image: referenceString(ref) };
   const registry = registryKey(ref.domain);
-  if (registries.some((r) => registryKey(r) === registry)) return { image: referenceString(ref) };
   const hostByCase = !(ref.domain.includes('.') || ref.domain.includes(':') || ref.domain === 'localhost');
+  const repository = `${registry}/${ref.path}`;
+  const parent = repository.slice(0, repository.lastIndexOf('/') + 1);
   return {
     reason: 'ImageNotAllowed',
-    refusal: `image ${image} comes from ${registry}${hostByCase ? ' (a first component with an upper-case letter names a registry host, as container runtimes read it)' : ''}, and this cluster runs evaluation images only from ${registries.join(', ')}: ask the platform to use its registry, or add ${registry} to the chart value evaluations.extraRegistries`,
+    refusal: `image ${image} is the repository ${repository}${hostByCase ? ' (a first component with an upper-case letter names a registry host, as container runtimes read it)' : ''}, and this cluster runs evaluation images only from under ${prefixes.map(normalPrefix).join(', ')}: ask the platform to use its registry, or, if you trust every repository under it, add the prefix ${parent} to the chart value evaluations.extraRegistries`,
   };
 }
 

@@ -52,6 +52,8 @@ export type EvaluationStatusOptions = {
   watchSilenceMs: number;
   /** a durable update, ready to send */
   send: (u: EvaluationUpdate) => void;
+  /** an evaluation has finished or is gone (by object name): what it held for its start may go */
+  onFinished?: (name: string) => void;
 };
 
 export class EvaluationStatus {
@@ -79,14 +81,25 @@ export class EvaluationStatus {
       watchSilenceMs: this.o.watchSilenceMs,
       metrics: this.o.informerMetrics,
     });
-    const onEval = (e: EvalLite) => this.observe(e.spec.evaluationId, e.status!);
+    const onEval = (e: EvalLite) => {
+      this.observe(e.spec.evaluationId, e.status!);
+      if (FINISHED.has(e.status!.phase)) this.o.onFinished?.(e.metadata.name);
+    };
     this.informer.on('add', onEval);
     this.informer.on('update', onEval);
     this.informer.on('delete', (e) => {
       this.deferred.delete(e.spec.evaluationId);
       void this.o.spool.forget(e.spec.evaluationId);
+      this.o.onFinished?.(e.metadata.name);
     });
     await this.informer.synced;
+  }
+
+  /** An evaluation's state as the informer last saw it, by object name (undefined before the first list). */
+  stateOf(name: string): 'running' | 'finished' | 'absent' | undefined {
+    if (!this.informer) return undefined;
+    const e = this.informer.cache.get(name, this.o.namespace);
+    return e === undefined ? 'absent' : FINISHED.has(e.status?.phase ?? '') ? 'finished' : 'running';
   }
 
   /**

@@ -11,7 +11,8 @@ import type { PreflightReport } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import type { OperatorDrain } from '../lib/operator-drain.ts';
 import { startAgentPreflight } from '../lib/preflight/agent.ts';
 import { createLogger } from '../lib/logger.ts';
-import { Assignments } from './assignments.ts';
+import { ArtifactSources } from './artifact-sources.ts';
+import { Assignments, sourcesSecretName } from './assignments.ts';
 import { CapacityReporter } from './capacity.ts';
 import { controlMessageHandler } from './control-messages.ts';
 import { startClusterRanges } from './cluster-ranges.ts';
@@ -29,6 +30,7 @@ import { retryingWrites } from './retrying.ts';
 import { Spool } from './spool.ts';
 import { RotationLog, startStatusPublisher } from './status-publisher.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
+import { NAMES } from '../lib/fixed-names.ts';
 
 const log = createLogger('agent');
 const AGENT_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -149,6 +151,20 @@ const credWatch = new CredentialWatch({
 readiness.attach({ session, credentials: credWatch });
 credWatch.start();
 
+// the artifacts' credentials, for the cache filler's mounted volume: written before each evaluation, removed after it
+const artifactSources = new ArtifactSources({
+  core: kc.makeApiClient(k8s.CoreV1Api),
+  namespace: cfg.runtime.runsNamespace,
+  commonLabels: cfg.runtime.pods?.commonLabels,
+  log,
+  // owned by the agent's ClusterRole, as its other Secrets: helm uninstall removes them
+  owner: async () => {
+    const name = cfg.runtime.credentials.ownerClusterRole;
+    const role = await kc.makeApiClient(k8s.RbacAuthorizationV1Api).readClusterRole({ name });
+    return { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name, uid: role.metadata!.uid! };
+  },
+});
+
 const evaluations = new EvaluationStatus({
   kc,
   namespace: cfg.runtime.runsNamespace,
@@ -159,6 +175,7 @@ const evaluations = new EvaluationStatus({
   send: (u) => {
     if (session.sendUpdate(u)) metrics.updatesSent.inc();
   },
+  onFinished: (name) => void artifactSources.remove(sourcesSecretName(name)),
 });
 
 const assignments = new Assignments({
@@ -169,6 +186,7 @@ const assignments = new Assignments({
   commonLabels: cfg.runtime.pods?.commonLabels,
   log,
   onOutcome: (evaluationId, phase, reason, message) => evaluations.observe(evaluationId, { phase, reason, message, pod: '', node: '' }),
+  sources: artifactSources,
 });
 
 const capacity = new CapacityReporter({
@@ -240,7 +258,16 @@ const statusPublisher = startStatusPublisher({
 });
 session.start();
 
-void startWithRetry('evaluation status informer', () => evaluations.start());
+void startWithRetry('evaluation status informer', async () => {
+  await evaluations.start();
+  // what an event missed (the agent was down, a write failed): at start and every 10 minutes
+  const sweep = () =>
+    artifactSources
+      .sweep((entry) => evaluations.stateOf(entry.slice(0, -NAMES.sourcesSecretSuffix.length)) ?? 'running')
+      .catch((err: unknown) => log.warn(errorFields(err), 'could not sweep the artifact credentials of finished evaluations; trying again in 10 minutes'));
+  void sweep();
+  setInterval(sweep, 10 * 60_000).unref();
+});
 void startWithRetry('operator drain informer', () => operatorDrain.start());
 
 const capacitySynced = startWithRetry('node, pod and ResourceQuota informers', async () => {

@@ -4,8 +4,9 @@
 // outcome into status.artifacts, and it keeps the RLMeshCache status current:
 // capacity, bytes used, entries, hits and misses, the last eviction and the
 // node that holds the volume.
-import { statfs } from 'node:fs/promises';
-import type { CoreV1Api, CustomObjectsApi, ObjectCache } from '@kubernetes/client-node';
+import { readFile, statfs } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { CustomObjectsApi, ObjectCache } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
   CACHE,
@@ -35,14 +36,15 @@ export type FillerSettings = {
   pvcName: string;
   accessModes: readonly string[];
   nodeName?: string;
-  /** how long an S3 credential Secret may lag behind its evaluation before the evaluation fails */
+  /** the artifact-sources Secrets as the kubelet projects them (MOUNTS.artifactSourcesDir): one file per evaluation's entry */
+  sourcesDir: string;
+  /** how long an evaluation's credentials may take to appear there before the evaluation fails */
   secretGraceMs: number;
   /** the chart's commonLabels (runtime config pods.commonLabels), on the RLMeshCache it creates */
   commonLabels?: Readonly<Record<string, string>>;
 };
 
 export type FillerDeps = {
-  core: CoreV1Api;
   custom: CustomObjectsApi;
   evaluations: ObjectCache<RLMeshEvaluation>;
   caches: ObjectCache<RLMeshCache>;
@@ -203,7 +205,7 @@ export class CacheFiller {
         const what = !data ? 'does not exist' : url === undefined ? `has no key ${urlRef.key}` : `holds in ${urlRef.key} a URL that is not https://`;
         throw new FetchError(
           'CredentialsMissing',
-          `Secret ${this.#namespace(ev)}/${urlRef.name} named by artifact ${a.name} ${what}; the agent writes the presigned URL there from the assignment, so the assignment must be delivered again`,
+          `the credentials entry ${urlRef.name} (artifact-sources Secrets in ${this.#namespace(ev)}) named by artifact ${a.name} ${what}; the agent writes the presigned URL there from the assignment, so the assignment must be delivered again`,
         );
       }
       return { kind: 'https', url };
@@ -214,7 +216,7 @@ export class CacheFiller {
     if (!ref) {
       throw new FetchError(
         'CredentialsMissing',
-        `artifact ${a.name} is an S3 object without source.s3.credentialsSecretRef; the assignment's temporary credentials must reach the controller through a Secret the agent writes, never from values or the controller's own environment`,
+        `artifact ${a.name} is an S3 object without source.s3.credentialsSecretRef; the assignment's temporary credentials must reach the cache filler through the artifact-sources Secrets the agent writes, never from values or the controller's own environment`,
       );
     }
     const data = await this.#sourceSecret(ev, a, ref);
@@ -223,7 +225,7 @@ export class CacheFiller {
     if (!accessKeyId || !secretAccessKey) {
       throw new FetchError(
         'CredentialsMissing',
-        `Secret ${this.#namespace(ev)}/${ref} named by artifact ${a.name} ${data ? 'lacks the keys accessKeyId and secretAccessKey' : 'does not exist'}; the agent writes it from the assignment before it creates the evaluation, so the assignment must be delivered again`,
+        `the credentials entry ${ref} (artifact-sources Secrets in ${this.#namespace(ev)}) named by artifact ${a.name} ${data ? 'lacks the keys accessKeyId and secretAccessKey' : 'does not exist'}; the agent writes it from the assignment before it creates the evaluation, so the assignment must be delivered again`,
       );
     }
     const sessionToken = data?.get('sessionToken');
@@ -235,23 +237,28 @@ export class CacheFiller {
   }
 
   /**
-   * The decoded keys of the Secret an artifact's source names, or undefined
-   * when it does not exist. The agent writes it right after the evaluation (it
-   * must own it), so while the evaluation is young its absence is retried.
+   * The keys of the entry an artifact's source names, from the artifact-sources Secrets the
+   * kubelet projects into this pod (agent/artifact-sources.ts), or undefined when it is not
+   * there. The agent writes it before the evaluation, and the kubelet refreshes the volume
+   * within its sync period (a minute by default), so while the evaluation is young its
+   * absence is retried.
    */
   async #sourceSecret(ev: RLMeshEvaluation, a: Artifact, name: string): Promise<Map<string, string> | undefined> {
     const namespace = this.#namespace(ev);
+    // a Secret key, so a name that is not one (or that reaches the volume's own ..data links) names nothing
     let data: Record<string, string> | undefined;
-    try {
-      data = (await this.#d.core.readNamespacedSecret({ name, namespace })).data ?? {};
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
+    if (/^[-._a-zA-Z0-9]+$/.test(name) && !name.startsWith('..')) {
+      try {
+        data = (JSON.parse(await readFile(join(this.#d.settings.sourcesDir, name), 'utf8')) as { data?: Record<string, string> }).data ?? {};
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`cannot read the credentials ${name} for artifact ${a.name} from ${this.#d.settings.sourcesDir}: ${(err as Error).message}`);
+      }
     }
     const ageMs = Date.now() - new Date(ev.metadata.creationTimestamp ?? Date.now()).getTime();
     if (!data && ageMs < this.#d.settings.secretGraceMs) {
-      throw new Error(`Secret ${namespace}/${name} for artifact ${a.name} does not exist yet; waiting for the agent to write it`);
+      throw new Error(`the credentials ${name} for artifact ${a.name} are not in ${this.#d.settings.sourcesDir} yet (artifact-sources Secrets in ${namespace}); waiting for the agent to write them and the kubelet to project them`);
     }
-    return data && new Map(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+    return data && new Map(Object.entries(data));
   }
 
   async #writeState(ev: RLMeshEvaluation, next: Omit<ArtifactsState, 'updatedAt'>): Promise<WorkResult> {

@@ -88,7 +88,9 @@ export function observePod(pod: V1Pod, ev: RLMeshEvaluation, now = new Date()): 
         };
       }
       if (waiting && /ImagePull|ErrImage|InvalidImageName/.test(waiting.reason ?? '')) {
-        const message = `cannot pull ${ev.spec.image}: ${waiting.message || waiting.reason}; check registry access and that the pull Secret exists in the runs namespace`;
+        const secrets = (pod.spec?.imagePullSecrets ?? []).map((r) => r.name).filter(Boolean);
+        const ns = pod.metadata?.namespace ?? 'rlmesh-runs';
+        const message = `cannot pull ${ev.spec.image}: ${waiting.message || waiting.reason}; check registry access and that the pull Secret exists in the runs namespace (the pod pulls with ${secrets.join(', ') || 'none'} in ${ns}, each a kubernetes.io/dockerconfigjson with a credential for its registry; rlmesh preflight checks those of evaluations.imagePullSecrets)`;
         return { ...base, phase: 'Pending', reason: waiting.reason ?? 'ImagePullBackOff', message, conditions: nodeName ? [scheduledTrue] : [] };
       }
       if (nodeName) return { ...base, phase: 'Pending', reason: 'Scheduled', message: `pod ${podName} scheduled to node ${nodeName}`, conditions: [scheduledTrue] };
@@ -151,7 +153,7 @@ export function podHoldup(pod: V1Pod): Holdup | undefined {
 }
 
 // reasons the controller itself waits for (the pod is not created yet); their messages say what to do
-const CONTROLLER_WAITS = new Set(['ConcurrencyLimit', 'CacheNodeUnknown', 'NetworkPolicyNotEnforced', 'ControllerForbidden', 'PullSecretInvalid', 'UserNamespacesUnsupported']);
+const CONTROLLER_WAITS = new Set(['ConcurrencyLimit', 'CacheNodeUnknown', 'NetworkPolicyNotEnforced', 'ControllerForbidden', 'UserNamespacesUnsupported']);
 
 /** The holdup an evaluation's status last recorded, for when there is no pod to ask (a quota refusal, a wait of the controller's). */
 export function statusHoldup(status: EvaluationStatus | undefined): Holdup | undefined {

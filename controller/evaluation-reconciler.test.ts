@@ -10,7 +10,6 @@ import type { CacheNodeReader } from './cache-node-reader.ts';
 import type { EventRecorder } from './events.ts';
 import { createMetrics } from './metrics.ts';
 import type { FenceDecision } from './network-fence.ts';
-import type { PullSecretVerdict } from './pull-secrets.ts';
 import type { HostUsersDecision } from '../lib/user-namespaces.ts';
 
 const NS = 'rlmesh-runs';
@@ -27,8 +26,10 @@ type WorldOptions = {
   waitingRetryMs?: number;
   /** what the API server answers a pod create with instead of creating it */
   refuseCreate?: () => Error | undefined;
-  /** the operator's pull Secrets and what their check says */
-  pulls?: { names: string[]; check: () => Promise<PullSecretVerdict> };
+  /** the operator's pull Secrets with their repository prefixes */
+  pulls?: { secrets: { name: string; registries: string[] }[] };
+  /** the evaluation's image (default img:1) */
+  image?: string;
   /** evaluations.hostUsers as decided against the nodes (lib/user-namespaces.ts) */
   hostUsers?: () => HostUsersDecision;
   /** a ReadWriteOnce cache held by node real-0, which reads as this (undefined: gone or not readable) */
@@ -37,7 +38,7 @@ type WorldOptions = {
   commonLabels?: Record<string, string>;
 };
 
-function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined, pulls, rwoCacheNode, commonLabels, hostUsers }: WorldOptions = {}) {
+function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, waitingRetryMs = 1000, refuseCreate = () => undefined, pulls, rwoCacheNode, commonLabels, hostUsers, image = 'img:1' }: WorldOptions = {}) {
   const evaluations = cache<RLMeshEvaluation>();
   const pods = cache<V1Pod>();
   const caches = cache<RLMeshCache>();
@@ -91,7 +92,7 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
     log: pino({ level: 'silent' }),
     ...(rwoCacheNode ? { cacheNodes: { get: async (name: string) => (calls.push(`get node ${name}`), rwoCacheNode.node) } as unknown as CacheNodeReader } : {}),
     settings: { namespace: NS, pullSecret: 'pull', proxyUrl: 'http://10.0.0.1:3128', cacheName: 'c', pvcName: 'rlmesh-artifact-cache', accessModes: ['ReadWriteMany'], gcAfterMs: 60_000, waitingRetryMs, startDeadlineSeconds, networkFence: fence,
-      ...(pulls ? { extraPullSecrets: pulls.names, pullSecretCheck: pulls.check } : {}), ...(commonLabels ? { commonLabels } : {}), ...(hostUsers ? { hostUsers } : {}) },
+      ...(pulls ? { extraPullSecrets: pulls.secrets } : {}), ...(commonLabels ? { commonLabels } : {}), ...(hostUsers ? { hostUsers } : {}) },
   });
   if (rwoCacheNode) {
     caches.items.set('c', { apiVersion: 'rlmesh.dev/v1alpha1', kind: 'RLMeshCache', metadata: { name: 'c' }, spec: { pvcName: 'rlmesh-artifact-cache', namespace: NS, accessModes: ['ReadWriteOnce'] }, status: { nodeName: 'real-0' } } as RLMeshCache);
@@ -100,7 +101,7 @@ function world({ fence = () => ({ start: true }), startDeadlineSeconds = 1800, w
     apiVersion: 'rlmesh.dev/v1alpha1',
     kind: 'RLMeshEvaluation',
     metadata: { name: 'e1', namespace: NS, uid: 'uid-1', generation: 1, resourceVersion: '1', creationTimestamp: new Date().toISOString() },
-    spec: { evaluationId: 'ev_1', image: 'img:1', deadlineSeconds: 600, cancelled: false },
+    spec: { evaluationId: 'ev_1', image, deadlineSeconds: 600, cancelled: false },
   });
   /** The pod as the informer would show it next, with the API server's copy advanced alike. */
   const podIs = (status: V1Pod['status'], nodeName?: string): void => {
@@ -185,23 +186,18 @@ describe('EvaluationReconciler', () => {
     expect(plain.server.get('rle-e1')?.spec?.hostUsers).toBeUndefined();
   });
 
-  it("creates no pod while an operator's pull Secret is missing: Waiting naming it, then the pod with both Secrets, or the start deadline", async () => {
-    let verdict: PullSecretVerdict = { ok: false, message: 'Secret rlmesh-runs/corp-pull, named in the chart value evaluations.imagePullSecrets, does not exist' };
-    const w = world({ pulls: { names: ['corp-pull'], check: async () => verdict }, startDeadlineSeconds: 60 });
-    expect(await w.reconciler.reconcile(KEY)).toEqual({ requeueAfterMs: 1000 });
-    expect(w.calls).toEqual(['status Waiting/PullSecretInvalid']);
-    expect(w.status()).toMatchObject({ phase: 'Waiting', reason: 'PullSecretInvalid', message: expect.stringContaining('rlmesh-runs/corp-pull') });
-    expect(w.events).toEqual(['PullSecretInvalid']);
-    w.createdAgo(61_000);
+  it("gives a pod the operator's pull Secrets mapped to its image, after the platform's, and none other", async () => {
+    const secrets = [{ name: 'corp-pull', registries: ['registry.corp.example/evals/'] }, { name: 'other-pull', registries: ['registry.corp.example/other/'] }];
+    const w = world({ pulls: { secrets }, image: 'registry.corp.example/evals/gym:1' });
     await w.reconciler.reconcile(KEY);
-    expect(w.status()).toMatchObject({ phase: 'Failed', reason: 'StartDeadlineExceeded', message: expect.stringContaining('corp-pull') });
-    expect(w.calls).not.toContain('create pod');
-
-    const fixed = world({ pulls: { names: ['corp-pull'], check: async () => verdict } });
-    verdict = { ok: true };
-    await fixed.reconciler.reconcile(KEY);
-    expect(fixed.calls).toEqual(['create pod']);
-    expect(fixed.server.get('rle-e1')?.spec?.imagePullSecrets).toEqual([{ name: 'pull' }, { name: 'corp-pull' }]);
+    expect(w.calls).toEqual(['create pod']);
+    expect(w.server.get('rle-e1')?.spec?.imagePullSecrets).toEqual([{ name: 'pull' }, { name: 'corp-pull' }]);
+    for (const image of ['registry.rlmesh.dev/envs/gym:1', 'registry.corp.example/evals-evil/gym:1', 'registry.corp.example:5000/evals/gym:1', 'registry.corp.example/evals:1']) {
+      const other = world({ pulls: { secrets }, image });
+      await other.reconciler.reconcile(KEY);
+      expect(other.calls, image).toEqual(['create pod']);
+      expect(other.server.get('rle-e1')?.spec?.imagePullSecrets, image).toEqual([{ name: 'pull' }]);
+    }
   });
 
   it('creates the pod and nothing else, then writes once per phase as the pod informer reports it', async () => {

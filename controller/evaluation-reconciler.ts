@@ -39,7 +39,7 @@ import { buildEvaluationPod, cacheNodeOf, needsCacheNode, podNameFor, type PodSe
 import { NOT_ENFORCED_REASON } from '../lib/evaluation-reasons.ts';
 import type { FenceDecision } from './network-fence.ts';
 import { podDisruption } from './pod-disruption.ts';
-import { PULL_SECRET_REASON, type PullSecretVerdict } from './pull-secrets.ts';
+import { pullSecretsFor, type MappedPullSecret } from './pull-secrets.ts';
 import type { WorkResult } from './work-queue.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
 import { NO_PLACEMENT, placementConflict, type ClusterPlacement } from '../lib/evaluation-placement.ts';
@@ -50,10 +50,8 @@ import { USER_NAMESPACES_REASON, type HostUsersDecision } from '../lib/user-name
 export type ReconcilerSettings = {
   namespace: string;
   pullSecret: string;
-  /** the operator's pull Secrets (evaluations.imagePullSecrets), after the platform's */
-  extraPullSecrets?: readonly string[];
-  /** whether those Secrets exist and are dockerconfigjson (controller/pull-secrets.ts); absent: not checked */
-  pullSecretCheck?: () => Promise<PullSecretVerdict>;
+  /** the operator's pull Secrets (evaluations.imagePullSecrets) with their repository prefixes: a pod gets those its image lies under, after the platform's */
+  extraPullSecrets?: readonly MappedPullSecret[];
   proxyUrl: string;
   /** whether a new pod may start (the probe has seen NetworkPolicy enforced), and its network-ready init container */
   networkFence: () => FenceDecision;
@@ -279,22 +277,18 @@ export class EvaluationReconciler {
       await this.#write(ev, { phase: 'Waiting', reason: NOT_ENFORCED_REASON, message: fence.message, conditions: [{ type: 'Scheduled', status: 'False', reason: NOT_ENFORCED_REASON, message: fence.message }] }, { refusal: true });
       return retry(s.waitingRetryMs);
     }
-    const pulls = s.pullSecretCheck ? await s.pullSecretCheck() : { ok: true as const };
-    if (!pulls.ok) {
-      await this.#write(ev, { phase: 'Waiting', reason: PULL_SECRET_REASON, message: pulls.message, conditions: [{ type: 'Scheduled', status: 'False', reason: PULL_SECRET_REASON, message: pulls.message }] }, { refusal: true });
-      return retry(s.waitingRetryMs);
-    }
     const users = s.hostUsers?.();
     if (users && 'wait' in users) {
       await this.#write(ev, { phase: 'Waiting', reason: USER_NAMESPACES_REASON, message: users.wait, conditions: [{ type: 'Scheduled', status: 'False', reason: USER_NAMESPACES_REASON, message: users.wait }] }, { refusal: true });
       return retry(s.waitingRetryMs);
     }
+    const extraPullSecrets = pullSecretsFor(ev.spec.image, s.extraPullSecrets ?? []);
     const cache = this.#d.caches.get(s.cacheName);
     const podSettings: PodSettings = {
       namespace: s.namespace,
       ...(fence.gate ? { networkGate: fence.gate } : {}),
       pullSecret: s.pullSecret,
-      ...(s.extraPullSecrets?.length ? { extraPullSecrets: s.extraPullSecrets } : {}),
+      ...(extraPullSecrets.length ? { extraPullSecrets } : {}),
       ...(s.runtimePullSecrets?.length ? { runtimePullSecrets: s.runtimePullSecrets } : {}),
       proxyUrl: s.proxyUrl,
       ...(s.noProxy ? { noProxy: s.noProxy } : {}),

@@ -10,7 +10,7 @@ import { keyOf } from './informers.ts';
 import { meteredQueue, type RoleContext } from './role-context.ts';
 
 export async function startFillerRole(c: RoleContext): Promise<void> {
-  const { core, custom, config, log, metrics, flags } = c;
+  const { custom, config, log, metrics, flags } = c;
   const runs = config.runsNamespace;
   const store = new ArtifactStore(flags['cache-dir']);
   try {
@@ -37,7 +37,6 @@ export async function startFillerRole(c: RoleContext): Promise<void> {
   c.onStop(() => evaluations.stop(), () => caches.stop(), () => q.stop());
   await Promise.all([evaluations.synced, caches.synced]);
   filler = new CacheFiller({
-    core,
     custom,
     evaluations: evaluations.cache,
     caches: caches.cache,
@@ -51,6 +50,7 @@ export async function startFillerRole(c: RoleContext): Promise<void> {
       pvcName: config.artifactCache.pvcName,
       accessModes: config.artifactCache.accessModes,
       ...(c.nodeName ? { nodeName: c.nodeName } : {}),
+      sourcesDir: flags['sources-dir'],
       secretGraceMs: flags['secret-grace-seconds'] * 1000,
       commonLabels: config.pods?.commonLabels,
     },

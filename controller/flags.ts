@@ -3,6 +3,7 @@
 // later fail-over.
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { MOUNTS } from '../lib/fixed-names.ts';
 
 const count = (min: number) => z.coerce.number().int().min(min);
 
@@ -17,7 +18,8 @@ const schema = z.object({
   'gc-after-seconds': count(0).default(3600),
   'waiting-retry-seconds': count(0).default(10),
   'max-concurrent': count(1).optional(),
-  'secret-grace-seconds': count(0).default(60),
+  'sources-dir': z.string().min(1).default(MOUNTS.artifactSourcesDir),
+  'secret-grace-seconds': count(0).default(180),
   concurrency: count(1).default(16),
   'fetch-attempts': count(1).default(5),
   'fetch-retry-ms': count(0).default(500),
@@ -34,7 +36,7 @@ const OPTIONS = Object.fromEntries(
 
 export type ControllerFlags = z.infer<typeof schema>;
 
-export const USAGE = `usage: rlmesh-runtime controller [--role reconciler|cache-filler|all] [--cache-dir DIR]
+export const USAGE = `usage: rlmesh-runtime controller [--role reconciler|cache-filler|all] [--cache-dir DIR] [--sources-dir DIR]
   [--lease-duration-seconds 15] [--gc-after-seconds 3600] [--max-concurrent N] [--waiting-retry-seconds 10]
   [--concurrency 16] [--fetch-attempts 5] [--fetch-retry-ms 500] [--chunk-bytes N] [--ranged-threshold-bytes N]
   [--metrics-port N] [--health-port N] [--kubeconfig FILE] [--node-name NAME] [--identity ID]

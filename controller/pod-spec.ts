@@ -37,7 +37,7 @@ export type PodSettings = {
   namespace: string;
   networkGate?: NetworkGate;
   pullSecret: string;
-  /** the operator's pull Secrets for evaluations.extraRegistries (chart value evaluations.imagePullSecrets), after the platform's */
+  /** the operator's pull Secrets (chart value evaluations.imagePullSecrets) mapped to this pod's image (pullSecretsFor), after the platform's */
   extraPullSecrets?: readonly string[];
   /** the chart's imagePullSecrets (a mirror's login under global.imageRegistry), for the network-ready container's runtime image */
   runtimePullSecrets?: readonly string[];

@@ -14,7 +14,6 @@ import { NetworkFence, UNENFORCED_REPROBE_MS } from './network-fence.ts';
 import { resolveProxyUrl } from './proxy-address.ts';
 import { DEFAULT_START_DEADLINE_SECONDS } from '../lib/runtime-config.ts';
 import { meteredQueue, type RoleContext } from './role-context.ts';
-import { PULL_SECRET_REASON, PullSecretCheck } from './pull-secrets.ts';
 import { lostNode } from './pod-disruption.ts';
 import { NO_PLACEMENT } from '../lib/evaluation-placement.ts';
 import { decideHostUsers, runtimeHandler, userNamespaceSupport } from '../lib/user-namespaces.ts';
@@ -71,12 +70,9 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
   if (config.evaluations?.runWithoutNetworkPolicyEnforcement && !fence.enforced) {
     log.warn('evaluations.runWithoutNetworkPolicyEnforcement=true: evaluation pods start although NetworkPolicy enforcement has not been seen');
   }
-  // the operator's pull Secrets for private registries: checked before each pod (cached briefly), and once now for the log
-  const extraPullSecrets = (config.evaluations?.imagePullSecrets ?? []).map((p) => p.name);
-  const pullSecrets = new PullSecretCheck({ core, namespace: runs, names: extraPullSecrets });
-  const pulls = await pullSecrets.check();
-  if (!pulls.ok) log.warn({ reason: PULL_SECRET_REASON }, `evaluation pods wait until their pull Secrets are fixed: ${pulls.message}`);
-  else if (extraPullSecrets.length > 0) log.info({ pullSecrets: extraPullSecrets }, 'the pull Secrets of evaluations.imagePullSecrets are in place');
+  // the operator's pull Secrets for private registries, each for its repository prefixes (named on pods, never read)
+  const extraPullSecrets = config.evaluations?.imagePullSecrets ?? [];
+  if (extraPullSecrets.length > 0) log.info({ pullSecrets: extraPullSecrets }, 'evaluation pods get the pull Secrets of evaluations.imagePullSecrets mapped to their images');
   // evaluations.hostUsers: user namespaces where every node evaluations may use supports them (auto), or required (false)
   const placement = config.evaluations?.placement ?? NO_PLACEMENT;
   const handler = await runtimeHandler(kc, placement.runtimeClassName);
@@ -99,7 +95,7 @@ export async function startReconcilerRole(c: RoleContext): Promise<void> {
     settings: {
       namespace: runs,
       pullSecret: config.credentials.pullSecret,
-      ...(extraPullSecrets.length > 0 ? { extraPullSecrets, pullSecretCheck: () => pullSecrets.check() } : {}),
+      ...(extraPullSecrets.length > 0 ? { extraPullSecrets } : {}),
       proxyUrl,
       networkFence: () => fence.decide(),
       cacheName: config.artifactCache.cacheName,

@@ -19,10 +19,12 @@ export const NAMES = {
   relaySecret: 'rlmesh-cluster-relay-secret',
   /** Secret: the join token, passed to the agent as env */
   joinTokenSecret: 'rlmesh-join-token',
-  /** suffix of the per-evaluation Secret of source credentials the agent writes in the runs namespace */
+  /** suffix of an evaluation's entry (key) in the artifact-sources Secrets: its artifacts' source credentials */
   sourcesSecretSuffix: '-sources',
   /** suffix of the per-evaluation Secret of secret environment values the agent writes in the runs namespace */
   envSecretSuffix: '-env',
+  /** Secrets rlmesh-artifact-sources-<n> (ARTIFACT_SOURCES_SECRETS), written by the agent in the runs namespace, mounted into the cache filler */
+  artifactSourcesSecret: 'rlmesh-artifact-sources',
   /** Service of the egress proxy */
   egressProxyService: 'rlmesh-egress-proxy',
   /** PVC of the shared artifact cache (runs namespace) */
@@ -81,9 +83,18 @@ export const MOUNTS = {
   clusterRangesFile: `${CLUSTER_RANGES_DIR}/${CLUSTER_RANGES_KEY}`,
   /** controlPlane.proxy.existingSecret (keys username and password), in the agent and the egress proxy */
   proxyCredentialsDir: PROXY_CREDENTIALS_DIR,
+  /** the artifact-sources Secrets, projected into one directory of the cache filler (--sources-dir): the kubelet reads them, the filler needs no Secret rights */
+  artifactSourcesDir: '/etc/rlmesh/artifact-sources',
   /** the agent's spool PVC (--spool-dir) */
   agentSpoolDir: '/var/lib/rlmesh/spool',
 } as const;
+
+/**
+ * The Secrets that hold the artifact source credentials (S3 keys, presigned URLs) of the
+ * evaluations, one key `<evaluation>-sources` each, spread by a hash of the name
+ * (agent/artifact-sources.ts): a Secret holds at most 1 MiB, about 250 evaluations' worth.
+ */
+export const ARTIFACT_SOURCES_SECRETS: readonly string[] = Array.from({ length: 16 }, (_, i) => `${NAMES.artifactSourcesSecret}-${i}`);
 
 /**
  * The platform every image of the runtime is built for (scripts/image/oci-layout.ts

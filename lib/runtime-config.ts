@@ -121,7 +121,8 @@ export const runtimeConfigSchema = z
         nodeSelector: z.string().default(''),
         // the spool refuses new records past this size (with a log line and a metric), never drops
         spoolMaxBytes: z.number().int().min(4096).default(1024 * 1024 * 1024),
-        // registries evaluation images may come from (controlPlane.registryHost and evaluations.extraRegistries)
+        // where evaluation images may come from (lib/image-prefix.ts): controlPlane.registryHost, a bare host meaning
+        // the whole registry, and the repository prefixes of evaluations.extraRegistries, each ending in /
         imageRegistries: z.array(z.string()).min(1).default(['registry.rlmesh.dev']),
       })
       .strict()
@@ -157,8 +158,10 @@ export const runtimeConfigSchema = z
         placement: clusterPlacementSchema.optional(),
         // evaluations.hostUsers (lib/user-namespaces.ts); absent (a config from an older chart): auto
         hostUsers: z.union([z.literal('auto'), z.boolean()]).optional(),
-        // evaluations.imagePullSecrets: the operator's pull Secrets in rlmesh-runs, after the platform's; absent: none
-        imagePullSecrets: z.array(z.object({ name: z.string().min(1) }).strict()).optional(),
+        // evaluations.imagePullSecrets: the operator's pull Secrets in rlmesh-runs, each with the repository prefixes it
+        // is for; a pod carries one after the platform's only when its image lies under one of them. Absent: none; an
+        // entry without registries (a config from an older chart) is for no image and is never attached
+        imagePullSecrets: z.array(z.object({ name: z.string().min(1), registries: z.array(z.string()).default([]) }).strict()).optional(),
       })
       .strict()
       .optional(),

@@ -74,6 +74,20 @@ export const VALUES_REFUSALS = {
     path: 'evaluations.imagePullSecrets.{index}.name',
     message: '{name} is listed more than once: list each pull Secret once',
   },
+  evaluationPullSecretUnmapped: {
+    path: 'evaluations.imagePullSecrets.{index}.registries',
+    message:
+      "{name} names no repository prefixes: a pull Secret is attached only to evaluation pods whose image lies under one of its registries, so that the platform cannot have the kubelet use your credential for other images (a confused deputy); list the prefixes it is for, e.g. registries: [registry.corp.example/evals/]",
+  },
+  evaluationPullSecretBareHost: {
+    path: 'evaluations.imagePullSecrets.{index}.registries.{i}',
+    message: '{host} is a registry host, and registries takes repository prefixes: write {host}/evals/ (the repositories under evals/) or {host}/ (every repository of that registry)',
+  },
+  extraRegistryBareHost: {
+    path: 'evaluations.extraRegistries.{index}',
+    message:
+      '{host} is a registry host, and evaluations.extraRegistries takes repository prefixes (it took hosts before): write {host}/evals/ to allow the repositories under evals/, or {host}/ to allow every repository of that registry (the platform may then run any image in it, with the pull Secrets mapped to it)',
+  },
   dashboardNoLabel: {
     path: 'metrics.grafanaDashboard.labels',
     message: 'metrics.grafanaDashboard.enabled is true but the ConfigMap would have no label, and Grafana\'s dashboard sidecar finds dashboards only by label: set your sidecar\'s label, e.g. --set-json \'metrics.grafanaDashboard.labels={"grafana_dashboard":"1"}\'',

@@ -106,19 +106,37 @@ describe('values schema', () => {
     expect(spoolMaxBytes('500M')).toBe(450_000_000);
   });
 
-  it("evaluations.imagePullSecrets: the operator's own Secrets, each once, into the runtime config", () => {
+  it("evaluations.imagePullSecrets: the operator's own Secrets, each once, each with its repository prefixes, into the runtime config", () => {
     const errs = (o: object) => crossFieldErrors(valuesObjectSchema.parse(o));
-    const ok = valuesSchema.parse({ joinToken: TOKEN, evaluations: { extraRegistries: ['ghcr.io'], imagePullSecrets: [{ name: 'ghcr-pull' }] } });
+    const R = ['ghcr.io/corp/'];
+    const ok = valuesSchema.parse({ joinToken: TOKEN, evaluations: { extraRegistries: R, imagePullSecrets: [{ name: 'ghcr-pull', registries: R }] } });
     expect(crossFieldErrors(ok)).toEqual([]);
-    expect(renderRuntimeConfig(ok).evaluations?.imagePullSecrets).toEqual([{ name: 'ghcr-pull' }]);
+    expect(renderRuntimeConfig(ok).evaluations?.imagePullSecrets).toEqual([{ name: 'ghcr-pull', registries: R }]);
+    expect(renderRuntimeConfig(ok).agent.imageRegistries).toEqual(['registry.rlmesh.dev', 'ghcr.io/corp/']);
     expect(renderRuntimeConfig(valuesSchema.parse({ joinToken: TOKEN })).evaluations?.imagePullSecrets).toEqual([]);
-    expect(errs({ joinToken: TOKEN, evaluations: { imagePullSecrets: [{ name: 'rlmesh-registry-pull' }] } })).toEqual([
+    expect(errs({ joinToken: TOKEN, evaluations: { imagePullSecrets: [{ name: 'rlmesh-registry-pull', registries: R }] } })).toEqual([
       { path: 'evaluations.imagePullSecrets.0.name', message: expect.stringContaining("rlmesh-registry-pull is the platform's pull Secret") },
     ]);
-    const bring = { credentials: { controlSecret: 'c', pullSecret: 'mine' }, evaluations: { imagePullSecrets: [{ name: 'a' }, { name: 'mine' }, { name: 'a' }] } };
+    const bring = { credentials: { controlSecret: 'c', pullSecret: 'mine' }, evaluations: { imagePullSecrets: [{ name: 'a', registries: R }, { name: 'mine', registries: R }, { name: 'a', registries: R }] } };
     expect(errs(bring).map((e) => e.message)).toEqual([expect.stringMatching(/^mine is the platform's pull Secret/), 'a is listed more than once: list each pull Secret once']);
     expect(errs(bring).map((e) => e.path)).toEqual(['evaluations.imagePullSecrets.1.name', 'evaluations.imagePullSecrets.2.name']);
-    expect(valuesSchema.safeParse({ joinToken: TOKEN, evaluations: { imagePullSecrets: [{ name: 'Not_A_Name' }] } }).error?.issues[0]?.path).toEqual(['evaluations', 'imagePullSecrets', 0, 'name']);
+    expect(valuesSchema.safeParse({ joinToken: TOKEN, evaluations: { imagePullSecrets: [{ name: 'Not_A_Name', registries: R }] } }).error?.issues[0]?.path).toEqual(['evaluations', 'imagePullSecrets', 0, 'name']);
+    // a Secret for no image, or for a bare host: refused with what to write
+    expect(errs({ joinToken: TOKEN, evaluations: { imagePullSecrets: [{ name: 'corp' }, { name: 'other', registries: ['registry.corp.example', 'registry.corp.example/evals/'] }] } })).toEqual([
+      { path: 'evaluations.imagePullSecrets.0.registries', message: expect.stringMatching(/^corp names no repository prefixes: .* confused deputy.*registries: \[registry\.corp\.example\/evals\/\]$/) },
+      { path: 'evaluations.imagePullSecrets.1.registries.0', message: 'registry.corp.example is a registry host, and registries takes repository prefixes: write registry.corp.example/evals/ (the repositories under evals/) or registry.corp.example/ (every repository of that registry)' },
+    ]);
+  });
+
+  it('evaluations.extraRegistries: repository prefixes; a bare host, which the value took before, is refused naming the prefix to write', () => {
+    const errs = (r: string[]) => crossFieldErrors(valuesObjectSchema.parse({ joinToken: TOKEN, evaluations: { extraRegistries: r } }));
+    expect(errs(['registry.corp.example/evals/', 'registry.corp.example:5000/', 'docker.io/library/'])).toEqual([]);
+    expect(errs(['registry.corp.example/evals/', 'registry.corp.example:5000'])).toEqual([
+      { path: 'evaluations.extraRegistries.1', message: expect.stringMatching(/^registry\.corp\.example:5000 is a registry host, and evaluations\.extraRegistries takes repository prefixes \(it took hosts before\): write registry\.corp\.example:5000\/evals\/ .* or registry\.corp\.example:5000\/ /) },
+    ]);
+    for (const bad of ['registry.corp.example/evals', 'registry.corp.example/evals/gym:1', 'https://registry.corp.example/', 'registry.corp.example//', 'Registry.corp.example/', 'registry.corp.example/Evals/']) {
+      expect(valuesSchema.safeParse({ joinToken: TOKEN, evaluations: { extraRegistries: [bad] } }).error?.issues[0]?.path, bad).toEqual(['evaluations', 'extraRegistries', 0]);
+    }
   });
 
   it('controlPlane.caBundleFrom: exactly one source, not beside caBundle; the runtime config trusts it at the same path', () => {

@@ -9,6 +9,7 @@ import { affinitySchema, tolerationSchema, automaticPullPolicy, imageErrors, ima
 import { allowRangePrefix, WIDEST_REOPENABLE } from './network-policy-ranges.ts';
 import { parseQuantity } from './quantity.ts';
 import { refuse } from './refusals.ts';
+import { BARE_REGISTRY_HOST, REPOSITORY_PREFIX } from './image-prefix.ts';
 import { VALUES_REFUSALS } from './values-refusals.ts';
 import { DEFAULT_START_DEADLINE_SECONDS, runtimeConfigSchema, type RuntimeConfig } from './runtime-config.ts';
 import { evaluateSpec, RUNTIME_CONFIG_SPEC } from './runtime-config-spec.ts';
@@ -34,8 +35,8 @@ export const DEFAULT_RUNS_QUOTA = {
 } as const;
 const containerResources = (what: string) =>
   z.object({ cpu: quantity(`cpu ${what}`), memory: quantity(`memory ${what}`), 'ephemeral-storage': quantity(`ephemeral-storage ${what}`) }).strict();
-/** A registry host as an image reference names it: host or host:port. */
-const REGISTRY_HOST = new RegExp(`^${HOST_LABELS}(:[0-9]{1,5})?$`);
+/** A repository prefix, or a bare registry host so that its refusal can say what to write instead (evaluationRegistryErrors). */
+const REPOSITORY_PREFIX_OR_HOST = new RegExp(`${REPOSITORY_PREFIX.source}|${BARE_REGISTRY_HOST.source}`);
 export const domainPattern = new RegExp(`^(\\*\\.)?${HOST_LABELS}$`);
 const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
@@ -87,12 +88,27 @@ const caBundleFromSchema = z
   .describe(
     "The PEM CA bundle from an existing ConfigMap or Secret instead of inline in caBundle (not both): {configMap: {name, key}} or {secret: {name, key}}, key default ca.crt. It is mounted (optional: false) into the agent, the controller, the cache filler, the egress proxy and GPU discovery, so a missing ConfigMap, Secret or key keeps the pod from starting, with the reason in its Events. Pods read it at start: after the bundle's contents change, restart them (kubectl rollout restart). Unset: caBundle, or the system roots.",
   );
-/** evaluations.imagePullSecrets: the operator's pull Secrets for evaluations.extraRegistries, in rlmesh-runs. */
+/** A repository prefix (lib/image-prefix.ts), in values. */
+const repositoryPrefix = (what: string) =>
+  z.string().max(253).regex(REPOSITORY_PREFIX_OR_HOST, {
+    message: `must be ${what}: a registry host, optionally with a port, then / and any repository path components each followed by / (registry.example.com/evals/, or registry.example.com:5000/ for the whole registry), without a scheme, tag or digest`,
+  });
+/** evaluations.imagePullSecrets: the operator's pull Secrets, each for the repository prefixes it names, in rlmesh-runs. */
 const evaluationPullSecretsSchema = z
-  .array(z.object({ name: z.string().max(253).regex(new RegExp(`^${K8S_NAME}$`), { message: 'must be a Secret name (lowercase DNS subdomain)' }) }).strict())
+  .array(
+    z
+      .object({
+        name: z.string().max(253).regex(new RegExp(`^${K8S_NAME}$`), { message: 'must be a Secret name (lowercase DNS subdomain)' }).describe('The Secret\'s name in rlmesh-runs.'),
+        registries: z
+          .array(repositoryPrefix('a repository prefix'))
+          .optional()
+          .describe('The repository prefixes this Secret is for (required), in the form of evaluations.extraRegistries, e.g. [registry.corp.example/evals/].'),
+      })
+      .strict(),
+  )
   .default([])
   .describe(
-    "kubernetes.io/dockerconfigjson Secrets you create in rlmesh-runs for private registries in evaluations.extraRegistries, e.g. [{name: ghcr-pull}]. Every evaluation pod carries them after the platform's pull Secret. The controller may read exactly these Secrets (by name): an evaluation waits as PullSecretInvalid, naming the Secret and the fix, while one is missing or of another type, and fails at its start deadline if it stays so. Its admission policy lets it give pods no other pull Secret.",
+    "kubernetes.io/dockerconfigjson Secrets you create in rlmesh-runs for private registries, each with the repository prefixes it is for, e.g. [{name: corp-pull, registries: [registry.corp.example/evals/]}]. An evaluation pod carries one, after the platform's pull Secret, only when its image lies under one of that Secret's prefixes (and under evaluations.extraRegistries); the controller's admission policy refuses a pod with a pull Secret not mapped to its image. Risk: a credential lent to the platform's pods is a confused deputy: the platform chooses which images its evaluations run, and the kubelet pulls them with whatever Secret the pod carries, so give a read-only token scoped to the evaluation repositories (pull only, on exactly the repositories under these prefixes), never a login that can push or reach other repositories. No pod of the product can read them (the controller names them on pods, the kubelet reads them); rlmesh preflight checks that each exists and is a dockerconfigjson, and an evaluation whose image then does not pull fails at its start deadline, quoting the kubelet and naming the pod's pull Secrets.",
   );
 
 /** Size limit of the /tmp emptyDir every pod of the chart mounts (templates/_helpers.tpl, rlmesh.tmpSizeLimit). */
@@ -433,10 +449,10 @@ export const valuesObjectSchema = z
     evaluations: z
       .object({
         extraRegistries: z
-          .array(z.string().max(253).regex(REGISTRY_HOST, { message: 'must be a registry host, optionally with a port (registry.example.com or registry.example.com:5000), without a scheme or path' }))
+          .array(repositoryPrefix('a repository prefix'))
           .default([])
           .describe(
-            'Registries whose images evaluations may run besides controlPlane.registryHost (host or host:port, no scheme or path). The agent refuses an assignment whose image comes from anywhere else, and evaluation pods always pull (imagePullPolicy Always), so an image already on a node is not run without the registry\'s say.',
+            "Repository prefixes whose images evaluations may run besides controlPlane.registryHost, e.g. [registry.corp.example/evals/]: a registry host (and port), then / and the path, ending in /. An image is allowed when its repository starts with a prefix at a / boundary: registry.corp.example/evals/ allows registry.corp.example/evals/gym, not registry.corp.example/evals-evil/gym; the port is part of the host, docker.io and index.docker.io are one registry, tags and digests are not compared. registry.corp.example/ allows the whole registry. A bare host (registry.corp.example), which this value took before, is refused: write the prefix. The agent refuses an assignment whose image lies elsewhere, the controller's admission policy refuses such a pod, and evaluation pods always pull (imagePullPolicy Always), so an image already on a node is not run without the registry's say. Risk: every repository under a prefix is one the platform may choose to run, with the pull Secrets mapped to it; list the narrowest prefixes that hold your evaluation images.",
           ),
         imagePullSecrets: evaluationPullSecretsSchema,
         runWithoutNetworkPolicyEnforcement: z
@@ -764,6 +780,7 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
   errors.push(...proxyErrors(v.controlPlane.proxy));
   errors.push(...caBundleFromErrors(v));
   errors.push(...evaluationPullSecretErrors(v));
+  errors.push(...evaluationRegistryErrors(v));
   errors.push(...placementErrors(v));
   errors.push(...imageErrors(v, OWN_TAG_IMAGES));
   errors.push(...ephemeralStorageErrors(v));
@@ -807,14 +824,28 @@ export function caBundleFromErrors(v: Values): { path: string; message: string }
   return errors;
 }
 
-/** evaluations.imagePullSecrets: the operator's own Secrets, each once. */
+/** evaluations.imagePullSecrets: the operator's own Secrets, each once, each mapped to repository prefixes. */
 export function evaluationPullSecretErrors(v: Values): { path: string; message: string }[] {
   const R = VALUES_REFUSALS;
   const platform = v.credentials.pullSecret || NAMES.pullSecret;
   const errors: { path: string; message: string }[] = [];
-  v.evaluations.imagePullSecrets.forEach(({ name }, index) => {
+  v.evaluations.imagePullSecrets.forEach(({ name, registries }, index) => {
     if (name === platform) errors.push(refuse(R.evaluationPullSecretPlatform, { index, name }));
     else if (v.evaluations.imagePullSecrets.findIndex((s) => s.name === name) < index) errors.push(refuse(R.evaluationPullSecretTwice, { index, name }));
+    if (!registries?.length) errors.push(refuse(R.evaluationPullSecretUnmapped, { index, name }));
+    (registries ?? []).forEach((host, i) => {
+      if (!host.includes('/')) errors.push(refuse(R.evaluationPullSecretBareHost, { index, i, host }));
+    });
+  });
+  return errors;
+}
+
+/** evaluations.extraRegistries: repository prefixes; a bare host (what the value took before) gets a refusal naming the prefix to write. */
+export function evaluationRegistryErrors(v: Values): { path: string; message: string }[] {
+  const errors: { path: string; message: string }[] = [];
+  v.evaluations.extraRegistries.forEach((host, index) => {
+    // the schema takes a prefix or a bare host, so no slash means a bare host
+    if (!host.includes('/')) errors.push(refuse(VALUES_REFUSALS.extraRegistryBareHost, { index, host }));
   });
   return errors;
 }

@@ -39,22 +39,22 @@ export const secretRefSchema = z
       .string()
       .min(1)
       .describe(
-        'Name of a Secret in the evaluation\'s namespace, written by the agent and owned by the evaluation, with keys accessKeyId, secretAccessKey and (for temporary credentials) sessionToken.',
+        'Name of the evaluation\'s entry (<evaluation>-sources) in the artifact-sources Secrets (rlmesh-artifact-sources-*) the agent writes in the evaluation\'s namespace and removes once it has finished, with keys accessKeyId, secretAccessKey and (for temporary credentials) sessionToken. The kubelet projects those Secrets into the cache filler, which holds no Secret rights.',
       ),
   })
   .strict()
-  .describe('Reference to the Secret holding the temporary S3 credentials the assignment carried; credentials are never stored in the evaluation itself.');
+  .describe('Reference to the entry holding the temporary S3 credentials the assignment carried; credentials are never stored in the evaluation itself.');
 
 export const urlSecretRefSchema = z
   .object({
-    name: z.string().min(1).describe('Name of a Secret in the evaluation\'s namespace, written by the agent and owned by the evaluation.'),
+    name: z.string().min(1).describe('Name of the evaluation\'s entry (<evaluation>-sources) in the artifact-sources Secrets (rlmesh-artifact-sources-*) the agent writes in the evaluation\'s namespace, which the kubelet projects into the cache filler.'),
     key: z
       .string()
       .regex(/^[-._a-zA-Z0-9]+$/, { message: 'key must be a Secret key: letters, digits, ".", "_" or "-"' })
-      .describe('Key of that Secret whose value is the presigned https:// URL.'),
+      .describe('Key in that entry whose value is the presigned https:// URL.'),
   })
   .strict()
-  .describe('Reference to the Secret key holding the presigned HTTPS URL the assignment carried. A presigned URL is a credential, so it is never stored in the evaluation itself.');
+  .describe('Reference to the key holding the presigned HTTPS URL the assignment carried. A presigned URL is a credential, so it is never stored in the evaluation itself.');
 
 /** An environment variable name that is also a Secret key (the pod reads it with secretKeyRef under its own name). */
 export const SECRET_ENV_NAME = /^[A-Za-z_.-][A-Za-z0-9_.-]*$/;

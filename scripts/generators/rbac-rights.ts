@@ -31,6 +31,9 @@ const F = 'rlmesh-artifact-cache-filler' as const;
 const G = 'rlmesh-gpu-feature-discovery' as const;
 const SYS = 'rlmesh-system';
 const RUNS = 'rlmesh-runs';
+/** The operator's pull Secrets test/chart/rbac.test.ts installs with: evaluations.imagePullSecrets (in rlmesh-runs) and imagePullSecrets (a mirror's login). */
+export const OPERATOR_PULL = 'corp-registry-pull';
+export const OPERATOR_MIRROR = 'corp-mirror-pull';
 
 const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: A, verb: 'create', resource: 'secrets', namespace: SYS, allowed: true, why: 'writes its control, pull, hook-pull and relay Secrets after the join' },
@@ -45,6 +48,11 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: A, verb: 'create', resource: 'secrets', namespace: RUNS, allowed: true, why: 'the pull Secret evaluation pods use' },
   { sa: A, verb: 'get', resource: 'secrets', name: 'rlmesh-registry-pull', namespace: RUNS, allowed: true, why: 'its own pull Secret' },
   { sa: A, verb: 'get', resource: 'secrets', name: 'someone-elses-secret', namespace: RUNS, allowed: false, why: 'no Secret it did not create' },
+  { sa: A, verb: 'patch', resource: 'secrets', name: 'rlmesh-artifact-sources-0', namespace: RUNS, allowed: true, why: "writes and removes evaluations' artifact credentials in the artifact-sources Secrets, which the kubelet projects into the cache filler" },
+  { sa: A, verb: 'get', resource: 'secrets', name: 'rlmesh-artifact-sources-15', namespace: RUNS, allowed: true, why: 'sweeps the credentials of finished evaluations' },
+  { sa: A, verb: 'get', resource: 'secrets', name: 'rlmesh-artifact-sources-16', namespace: RUNS, allowed: false, why: 'the 16 artifact-sources Secrets alone' },
+  { sa: A, verb: 'get', resource: 'secrets', name: OPERATOR_PULL, namespace: RUNS, allowed: false, why: "not the operator's registry login (evaluations.imagePullSecrets)" },
+  { sa: A, verb: 'get', resource: 'secrets', name: OPERATOR_MIRROR, namespace: SYS, allowed: false, why: "not the operator's mirror login (imagePullSecrets)" },
   { sa: A, verb: 'create', resource: 'secrets', namespace: 'default', allowed: false, why: 'nothing outside its namespaces' },
   { sa: A, verb: 'create', resource: 'leases', namespace: SYS, allowed: true, why: 'the join Lease: one replica ever joins' },
   { sa: A, verb: 'update', resource: 'leases', name: 'rlmesh-cluster-agent-join', namespace: SYS, allowed: true, why: 'renews the join Lease' },
@@ -95,6 +103,9 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: C, verb: 'patch', resource: 'pods/ephemeralcontainers', namespace: RUNS, allowed: false, why: 'no containers added to running pods' },
   { sa: C, verb: 'get', resource: 'secrets', name: 'rlmesh-registry-pull', namespace: RUNS, allowed: false, why: 'pods reference the pull Secret by name; the controller never reads it' },
   { sa: C, verb: 'list', resource: 'secrets', namespace: SYS, allowed: false, why: 'no Secrets at all' },
+  { sa: C, verb: 'get', resource: 'secrets', name: OPERATOR_PULL, namespace: RUNS, allowed: false, why: "not the operator's registry login: pods name it, the kubelet reads it" },
+  { sa: C, verb: 'get', resource: 'secrets', name: OPERATOR_MIRROR, namespace: SYS, allowed: false, why: "not the operator's mirror login" },
+  { sa: C, verb: 'get', resource: 'secrets', name: 'rlmesh-artifact-sources-0', namespace: RUNS, allowed: false, why: "not evaluations' artifact credentials" },
   { sa: C, verb: 'patch', resource: 'rlmeshevaluations/status', namespace: RUNS, allowed: true, why: 'reports phases' },
   { sa: C, verb: 'watch', resource: 'rlmeshevaluations', namespace: RUNS, allowed: true, why: 'reconciles evaluations' },
   { sa: C, verb: 'delete', resource: 'rlmeshevaluations', namespace: RUNS, allowed: true, why: 'removes finished evaluations after their retention time' },
@@ -117,8 +128,10 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: C, verb: 'get', resource: 'configmaps', name: 'rlmesh-preflight', namespace: SYS, allowed: false, why: "not the agent's report" },
   { sa: C, verb: 'get', resource: 'services', name: 'rlmesh-egress-proxy', namespace: SYS, allowed: true, why: "the proxy's ClusterIP, the proxy address of evaluation pods (they have no DNS)" },
   { sa: C, verb: 'list', resource: 'services', namespace: SYS, allowed: false, why: 'that one Service by name only' },
-  { sa: F, verb: 'get', resource: 'secrets', name: 'ev-1-sources', namespace: RUNS, allowed: true, why: 'the temporary S3 credentials and presigned URLs the agent writes per evaluation (names vary, so no resourceNames)' },
-  { sa: F, verb: 'get', resource: 'secrets', name: 'rlmesh-registry-pull', namespace: RUNS, allowed: true, why: 'not needed, yet allowed: RBAC has no suffix match for `<evaluation>-sources`, so any Secret here can be read by name' },
+  { sa: F, verb: 'get', resource: 'secrets', name: 'rlmesh-artifact-sources-0', namespace: RUNS, allowed: false, why: 'the artifact credentials reach it as a projected volume, which the kubelet reads: no Secret rights at all' },
+  { sa: F, verb: 'get', resource: 'secrets', name: 'ev-1-sources', namespace: RUNS, allowed: false, why: 'no Secret by any name' },
+  { sa: F, verb: 'get', resource: 'secrets', name: 'rlmesh-registry-pull', namespace: RUNS, allowed: false, why: "not the platform's pull Secret" },
+  { sa: F, verb: 'get', resource: 'secrets', name: OPERATOR_PULL, namespace: RUNS, allowed: false, why: "not the operator's registry login (evaluations.imagePullSecrets)" },
   { sa: F, verb: 'list', resource: 'secrets', namespace: RUNS, allowed: false, why: 'cannot enumerate Secrets' },
   { sa: F, verb: 'get', resource: 'secrets', name: 'rlmesh-cluster-control', namespace: SYS, allowed: false, why: 'nothing in rlmesh-system' },
   { sa: F, verb: 'watch', resource: 'rlmeshevaluations', namespace: RUNS, allowed: true, why: 'which artifacts evaluations need' },
@@ -135,6 +148,7 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: G, verb: 'patch', resource: 'nodes', allowed: true, why: 'sets the rlmesh.dev/gpu.* labels on its node (RBAC cannot narrow this to one node)' },
   { sa: G, verb: 'delete', resource: 'nodes', allowed: false, why: 'labels only' },
   { sa: G, verb: 'get', resource: 'secrets', namespace: SYS, allowed: false, why: 'no Secrets' },
+  { sa: G, verb: 'get', resource: 'secrets', name: OPERATOR_MIRROR, namespace: SYS, allowed: false, why: "not the operator's mirror login" },
   { sa: G, verb: 'list', resource: 'pods', allowed: false, why: 'nothing but its node' },
   { sa: E, verb: 'get', resource: 'secrets', namespace: SYS, allowed: false, why: 'the proxy has no Kubernetes rights (and no token)' },
   { sa: E, verb: 'list', resource: 'pods', namespace: RUNS, allowed: false, why: 'no rights' },

@@ -1,5 +1,6 @@
-// Assignments become RLMeshEvaluations (S3 credentials in an owned Secret, not
-// in the object, and never in the control plane's database files); their status streams back with rising sequences; a
+// Assignments become RLMeshEvaluations (S3 credentials in the evaluation's entry of the
+// artifact-sources Secrets, removed once it has finished, not in the object, and never in the
+// control plane's database files); their status streams back with rising sequences; a
 // cancellation sets spec.cancelled.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -7,7 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { kubectl } from '../support/cluster.ts';
 import { api } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
-import { decode, newCluster, runtimeConfig, RUNS, secret } from './harness.ts';
+import { newCluster, runtimeConfig, RUNS, secret } from './harness.ts';
+import { sourcesSecretFor, type SourcesEntry } from '../../agent/artifact-sources.ts';
 import { agentSuite } from './suite.ts';
 
 type Ev = { id: string; phase: string; result: { exitCode?: number } | null; updates: { phase: string; sequence: number }[] };
@@ -54,12 +56,20 @@ describe('agent evaluations', () => {
         { name: 'tokenizer.json', source: { httpsUrlSecretRef: { name: `${id}-sources`, key: 'url.tokenizer.json' } } },
       ],
     });
-    // the credentials (S3 keys, the presigned URL) are in a Secret the evaluation owns, not in the evaluation
+    // the credentials (S3 keys, the presigned URL) are in the evaluation's entry of an artifact-sources Secret, not in the evaluation
     expect(JSON.stringify(obj)).not.toContain('sekrit');
-    const s3 = secret(RUNS, `${id}-sources`)!;
-    expect(decode(s3, 'secretAccessKey')).toBe('sekrit-value');
-    expect(decode(s3, 'sessionToken')).toBe('sekrit-session-token');
-    expect(decode(s3, 'url.tokenizer.json')).toBe('https://inputs.example/tok.json?X-Amz-Signature=sekrit-url-signature');
+    const shard = sourcesSecretFor(`${id}-sources`);
+    const entry = () => {
+      const value = secret(RUNS, shard)?.data?.[`${id}-sources`];
+      return value === undefined ? undefined : (JSON.parse(Buffer.from(value, 'base64').toString('utf8')) as SourcesEntry);
+    };
+    expect(entry()?.data).toEqual({
+      accessKeyId: 'AKIATEST',
+      secretAccessKey: 'sekrit-value',
+      sessionToken: 'sekrit-session-token',
+      'url.tokenizer.json': 'https://inputs.example/tok.json?X-Amz-Signature=sekrit-url-signature',
+    });
+    expect(secret(RUNS, shard)?.type).toBe('Opaque');
     // ... while the control plane's database files never held either (sealed apart, key in its own file)
     const dbFiles = readdirSync(suite.cp.dataDir).filter((f) => f.startsWith('controlplane.db'));
     expect(dbFiles).toContain('controlplane.db');
@@ -69,7 +79,6 @@ describe('agent evaluations', () => {
       expect(bytes, f).not.toContain('sekrit-session-token');
       expect(bytes, f).not.toContain('sekrit-url-signature');
     }
-    expect(s3.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'RLMeshEvaluation', name: id, uid: obj.metadata.uid });
 
     // the agent reports the accepted evaluation, then each phase the controller writes
     const ev = async () => (await api<Ev>(suite.cp, 'GET', `/v1/evaluations/${id}`)).body;
@@ -82,6 +91,8 @@ describe('agent evaluations', () => {
       return e.phase === 'Succeeded' ? e : undefined;
     }, { timeoutMs: 15_000 });
     expect(done.result?.exitCode).toBe(0);
+    // finished, it needs its credentials no more: the agent removes its entry
+    await until('the finished evaluation\'s credentials removed', () => (entry() === undefined ? true : undefined), { timeoutMs: 20_000 });
     expect(done.updates.map((u) => u.phase)).toEqual(['Pending', 'Running', 'Succeeded']);
     const seqs = done.updates.map((u) => Number(u.sequence));
     expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
@@ -104,7 +115,7 @@ describe('agent evaluations', () => {
       return e.phase === 'Failed' ? e : undefined;
     }, { timeoutMs: 20_000 });
     expect(JSON.stringify(refused)).toContain('ImageNotAllowed');
-    expect(JSON.stringify(refused)).toContain('image busybox comes from docker.io, and this cluster runs evaluation images only from registry.rlmesh.dev');
+    expect(JSON.stringify(refused)).toContain('image busybox is the repository docker.io/library/busybox, and this cluster runs evaluation images only from under registry.rlmesh.dev/');
     expect(kubectl(['-n', RUNS, 'get', 'rlmeshevaluation', foreign.body.id], { allowFail: true }).status).not.toBe(0);
     await agent.stop();
   });

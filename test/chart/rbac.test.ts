@@ -10,7 +10,9 @@ import { buildEvaluationPod } from '../../controller/pod-spec.ts';
 import { defaultProbeTargets, GATE_GRACE_SECONDS, gateTargets, probePod } from '../../controller/network-policy-probe.ts';
 import type { RLMeshEvaluation } from '../../lib/crds/types.ts';
 import { runtimeConfigSchema, type RuntimeConfig } from '../../lib/runtime-config.ts';
-import { canIArgs, RBAC_TABLE } from '../../scripts/generators/rbac-rights.ts';
+import { canIArgs, OPERATOR_PULL, RBAC_TABLE } from '../../scripts/generators/rbac-rights.ts';
+import { admitImage } from '../../agent/evaluation-image.ts';
+import { pullSecretsFor } from '../../controller/pull-secrets.ts';
 import { clusterInfo, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { until } from '../support/until.ts';
 import { CHART, HOOK_ON_KWOK, TOKEN } from './chart.ts';
@@ -32,8 +34,15 @@ function canI(args: string[], kubeconfig?: string): 'yes' | 'no' {
   return out;
 }
 
+// the operator's private registry for evaluations: one repository prefix, and its pull Secret mapped to it
+const CORP_PREFIX = 'registry.corp.example/evals/';
+
 beforeAll(async () => {
-  helm(['upgrade', '--install', 'rlmesh', CHART, '-n', SYS, '--create-namespace', '--set', `joinToken=${TOKEN}`, '--set', 'observability.enabled=true', ...HOOK_ON_KWOK]);
+  helm([
+    'upgrade', '--install', 'rlmesh', CHART, '-n', SYS, '--create-namespace', '--set', `joinToken=${TOKEN}`, '--set', 'observability.enabled=true',
+    '--set', `evaluations.extraRegistries={${CORP_PREFIX}}`, '--set-json', `evaluations.imagePullSecrets=${JSON.stringify([{ name: OPERATOR_PULL, registries: [CORP_PREFIX] }])}`,
+    ...HOOK_ON_KWOK,
+  ]);
   for (const r of RBAC_TABLE) if (!kubeconfigs.has(r.sa)) kubeconfigs.set(r.sa, await serviceAccountKubeconfig(r.saNamespace, r.sa));
 });
 
@@ -156,8 +165,13 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     expect(sat.out).toMatch(/only Opaque and dockerconfigjson Secrets, not kubernetes\.io\/service-account-token/);
     // its own names pass (the server's dry run goes through admission and stores nothing)
     expect(as(kc, ['-n', SYS, 'create', 'secret', 'generic', 'rlmesh-cluster-relay-secret', '--from-literal=relay-secret=x', '--dry-run=server']).ok).toBe(true);
-    expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-sources', '--from-literal=accessKeyId=a', '--dry-run=server']).ok).toBe(true);
     expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-env', '--from-literal=API_KEY=a', '--dry-run=server']).ok).toBe(true);
+    expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'rlmesh-artifact-sources-0', '--from-literal=ev-1-sources={}', '--dry-run=server']).ok).toBe(true);
+    // the artifact credentials live in those Secrets alone, Opaque: not a Secret per evaluation, which the filler could not mount
+    const perEvaluation = as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-sources', '--from-literal=accessKeyId=a', '--dry-run=server']);
+    expect(perEvaluation.ok).toBe(false);
+    expect(perEvaluation.out).toMatch(/may write only its own Secrets .*rlmesh-artifact-sources-\* artifact credentials in rlmesh-runs\), not rlmesh-runs\/ev-1-sources/);
+    expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'docker-registry', 'rlmesh-artifact-sources-1', '--docker-server=x', '--docker-username=u', '--docker-password=p', '--dry-run=server']).ok).toBe(false);
     expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-other', '--from-literal=a=b', '--dry-run=server']).ok).toBe(false);
   });
 
@@ -227,14 +241,14 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
       ["another evaluation's secret environment", altered(evaluation, (s) => { s.containers[0]!.env!.push({ name: 'THEIRS', valueFrom: { secretKeyRef: { name: 'other-ev-env', key: 'API_KEY' } } }); }), 'not from another Secret (container evaluation)'],
       ['its own secret environment as envFrom', altered(evaluation, (s) => { s.containers[0]!.envFrom = [{ secretRef: { name: 'rbac-test-env' } }]; }), 'not from another Secret (container evaluation)'],
       ['a second owner to borrow its Secret', altered(evaluation, () => undefined, (m) => { m.ownerReferences!.push({ ...m.ownerReferences![0]!, name: 'other-ev', uid: '00000000-0000-4000-8000-000000000002', controller: false }); }), 'not from another Secret (container evaluation)'],
-      ['an unlisted registry', altered(evaluation, (s) => { s.containers[0]!.image = 'ghcr.io/someone/env:1'; }), `may run images only from ${registry} `, 'not ghcr.io/someone/env:1, which pulls from ghcr.io'],
+      ['an unlisted registry', altered(evaluation, (s) => { s.containers[0]!.image = 'ghcr.io/someone/env:1'; }), `may run images only from under ${registry}/, ${CORP_PREFIX} `, 'not ghcr.io/someone/env:1, which is the repository ghcr.io/someone/env'],
       // an upper-case first component is a registry host, as the kubelet reads it, not a Docker Hub path
-      ['an upper-case host', altered(evaluation, (s) => { s.containers[0]!.image = 'MYREG/env:1'; }), 'not MYREG/env:1, which pulls from myreg'],
+      ['an upper-case host', altered(evaluation, (s) => { s.containers[0]!.image = 'MYREG/env:1'; }), 'not MYREG/env:1, which is the repository myreg/env'],
       // a runtime may resolve an image ID to whatever image the node already holds
       ['a bare image ID', altered(evaluation, (s) => { s.containers[0]!.image = `sha256:${'b'.repeat(64)}`; }), `may not run the bare image ID sha256:${'b'.repeat(64)} (InvalidImageName, as the agent refuses it)`],
       ['an image ID alone', altered(evaluation, (s) => { s.initContainers![0]!.image = 'c'.repeat(64); }), `may not run the bare image ID ${'c'.repeat(64)} (InvalidImageName`],
-      ['Docker Hub, unlisted', altered(evaluation, (s) => { s.containers[0]!.image = 'busybox'; }), 'not busybox, which pulls from docker.io'],
-      ['an init container from an unlisted registry', altered(evaluation, (s) => { s.initContainers![0]!.image = 'docker.io/library/busybox:1'; }), 'not docker.io/library/busybox:1, which pulls from docker.io'],
+      ['Docker Hub, unlisted', altered(evaluation, (s) => { s.containers[0]!.image = 'busybox'; }), 'not busybox, which is the repository docker.io/library/busybox'],
+      ['an init container from an unlisted registry', altered(evaluation, (s) => { s.initContainers![0]!.image = 'docker.io/library/busybox:1'; }), 'not docker.io/library/busybox:1, which is the repository docker.io/library/busybox'],
     ];
     for (const [what, pod, ...messages] of refusals) {
       const r = createPod(kc, pod);
@@ -247,6 +261,53 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     expect(own.ok, `the evaluation pod: ${own.out}`).toBe(true);
     const probed = createPod(kc, probe);
     expect(probed.ok, `the probe pod: ${probed.out}`).toBe(true);
+  });
+
+  it("the controller's pods run images only under the allowed repository prefixes, and carry an operator's pull Secret only with an image under its registries: admission and the agent's and controller's code agree", async () => {
+    const kc = kubeconfigs.get('rlmesh-cluster-controller')!;
+    const { evaluation, config } = controllerPods();
+    const platform = config.controlPlane.registryHost;
+    const mapped = config.evaluations?.imagePullSecrets ?? [];
+    expect(mapped).toEqual([{ name: OPERATOR_PULL, registries: [CORP_PREFIX] }]);
+    await enforced(kc, ['create', '-f', '-', '--dry-run=server'], JSON.stringify(altered(evaluation, (s) => { s.containers[0]!.image = 'ghcr.io/x/y'; })));
+    const sha = `sha256:${'b'.repeat(64)}`;
+    // [image, under an allowed prefix]
+    const images: [string, boolean][] = [
+      ['registry.corp.example/evals/gym:1', true],
+      [`registry.corp.example/evals/team/gym@${sha}`, true],
+      [`registry.corp.example/evals/gym:2@${sha}`, true],
+      ['Registry.Corp.Example/evals/gym', true],
+      [`${platform}/anything/env:1`, true],
+      ['registry.corp.example/evals-evil/gym:1', false],
+      ['registry.corp.example/evalsx/gym', false],
+      ['registry.corp.example/evals:1', false],
+      ['registry.corp.example/other/gym:1', false],
+      ['registry.corp.example:5000/evals/gym:1', false],
+      ['registry.corp.example.evil.example/evals/gym', false],
+      ['docker.io/library/busybox', false],
+      ['index.docker.io/evals/gym', false],
+    ];
+    for (const [image, allowed] of images) {
+      expect('image' in admitImage(image, config.agent.imageRegistries), `the agent on ${image}`).toBe(allowed);
+      const alone = createPod(kc, altered(evaluation, (s) => { s.containers[0]!.image = image; }));
+      expect(alone.ok, `${image} without the operator's pull Secret: ${alone.out}`).toBe(allowed);
+      if (!allowed) expect(alone.out, image).toMatch(/may run images only from under .*\(controlPlane\.registryHost, evaluations\.extraRegistries\).*add the prefix of its repository to evaluations\.extraRegistries/);
+      if (!allowed) continue;
+      // with the operator's pull Secret: only where the controller would attach it
+      const wants = pullSecretsFor(image, mapped).includes(OPERATOR_PULL);
+      expect(wants, image).toBe(image.toLowerCase().startsWith(CORP_PREFIX));
+      const withSecret = createPod(kc, altered(evaluation, (s) => { s.containers[0]!.image = image; s.imagePullSecrets = [...(s.imagePullSecrets ?? []), { name: OPERATOR_PULL }]; }));
+      expect(withSecret.ok, `${image} with ${OPERATOR_PULL}: ${withSecret.out}`).toBe(wants);
+      if (!wants) {
+        expect(withSecret.out, image).toContain(`may give a pod only the pull Secrets its images are for`);
+        expect(withSecret.out, image).toContain(`not ${OPERATOR_PULL} to a pod with the images`);
+        expect(withSecret.out, image).toContain('evaluations.imagePullSecrets[].registries');
+      }
+    }
+    // a Secret the values name nowhere, on any image
+    const unknown = createPod(kc, altered(evaluation, (s) => { s.containers[0]!.image = 'registry.corp.example/evals/gym:1'; s.imagePullSecrets = [{ name: 'someone-elses-login' }]; }));
+    expect(unknown.ok).toBe(false);
+    expect(unknown.out).toContain('not someone-elses-login to a pod with the images');
   });
 
   it('where PodSecurity does not hold, the controller\'s pods still get nothing of the node: no host namespace, host path or privilege', async () => {

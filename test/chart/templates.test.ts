@@ -9,6 +9,7 @@ import { AGENT_NODE_OPTIONS, CHART_APP_VERSION, crossFieldErrors, defaultValues,
 import ipaddr from 'ipaddr.js';
 import { IPV4_ROWS, IPV6_GLOBAL_UNICAST, IPV6_ROWS } from '../../lib/special-purpose-registry.ts';
 import { CHART, get, podTemplate, render, scenarios, template, TOKEN, valuesFile, type K8sObject, type NodeSelectorTerm } from './chart.ts';
+import { ARTIFACT_SOURCES_SECRETS, MOUNTS } from '../../lib/fixed-names.ts';
 
 const SYS = 'rlmesh-system';
 const RUNS = 'rlmesh-runs';
@@ -161,12 +162,20 @@ describe('objects', () => {
     expect(podTemplate(d).spec.containers[0]!.args).toEqual(['controller']);
   });
 
-  it('the cache filler: the controller in its cache-filler role in rlmesh-runs, mounting the cache PVC', () => {
+  it('the cache filler: the controller in its cache-filler role in rlmesh-runs, mounting the cache PVC and the artifact-sources Secrets as a projected volume', () => {
     const d = get(objs, 'Deployment', RUNS, 'rlmesh-artifact-cache-filler');
     expect((d.spec as { replicas: number; strategy: { type: string } }).strategy.type).toBe('Recreate');
     const pod = podTemplate(d).spec;
     expect(pod.serviceAccountName).toBe('rlmesh-artifact-cache-filler');
-    expect(pod.containers[0]!.args).toEqual(['controller', '--role=cache-filler', '--cache-dir=/var/lib/rlmesh/cache']);
+    expect(pod.containers[0]!.args).toEqual(['controller', '--role=cache-filler', '--cache-dir=/var/lib/rlmesh/cache', `--sources-dir=${MOUNTS.artifactSourcesDir}`]);
+    // the kubelet reads the credentials for it: each of the agent's Secrets, optional until the agent first writes it
+    expect(pod.volumes?.find((v) => v.name === 'artifact-sources')).toEqual({
+      name: 'artifact-sources',
+      projected: { defaultMode: 0o440, sources: ARTIFACT_SOURCES_SECRETS.map((name) => ({ secret: { name, optional: true } })) },
+    });
+    expect(pod.containers[0]!.volumeMounts).toContainEqual({ name: 'artifact-sources', mountPath: MOUNTS.artifactSourcesDir, readOnly: true });
+    const role = get(objs, 'Role', RUNS, 'rlmesh-artifact-cache-filler') as K8sObject & { rules: { resources: string[] }[] };
+    expect(role.rules.flatMap((r) => r.resources)).not.toContain('secrets');
     expect(pod.volumes?.find((v) => v.name === 'cache')?.persistentVolumeClaim?.claimName).toBe('rlmesh-artifact-cache');
     expect(pod.volumes?.find((v) => v.name === 'config')?.configMap?.name).toBe('rlmesh-runtime-config');
     const copy = get(objs, 'ConfigMap', RUNS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> };
@@ -473,18 +482,18 @@ describe('objects', () => {
     expect(variable(policy, 'otherVolumes')).toContain("v.persistentVolumeClaim.claimName == 'rlmesh-artifact-cache'");
     // the chart's runtime image (the probe's and the network-ready gate's) and controlPlane.registryHost
     expect(probeImage(objs)).toBe(RUNTIME_REF);
-    expect(variable(policy, 'foreignImages')).toBe(`variables.images.filter(r, r.image != "${RUNTIME_REF}" && !(r.registry in ["registry.rlmesh.dev"]))`);
-    // pull Secrets: the platform's and the join token's (the probe pulls with it before the join)
-    expect(variable(policy, 'foreignPullSecrets')).toContain('filter(n, !(n in ["rlmesh-registry-pull","rlmesh-registry-join"]))');
+    expect(variable(policy, 'foreignImages')).toBe(`variables.images.filter(r, r.image != "${RUNTIME_REF}" && !["registry.rlmesh.dev/"].exists(p, r.repository.startsWith(p)))`);
+    // pull Secrets: the platform's and the join token's (the probe pulls with it before the join) on any pod
+    expect(variable(policy, 'unmappedPullSecrets')).toContain('!(n in ["rlmesh-registry-pull","rlmesh-registry-join"])');
 
-    // evaluations.extraRegistries are added, compared as the agent compares them (index.docker.io is docker.io); a pinned runtime image is allowed as pinned
+    // evaluations.extraRegistries are added as prefixes, compared as the agent compares them (index.docker.io is docker.io); a pinned runtime image is allowed as pinned
     const digest = `sha256:${'c'.repeat(64)}`;
-    const custom = render([...token, '--set', 'evaluations.extraRegistries={index.docker.io,localhost:5000}', '--set', 'controlPlane.registryHost=registry.staging.example', '--set', `controller.image.digest=${digest}`]);
+    const custom = render([...token, '--set', 'evaluations.extraRegistries={index.docker.io/corp/,localhost:5000/}', '--set', 'controlPlane.registryHost=registry.staging.example', '--set', `controller.image.digest=${digest}`]);
     const p = policyOf(custom);
     // the runtime image moved with controlPlane.registryHost
     expect(probeImage(custom)).toBe(`registry.staging.example/rlmesh/rlmesh-runtime@${digest}`);
-    expect(variable(p, 'foreignImages')).toBe(`variables.images.filter(r, r.image != "registry.staging.example/rlmesh/rlmesh-runtime@${digest}" && !(r.registry in ["registry.staging.example","docker.io","localhost:5000","index.docker.io"]))`);
-    expect(p.spec.validations.at(-1)!.messageExpression).toContain('may run images only from registry.staging.example, docker.io, localhost:5000 (controlPlane.registryHost, evaluations.extraRegistries)');
+    expect(variable(p, 'foreignImages')).toBe(`variables.images.filter(r, r.image != "registry.staging.example/rlmesh/rlmesh-runtime@${digest}" && !["registry.staging.example/","docker.io/corp/","localhost:5000/"].exists(p, r.repository.startsWith(p)))`);
+    expect(p.spec.validations.at(-1)!.messageExpression).toContain('may run images only from under registry.staging.example/, docker.io/corp/, localhost:5000/ (controlPlane.registryHost, evaluations.extraRegistries)');
   });
 
   it('staging hosts and CA bundle: ConfigMap rlmesh-ca-bundle mounted, NODE_EXTRA_CA_CERTS set', () => {
@@ -537,19 +546,43 @@ describe('objects', () => {
     }
   });
 
-  it("private registries: the operator's pull Secrets reach the runtime config, the controller may get exactly them, and its pods no other", () => {
+  it("private registries: the prefixes and the operator's pull Secrets with theirs reach the runtime config and the admission policy; no Role reads those Secrets", () => {
     const o = render(['-f', join(CHART, 'ci/private-registry-values.yaml')]);
     const cfg = JSON.parse((get(o, 'ConfigMap', SYS, 'rlmesh-runtime-config') as K8sObject & { data: Record<string, string> }).data['config.json']!);
-    expect(cfg.evaluations.imagePullSecrets).toEqual([{ name: 'corp-registry-pull' }]);
-    expect(cfg.agent.imageRegistries).toEqual(['registry.rlmesh.dev', 'registry.corp.example:5000']);
-    const role = get(o, 'Role', RUNS, 'rlmesh-cluster-controller') as K8sObject & { rules: { resources: string[]; resourceNames?: string[]; verbs: string[] }[] };
-    expect(role.rules.filter((r) => r.resources.includes('secrets'))).toEqual([{ apiGroups: [''], resources: ['secrets'], resourceNames: ['corp-registry-pull'], verbs: ['get'] }]);
-    const plain = get(objs, 'Role', RUNS, 'rlmesh-cluster-controller') as typeof role;
-    expect(plain.rules.some((r) => r.resources.includes('secrets'))).toBe(false);
+    expect(cfg.evaluations.imagePullSecrets).toEqual([{ name: 'corp-registry-pull', registries: ['registry.corp.example:5000/evals/'] }]);
+    expect(cfg.agent.imageRegistries).toEqual(['registry.rlmesh.dev', 'registry.corp.example:5000/evals/']);
+    for (const r of [...o.values()].filter((x) => x.kind === 'Role' || x.kind === 'ClusterRole')) {
+      for (const rule of (r as K8sObject & { rules: { resources: string[]; resourceNames?: string[] }[] }).rules) {
+        if (rule.resources.includes('secrets')) expect(rule.resourceNames ?? [], `${r.kind} ${r.metadata.name}`).not.toContain('corp-registry-pull');
+      }
+    }
     type Policy = K8sObject & { spec: { variables: { name: string; expression: string }[]; validations: { expression: string; messageExpression?: string }[] } };
     const policy = get(o, 'ValidatingAdmissionPolicy', '', `rlmesh-cluster-controller-pods.${SYS}`) as Policy;
-    expect(policy.spec.variables.find((v) => v.name === 'foreignPullSecrets')!.expression).toContain('["rlmesh-registry-pull","rlmesh-registry-join","corp-registry-pull"]');
-    expect(policy.spec.validations.find((v) => v.expression === 'size(variables.foreignPullSecrets) == 0')!.messageExpression).toContain('add it to evaluations.imagePullSecrets');
+    const unmapped = policy.spec.variables.find((v) => v.name === 'unmappedPullSecrets')!.expression;
+    expect(unmapped).toContain('!(n in {"corp-registry-pull":["registry.corp.example:5000/evals/"]} && variables.images.exists(r, r.image != ');
+    expect(unmapped).toContain('{"corp-registry-pull":["registry.corp.example:5000/evals/"]}[n].exists(p, r.repository.startsWith(p))');
+    expect(policy.spec.validations.find((v) => v.expression === 'size(variables.unmappedPullSecrets) == 0')!.messageExpression).toContain('evaluations.imagePullSecrets[].registries');
+  });
+
+  it('no Role or ClusterRole of the chart lets a pod read a Secret it does not own: none gets Secrets without resourceNames, none names the operator\'s registry or mirror logins, and the filler none at all', () => {
+    const scenarios = [objs, render(['-f', join(CHART, 'ci/private-registry-values.yaml'), '--set', 'imagePullSecrets[0].name=corp-mirror-pull', '--set', 'gpuFeatureDiscovery.enabled=true', '--set', 'observability.enabled=true'])];
+    for (const o of scenarios) {
+      const roles = [...o.values()].filter((x) => x.kind === 'Role' || x.kind === 'ClusterRole') as (K8sObject & { rules: { resources: string[]; resourceNames?: string[]; verbs: string[] }[] })[];
+      const bindings = [...o.values()].filter((x) => x.kind === 'RoleBinding' || x.kind === 'ClusterRoleBinding') as (K8sObject & { roleRef: { kind: string; name: string }; subjects: { name: string; namespace: string }[] })[];
+      expect(roles.length).toBeGreaterThanOrEqual(8);
+      for (const role of roles) {
+        const subjects = bindings.filter((b) => b.roleRef.kind === role.kind && b.roleRef.name === role.metadata.name && (role.kind === 'ClusterRole' || b.metadata.namespace === role.metadata.namespace)).flatMap((b) => b.subjects);
+        for (const rule of role.rules.filter((r) => r.resources.includes('secrets') || r.resources.includes('*'))) {
+          const reads = rule.verbs.filter((v) => ['get', 'list', 'watch', '*'].includes(v));
+          const where = `${role.kind} ${role.metadata.namespace ?? ''}/${role.metadata.name} → ${subjects.map((x) => `${x.namespace}:${x.name}`).join(', ')}`;
+          if (reads.length === 0) continue;
+          // a pod in rlmesh-runs (the filler) reads no Secret at all
+          expect(subjects.some((x) => x.namespace === RUNS), where).toBe(false);
+          expect(rule.resourceNames?.length, `${where}: ${reads.join(',')} secrets without resourceNames`).toBeGreaterThan(0);
+          for (const login of ['corp-registry-pull', 'corp-mirror-pull']) expect(rule.resourceNames, where).not.toContain(login);
+        }
+      }
+    }
   });
 
   it('NetworkPolicies: the metrics and health ports admit network.metricsPeers only (default: the observability chart\'s Prometheus and a Prometheus in monitoring), never every source', () => {

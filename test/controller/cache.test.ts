@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP, VERSION } from '../../lib/crds/types.ts';
 import { MERGE_PATCH } from '../../lib/kube-errors.ts';
 import { blob, startArtifactServer, type ArtifactServer } from './artifact-server.ts';
-import { apply, metric, createEvaluation, evaluation, eventsFor, getCache, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
+import { metric, createEvaluation, writeSources, evaluation, eventsFor, getCache, setupEnv, startController, waitForPhase, type ControllerProcess, type Env } from './harness.ts';
 import { until } from '../support/until.ts';
 import { startS3Server, type S3Server } from './s3-server.ts';
 
@@ -79,21 +79,14 @@ describe('cache fill', () => {
     expect(cache.status!.hitRatio).toMatch(/^\d\.\d\d$/);
   });
 
-  it('fills from S3 with the temporary credentials the agent put in a Secret, never logging them', async () => {
+  it('fills from S3 with the temporary credentials of its entry in the sources directory, which may come after the evaluation, never logging them', async () => {
     const b = blob(3 * 1024 * 1024 + 5); // above the ranged threshold: parallel ranged GETs
     await s3.put('rl-artifacts', 'models/policy.pt', b.data);
-    const source = { s3: { endpoint: s3.endpoint, region: 'us-east-1', bucket: 'rl-artifacts', key: 'models/policy.pt', credentialsSecretRef: { name: 's3-creds-s3eval' } } };
-    // like the agent: the evaluation first, then the Secret it owns
+    const source = { s3: { endpoint: s3.endpoint, region: 'us-east-1', bucket: 'rl-artifacts', key: 'models/policy.pt', credentialsSecretRef: { name: 's3eval-sources' } } };
+    // the kubelet projects the agent's entry some time after the evaluation exists: the filler waits for it
     await createEvaluation(env, evaluation('s3eval', { artifacts: [{ name: 'policy.pt', sha256: b.sha256, sizeBytes: b.data.length, source }] }, { duration: '200ms' }));
-    await until('the filler to find the Secret missing', () => readFileSync(filler.logFile, 'utf8').includes(`Secret ${env.runs}/s3-creds-s3eval for artifact policy.pt does not exist yet`));
-    apply([
-      {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: 's3-creds-s3eval', namespace: env.runs },
-        stringData: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
-      },
-    ]);
+    await until('the filler to find the credentials missing', () => readFileSync(filler.logFile, 'utf8').includes('the credentials s3eval-sources for artifact policy.pt are not in'));
+    writeSources(env, 's3eval-sources', { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey });
     const done = await waitForPhase(env, 's3eval', ['Succeeded', 'Failed']);
     expect(done.status!.phase).toBe('Succeeded');
     expect(readFileSync(join(cacheDir, 'sha256', b.sha256)).equals(b.data)).toBe(true);
@@ -101,22 +94,24 @@ describe('cache fill', () => {
     expect(readFileSync(filler.logFile, 'utf8')).not.toContain(s3.secretAccessKey);
 
     // wrong credentials: retried, then failed with S3's own error
-    apply([{ apiVersion: 'v1', kind: 'Secret', metadata: { name: 's3-creds-bad', namespace: env.runs }, stringData: { accessKeyId: s3.accessKeyId, secretAccessKey: 'wrong-secret' } }]);
+    writeSources(env, 's3bad-sources', { accessKeyId: s3.accessKeyId, secretAccessKey: 'wrong-secret' });
     const other = blob(1000);
     await s3.put('rl-artifacts', 'other.bin', other.data);
-    const bad = { s3: { ...source.s3, key: 'other.bin', credentialsSecretRef: { name: 's3-creds-bad' } } };
+    const bad = { s3: { ...source.s3, key: 'other.bin', credentialsSecretRef: { name: 's3bad-sources' } } };
     await createEvaluation(env, evaluation('s3bad', { artifacts: [{ name: 'other.bin', sha256: other.sha256, sizeBytes: 1000, source: bad }] }));
     const failed = await waitForPhase(env, 's3bad', ['Failed', 'Succeeded']);
     expect(failed.status).toMatchObject({ phase: 'Failed', reason: 'SourceUnreachable' });
     expect(failed.status!.message).toMatch(/s3:\/\/rl-artifacts\/other\.bin .*after 3 attempts: SignatureDoesNotMatch \(HTTP 403\)/);
     expect(readFileSync(filler.logFile, 'utf8')).not.toContain('wrong-secret');
 
-    // no Secret at all
-    const missing = { s3: { ...source.s3, credentialsSecretRef: { name: 'never-written' } } };
-    await createEvaluation(env, evaluation('s3nosecret', { artifacts: [{ name: 'x.bin', sha256: 'e'.repeat(64), sizeBytes: 10, source: missing }] }));
-    const nosecret = await waitForPhase(env, 's3nosecret', ['Failed']);
-    expect(nosecret.status!.reason).toBe('CredentialsMissing');
-    expect(nosecret.status!.message).toContain(`Secret ${env.runs}/never-written`);
+    // no entry at all, and a name that would leave the directory: neither is read
+    for (const [name, ref] of [['s3nosecret', 'never-written'], ['s3escape', '../config.json']] as const) {
+      const missing = { s3: { ...source.s3, credentialsSecretRef: { name: ref } } };
+      await createEvaluation(env, evaluation(name, { artifacts: [{ name: 'x.bin', sha256: 'e'.repeat(64), sizeBytes: 10, source: missing }] }));
+      const nosecret = await waitForPhase(env, name, ['Failed']);
+      expect(nosecret.status!.reason).toBe('CredentialsMissing');
+      expect(nosecret.status!.message).toContain(`the credentials entry ${ref} (artifact-sources Secrets in ${env.runs})`);
+    }
   });
 
   it('fails an evaluation whose artifact does not match its digest, naming both, and publishes nothing', async () => {

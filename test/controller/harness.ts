@@ -72,7 +72,6 @@ export function rbacManifests(sys: string, runs: string, suffix: string): object
     role(FILLER_SA, runs, [
       { apiGroups: [GROUP], resources: ['rlmeshevaluations'], verbs: ['get', 'list', 'watch'] },
       { apiGroups: [GROUP], resources: ['rlmeshevaluations/status'], verbs: ['patch'] },
-      { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
       ...lease('rlmesh-artifact-cache-filler'),
     ]),
     bind('Role', FILLER_SA, runs, FILLER_SA, runs),
@@ -95,6 +94,8 @@ export type Env = {
   cacheName: string;
   configPath: string;
   dir: string;
+  /** the filler's --sources-dir: the artifact-sources Secrets as the kubelet projects them into the chart's filler pod */
+  sourcesDir: string;
   custom: k8s.CustomObjectsApi;
   core: k8s.CoreV1Api;
   cleanup: () => Promise<void>;
@@ -130,6 +131,8 @@ export async function setupEnv(opts: { accessModes?: string[]; startDeadlineSeco
   ]);
   const dir = tempDir(`rlmesh-${id}-`);
   const configPath = join(dir, 'config.json');
+  const sourcesDir = join(dir, 'artifact-sources');
+  mkdirSync(sourcesDir);
   writeFileSync(
     configPath,
     JSON.stringify({
@@ -155,6 +158,7 @@ export async function setupEnv(opts: { accessModes?: string[]; startDeadlineSeco
     cacheName,
     configPath,
     dir,
+    sourcesDir,
     custom: kc.makeApiClient(k8s.CustomObjectsApi),
     core: kc.makeApiClient(k8s.CoreV1Api),
     cleanup: async () => {
@@ -182,7 +186,7 @@ export async function startController(
   const logFile = join(logDir, `${role}-${Date.now()}.log`);
   const child = spawn(
     NODE,
-    [main, `--role=${role}`, `--kubeconfig=${kubeconfig}`, '--metrics-port=0', '--health-port=0', '--lease-duration-seconds=3', '--waiting-retry-seconds=1', ...args],
+    [main, `--role=${role}`, `--kubeconfig=${kubeconfig}`, '--metrics-port=0', '--health-port=0', '--lease-duration-seconds=3', '--waiting-retry-seconds=1', ...(role === 'cache-filler' ? [`--sources-dir=${env.sourcesDir}`] : []), ...args],
     { env: { ...process.env, RLMESH_CONFIG: env.configPath, LOG_LEVEL: 'debug', ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const out = createWriteStream(logFile);
@@ -209,7 +213,7 @@ export async function startController(
 type TestArtifact = Omit<Artifact, 'source'> & { source: Artifact['source'] | { httpsUrl: string; s3?: unknown } };
 type TestSpec = Omit<Partial<EvaluationSpec>, 'artifacts'> & { artifacts?: TestArtifact[] };
 
-// the presigned URLs of a body evaluation() made, for createEvaluation() to put into its Secret: a symbol key
+// the presigned URLs of a body evaluation() made, for createEvaluation() to write as its entry: a symbol key
 // survives a spread of the body ({ ...body, metadata }) and never reaches the apiserver (JSON leaves it out)
 const URLS = Symbol('presigned URLs');
 
@@ -217,7 +221,7 @@ const URLS = Symbol('presigned URLs');
  * An RLMeshEvaluation for a kwok node (it tolerates their taint); `outcome`
  * becomes environment of its container (test/support/kwok-outcome.ts), from
  * which kwok plays how its pod ends. An artifact given by `httpsUrl` gets what
- * the agent makes of one: a reference into the evaluation's sources Secret.
+ * the agent makes of one: a reference into the evaluation's entry of artifact credentials.
  */
 export function evaluation(name: string, spec: TestSpec, outcome: Outcome = {}): object {
   const env = [...(spec.env ?? []), ...outcomeEnv(outcome)];
@@ -238,21 +242,20 @@ export function evaluation(name: string, spec: TestSpec, outcome: Outcome = {}):
   };
 }
 
-/** Creates an evaluation and then, as the agent does, the Secret it owns with its presigned URLs. */
+/**
+ * Writes an evaluation's entry of artifact credentials where the filler reads it: the file the
+ * kubelet projects from the agent's artifact-sources Secrets into the chart's filler pod (the filler
+ * runs as a process here, so the test stands in for that projection; test/e2e/artifacts.test.ts has the kubelet do it).
+ */
+export function writeSources(env: Env, entry: string, data: Record<string, string>): void {
+  writeFileSync(join(env.sourcesDir, entry), JSON.stringify({ writtenAt: new Date().toISOString(), data }));
+}
+
+/** As the agent does: the evaluation's presigned URLs into its entry of artifact credentials, then the evaluation. */
 export async function createEvaluation(env: Env, body: object): Promise<RLMeshEvaluation> {
-  const created = (await env.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations', body })) as RLMeshEvaluation;
   const urls = (body as { [URLS]?: Record<string, string> })[URLS];
-  if (urls) {
-    const { name, uid } = created.metadata;
-    await env.core.createNamespacedSecret({
-      namespace: env.runs,
-      body: {
-        metadata: { name: sourcesSecretName(name), ownerReferences: [{ apiVersion: `${GROUP}/${VERSION}`, kind: 'RLMeshEvaluation', name, uid: uid! }] },
-        stringData: urls,
-      },
-    });
-  }
-  return created;
+  if (urls) writeSources(env, sourcesSecretName((body as { metadata: { name: string } }).metadata.name), urls);
+  return (await env.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: env.runs, plural: 'rlmeshevaluations', body })) as RLMeshEvaluation;
 }
 
 export async function getEvaluation(env: Env, name: string): Promise<RLMeshEvaluation | undefined> {

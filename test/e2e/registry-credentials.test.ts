@@ -5,9 +5,12 @@
 // Secret the agent wrote is what lets the kubelet pull the runtime images, in
 // rlmesh-system and in rlmesh-runs; a wrong one is the spec's ImagePullBackOff.
 // An evaluation image from the operator's own private registry (a second
-// registry with Basic auth, listed in evaluations.extraRegistries) is pulled
-// with the operator's pull Secret (evaluations.imagePullSecrets); while that
-// Secret is missing, the evaluation waits and says which Secret and what to do.
+// registry with Basic auth, its repository prefix listed in
+// evaluations.extraRegistries) is pulled with the operator's pull Secret
+// (evaluations.imagePullSecrets, mapped to that prefix); an image of the same
+// registry outside the prefix is refused; while the Secret is missing the pull
+// fails and the evaluation names the pod's pull Secrets, which no pod of the
+// product can read.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -145,7 +148,7 @@ describe('registry credentials', () => {
     }
     await rt.ready('filler', 360);
   }, 600_000);
-  it("a private registry for evaluations: the operator's pull Secret pulls its image on the real node; while it is missing the evaluation waits naming it", async () => {
+  it("a private registry for evaluations: only images under its prefix run, the operator's pull Secret mapped to it pulls them on the real node; while it is missing the pull fails naming it", async () => {
     const corp = await startPrivateRegistry(NET.hostAddress);
     const removeHost = addRegistryHost(CORP_REGISTRY, `http://${corp.address}`);
     try {
@@ -153,18 +156,27 @@ describe('registry credentials', () => {
       corp.push(layout, 'corp/evaluation');
       // anonymous clients get nothing from it
       expect((await fetch(`http://${corp.address}/v2/corp/evaluation/manifests/${layout.digest}`)).status).toBe(401);
-      upgradeReusing(releasedChart(), ['--set', `evaluations.extraRegistries={${CORP_REGISTRY}}`, '--set', `evaluations.imagePullSecrets[0].name=${CORP_SECRET}`, '--wait', '--timeout', '5m']);
+      const prefix = `${CORP_REGISTRY}/corp/`;
+      upgradeReusing(releasedChart(), [
+        '--set', `evaluations.extraRegistries={${prefix}}`,
+        '--set-json', `evaluations.imagePullSecrets=${JSON.stringify([{ name: CORP_SECRET, registries: [prefix] }])}`,
+        '--wait', '--timeout', '5m',
+      ]);
       await waitConnected(cp, clusterId);
 
+      // the same registry outside the prefix: refused before anything exists
+      const outside = await submit(cp, clusterId, smallEvaluation(`${CORP_REGISTRY}/corp-evil/evaluation@${layout.digest}`));
+      const refused = await waitFinished(cp, outside, 60);
+      expect(refused.phase).toBe('Failed');
+      expect(JSON.stringify(refused.updates)).toContain(`is the repository ${CORP_REGISTRY}/corp-evil/evaluation, and this cluster runs evaluation images only from under`);
+
       const id = await submit(cp, clusterId, smallEvaluation(`${CORP_REGISTRY}/corp/evaluation@${layout.digest}`));
-      const waiting = await until('the evaluation to wait for its pull Secret', () => {
+      const failing = await until('the pull to fail without the Secret', () => {
         const st = clusterEvaluation(id)?.status;
-        return st?.reason === 'PullSecretInvalid' ? st : undefined;
-      }, { timeoutMs: 120_000 });
-      expect(waiting.phase).toBe('Waiting');
-      expect(waiting.message).toContain(`Secret ${RUNS}/${CORP_SECRET}, named in the chart value evaluations.imagePullSecrets, does not exist`);
-      expect(waiting.message).toContain(`kubectl -n ${RUNS} create secret docker-registry ${CORP_SECRET}`);
-      expect(waiting.podName, 'no pod that would pull without credentials').toBeUndefined();
+        return st?.reason === 'ErrImagePull' || st?.reason === 'ImagePullBackOff' ? st : undefined;
+      }, { timeoutMs: 180_000 });
+      expect(failing.phase).toBe('Pending');
+      expect(failing.message).toContain(`the pod pulls with rlmesh-registry-pull, ${CORP_SECRET} in ${RUNS}`);
 
       kubectl(['-n', RUNS, 'create', 'secret', 'docker-registry', CORP_SECRET, `--docker-server=${CORP_REGISTRY}`, `--docker-username=${corp.creds.username}`, `--docker-password=${corp.creds.password}`]);
       const done = await waitFinished(cp, id, 240);

@@ -601,7 +601,7 @@ Every description says what happened, why it matters and what to do.
         description: >-
           More than half of the evaluations that finished in the last hour failed (at least
           three). Each failure has a reason: `kubectl -n {{ $runs }} get rle` lists them
-          (StartDeadlineExceeded, NetworkNotReady, ImageNotAllowed, PullSecretInvalid, an exit
+          (StartDeadlineExceeded, NetworkNotReady, ImageNotAllowed, an exit
           code …) and `kubectl -n {{ $runs }} describe rle <name>` says what to do; the query
           `sum by (reason) (increase(rlmesh_controller_phase_transitions_total{phase="Failed"}[1h]))`
           shows which dominates. One reason for all of them points at the cluster (quota,
@@ -656,4 +656,10 @@ Every description says what happened, why it matters and what to do.
           `kubectl -n {{ $runs }} edit pvc rlmesh-artifact-cache` after moving to one that
           does), or run fewer evaluations with large artifacts at once. The filler's log:
           `kubectl -n {{ $runs }} logs deploy/rlmesh-artifact-cache-filler`.
+{{- end }}
+{{- /* A repository prefix as compared (normalPrefix() in lib/image-prefix.ts): the host in lower case, index.docker.io as docker.io, a bare host as its whole registry. */}}
+{{- define "rlmesh.repositoryPrefix" -}}
+{{- $parts := splitList "/" (ternary . (printf "%s/" .) (contains "/" .)) -}}
+{{- $host := lower (first $parts) -}}
+{{- printf "%s/%s" (ternary "docker.io" $host (eq $host "index.docker.io")) (join "/" (rest $parts)) -}}
 {{- end }}

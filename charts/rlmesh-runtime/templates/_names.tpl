@@ -9,6 +9,7 @@
 {{- define "rlmesh.name.joinTokenSecret" -}}rlmesh-join-token{{- end }}
 {{- define "rlmesh.name.sourcesSecretSuffix" -}}-sources{{- end }}
 {{- define "rlmesh.name.envSecretSuffix" -}}-env{{- end }}
+{{- define "rlmesh.name.artifactSourcesSecret" -}}rlmesh-artifact-sources{{- end }}
 {{- define "rlmesh.name.egressProxyService" -}}rlmesh-egress-proxy{{- end }}
 {{- define "rlmesh.name.artifactCachePvc" -}}rlmesh-artifact-cache{{- end }}
 {{- define "rlmesh.name.agentSpoolPvc" -}}rlmesh-agent-spool{{- end }}
@@ -29,8 +30,10 @@
 {{- define "rlmesh.mount.clusterRangesKey" -}}ranges{{- end }}
 {{- define "rlmesh.mount.clusterRangesFile" -}}/etc/rlmesh/cluster-ranges/ranges{{- end }}
 {{- define "rlmesh.mount.proxyCredentialsDir" -}}/etc/rlmesh/proxy-credentials{{- end }}
+{{- define "rlmesh.mount.artifactSourcesDir" -}}/etc/rlmesh/artifact-sources{{- end }}
 {{- define "rlmesh.mount.agentSpoolDir" -}}/var/lib/rlmesh/spool{{- end }}
 {{- define "rlmesh.platformNodeRequirements" -}}[{"key":"kubernetes.io/os","operator":"In","values":["linux"]},{"key":"kubernetes.io/arch","operator":"In","values":["amd64"]}]{{- end }}
+{{- define "rlmesh.artifactSourcesSecrets" -}}["rlmesh-artifact-sources-0","rlmesh-artifact-sources-1","rlmesh-artifact-sources-2","rlmesh-artifact-sources-3","rlmesh-artifact-sources-4","rlmesh-artifact-sources-5","rlmesh-artifact-sources-6","rlmesh-artifact-sources-7","rlmesh-artifact-sources-8","rlmesh-artifact-sources-9","rlmesh-artifact-sources-10","rlmesh-artifact-sources-11","rlmesh-artifact-sources-12","rlmesh-artifact-sources-13","rlmesh-artifact-sources-14","rlmesh-artifact-sources-15"]{{- end }}
 {{- define "rlmesh.user.runtime.uid" -}}65532{{- end }}
 {{- define "rlmesh.user.runtime.gid" -}}65532{{- end }}
 {{- define "rlmesh.user.evaluation.uid" -}}64000{{- end }}

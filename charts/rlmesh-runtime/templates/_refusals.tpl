@@ -87,6 +87,18 @@
 {{- define "rlmesh.refusal.evaluationPullSecretTwice" -}}
 {{- printf "evaluations.imagePullSecrets.%v.name: %v is listed more than once: list each pull Secret once" (index . "index") (index . "name") -}}
 {{- end }}
+{{/* evaluationPullSecretUnmapped; include with (dict "index" … "name" …) */}}
+{{- define "rlmesh.refusal.evaluationPullSecretUnmapped" -}}
+{{- printf "evaluations.imagePullSecrets.%v.registries: %v names no repository prefixes: a pull Secret is attached only to evaluation pods whose image lies under one of its registries, so that the platform cannot have the kubelet use your credential for other images (a confused deputy); list the prefixes it is for, e.g. registries: [registry.corp.example/evals/]" (index . "index") (index . "name") -}}
+{{- end }}
+{{/* evaluationPullSecretBareHost; include with (dict "index" … "i" … "host" …) */}}
+{{- define "rlmesh.refusal.evaluationPullSecretBareHost" -}}
+{{- printf "evaluations.imagePullSecrets.%v.registries.%v: %v is a registry host, and registries takes repository prefixes: write %v/evals/ (the repositories under evals/) or %v/ (every repository of that registry)" (index . "index") (index . "i") (index . "host") (index . "host") (index . "host") -}}
+{{- end }}
+{{/* extraRegistryBareHost; include with (dict "index" … "host" …) */}}
+{{- define "rlmesh.refusal.extraRegistryBareHost" -}}
+{{- printf "evaluations.extraRegistries.%v: %v is a registry host, and evaluations.extraRegistries takes repository prefixes (it took hosts before): write %v/evals/ to allow the repositories under evals/, or %v/ to allow every repository of that registry (the platform may then run any image in it, with the pull Secrets mapped to it)" (index . "index") (index . "host") (index . "host") (index . "host") -}}
+{{- end }}
 {{/* dashboardNoLabel */}}
 {{- define "rlmesh.refusal.dashboardNoLabel" -}}
 {{- printf "metrics.grafanaDashboard.labels: metrics.grafanaDashboard.enabled is true but the ConfigMap would have no label, and Grafana's dashboard sidecar finds dashboards only by label: set your sidecar's label, e.g. --set-json 'metrics.grafanaDashboard.labels={\"grafana_dashboard\":\"1\"}'" -}}

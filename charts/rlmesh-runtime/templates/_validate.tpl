@@ -159,7 +159,21 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- else if has $s.name $seen }}
 {{- $errors = append $errors (include "rlmesh.refusal.evaluationPullSecretTwice" (dict "index" $i "name" $s.name)) }}
 {{- end }}
+{{- if not $s.registries }}
+{{- $errors = append $errors (include "rlmesh.refusal.evaluationPullSecretUnmapped" (dict "index" $i "name" $s.name)) }}
+{{- end }}
+{{- range $j, $host := ($s.registries | default list) }}
+{{- if not (contains "/" $host) }}
+{{- $errors = append $errors (include "rlmesh.refusal.evaluationPullSecretBareHost" (dict "index" $i "i" $j "host" $host)) }}
+{{- end }}
+{{- end }}
 {{- $seen = append $seen $s.name }}
+{{- end }}
+{{- /* evaluationRegistryErrors() in lib/values-schema.ts: the schema takes a prefix or a bare host, and no slash means a bare host */}}
+{{- range $i, $host := $v.evaluations.extraRegistries }}
+{{- if not (contains "/" $host) }}
+{{- $errors = append $errors (include "rlmesh.refusal.extraRegistryBareHost" (dict "index" $i "host" $host)) }}
+{{- end }}
 {{- end }}
 {{- $errors = concat $errors (include "rlmesh.imageErrors" (dict "images" (dict
   "agent.image" $v.agent.image

@@ -1,9 +1,11 @@
 // The Secrets and ConfigMaps the values name but the chart does not create:
 // evaluations.imagePullSecrets (dockerconfigjson Secrets in rlmesh-runs) and
 // controlPlane.caBundleFrom (a ConfigMap or Secret in the release namespace and
-// rlmesh-runs). Run by the CLI with the installer's rights; inside the cluster
-// the controller checks the pull Secrets itself (controller/pull-secrets.ts)
-// and a missing CA bundle keeps the pods from starting (optional: false).
+// rlmesh-runs). Run by the CLI with the installer's rights: no pod of the
+// product may read the operator's registry logins, so inside the cluster only
+// the kubelet sees a missing pull Secret (the pull fails and the evaluation's
+// start deadline quotes it), and a missing CA bundle keeps the pods from
+// starting (optional: false).
 import * as k8s from '@kubernetes/client-node';
 import { isNotFound } from '../../kube-errors.ts';
 import type { CaBundleSource, CheckResult, PreflightContext } from '../types.ts';
@@ -19,7 +21,7 @@ type Finding = { verdict: 'pass' | 'warn' | 'fail'; found: string; fix?: string 
 
 export function pullSecretFinding(runs: string, name: string, seen: Seen): Finding {
   const create = `kubectl -n ${runs} create secret docker-registry ${name} --docker-server=<registry> --docker-username=<user> --docker-password=<password>`;
-  if (!seen.namespaceExists) return { verdict: 'warn', found: `${runs} does not exist yet (the chart creates it), so pull Secret ${name} cannot be there`, fix: `After install, ${create}; until then evaluations wait as PullSecretInvalid.` };
+  if (!seen.namespaceExists) return { verdict: 'warn', found: `${runs} does not exist yet (the chart creates it), so pull Secret ${name} cannot be there`, fix: `After install, ${create}; until then the images it is for do not pull (ImagePullBackOff).` };
   if (!seen.object) return { verdict: 'fail', found: `pull Secret ${runs}/${name} (evaluations.imagePullSecrets) does not exist`, fix: `${create}.` };
   if (seen.object.type !== DOCKER_CONFIG_JSON) return { verdict: 'fail', found: `pull Secret ${runs}/${name} is of type ${seen.object.type ?? 'Opaque'}, not ${DOCKER_CONFIG_JSON}`, fix: `Recreate it: ${create}.` };
   return { verdict: 'pass', found: `pull Secret ${runs}/${name} (${DOCKER_CONFIG_JSON})` };
