@@ -190,7 +190,8 @@ const cidr = z.union([z.cidrv4(), z.cidrv6()]);
 // an allow-range may only re-open a private or special-purpose block (a reopenable row of lib/special-purpose-registry.ts),
 // so it is at most as wide as the widest of them: a shorter prefix would open everything, and is refused before anything is installed
 const tooWide = (family: 'ipv4' | 'ipv6') => ({ message: `must be at most as wide as ${WIDEST_REOPENABLE[family].cidr}: a shorter prefix would open every private address` });
-const allowRange = z.union([z.cidrv4().regex(allowRangePrefix('ipv4'), tooWide('ipv4')), z.cidrv6().regex(allowRangePrefix('ipv6'), tooWide('ipv6'))]);
+/** A private or special-purpose range a value may re-open (also the observability chart's). */
+export const allowRange = z.union([z.cidrv4().regex(allowRangePrefix('ipv4'), tooWide('ipv4')), z.cidrv6().regex(allowRangePrefix('ipv6'), tooWide('ipv6'))]);
 /** A NetworkPolicy peer: an ipBlock, or namespace and/or pod selectors. */
 export const networkPolicyPeerSchema = z
   .object({
@@ -217,6 +218,20 @@ export const dnsValues = {
     ])
     .describe('NetworkPolicy peers of the cluster DNS resolver (default CoreDNS); GKE NodeLocal DNSCache: an ipBlock of its IP.'),
   dnsPorts: z.array(port).min(1).default([53]).describe('Resolver ports allowed to dnsPeers, over UDP and TCP (post-DNAT, e.g. 5353 on OpenShift).'),
+};
+
+/**
+ * network.apiServerPorts and network.apiServerAddresses: the Kubernetes API as NetworkPolicies
+ * reach it. The rlmesh-observability chart takes the same two values (Prometheus's discovery).
+ */
+export const apiServerValues = {
+  apiServerPorts: z.array(port).min(1).default([443, 6443]).describe("Ports the chart's pods may reach the Kubernetes API on, at network.apiServerAddresses only."),
+  apiServerAddresses: z
+    .array(cidr)
+    .default([])
+    .describe(
+      "Addresses (CIDRs) at which pods reach the Kubernetes API: the only destinations the chart's pods may reach on network.apiServerPorts, so the cache filler, which fetches URLs the platform names, cannot use those ports to bypass the egress proxy. Empty: helm install and helm upgrade read them from the cluster (the endpoints of Service default/kubernetes and its ClusterIP, for enforcers that match before its DNAT), and a render that cannot read the cluster (helm template, as GitOps tools run it) is refused; rlmesh preflight prints the line to set. Risk: managed control planes (EKS, GKE) can move the API's addresses; the pods then lose the API until helm upgrade reads them again (or this value is updated), and rlmesh status says so.",
+    ),
 };
 
 /** A node selector requirement and term as required node affinity takes them. */
@@ -298,6 +313,12 @@ export const valuesObjectSchema = z
           .array(z.string().max(253).regex(hostnamePattern))
           .default([])
           .describe('Platform output hosts evaluations upload to, besides the API host; the egress proxy allows them.'),
+        addresses: z
+          .array(allowRange)
+          .default([])
+          .describe(
+            "CIDRs of a control plane at private or special-purpose addresses (a staging or self-hosted cell, e.g. 10.20.30.40/32), which the agent may then reach on TCP 443. Without controlPlane.proxy the agent reaches only public addresses on 443 (the blocks the egress proxy refuses stay shut), so a control plane elsewhere needs its addresses here; with a proxy, they are reached directly, for a control plane in controlPlane.proxy.noProxy. Empty: public addresses only.",
+          ),
         caBundle: z
           .string()
           .regex(/^(-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*)?$/, { message: 'must be PEM certificates' })
@@ -383,13 +404,7 @@ export const valuesObjectSchema = z
     network: z
       .object({
         ...dnsValues,
-        apiServerPorts: z.array(port).min(1).default([443, 6443]).describe('Ports the agent and controller may reach the Kubernetes API on.'),
-        apiServerAddresses: z
-          .array(cidr)
-          .default([])
-          .describe(
-            'Addresses (CIDRs) at which pods reach the Kubernetes API (kubectl get endpointslice -n default kubernetes; add the Service default/kubernetes ClusterIP for enforcers that match before its DNAT). Set, they are the only destinations the chart\'s pods may reach on network.apiServerPorts, so the cache filler, which fetches URLs the platform names, cannot use those ports to bypass the egress proxy. Empty: those ports to any address, because a NetworkPolicy cannot name the API server and managed control planes (EKS, GKE) change its addresses; set it where they are stable, and update it when they change.',
-          ),
+        ...apiServerValues,
       })
       .strict()
       .prefault({})
