@@ -3,6 +3,7 @@
 // cannot read what it needs says so as a warn.
 import { randomUUID } from 'node:crypto';
 import { checkAccessModes } from './checks/access-modes.ts';
+import { checkApiServerAddresses } from './checks/api-server-addresses.ts';
 import { checkClockSkew } from './checks/clock-skew.ts';
 import { checkDnsPeers } from './checks/dns-peers.ts';
 import { checkGpuResources } from './checks/gpu-resources.ts';
@@ -33,6 +34,8 @@ const CHECKS: Entry[] = [
   { id: 'gpu-resources', check: checkGpuResources, cli: true, agent: true },
   { id: 'dns-peers', check: checkDnsPeers, cli: true, agent: true },
   { id: 'network-policy', check: checkNetworkPolicy, cli: true, agent: true },
+  // the agent may not read Service default/kubernetes; rlmesh status watches the addresses after install
+  { id: 'api-server-addresses', check: checkApiServerAddresses, cli: true, agent: false },
   { id: 'outbound-443', check: checkOutbound, cli: false, agent: true },
   { id: 'clock-skew', check: checkClockSkew, cli: true, agent: true },
 ];

@@ -48,6 +48,7 @@ export function settingsFromValues(values: Values, namespace = 'rlmesh-system'):
     nodeSelector: values.agent.reportNodeSelector,
     networkPolicyProbe: values.preflight.networkPolicyProbe.enabled,
     evaluationPullSecrets: values.evaluations.imagePullSecrets.map((p) => p.name),
+    apiServerAddresses: values.network.apiServerAddresses,
     ...caBundleSource(values.controlPlane.caBundleFrom),
   };
 }

@@ -44,6 +44,8 @@ export type PreflightSettings = {
   evaluationPullSecrets?: string[];
   /** controlPlane.caBundleFrom: the operator's ConfigMap or Secret holding the CA bundle (CLI only: the runtime config has only its path) */
   caBundleFrom?: CaBundleSource;
+  /** network.apiServerAddresses (CLI only); empty: helm install reads them from the cluster */
+  apiServerAddresses?: string[];
   /** the corporate proxy the agent's outbound connections go through (controlPlane.proxy) */
   proxy?: OutboundProxy | undefined;
 };
