@@ -45,10 +45,16 @@ export function controlPlaneListen(chart: Chart, extraArgs: string[] = []): { li
  */
 export const PLUMBING = ['--plain-http', '--wait', '--timeout', '6m'];
 
-/** Values a local install adds to the printed command, as a user of a staging cell would: the control plane's host and the CAs of its endpoints. */
+/**
+ * Values a local install adds to the printed command, as a user of a staging cell would: the control plane's host, the
+ * CAs of its endpoints, and its private address (the agent reaches only public addresses on 443 otherwise).
+ */
 export function localValues(cp: ControlPlane): string[] {
-  return ['--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${caBundleFile(cp)}`];
+  return ['--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${caBundleFile(cp)}`, ...CONTROL_PLANE_ADDRESSES];
 }
+
+/** The lab's control plane's address as the chart's controlPlane.addresses (the agent's NetworkPolicy opens 443 there). */
+export const CONTROL_PLANE_ADDRESSES = ['--set', `controlPlane.addresses={${NET.hostAddress}/32}`];
 
 /**
  * The CA bundle of a local install, written beside the control plane's CA: that CA (the API) and the

@@ -4,8 +4,8 @@
 // filler, an egress proxy, the agent and a pod in another namespace, each
 // attempt (a TCP connect, a DNS query over UDP and over TCP) goes to the proxy,
 // CoreDNS, a resolver that is not a DNS peer, the apiserver, the control plane,
-// another evaluation pod, the "public" test server directly and a node's
-// kubelet. The attempts run in an ephemeral container of the real pod, so they
+// another evaluation pod, the "public" test server directly, the registry's
+// private address on 443 and a node's kubelet. The attempts run in an ephemeral container of the real pod, so they
 // leave from its network namespace and address, under the policies that select
 // it. Each cell is compared with the intended matrix and with cyclonus's
 // prediction from the policies as they are in the cluster.
@@ -126,9 +126,11 @@ export class TrafficTable {
       // the apiserver and the control plane are both on the host's bridge address; the kubernetes Service's endpoint is its port 6443
       host: outside('host', NET.hostAddress),
       public: outside('public', NET.publicAddress),
+      // a private address that is neither the API nor the control plane, with a listener on 443
+      registry: outside('registry', NET.registryAddress),
       node: outside('node', node.address),
     };
-    this.nodeOf.set(key(m.host), 'host').set(key(m.public), 'host').set(key(m.node), node.name);
+    this.nodeOf.set(key(m.host), 'host').set(key(m.public), 'host').set(key(m.registry), 'host').set(key(m.node), node.name);
     this.models = Object.values(m);
     const t = (name: string, kind: Kind, addr: string, to: Pod, port: number): Target => ({ attempt: { name, kind, addr }, to, probe: { protocol: kind === 'dns-udp' ? 'UDP' : 'TCP', port } });
     this.targets = [
@@ -143,6 +145,7 @@ export class TrafficTable {
       t('control plane tcp/443', 'tcp', `${NET.hostAddress}:443`, m.host, 443),
       t(`another evaluation pod tcp/${LISTEN_PORT}`, 'tcp', `${m.evalC.ip}:${LISTEN_PORT}`, m.evalC, LISTEN_PORT),
       t('public server directly tcp/443', 'tcp', `${NET.publicAddress}:443`, m.public, 443),
+      t('registry (private, not the API) tcp/443', 'tcp', `${NET.registryAddress}:443`, m.registry, 443),
       t(`the node (kubelet) tcp/${KUBELET_PORT}`, 'tcp', `${node.address}:${KUBELET_PORT}`, m.node, KUBELET_PORT),
     ];
     this.sources = [
@@ -237,8 +240,12 @@ export class TrafficTable {
 
 export const isCoreDns = (p: Pod): boolean => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns';
 export const proxyReaches = (p: Pod): boolean => p.ip === NET.publicAddress;
-// by default the API's ports lead to any address (a NetworkPolicy cannot name the API server)
-export const isApiServer = (): boolean => true;
+// the API's ports lead to its addresses only, which the install read from the cluster: the kubernetes
+// EndpointSlice's (test/cluster/addons.ts) and the Service's ClusterIP, which the model folds into the host
+export const isApiServer = (p: Pod): boolean => p.ip === NET.hostAddress;
+// the agent's TCP 443: public addresses (none in the lab) and controlPlane.addresses, which the harness
+// sets to the lab's control plane (localValues in harness.ts)
+export const controlPlaneReaches = (p: Pod): boolean => p.ip === NET.hostAddress;
 
 /** The resolver that is not a DNS peer by default, on ports 53 and 5353; on `nodeName` when given. */
 export function dnsServerObjects(corednsImage: string, nodeName?: string): object[] {

@@ -27,6 +27,8 @@ export interface Scenario {
   proxyReaches: (p: Pod) => boolean;
   /** the Kubernetes API's addresses (network.apiServerAddresses, or what an install reads from the cluster) */
   isApiServer: (p: Pod) => boolean;
+  /** where the agent may dial the control plane on TCP 443: public addresses and controlPlane.addresses */
+  controlPlaneReaches: (p: Pod) => boolean;
 }
 
 const PROXY_PORT = 3128;
@@ -50,8 +52,8 @@ export function intended(s: Scenario, from: Pod, to: Pod, probe: Probe): boolean
   // the filler: that, DNS and the Kubernetes API; no port of anywhere else, so artifacts cannot bypass the proxy
   else if (is(from, 'rlmesh-runs/filler')) egress = toProxy || dns || api;
   else if (is(from, 'rlmesh-system/proxy')) egress = dns || (s.proxyReaches(to) && tcp && PROXY_ALLOWED_PORTS.includes(probe.port));
-  // the agent also dials the control plane, whose addresses are not known in advance: TCP 443 anywhere
-  else if (is(from, 'rlmesh-system/agent')) egress = dns || api || (tcp && probe.port === 443);
+  // the agent also dials the control plane on TCP 443: public addresses, and controlPlane.addresses
+  else if (is(from, 'rlmesh-system/agent')) egress = dns || api || (tcp && probe.port === 443 && s.controlPlaneReaches(to));
   else if (is(from, 'rlmesh-system/controller') || is(from, 'rlmesh-system/gpu-discovery') || is(from, 'rlmesh-system/crd-upgrade')) egress = dns || api;
   // the release namespace's default-deny: a pod no policy of the chart allows reaches nothing
   else if (from.ns === 'rlmesh-system') egress = false;
