@@ -230,7 +230,7 @@ export const apiServerValues = {
     .array(cidr)
     .default([])
     .describe(
-      "Addresses (CIDRs) at which pods reach the Kubernetes API: the only destinations the chart's pods may reach on network.apiServerPorts, so the cache filler, which fetches URLs the platform names, cannot use those ports to bypass the egress proxy. Empty: helm install and helm upgrade read them from the cluster (the endpoints of Service default/kubernetes and its ClusterIP, for enforcers that match before its DNAT), and a render that cannot read the cluster (helm template, as GitOps tools run it) is refused; rlmesh preflight prints the line to set. Risk: managed control planes (EKS, GKE) can move the API's addresses; the pods then lose the API until helm upgrade reads them again (or this value is updated), and rlmesh status says so.",
+      "Addresses (CIDRs) at which pods reach the Kubernetes API: the only destinations the chart's pods may reach on network.apiServerPorts, so no pod can use those ports to reach anything else (the runtime's cache filler, which fetches URLs the platform names, cannot bypass the egress proxy through them). Empty: helm install and helm upgrade read them from the cluster (the endpoints of Service default/kubernetes and its ClusterIP, for enforcers that match before its DNAT), and a render that cannot read the cluster (helm template, as GitOps tools run it) is refused; rlmesh preflight prints the line to set. Risk: managed control planes (EKS, GKE) can move the API's addresses; the pods then lose the API until helm upgrade reads them again (or this value is updated), and rlmesh status says so.",
     ),
 };
 
