@@ -49,8 +49,8 @@ export const PLUMBING = ['--plain-http', '--wait', '--timeout', '6m'];
  * Values a local install adds to the printed command, as a user of a staging cell would: the control plane's host, the
  * CAs of its endpoints, and its private address (the agent reaches only public addresses on 443 otherwise).
  */
-export function localValues(cp: ControlPlane): string[] {
-  return ['--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${caBundleFile(cp)}`, ...CONTROL_PLANE_ADDRESSES];
+export function localValues(cp: ControlPlane, o: { controlPlaneAddresses?: boolean } = {}): string[] {
+  return ['--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${caBundleFile(cp)}`, ...(o.controlPlaneAddresses === false ? [] : CONTROL_PLANE_ADDRESSES)];
 }
 
 /** The lab's control plane's address as the chart's controlPlane.addresses (the agent's NetworkPolicy opens 443 there). */
