@@ -122,7 +122,7 @@ describe('rlmesh-observability: what Prometheus and Grafana may reach', () => {
   it('Prometheus: the metrics port of the runtime\'s labelled pods, the API at its addresses, remote write at public addresses and remoteWriteAddresses on the URL\'s port', () => {
     const objects = obs.render([...OBS_BASE, '--set', `prometheus.remoteWrite[0].url=${url}`, '--set', 'prometheus.remoteWriteAddresses={10.20.30.40/32}', '--set', 'prometheus.metricsPort=9191', '--set', 'network.apiServerAddresses={172.18.0.2/32}']);
     const egress = egressOf(objects, 'rlmesh-system', 'rlmesh-prometheus');
-    const scrape = egress.find((r) => r.to?.some((p) => p.namespaceSelector));
+    const scrape = egress.find((r) => JSON.stringify(r.to ?? []).includes('rlmesh.dev/metrics'));
     expect(scrape).toEqual({
       to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'rlmesh-system' } }, podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'rlmesh-runtime', 'rlmesh.dev/metrics': 'true' } } }],
       ports: [{ protocol: 'TCP', port: 9191 }],
