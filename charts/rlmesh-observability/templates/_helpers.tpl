@@ -178,7 +178,7 @@ remote_write:
 {{- /*
 The Kubernetes API's addresses as a JSON list of CIDRs, as the runtime chart reads them
 (its rlmesh.apiServerAddresses): network.apiServerAddresses when set, else the endpoints
-of Service default/kubernetes and its ClusterIPs, read at install (lookup). Empty where
+of Service default/kubernetes and its ClusterIPs, read at install. Empty where
 helm cannot read the cluster (helm template): _validate.tpl then refuses.
 */}}
 {{- define "obs.apiServerAddresses" -}}

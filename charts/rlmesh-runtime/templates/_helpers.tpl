@@ -363,7 +363,7 @@ readinessProbe:
 {{- end }}
 {{- /*
 The Kubernetes API's addresses, as a JSON list of CIDRs: network.apiServerAddresses when
-set; otherwise what the install reads from the cluster (lookup): the endpoints of the
+set; otherwise what helm install and upgrade read from the cluster: the endpoints of the
 EndpointSlices of Service default/kubernetes, where its DNAT leads, and that Service's
 ClusterIPs, for enforcers that match before the DNAT. Empty where helm cannot read the
 cluster (helm template, helm lint, --dry-run=client): _validate.tpl then refuses.
