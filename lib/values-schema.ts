@@ -317,7 +317,7 @@ export const valuesObjectSchema = z
           .array(allowRange)
           .default([])
           .describe(
-            "CIDRs of a control plane at private or special-purpose addresses (a staging or self-hosted cell, e.g. 10.20.30.40/32), which the agent may then reach on TCP 443. Without controlPlane.proxy the agent reaches only public addresses on 443 (the blocks the egress proxy refuses stay shut), so a control plane elsewhere needs its addresses here; with a proxy, they are reached directly, for a control plane in controlPlane.proxy.noProxy. Empty: public addresses only.",
+            "CIDRs of a control plane at private or special-purpose addresses (a staging or self-hosted cell's API host and registry host, e.g. 10.20.30.40/32), which the agent may then reach on TCP 443. Without controlPlane.proxy the agent reaches only public addresses on 443 (the blocks the egress proxy refuses stay shut), so a control plane elsewhere needs its addresses here; with a proxy, they are reached directly, for a control plane in controlPlane.proxy.noProxy. Empty: public addresses only.",
           ),
         caBundle: z
           .string()

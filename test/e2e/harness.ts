@@ -53,8 +53,11 @@ export function localValues(cp: ControlPlane, o: { controlPlaneAddresses?: boole
   return ['--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${caBundleFile(cp)}`, ...(o.controlPlaneAddresses === false ? [] : CONTROL_PLANE_ADDRESSES)];
 }
 
-/** The lab's control plane's address as the chart's controlPlane.addresses (the agent's NetworkPolicy opens 443 there). */
-export const CONTROL_PLANE_ADDRESSES = ['--set', `controlPlane.addresses={${NET.hostAddress}/32}`];
+/**
+ * The lab's control plane as the chart's controlPlane.addresses, where the agent's NetworkPolicy opens 443: its API
+ * (the host's bridge address) and its registry (registry.rlmesh.dev's TLS listener, which the agent's outbound-443 check dials).
+ */
+export const CONTROL_PLANE_ADDRESSES = ['--set', `controlPlane.addresses={${NET.hostAddress}/32,${NET.registryAddress}/32}`];
 
 /**
  * The CA bundle of a local install, written beside the control plane's CA: that CA (the API) and the

@@ -97,12 +97,17 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
     const scenario: Scenario = { name: 'default', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer, controlPlaneReaches };
     expect(await traffic.run('default (CoreDNS)', scenario)).toEqual([]);
     // the cells of issue 45: no 443 to every address, for the filler (the API's ports) nor for the agent (the control plane's)
-    const cells = ['public server directly tcp/443', 'registry (private, not the API) tcp/443', 'control plane tcp/443', 'apiserver (kubernetes Service) tcp/443'];
+    const cells = ['public server directly tcp/443', 'registry (private, not the API) tcp/443', 'a pod elsewhere tcp/443', 'control plane tcp/443', 'apiserver (kubernetes Service) tcp/443'];
     const attempts = traffic.targets.filter((t) => cells.includes(t.attempt.name)).map((t) => t.attempt);
     const from = async (name: string) => Object.fromEntries(await traffic.attemptFrom(traffic.sources.find((x) => x.pod.name === name)!, attempts));
     // the filler reaches 10.213.0.1, the API's address, on the API's ports (where the lab's control plane also listens)
-    expect(await from('filler')).toEqual({ 'public server directly tcp/443': false, 'registry (private, not the API) tcp/443': false, 'control plane tcp/443': true, 'apiserver (kubernetes Service) tcp/443': true });
-    expect(await from('agent')).toEqual({ 'public server directly tcp/443': false, 'registry (private, not the API) tcp/443': false, 'control plane tcp/443': true, 'apiserver (kubernetes Service) tcp/443': true });
+    expect(await from('filler')).toEqual({
+      'public server directly tcp/443': false, 'registry (private, not the API) tcp/443': false, 'a pod elsewhere tcp/443': false, 'control plane tcp/443': true, 'apiserver (kubernetes Service) tcp/443': true,
+    });
+    // the agent: its control plane and registry (controlPlane.addresses), no other private or special-purpose address
+    expect(await from('agent')).toEqual({
+      'public server directly tcp/443': false, 'registry (private, not the API) tcp/443': true, 'a pod elsewhere tcp/443': false, 'control plane tcp/443': true, 'apiserver (kubernetes Service) tcp/443': true,
+    });
     // what the install read: the EndpointSlice's address and the Service's ClusterIP, nothing wider
     const clusterIp = kubectl(['-n', 'default', 'get', 'service', 'kubernetes', '-o', 'jsonpath={.spec.clusterIP}']).stdout;
     expect(apiPeers('rlmesh-runs', 'rlmesh-artifact-cache-filler')).toEqual([`${NET.hostAddress}/32`, `${clusterIp}/32`].sort());
