@@ -35,7 +35,7 @@ const CHECKS: Entry[] = [
   { id: 'dns-peers', check: checkDnsPeers, cli: true, agent: true },
   { id: 'network-policy', check: checkNetworkPolicy, cli: true, agent: true },
   // the agent may not read Service default/kubernetes; rlmesh status watches the addresses after install
-  { id: 'api-server-addresses', check: checkApiServerAddresses, cli: true, agent: false },
+  { id: 'api-addresses', check: checkApiServerAddresses, cli: true, agent: false },
   { id: 'outbound-443', check: checkOutbound, cli: false, agent: true },
   { id: 'clock-skew', check: checkClockSkew, cli: true, agent: true },
 ];

@@ -54,8 +54,8 @@ describe('rlmesh preflight', () => {
     const clusterIp = JSON.parse(kubectl(['-n', 'default', 'get', 'service', 'kubernetes', '-o', 'json']).stdout).spec.clusterIP as string;
     const endpoint = JSON.parse(kubectl(['-n', 'default', 'get', 'endpointslices', '-l', 'kubernetes.io/service-name=kubernetes', '-o', 'json']).stdout).items[0].endpoints[0].addresses[0] as string;
     const line = `--set network.apiServerAddresses={${endpoint}/32,${clusterIp}/32}`;
-    expect(report.checks.find((c) => c.id === 'api-server-addresses')).toEqual({
-      id: 'api-server-addresses',
+    expect(report.checks.find((c) => c.id === 'api-addresses')).toEqual({
+      id: 'api-addresses',
       verdict: 'pass',
       found: `the Kubernetes API is at ${endpoint}/32, ${clusterIp}/32 (EndpointSlice and Service default/kubernetes); helm install and helm upgrade read them`,
       fix: `Rendering with helm template or a GitOps tool, which cannot read the cluster? Add ${line} (to both charts).`,

@@ -9,7 +9,7 @@ import * as k8s from '@kubernetes/client-node';
 import ipaddr from 'ipaddr.js';
 import type { CheckResult, PreflightContext } from '../types.ts';
 
-const ID = 'api-server-addresses';
+const ID = 'api-addresses';
 
 /** The API's addresses as the chart reads them at install: each endpoint of Service default/kubernetes and its ClusterIPs, as /32 or /128. */
 export async function liveApiServerAddresses(kc: k8s.KubeConfig): Promise<string[]> {
