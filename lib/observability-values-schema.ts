@@ -6,9 +6,9 @@
 // (OBSERVABILITY_REFUSALS, generated into its _refusals.tpl).
 import { z } from 'zod';
 import { RELAY_KEY } from './credential-secret.ts';
-import { imageErrors, imageRegistrySchema, podSettings, quantity, secretName } from './chart-values.ts';
+import { imageErrors, imageRegistrySchema, podSettings, port, quantity, secretName } from './chart-values.ts';
 import { NAMES } from './fixed-names.ts';
-import { dnsValues } from './values-schema.ts';
+import { allowRange, apiServerValues, dnsValues, networkPolicyPeerSchema } from './values-schema.ts';
 import { OBSERVABILITY_REFUSALS } from './observability-refusals.ts';
 import { refuse } from './refusals.ts';
 
@@ -111,6 +111,15 @@ export const observabilityValuesObjectSchema = z
           .regex(/^(-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*)?$/, { message: 'must be PEM certificates' })
           .default('')
           .describe(`PEM CA bundle that signs a private or staging remote-write endpoint (mounted at ${CA_BUNDLE_FILE}); empty: system roots.`),
+        remoteWriteAddresses: z
+          .array(allowRange)
+          .default([])
+          .describe(
+            "CIDRs of a remote-write endpoint at private or special-purpose addresses (a staging or self-hosted control plane), which Prometheus may then reach on the remoteWrite URLs' ports. Without them it reaches only public addresses on those ports (the blocks the runtime's egress proxy refuses stay shut). Empty: public addresses only.",
+          ),
+        metricsPort: port
+          .default(9090)
+          .describe("The rlmesh-runtime chart's metrics.port: the only port Prometheus may reach on the runtime's pods (those labelled app.kubernetes.io/part-of=rlmesh-runtime and rlmesh.dev/metrics=true in runtimeNamespace)."),
         runtimeNamespace: z
           .string()
           .max(63)
@@ -126,13 +135,19 @@ export const observabilityValuesObjectSchema = z
       .prefault({})
       .describe('Prometheus: scrapes the runtime and remote-writes through the relay credential.'),
     network: z
-      .object({ ...dnsValues })
+      .object({ ...dnsValues, ...apiServerValues })
       .strict()
       .prefault({})
-      .describe("The cluster's DNS resolver, as the rlmesh-runtime chart's values of the same names: Prometheus and Grafana may resolve names only there, on these ports. Give both charts the same network.dnsPeers and network.dnsPorts (e.g. one file, -f network-values.yaml, to both); on OpenShift the resolver answers on 5353 after DNAT."),
+      .describe("The cluster's DNS resolver and Kubernetes API, as the rlmesh-runtime chart's values of the same names: Prometheus and Grafana may resolve names only there, on these ports, and Prometheus reaches the API (its pod discovery) at its addresses only. Give both charts the same network values (e.g. one file, -f network-values.yaml, to both); on OpenShift the resolver answers on 5353 after DNAT."),
     grafana: z
       .object({
         enabled: z.boolean().default(false).describe('Run Grafana with the RLMesh runtime dashboard; needs image.repository (a Grafana image you mirrored: the chart names none) and adminPassword or adminPasswordSecretName.'),
+        ingressFrom: z
+          .array(networkPolicyPeerSchema)
+          .default([])
+          .describe(
+            "NetworkPolicy peers that may connect to Grafana on port 3000 (your ingress controller's namespace and pods, e.g. [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}]). Empty: no pod may; kubectl port-forward still reaches it, as it enters the pod's own network namespace.",
+          ),
         adminUser: z.string().min(1).max(64).default('admin').describe('Grafana admin user name.'),
         adminPassword: z
           .string()

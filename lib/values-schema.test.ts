@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { hostnameSchema, runtimeConfigSchema } from './runtime-config.ts';
-import { defaultObservabilityValues } from './observability-values-schema.ts';
+import { defaultObservabilityValues, observabilityValuesObjectSchema } from './observability-values-schema.ts';
 import { parseQuantity } from './quantity.ts';
 import { crossFieldErrors, defaultValues, domainPattern, EPHEMERAL_STORAGE, hostnamePattern, POD_BLOCKS, renderRuntimeConfig, spoolMaxBytes, TMP_SIZE_LIMIT, valuesObjectSchema, valuesSchema } from './values-schema.ts';
 
@@ -168,6 +168,16 @@ describe('values schema', () => {
     expect(paths({ evaluations: { tolerations: [{ key: 'dedicated', operator: 'Exists', effect: 'Sometimes' }] } })).toEqual(['evaluations.tolerations.0.effect']);
     expect(paths({ controlPlane: { proxy: { url: 'http://192.0.2.10:3128', existingSecret: 'Corp_Proxy' } } })).toEqual(['controlPlane.proxy.existingSecret']);
     expect(paths({ controlPlane: { caBundleFrom: { secret: { name: 'Corp_Trust' } } } })).toEqual(['controlPlane.caBundleFrom.secret.name']);
+  });
+
+  it("controlPlane.addresses and the observability chart's remoteWriteAddresses take private ranges, never one as wide as every address", () => {
+    const paths = (o: object) => valuesSchema.safeParse({ joinToken: TOKEN, ...o }).error?.issues.map((i) => i.path.join('.'));
+    expect(paths({ controlPlane: { addresses: ['10.213.0.1/32', 'fd00:10::/64'] } })).toBeUndefined();
+    expect(paths({ controlPlane: { addresses: ['0.0.0.0/0'] } })).toEqual(['controlPlane.addresses.0']);
+    expect(paths({ controlPlane: { addresses: ['::/0'] } })).toEqual(['controlPlane.addresses.0']);
+    expect(observabilityValuesObjectSchema.safeParse({ prometheus: { remoteWriteAddresses: ['0.0.0.0/1'] } }).error?.issues.map((i) => i.path.join('.'))).toEqual(['prometheus.remoteWriteAddresses.0']);
+    expect(defaultValues().network.apiServerAddresses).toEqual([]);
+    expect(defaultObservabilityValues().network.apiServerAddresses).toEqual([]);
   });
 
   it('renderRuntimeConfig gives a valid runtime config with the built-in hosts first', () => {

@@ -216,7 +216,8 @@ const cidr = z.union([z.cidrv4(), z.cidrv6()]);
 // an allow-range may only re-open a private or special-purpose block (a reopenable row of lib/special-purpose-registry.ts),
 // so it is at most as wide as the widest of them: a shorter prefix would open everything, and is refused before anything is installed
 const tooWide = (family: 'ipv4' | 'ipv6') => ({ message: `must be at most as wide as ${WIDEST_REOPENABLE[family].cidr}: a shorter prefix would open every private address` });
-const allowRange = z.union([z.cidrv4().regex(allowRangePrefix('ipv4'), tooWide('ipv4')), z.cidrv6().regex(allowRangePrefix('ipv6'), tooWide('ipv6'))]);
+/** A private or special-purpose range a value may re-open (also the observability chart's). */
+export const allowRange = z.union([z.cidrv4().regex(allowRangePrefix('ipv4'), tooWide('ipv4')), z.cidrv6().regex(allowRangePrefix('ipv6'), tooWide('ipv6'))]);
 /** A NetworkPolicy peer: an ipBlock, or namespace and/or pod selectors. */
 export const networkPolicyPeerSchema = z
   .object({
@@ -243,6 +244,20 @@ export const dnsValues = {
     ])
     .describe('NetworkPolicy peers of the cluster DNS resolver (default CoreDNS); GKE NodeLocal DNSCache: an ipBlock of its IP.'),
   dnsPorts: z.array(port).min(1).default([53]).describe('Resolver ports allowed to dnsPeers, over UDP and TCP (post-DNAT, e.g. 5353 on OpenShift).'),
+};
+
+/**
+ * network.apiServerPorts and network.apiServerAddresses: the Kubernetes API as NetworkPolicies
+ * reach it. The rlmesh-observability chart takes the same two values (Prometheus's discovery).
+ */
+export const apiServerValues = {
+  apiServerPorts: z.array(port).min(1).default([443, 6443]).describe("Ports the chart's pods may reach the Kubernetes API on, at network.apiServerAddresses only."),
+  apiServerAddresses: z
+    .array(cidr)
+    .default([])
+    .describe(
+      "Addresses (CIDRs) at which pods reach the Kubernetes API: the only destinations the chart's pods may reach on network.apiServerPorts, so no pod can use those ports to reach anything else (the runtime's cache filler, which fetches URLs the platform names, cannot bypass the egress proxy through them). Empty: helm install and helm upgrade read them from the cluster (the endpoints of Service default/kubernetes and its ClusterIP, for enforcers that match before its DNAT), and a render that cannot read the cluster (helm template, as GitOps tools run it) is refused; rlmesh preflight prints the line to set. Risk: managed control planes (EKS, GKE) can move the API's addresses; the pods then lose the API until helm upgrade reads them again (or this value is updated), and rlmesh status says so.",
+    ),
 };
 
 /** A node selector requirement and term as required node affinity takes them. */
@@ -324,6 +339,12 @@ export const valuesObjectSchema = z
           .array(z.string().max(253).regex(hostnamePattern))
           .default([])
           .describe('Platform output hosts evaluations upload to, besides the API host; the egress proxy allows them.'),
+        addresses: z
+          .array(allowRange)
+          .default([])
+          .describe(
+            "CIDRs of a control plane at private or special-purpose addresses (a staging or self-hosted cell's API host and registry host, e.g. 10.20.30.40/32), which the agent may then reach on TCP 443. Without controlPlane.proxy the agent reaches only public addresses on 443 (the blocks the egress proxy refuses stay shut), so a control plane elsewhere needs its addresses here; with a proxy, they are reached directly, for a control plane in controlPlane.proxy.noProxy. Empty: public addresses only.",
+          ),
         caBundle: z
           .string()
           .regex(/^(-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----\s*)?$/, { message: 'must be PEM certificates' })
@@ -433,15 +454,9 @@ export const valuesObjectSchema = z
             },
           ])
           .describe(
-            "NetworkPolicy peers that may reach the metrics port (metrics.port) and the health port (8081) of the agent, the controller, the egress proxy and the cache filler; no one else may (the kubelet's probes come from the node, which NetworkPolicy enforcers let through). A peer with a podSelector alone selects pods in the release namespace. Default: the rlmesh-observability chart's Prometheus beside the release, and a Prometheus Operator's Prometheus (app.kubernetes.io/name=prometheus) in namespace monitoring; name yours here if it runs elsewhere. [] admits none. The API server's addresses (network.apiServerAddresses) are admitted too: rlmesh status reads the egress proxy's refusal counts through it, and without them it shows them as unknown.",
+            "NetworkPolicy peers that may reach the metrics port (metrics.port) and the health port (8081) of the agent, the controller, the egress proxy and the cache filler; no one else may (the kubelet's probes come from the node, which NetworkPolicy enforcers let through). A peer with a podSelector alone selects pods in the release namespace. Default: the rlmesh-observability chart's Prometheus beside the release, and a Prometheus Operator's Prometheus (app.kubernetes.io/name=prometheus) in namespace monitoring; name yours here if it runs elsewhere. [] admits none. The Kubernetes API's addresses (network.apiServerAddresses, or those helm install reads) are admitted too: rlmesh status reads the egress proxy's refusal counts through the API server.",
           ),
-        apiServerPorts: z.array(port).min(1).default([443, 6443]).describe('Ports the agent and controller may reach the Kubernetes API on.'),
-        apiServerAddresses: z
-          .array(cidr)
-          .default([])
-          .describe(
-            'Addresses (CIDRs) at which pods reach the Kubernetes API (kubectl get endpointslice -n default kubernetes; add the Service default/kubernetes ClusterIP for enforcers that match before its DNAT). Set, they are the only destinations the chart\'s pods may reach on network.apiServerPorts, so the cache filler, which fetches URLs the platform names, cannot use those ports to bypass the egress proxy. Empty: those ports to any address, because a NetworkPolicy cannot name the API server and managed control planes (EKS, GKE) change its addresses; set it where they are stable, and update it when they change.',
-          ),
+        ...apiServerValues,
       })
       .strict()
       .prefault({})

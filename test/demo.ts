@@ -7,7 +7,7 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { caBundleFile, CONTROL_PLANE_HOST, controlPlaneListen, evaluationImage, notReady, Runtime, smallEvaluation } from './e2e/harness.ts';
+import { caBundleFile, CONTROL_PLANE_ADDRESSES, CONTROL_PLANE_HOST, controlPlaneListen, evaluationImage, notReady, Runtime, smallEvaluation } from './e2e/harness.ts';
 import { clusterInfo, helm, kubectl } from './support/cluster.ts';
 import { startDemoControlPlane, stopDemoControlPlane } from './support/demo-control-plane.ts';
 import { releaseIsCurrent, releaseToLocalRegistry } from './support/release.ts';
@@ -53,6 +53,8 @@ async function main(): Promise<void> {
   helm([
     'install', 'rlmesh', chart.ref, '--version', chart.version, '--plain-http', '-n', NS, '--create-namespace',
     '--set', `joinToken=${joinToken}`, '--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${caBundleFile(cp)}`,
+    // the lab's control plane is at a private address, which the agent's NetworkPolicy opens on 443 only when named
+    ...CONTROL_PLANE_ADDRESSES,
     '--wait', '--timeout', '5m',
   ]);
   detail(helm(['-n', NS, 'status', 'rlmesh', '--show-resources=false']).stdout.split('\n').slice(0, 6).join('\n    '));

@@ -3,6 +3,7 @@
 // cannot read what it needs says so as a warn.
 import { randomUUID } from 'node:crypto';
 import { checkAccessModes } from './checks/access-modes.ts';
+import { checkApiServerAddresses } from './checks/api-server-addresses.ts';
 import { checkClockSkew } from './checks/clock-skew.ts';
 import { checkPrivateViaProxy, PRIVATE_VIA_PROXY } from './checks/private-via-proxy.ts';
 import { checkDnsPeers } from './checks/dns-peers.ts';
@@ -36,6 +37,8 @@ const CHECKS: Entry[] = [
   { id: 'dns-peers', check: checkDnsPeers, cli: true, agent: true },
   { id: 'network-policy', check: checkNetworkPolicy, cli: true, agent: true },
   { id: 'user-namespaces', check: checkUserNamespaces, cli: true, agent: true },
+  // the agent may not read Service default/kubernetes; rlmesh status watches the addresses after install
+  { id: 'api-addresses', check: checkApiServerAddresses, cli: true, agent: false },
   { id: 'outbound-443', check: checkOutbound, cli: false, agent: true },
   { id: PRIVATE_VIA_PROXY, check: checkPrivateViaProxy, cli: false, agent: true },
   { id: 'clock-skew', check: checkClockSkew, cli: true, agent: true },

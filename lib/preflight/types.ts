@@ -50,6 +50,8 @@ export type PreflightSettings = {
   hostUsers?: HostUsersSetting;
   /** the operator's policy for evaluation pods (evaluations.nodeSelector, tolerations, affinity, runtimeClassName, …); absent: none */
   placement?: ClusterPlacement;
+  /** network.apiServerAddresses (CLI only); empty: helm install reads them from the cluster */
+  apiServerAddresses?: string[];
   /** the corporate proxy the agent's outbound connections go through (controlPlane.proxy) */
   proxy?: OutboundProxy | undefined;
   /** the corporate proxy, asked whether it opens a private destination: the agent's (with its credentials), or the values' (the CLI reads no Secret) */

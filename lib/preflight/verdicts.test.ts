@@ -2,6 +2,7 @@ import { gzipSync } from 'node:zlib';
 import type * as k8s from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { accessModesVerdict } from './checks/access-modes.ts';
+import { apiServerAddressesVerdict, outside } from './checks/api-server-addresses.ts';
 import { skewVerdict } from './checks/clock-skew.ts';
 import { dnsVerdict, nodeLocalAddresses, resolvConfNameservers, type DnsFacts, type PodView } from './checks/dns-peers.ts';
 import { gpuVerdict } from './checks/gpu-resources.ts';
@@ -393,5 +394,33 @@ describe('referenced-objects', () => {
     const both = referencedObjectsVerdict([caBundleFinding(source, 'rlmesh-system', cm({ 'trust-bundle.pem': pem }), false), caBundleFinding(source, 'rlmesh-runs', { namespaceExists: false }, true)]);
     expect(both.verdict).toBe('warn');
     expect(both.found).toContain('ConfigMap rlmesh-system/corp-trust key trust-bundle.pem (PEM); rlmesh-runs does not exist yet');
+  });
+});
+
+describe('api-server-addresses', () => {
+  const live = ['172.18.0.2/32', '10.96.0.1/32'];
+
+  it('no value: pass, naming where the API is and printing the line for a render that cannot read the cluster', () => {
+    const r = apiServerAddressesVerdict(live, []);
+    expect(r.verdict).toBe('pass');
+    expect(r.found).toBe('the Kubernetes API is at 172.18.0.2/32, 10.96.0.1/32 (EndpointSlice and Service default/kubernetes); helm install and helm upgrade read them');
+    expect(r.fix).toContain('--set network.apiServerAddresses={172.18.0.2/32,10.96.0.1/32}');
+  });
+
+  it('a value that holds every address passes; one that lacks an address fails with the line to set', () => {
+    expect(apiServerAddressesVerdict(live, ['172.18.0.0/24', '10.96.0.1/32']).verdict).toBe('pass');
+    const r = apiServerAddressesVerdict(live, ['172.18.0.2/32']);
+    expect(r.verdict).toBe('fail');
+    expect(r.found).toContain('lacks 10.96.0.1/32');
+    expect(r.fix).toBe('Set --set network.apiServerAddresses={172.18.0.2/32,10.96.0.1/32} instead.');
+  });
+
+  it('no address at all fails: the chart could not tell where the API is', () => {
+    expect(apiServerAddressesVerdict([], []).verdict).toBe('fail');
+  });
+
+  it('containment by family: an IPv6 address is never inside an IPv4 range', () => {
+    expect(outside(['fd00::1/128', '10.0.0.1/32'], ['10.0.0.0/8', '::/0'])).toEqual([]);
+    expect(outside(['fd00::1/128'], ['10.0.0.0/8'])).toEqual(['fd00::1/128']);
   });
 });

@@ -5,6 +5,7 @@ import { errorMessage } from '../error-fields.ts';
 import { isForbidden } from '../kube-errors.ts';
 import { worstVerdict } from '../preflight/run.ts';
 import { checkAgent } from './checks/agent.ts';
+import { checkApiServerAddresses } from './checks/api-server-addresses.ts';
 import { checkCache } from './checks/cache.ts';
 import { checkCredentials } from './checks/credentials.ts';
 import { checkEgressProxy } from './checks/egress-proxy.ts';
@@ -24,6 +25,7 @@ const CHECKS: [string, StatusCheck][] = [
   ['credentials', checkCredentials],
   ['preflight', checkPreflight],
   ['network-policy', checkNetworkPolicyStatus],
+  ['api-server-addresses', checkApiServerAddresses],
   ['controller-leader', checkLeader],
   ['egress-proxy', checkEgressProxy],
   ['cache', checkCache],

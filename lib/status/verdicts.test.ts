@@ -4,6 +4,7 @@ import type { AgentStatus } from '../agent-status.ts';
 import type { RLMeshCache, RLMeshEvaluation } from '../crds/types.ts';
 import { cliChartSkew, componentSkew } from '../version-skew.ts';
 import { agentVerdict } from './checks/agent.ts';
+import { apiRuleCidrs, apiServerDriftVerdict } from './checks/api-server-addresses.ts';
 import { cacheVerdict } from './checks/cache.ts';
 import { credentialsVerdict, excerpt, publishedMetadata, pullRefusals, type CredentialFacts } from './checks/credentials.ts';
 import { egressVerdict, parseDecisions, parseRecent } from './checks/egress-proxy.ts';
@@ -259,5 +260,33 @@ describe('excerpt', () => {
     expect(e).toMatch(/^….*401 Unauthorized$/);
     expect(e.length).toBeLessThanOrEqual(241);
     expect(excerpt('y'.repeat(500))).toBe(`${'y'.repeat(240)}…`);
+  });
+});
+
+describe('api-server-addresses', () => {
+  const controllerEgress = (cidrs: string[]): k8s.V1NetworkPolicyEgressRule[] => [
+    { to: [{ ipBlock: { cidr: '169.254.20.10/32' } }], ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] },
+    { to: cidrs.map((cidr) => ({ ipBlock: { cidr } })), ports: [{ protocol: 'TCP', port: 443 }, { protocol: 'TCP', port: 6443 }] },
+  ];
+
+  it('finds the API rule, not the DNS rule, even with an ipBlock DNS peer', () => {
+    expect(apiRuleCidrs(controllerEgress(['10.0.0.5/32', '10.96.0.1/32']))).toEqual(['10.0.0.5/32', '10.96.0.1/32']);
+    expect(apiRuleCidrs(controllerEgress([]).slice(0, 1))).toBeUndefined();
+  });
+
+  it('passes while the policies open every address of the API, a wider CIDR included', () => {
+    expect(apiServerDriftVerdict(['10.0.0.5/32', '10.96.0.1/32'], ['10.0.0.0/28', '10.96.0.1/32'], 'rlmesh-system').verdict).toBe('pass');
+  });
+
+  it('fails when the API has moved outside them, naming the new address, the upgrade that reads them again and the value', () => {
+    const r = apiServerDriftVerdict(['10.0.0.9/32', '10.96.0.1/32'], ['10.0.0.5/32', '10.96.0.1/32'], 'rlmesh-system');
+    expect(r.verdict).toBe('fail');
+    expect(r.found).toContain('the Kubernetes API now answers at 10.0.0.9/32, which the NetworkPolicies do not open');
+    expect(r.fix).toContain('helm upgrade rlmesh … -n rlmesh-system --reuse-values');
+    expect(r.fix).toContain('--set network.apiServerAddresses={10.0.0.9/32,10.96.0.1/32}');
+  });
+
+  it('warns when the controller\'s policy has no API rule', () => {
+    expect(apiServerDriftVerdict(['10.0.0.5/32'], undefined, 'rlmesh-system').verdict).toBe('warn');
   });
 });

@@ -1,5 +1,6 @@
-// templates/_egress-public-blocks.tpl: the egress proxy NetworkPolicy's public
-// ipBlocks, derived from the registry rows the proxy itself refuses
+// templates/_egress-public-blocks.tpl: the public ipBlocks of the egress proxy's
+// and the agent's NetworkPolicies (and of Prometheus's in the observability
+// chart), derived from the registry rows the proxy itself refuses
 // (lib/network-policy-ranges.ts over lib/special-purpose-registry.ts), and the
 // addresses an allow-range's ipBlock excepts because the proxy refuses them
 // inside any re-opened block.
@@ -7,11 +8,11 @@ import { CLOSED_INSIDE_REOPENABLE, NON_PUBLIC_RANGES } from '../../lib/network-p
 
 const list = (cidrs: string[], indent: string): string => cidrs.map((c) => `${indent}- ${c}\n`).join('');
 
-export function egressPublicBlocksTemplate(): string {
+export function egressPublicBlocksTemplate(name = 'rlmesh.egressPublicBlocks'): string {
   return (
     '{{/* Generated from lib/special-purpose-registry.ts by `npm run generate`; do not edit. */}}\n' +
-    '{{/* The public addresses the egress proxy may reach: every registry row it refuses is excepted */}}\n' +
-    '{{- define "rlmesh.egressPublicBlocks" -}}\n' +
+    '{{/* The public addresses: every registry row the egress proxy refuses is excepted */}}\n' +
+    `{{- define "${name}" -}}\n` +
     '- ipBlock:\n' +
     '    cidr: 0.0.0.0/0\n' +
     '    # private, loopback, link-local, CGNAT, documentation, benchmarking, anycast, multicast, reserved\n' +
@@ -35,5 +36,8 @@ export function egressPublicBlocksTemplate(): string {
 }
 
 export async function outputs(): Promise<Record<string, string>> {
-  return { 'charts/rlmesh-runtime/templates/_egress-public-blocks.tpl': egressPublicBlocksTemplate() };
+  return {
+    'charts/rlmesh-runtime/templates/_egress-public-blocks.tpl': egressPublicBlocksTemplate(),
+    'charts/rlmesh-observability/templates/_public-blocks.tpl': egressPublicBlocksTemplate('obs.publicBlocks'),
+  };
 }

@@ -22,7 +22,7 @@ import { AgentMessageSchema, ClusterSession } from '../../lib/gen/rlmesh/v1/sess
 import { adminKubeConfig, helm, kubectl, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { api, ROOT, startControlPlane, type ControlPlane } from '../support/runtime.ts';
 import { until, type UntilOptions } from '../support/until.ts';
-import { get, podTemplate, render, TOKEN } from '../chart/chart.ts';
+import { get, OFFLINE_API_SERVER, podTemplate, render, TOKEN } from '../chart/chart.ts';
 import { KWOK_TOLERATION } from '../support/kwok-outcome.ts';
 import type { ClusterPlacement } from '../../lib/evaluation-placement.ts';
 import { tempDir } from '../support/temp.ts';
@@ -54,7 +54,7 @@ export function installAgentRbac(mode: RbacMode = { joinToken: true, observabili
   const args = [
     'template', 'rlmesh', join(ROOT, 'charts/rlmesh-runtime'), '-n', SYSTEM, '--kube-version', '1.35.4',
     '--show-only', 'templates/serviceaccounts.yaml', '--show-only', 'templates/rbac-agent.yaml',
-    '--set', 'gpuFeatureDiscovery.enabled=false', '--set', `observability.enabled=${mode.observability ?? false}`,
+    '--set', 'gpuFeatureDiscovery.enabled=false', '--set', `observability.enabled=${mode.observability ?? false}`, ...OFFLINE_API_SERVER,
   ];
   if (mode.joinToken) args.push('--set', `joinToken=rlm_jt_${'x'.repeat(32)}`);
   else args.push('--set', `credentials.controlSecret=${mode.controlSecret ?? 'rlmesh-secrets'}`, '--set', `credentials.pullSecret=${mode.pullSecret ?? 'rlmesh-registry-pull'}`);

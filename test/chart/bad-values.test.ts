@@ -46,6 +46,7 @@ const cases: Case[] = [
   { name: 'allowRanges that would open every IPv4 address', values: { ...T, egress: { allowRanges: ['0.0.0.0/0'] } }, path: 'egress.allowRanges.0' },
   { name: 'allowRanges wider than any private block (IPv6)', values: { ...T, egress: { allowRanges: ['fc00::/6'] } }, path: 'egress.allowRanges.0' },
   { name: 'controller.maxConcurrent of zero', values: { ...T, controller: { maxConcurrent: 0 } }, path: 'controller.maxConcurrent' },
+  { name: 'controlPlane.addresses as wide as every address (it would reopen 443 to everywhere)', values: { ...T, controlPlane: { addresses: ['0.0.0.0/0'] } }, path: 'controlPlane.addresses.0' },
   { name: 'apiServerAddresses entry that is an address, not a CIDR', values: { ...T, network: { apiServerAddresses: ['10.0.0.1'] } }, path: 'network.apiServerAddresses.0' },
   { name: 'dnsPorts out of range', values: { ...T, network: { dnsPorts: [70000] } }, path: 'network.dnsPorts.0' },
   { name: 'dnsPorts zero', values: { ...T, network: { dnsPorts: [0] } }, path: 'network.dnsPorts.0' },

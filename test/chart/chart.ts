@@ -18,6 +18,13 @@ export const TOKEN = 'rlm_jt_test0123456789abcdefghijk';
  */
 export const HOOK_ON_KWOK = ['--set-json', `crdUpgradeHook.tolerations=${JSON.stringify([KWOK_TOLERATION])}`, '--set', 'crdUpgradeHook.nodeSelector.type=kwok'];
 export const KUBE_VERSION = '1.35.4';
+/**
+ * The Kubernetes API's addresses for a render that cannot read a cluster (helm template, helm lint,
+ * ct lint: ct.yaml passes the same), as a GitOps user gives them: an install reads them from the
+ * cluster, and without either the chart refuses (network.apiServerAddresses). Documentation and
+ * Service-range addresses, so nothing rendered here names a real host.
+ */
+export const OFFLINE_API_SERVER = ['--set', 'network.apiServerAddresses={10.96.0.1/32,192.0.2.10/32}'];
 
 export const scenarios = (): string[] =>
   readdirSync(join(CHART, 'ci'))
@@ -39,10 +46,13 @@ export function valuesFile(values: unknown): string {
   return path;
 }
 
-/** `helm template` of the chart (or of opts.chart, e.g. a stamped copy) as release rlmesh. */
-export function template(args: string[], opts: { allowFail?: boolean; namespace?: string; chart?: string } = {}): RunResult {
+/**
+ * `helm template` of the chart (or of opts.chart, e.g. a stamped copy) as release rlmesh, with
+ * OFFLINE_API_SERVER before `args` (which may override it) unless opts.offlineApiServer is false.
+ */
+export function template(args: string[], opts: { allowFail?: boolean; namespace?: string; chart?: string; offlineApiServer?: boolean } = {}): RunResult {
   return helm(
-    ['template', 'rlmesh', opts.chart ?? CHART, '-n', opts.namespace ?? 'rlmesh-system', '--kube-version', KUBE_VERSION, ...args],
+    ['template', 'rlmesh', opts.chart ?? CHART, '-n', opts.namespace ?? 'rlmesh-system', '--kube-version', KUBE_VERSION, ...(opts.offlineApiServer === false ? [] : OFFLINE_API_SERVER), ...args],
     { allowFail: opts.allowFail },
   );
 }

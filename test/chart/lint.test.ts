@@ -2,14 +2,14 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { clusterInfo, helm, run } from '../support/cluster.ts';
-import { CHART, root, scenarios } from './chart.ts';
+import { CHART, OFFLINE_API_SERVER, root, scenarios } from './chart.ts';
 
 describe('lint', () => {
   it('has at least 8 scenarios', () => expect(scenarios().length).toBeGreaterThanOrEqual(8));
 
   for (const s of scenarios()) {
     it(`helm lint --strict ${s}`, () => {
-      const r = helm(['lint', '--strict', CHART, '-f', join(CHART, 'ci', s), '--kube-version', '1.35.4']);
+      const r = helm(['lint', '--strict', CHART, '-f', join(CHART, 'ci', s), ...OFFLINE_API_SERVER, '--kube-version', '1.35.4']);
       expect(r.stdout).toContain('1 chart(s) linted, 0 chart(s) failed');
     });
   }

@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { OFFLINE_API_SERVER } from './chart.ts';
 import { helm, kubectl } from '../support/cluster.ts';
 import { publisher, registryGet } from '../support/registry.ts';
 import { releaseInfo } from '../support/release.ts';
@@ -113,7 +114,7 @@ describe('the released charts pin every image they run, and the registry serves 
 
   it('rlmesh-observability from oci://: Prometheus', async () => {
     const { ref, version } = releaseInfo().charts['rlmesh-observability']!;
-    const rendered = helm(['template', 'rlmesh-observability', ref, '--version', version, '--plain-http', '-n', SYS, '-f', join(ROOT, 'charts/rlmesh-observability/ci/spec-values.yaml')]).stdout;
+    const rendered = helm(['template', 'rlmesh-observability', ref, '--version', version, '--plain-http', '-n', SYS, '-f', join(ROOT, 'charts/rlmesh-observability/ci/spec-values.yaml'), ...OFFLINE_API_SERVER]).stdout;
     const unique = await expectAllResolve(imagesIn(parseAllDocuments(rendered).map((d) => d.toJSON() as unknown)));
     const p = releaseInfo().images['prometheus']!;
     expect(unique).toEqual([`registry.rlmesh.dev/${p.repository}@${p.digest}`]);

@@ -45,10 +45,19 @@ export function controlPlaneListen(chart: Chart, extraArgs: string[] = []): { li
  */
 export const PLUMBING = ['--plain-http', '--wait', '--timeout', '6m'];
 
-/** Values a local install adds to the printed command, as a user of a staging cell would: the control plane's host and the CAs of its endpoints. */
-export function localValues(cp: ControlPlane): string[] {
-  return ['--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${caBundleFile(cp)}`];
+/**
+ * Values a local install adds to the printed command, as a user of a staging cell would: the control plane's host, the
+ * CAs of its endpoints, and its private address (the agent reaches only public addresses on 443 otherwise).
+ */
+export function localValues(cp: ControlPlane, o: { controlPlaneAddresses?: boolean } = {}): string[] {
+  return ['--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${caBundleFile(cp)}`, ...(o.controlPlaneAddresses === false ? [] : CONTROL_PLANE_ADDRESSES)];
 }
+
+/**
+ * The lab's control plane as the chart's controlPlane.addresses, where the agent's NetworkPolicy opens 443: its API
+ * (the host's bridge address) and its registry (registry.rlmesh.dev's TLS listener, which the agent's outbound-443 check dials).
+ */
+export const CONTROL_PLANE_ADDRESSES = ['--set', `controlPlane.addresses={${NET.hostAddress}/32,${NET.registryAddress}/32}`];
 
 /**
  * The CA bundle of a local install, written beside the control plane's CA: that CA (the API) and the

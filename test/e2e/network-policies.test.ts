@@ -24,7 +24,7 @@ import {
 import { startPublicServer, type PublicServer } from './public-server.ts';
 import { tempDir } from '../support/temp.ts';
 import {
-  ELSEWHERE, LISTEN_PORT, OTHER_DNS_LABELS, OTHER_DNS_NS, TrafficTable, clientObjects, dnsServerObjects, evaluationPod, isApiServer, isCoreDns, modelled, podsOf, proxyReaches,
+  ELSEWHERE, LISTEN_PORT, OTHER_DNS_LABELS, OTHER_DNS_NS, TrafficTable, clientObjects, dnsServerObjects, controlPlaneReaches, evaluationPod, isApiServer, isCoreDns, modelled, podsOf, proxyReaches,
   type KubePod,
 } from './traffic-table.ts';
 
@@ -41,6 +41,14 @@ const runsState = (): string =>
   kubectl(['-n', RUNS, 'get', 'pods', '-o', 'wide'], { allowFail: true }).stdout +
   kubectl(['describe', 'node', realNodes()[0]!.name], { allowFail: true }).stdout.split('Allocated resources:')[1]?.slice(0, 400) +
   `\nthe agent's last lines:\n${(() => { try { return rt.log('agent').trim().split('\n').slice(-15).join('\n'); } catch (e) { return (e as Error).message; } })()}`;
+
+/** The sorted CIDRs of a policy's egress rule on TCP 6443 (the API's ports): where the install lets the Kubernetes API's ports lead. */
+function apiPeers(ns: string, policy: string): string[] {
+  const np = JSON.parse(kubectl(['-n', ns, 'get', 'networkpolicy', policy, '-o', 'json']).stdout) as { spec: { egress: { to?: { ipBlock?: { cidr: string } }[]; ports?: { port: number }[] }[] } };
+  const rules = np.spec.egress.filter((r) => r.ports?.some((p) => p.port === 6443));
+  if (rules.length !== 1) throw new Error(`${ns}/${policy}: ${rules.length} egress rules on 6443, expected one: ${JSON.stringify(np.spec.egress)}`);
+  return (rules[0]!.to ?? []).map((p) => p.ipBlock?.cidr ?? JSON.stringify(p)).sort();
+}
 
 let evalSource = '';
 let evalTarget = '';
@@ -86,15 +94,30 @@ afterAll(async () => {
 });
 
 describe('NetworkPolicies enforced on the real node, attempt by attempt', () => {
-  it('the chart as installed (DNS peers: CoreDNS): observed = intended = cyclonus', async () => {
-    const scenario: Scenario = { name: 'default', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer };
+  it('the chart as installed (DNS peers: CoreDNS; the API addresses read at install): observed = intended = cyclonus; the filler and the agent refused on 443 where neither the API nor the control plane is', async () => {
+    const scenario: Scenario = { name: 'default', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer, controlPlaneReaches };
     expect(await traffic.run('default (CoreDNS)', scenario)).toEqual([]);
+    // the cells of issue 45: no 443 to every address, for the filler (the API's ports) nor for the agent (the control plane's)
+    const cells = ['public server directly tcp/443', 'registry (private, not the API) tcp/443', 'a pod elsewhere tcp/443', 'control plane tcp/443', 'apiserver (kubernetes Service) tcp/443'];
+    const attempts = traffic.targets.filter((t) => cells.includes(t.attempt.name)).map((t) => t.attempt);
+    const from = async (name: string) => Object.fromEntries(await traffic.attemptFrom(traffic.sources.find((x) => x.pod.name === name)!, attempts));
+    // the filler reaches 10.213.0.1, the API's address, on the API's ports (where the lab's control plane also listens)
+    expect(await from('filler')).toEqual({
+      'public server directly tcp/443': false, 'registry (private, not the API) tcp/443': false, 'a pod elsewhere tcp/443': false, 'control plane tcp/443': true, 'apiserver (kubernetes Service) tcp/443': true,
+    });
+    // the agent: its control plane and registry (controlPlane.addresses), no other private or special-purpose address
+    expect(await from('agent')).toEqual({
+      'public server directly tcp/443': false, 'registry (private, not the API) tcp/443': true, 'a pod elsewhere tcp/443': false, 'control plane tcp/443': true, 'apiserver (kubernetes Service) tcp/443': true,
+    });
+    // what the install read: the EndpointSlice's address and the Service's ClusterIP, nothing wider
+    const clusterIp = kubectl(['-n', 'default', 'get', 'service', 'kubernetes', '-o', 'jsonpath={.spec.clusterIP}']).stdout;
+    expect(apiPeers('rlmesh-runs', 'rlmesh-artifact-cache-filler')).toEqual([`${NET.hostAddress}/32`, `${clusterIp}/32`].sort());
   });
 
   it('network.metricsPeers naming the other namespace: its pod reaches the metrics and health ports, which the default peers kept it from', async () => {
     upgradeReusing(chart, ['--set-json', `network.metricsPeers=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"${ELSEWHERE}"}}}]`]);
     await traffic.applied('the metrics peer to be enforced', `${ELSEWHERE}/client`, 'egress proxy metrics tcp/9090', true);
-    const scenario: Scenario = { name: 'metrics peers', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer, isMetricsPeer: (p) => p.ns === ELSEWHERE };
+    const scenario: Scenario = { name: 'metrics peers', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer, controlPlaneReaches, isMetricsPeer: (p) => p.ns === ELSEWHERE };
     expect(await traffic.run(`network.metricsPeers: namespace ${ELSEWHERE}`, scenario)).toEqual([]);
     // back to the default peers for the scenarios below
     upgradeReusing(chart, ['--set-json', `network.metricsPeers=${JSON.stringify(valuesSchema.parse({ joinToken: 'rlm_jt_0123456789abcdefghijklmnopqrstuv' }).network.metricsPeers)}`]);
@@ -107,7 +130,7 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
     for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
     traffic.survey(evalSource, evalTarget);
     await traffic.applied('the ipBlock DNS peer to be enforced', 'rlmesh-runs/filler', 'other resolver dns/udp 53', true);
-    const scenario: Scenario = { name: 'ipBlock', values: [], isDnsPeer: (p) => p.ip === ip, dnsPorts: [53], proxyReaches, isApiServer };
+    const scenario: Scenario = { name: 'ipBlock', values: [], isDnsPeer: (p) => p.ip === ip, dnsPorts: [53], proxyReaches, isApiServer, controlPlaneReaches };
     expect(await traffic.run(`network.dnsPeers ipBlock ${ip}/32`, scenario)).toEqual([]);
   });
 
@@ -119,20 +142,21 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
     traffic.survey(evalSource, evalTarget);
     await traffic.applied('port 5353 to the selected resolver to be enforced', 'rlmesh-runs/filler', 'other resolver dns/udp 5353', true);
     const scenario: Scenario = {
-      name: 'selector', values: [], isDnsPeer: (p) => p.ns === OTHER_DNS_NS && p.labels['dns.operator.openshift.io/daemonset-dns'] === 'default', dnsPorts: [53, 5353], proxyReaches, isApiServer,
+      name: 'selector', values: [], isDnsPeer: (p) => p.ns === OTHER_DNS_NS && p.labels['dns.operator.openshift.io/daemonset-dns'] === 'default', dnsPorts: [53, 5353], proxyReaches, isApiServer, controlPlaneReaches,
     };
     expect(await traffic.run('network.dnsPeers namespace + pod selector, dnsPorts [53, 5353]', scenario)).toEqual([]);
   });
 
-  it('network.apiServerAddresses pins the API ports: the filler can no longer reach the public server directly on 443', async () => {
-    // the kubernetes EndpointSlice's address (test/cluster/addons.ts), where the Service's DNAT leads
+  it('network.apiServerAddresses overrides what the install read: the API\'s ports lead to those addresses only', async () => {
+    // the kubernetes EndpointSlice's address (test/cluster/addons.ts), where the Service's DNAT leads, without the ClusterIP
     upgradeReusing(chart, ['--set', `network.apiServerAddresses={${NET.hostAddress}/32}`]);
     for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
+    expect(apiPeers('rlmesh-runs', 'rlmesh-artifact-cache-filler')).toEqual([`${NET.hostAddress}/32`]);
+    expect(apiPeers(NS, 'rlmesh-cluster-agent')).toEqual([`${NET.hostAddress}/32`]);
     traffic.survey(evalSource, evalTarget);
-    await traffic.applied('the pinned API addresses to be enforced', 'rlmesh-runs/filler', 'public server directly tcp/443', false);
     const scenario: Scenario = {
       name: 'pinned', values: [], isDnsPeer: (p) => p.ns === OTHER_DNS_NS && p.labels['dns.operator.openshift.io/daemonset-dns'] === 'default', dnsPorts: [53, 5353], proxyReaches,
-      isApiServer: (p) => p.ip === NET.hostAddress,
+      isApiServer, controlPlaneReaches,
     };
     expect(await traffic.run(`network.apiServerAddresses {${NET.hostAddress}/32}`, scenario)).toEqual([]);
   });

@@ -15,7 +15,7 @@ import { helm, kubectl } from '../support/cluster.ts';
 import { releaseInfo } from '../support/release.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
-import { realNodes } from '../cluster/real-node.ts';
+import { NET, realNodes } from '../cluster/real-node.ts';
 import { CONTROL_PLANE_HOST, NS, PLUMBING, cleanSlate, controlPlane, notReady, releasedChart, runInstallCommand, waitConnected } from './harness.ts';
 
 type RelayView = { requests: number; samples: number; matching: { labels: Record<string, string>; samples: number }[] };
@@ -85,6 +85,8 @@ describe('the observability chart on the real node', () => {
       '--set', `prometheus.clusterLabel=${clusterId}`,
       '--set', `prometheus.remoteWrite[0].url=https://${CONTROL_PLANE_HOST}/v1/cells/${clusterId}/metrics`,
       '--set-file', `prometheus.caBundle=${cp.caFile}`,
+      // the lab's control plane is at a private address: remote write may reach it only when named
+      '--set', `prometheus.remoteWriteAddresses={${NET.hostAddress}/32}`,
       // the runtime's own network values (its defaults here, CoreDNS on 53): the same for both charts
       '--set-json', `network.dnsPeers=${JSON.stringify(DNS_PEERS)}`,
       '--set-json', 'network.dnsPorts=[53]',

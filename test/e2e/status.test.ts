@@ -91,7 +91,7 @@ describe('rlmesh status', () => {
     expect(check(s, 'credentials').found).toMatch(/written by the join/);
     expect(check(s, 'evaluations').found).toMatch(/Succeeded 2/);
     expect(check(s, 'egress-proxy').found).toMatch(/^\d+\/\d+ ready; [1-9]\d* refused in the last 10 min, the last \d+(s|m) ago; [1-9]\d* of \d+ decisions refused since its pods started \(not-allowed [1-9]/);
-    expect(s.report.checks.map((c) => c.id)).toEqual(['release', 'agent', 'credentials', 'preflight', 'network-policy', 'controller-leader', 'egress-proxy', 'cache', 'evaluations', 'spool']);
+    expect(s.report.checks.map((c) => c.id)).toEqual(['release', 'agent', 'credentials', 'preflight', 'network-policy', 'api-server-addresses', 'controller-leader', 'egress-proxy', 'cache', 'evaluations', 'spool']);
     // the credentials' values never appear
     const control = Buffer.from(kubectl(['-n', NS, 'get', 'secret', 'rlmesh-cluster-control', '-o', 'jsonpath={.data.control}']).stdout, 'base64').toString();
     expect(control).toMatch(/^rlm_cc_/);

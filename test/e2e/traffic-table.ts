@@ -4,8 +4,8 @@
 // filler, an egress proxy, the agent and a pod in another namespace, each
 // attempt (a TCP connect, a DNS query over UDP and over TCP) goes to the proxy,
 // CoreDNS, a resolver that is not a DNS peer, the apiserver, the control plane,
-// another evaluation pod, the "public" test server directly and a node's
-// kubelet. The attempts run in an ephemeral container of the real pod, so they
+// another evaluation pod, the "public" test server directly, the registry's
+// private address on 443, a pod elsewhere on 443 and a node's kubelet. The attempts run in an ephemeral container of the real pod, so they
 // leave from its network namespace and address, under the policies that select
 // it. Each cell is compared with the intended matrix and with cyclonus's
 // prediction from the policies as they are in the cluster.
@@ -126,9 +126,11 @@ export class TrafficTable {
       // the apiserver and the control plane are both on the host's bridge address; the kubernetes Service's endpoint is its port 6443
       host: outside('host', NET.hostAddress),
       public: outside('public', NET.publicAddress),
+      // the platform's registry: a private address the agent is given (controlPlane.addresses), the filler not
+      registry: outside('registry', NET.registryAddress),
       node: outside('node', node.address),
     };
-    this.nodeOf.set(key(m.host), 'host').set(key(m.public), 'host').set(key(m.node), node.name);
+    this.nodeOf.set(key(m.host), 'host').set(key(m.public), 'host').set(key(m.registry), 'host').set(key(m.node), node.name);
     this.models = Object.values(m);
     const t = (name: string, kind: Kind, addr: string, to: Pod, port: number): Target => ({ attempt: { name, kind, addr }, to, probe: { protocol: kind === 'dns-udp' ? 'UDP' : 'TCP', port } });
     this.targets = [
@@ -146,6 +148,9 @@ export class TrafficTable {
       t('control plane tcp/443', 'tcp', `${NET.hostAddress}:443`, m.host, 443),
       t(`another evaluation pod tcp/${LISTEN_PORT}`, 'tcp', `${m.evalC.ip}:${LISTEN_PORT}`, m.evalC, LISTEN_PORT),
       t('public server directly tcp/443', 'tcp', `${NET.publicAddress}:443`, m.public, 443),
+      t('registry (private, not the API) tcp/443', 'tcp', `${NET.registryAddress}:443`, m.registry, 443),
+      // a private address that is neither the API nor the control plane: the client pod listens on 443
+      t('a pod elsewhere tcp/443', 'tcp', `${m.client.ip}:443`, m.client, 443),
       t(`the node (kubelet) tcp/${KUBELET_PORT}`, 'tcp', `${node.address}:${KUBELET_PORT}`, m.node, KUBELET_PORT),
     ];
     this.sources = [
@@ -240,8 +245,12 @@ export class TrafficTable {
 
 export const isCoreDns = (p: Pod): boolean => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns';
 export const proxyReaches = (p: Pod): boolean => p.ip === NET.publicAddress;
-// by default the API's ports lead to any address (a NetworkPolicy cannot name the API server)
-export const isApiServer = (): boolean => true;
+// the API's ports lead to its addresses only, which the install read from the cluster: the kubernetes
+// EndpointSlice's (test/cluster/addons.ts) and the Service's ClusterIP, which the model folds into the host
+export const isApiServer = (p: Pod): boolean => p.ip === NET.hostAddress;
+// the agent's TCP 443: public addresses (none in the lab) and controlPlane.addresses, which the harness
+// sets to the lab's control plane and its registry (CONTROL_PLANE_ADDRESSES in harness.ts)
+export const controlPlaneReaches = (p: Pod): boolean => p.ip === NET.hostAddress || p.ip === NET.registryAddress;
 
 /** The resolver that is not a DNS peer by default, on ports 53 and 5353; on `nodeName` when given. */
 export function dnsServerObjects(corednsImage: string, nodeName?: string): object[] {
@@ -265,7 +274,7 @@ export function dnsServerObjects(corednsImage: string, nodeName?: string): objec
   ];
 }
 
-/** A pod in a namespace of its own, which no policy of the chart selects; on `nodeName` when given. */
+/** A pod in a namespace of its own, which no policy of the chart selects, listening on TCP 443; on `nodeName` when given. */
 export function clientObjects(image: string, nodeName?: string): object[] {
   return [
     { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ELSEWHERE } },
@@ -273,9 +282,9 @@ export function clientObjects(image: string, nodeName?: string): object[] {
       apiVersion: 'v1', kind: 'Pod', metadata: { name: 'client', namespace: ELSEWHERE, labels: { role: 'client' } },
       spec: {
         ...(nodeName ? { nodeName } : {}),
-        securityContext: { runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: { type: 'RuntimeDefault' } },
+        securityContext: { runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: { type: 'RuntimeDefault' }, sysctls: [{ name: 'net.ipv4.ip_unprivileged_port_start', value: '443' }] },
         containers: [{
-          name: 'main', image, imagePullPolicy: 'IfNotPresent', env: [{ name: 'TEST_DURATION', value: '2h' }],
+          name: 'main', image, imagePullPolicy: 'IfNotPresent', env: [{ name: 'TEST_DURATION', value: '2h' }, { name: 'TEST_LISTEN', value: '443' }],
           securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
         }],
       },

@@ -14,8 +14,8 @@ import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import { chartUpgrade } from '../../lib/version-skew.ts';
 import {
-  NS, RUNS, Runtime, cleanSlate, controlPlane, evaluation, evaluationImage, lostAndDuplicated, releasedChart, runInstallCommand, smallEvaluation, submit, upgradeReusing,
-  waitConnected, waitFinished, type Chart,
+  CONTROL_PLANE_ADDRESSES, NS, PLUMBING, RUNS, Runtime, cleanSlate, controlPlane, evaluation, evaluationImage, localValues, lostAndDuplicated, quoted, releasedChart, runPrinted, smallEvaluation,
+  submit, upgradeReusing, waitConnected, waitFinished, type Chart,
 } from './harness.ts';
 
 const CRDS = ['rlmeshevaluations.rlmesh.dev', 'rlmeshcaches.rlmesh.dev'];
@@ -46,7 +46,8 @@ beforeAll(async () => {
   image = await evaluationImage();
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'upgrade' });
   clusterId = created.body.clusterId;
-  runInstallCommand(cp, created.body.installCommand);
+  // the previous chart has no controlPlane.addresses (its agent had 443 to every address): the upgrade adds it
+  runPrinted(`${created.body.installCommand} ${quoted([...localValues(cp, { controlPlaneAddresses: false }), ...PLUMBING])}`);
   await waitConnected(cp, clusterId);
   figures.push(`installed ${previous.version} and connected in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }, 600_000);
@@ -81,7 +82,8 @@ describe('upgrade from the previous release while evaluations run', () => {
     }, { timeoutMs: 120_000, intervalMs: 250 });
 
     const t0 = Date.now();
-    upgradeReusing(current, ['--wait', '--timeout', '6m']);
+    // as an operator of a control plane at a private address upgrades: naming it, or the agent's 443 leads to public addresses only
+    upgradeReusing(current, [...CONTROL_PLANE_ADDRESSES, '--wait', '--timeout', '6m']);
     figures.push(`helm upgrade --reuse-values ${previous.version} → ${current.version}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     await rt.ready('agent');
     await waitConnected(cp, clusterId, 120);

@@ -17,6 +17,7 @@ import { createInterface } from 'node:readline';
 import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../egress/config.ts';
+import { OFFLINE_API_SERVER } from '../chart/chart.ts';
 import { clusterInfo } from '../support/cluster.ts';
 import { until } from '../support/until.ts';
 import { startDnsServer, type TestDnsServer } from './dns-server.ts';
@@ -49,7 +50,7 @@ beforeAll(async () => {
   const helm = process.env.HELM ?? join(clusterInfo().bin, 'helm');
   const rendered = execFileSync(helm, [
     'template', 'rlmesh', CHART, '-n', 'rlmesh-system', '--kube-version', '1.35.4',
-    '--set', 'joinToken=rlm_jt_ci0123456789abcdefghijklmnop',
+    '--set', 'joinToken=rlm_jt_ci0123456789abcdefghijklmnop', ...OFFLINE_API_SERVER,
     '--set', 'egress.extraDomains={my-inputs.s3.eu-west-1.amazonaws.com,*.hub.example}',
     '--set', 'egress.allowedPorts={443,8443}',
   ], { encoding: 'utf8', maxBuffer: 32 * 1024 * 1024 });

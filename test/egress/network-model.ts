@@ -27,10 +27,11 @@ export interface Scenario {
   proxyReaches: (p: Pod) => boolean;
   /** the Kubernetes API's addresses (network.apiServerAddresses, or what an install reads from the cluster) */
   isApiServer: (p: Pod) => boolean;
-  /** who may reach the ops ports (network.metricsPeers); default: the chart's default peers */
+  /** who may reach the ops ports (network.metricsPeers); default: the chart's default peers. The API's addresses may too
+   * (rlmesh status reads the proxy's metrics through the API server) */
   isMetricsPeer?: (p: Pod) => boolean;
-  /** network.apiServerAddresses as sources, which the ops ports admit too (rlmesh status reads the proxy's metrics through the API server); unset: none */
-  apiServerSource?: (p: Pod) => boolean;
+  /** where the agent may dial the control plane on TCP 443: public addresses and controlPlane.addresses */
+  controlPlaneReaches: (p: Pod) => boolean;
 }
 
 /** The default network.metricsPeers: the observability chart's Prometheus beside the release, a Prometheus Operator's in namespace monitoring. */
@@ -58,13 +59,13 @@ export function intended(s: Scenario, from: Pod, to: Pod, probe: Probe): boolean
   // the filler: that, DNS and the Kubernetes API; no port of anywhere else, so artifacts cannot bypass the proxy
   else if (is(from, 'rlmesh-runs/filler')) egress = toProxy || dns || api;
   else if (is(from, 'rlmesh-system/proxy')) egress = dns || (s.proxyReaches(to) && tcp && PROXY_ALLOWED_PORTS.includes(probe.port));
-  // the agent also dials the control plane, whose addresses are not known in advance: TCP 443 anywhere
-  else if (is(from, 'rlmesh-system/agent')) egress = dns || api || (tcp && probe.port === 443);
+  // the agent also dials the control plane on TCP 443: public addresses, and controlPlane.addresses
+  else if (is(from, 'rlmesh-system/agent')) egress = dns || api || (tcp && probe.port === 443 && s.controlPlaneReaches(to));
   else if (is(from, 'rlmesh-system/controller') || is(from, 'rlmesh-system/gpu-discovery') || is(from, 'rlmesh-system/crd-upgrade')) egress = dns || api;
   // the release namespace's default-deny: a pod no policy of the chart allows reaches nothing
   else if (from.ns === 'rlmesh-system') egress = false;
   // the metrics and health ports: from the metrics peers (and the API server's addresses, when pinned) only
-  const ops = tcp && OPS_PORTS.includes(probe.port) && ((s.isMetricsPeer ?? isDefaultMetricsPeer)(from) || (s.apiServerSource?.(from) ?? false));
+  const ops = tcp && OPS_PORTS.includes(probe.port) && ((s.isMetricsPeer ?? isDefaultMetricsPeer)(from) || s.isApiServer(from));
   let ingress = true;
   if (is(to, 'rlmesh-runs/eval')) ingress = false;
   else if (is(to, 'rlmesh-runs/filler')) ingress = ops;

@@ -45,32 +45,35 @@ const PROBES: Probe[] = [
 
 const PUBLIC = new Set(['93.184.216.34', '2606:2800:220:1::1']);
 const proxyReaches = (p: Pod) => PUBLIC.has(p.ip);
-// by default the API's ports lead anywhere (a NetworkPolicy cannot name the API server); pinned, only to its address
-const anyAddress = () => true;
+// the agent's TCP 443: public addresses only, and controlPlane.addresses
+const publicOnly = (p: Pod) => PUBLIC.has(p.ip);
+// the API's ports lead to its addresses only: an offline render is given them (an install reads them from the cluster)
 const APISERVER = '172.18.0.2';
+const API_PINNED = ['--set', `network.apiServerAddresses={${APISERVER}/32}`];
+const isApiServer = (p: Pod) => p.ip === APISERVER;
+const isCoreDns = (p: Pod) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns';
 
 const SCENARIOS: Scenario[] = [
-  { name: 'default (CoreDNS)', values: [], isDnsPeer: (p) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns', dnsPorts: [53], proxyReaches, isApiServer: anyAddress },
+  { name: 'default (CoreDNS)', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer, controlPlaneReaches: publicOnly },
   {
     name: 'GKE NodeLocal DNSCache (ipBlock)', values: ['-f', join(CHART, 'ci/gke-nodelocal-dns-values.yaml')],
-    isDnsPeer: (p) => p.ip === '169.254.20.10', dnsPorts: [53], proxyReaches, isApiServer: anyAddress,
+    isDnsPeer: (p) => p.ip === '169.254.20.10', dnsPorts: [53], proxyReaches, isApiServer, controlPlaneReaches: publicOnly,
   },
   {
     name: 'OpenShift DNS (namespace + pod selector, port 5353)', values: ['-f', join(CHART, 'ci/openshift-dns-values.yaml')],
-    isDnsPeer: (p) => p.ns === 'openshift-dns' && p.labels['dns.operator.openshift.io/daemonset-dns'] === 'default', dnsPorts: [53, 5353], proxyReaches, isApiServer: anyAddress,
+    isDnsPeer: (p) => p.ns === 'openshift-dns' && p.labels['dns.operator.openshift.io/daemonset-dns'] === 'default', dnsPorts: [53, 5353], proxyReaches, isApiServer, controlPlaneReaches: publicOnly,
   },
   {
-    name: 'API addresses pinned (network.apiServerAddresses)', values: ['--set', `network.apiServerAddresses={${APISERVER}/32}`],
-    isDnsPeer: (p) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns', dnsPorts: [53], proxyReaches, isApiServer: (p) => p.ip === APISERVER,
-    apiServerSource: (p) => p.ip === APISERVER,
+    name: 'a control plane at a private address (controlPlane.addresses)', values: ['--set', 'controlPlane.addresses={10.20.30.40/32}'],
+    isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer, controlPlaneReaches: (p) => PUBLIC.has(p.ip) || p.ip === '10.20.30.40',
   },
   {
     name: 'metrics peers of your own (network.metricsPeers: a namespace, and a podSelector alone for the release namespace)',
     values: ['--set-json', 'network.metricsPeers=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}}},{"podSelector":{"matchLabels":{"app":"someone-elses"}}}]'],
-    isDnsPeer: (p) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns', dnsPorts: [53], proxyReaches, isApiServer: anyAddress,
+    isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer, controlPlaneReaches: publicOnly,
     isMetricsPeer: (p) => p.ns === 'kube-system' || (p.ns === 'rlmesh-system' && p.labels.app === 'someone-elses'),
   },
-  { name: 'no metrics peers (network.metricsPeers=[])', values: ['--set-json', 'network.metricsPeers=[]'], isDnsPeer: (p) => p.ns === 'kube-system' && p.labels['k8s-app'] === 'kube-dns', dnsPorts: [53], proxyReaches, isApiServer: anyAddress, isMetricsPeer: () => false },
+  { name: 'no metrics peers (network.metricsPeers=[])', values: ['--set-json', 'network.metricsPeers=[]'], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer, controlPlaneReaches: publicOnly, isMetricsPeer: () => false },
 ];
 
 let work: string;
@@ -82,7 +85,7 @@ beforeAll(() => {
 describe.each(SCENARIOS)('NetworkPolicies, $name', (scenario) => {
   let file: string;
   beforeAll(() => {
-    const values = ['--set', `joinToken=${JOIN_TOKEN}`, '--set', 'gpuFeatureDiscovery.enabled=true', ...scenario.values];
+    const values = ['--set', `joinToken=${JOIN_TOKEN}`, '--set', 'gpuFeatureDiscovery.enabled=true', ...API_PINNED, ...scenario.values];
     file = writePolicies(join(work, `policies-${scenario.values.join('_').replace(/[^a-z0-9]+/gi, '-')}.json`), renderPolicies(CHART, values));
   });
 

@@ -22,7 +22,7 @@ import {
 } from '../e2e/harness.ts';
 import { startPublicServer, type PublicServer } from '../e2e/public-server.ts';
 import {
-  ELSEWHERE, LISTEN_PORT, OTHER_DNS_NS, TrafficTable, clientObjects, dnsServerObjects, evaluationPod, isApiServer, isCoreDns, podsOf, proxyReaches,
+  ELSEWHERE, LISTEN_PORT, OTHER_DNS_NS, TrafficTable, clientObjects, dnsServerObjects, controlPlaneReaches, evaluationPod, isApiServer, isCoreDns, podsOf, proxyReaches,
 } from '../e2e/traffic-table.ts';
 import { kubectl } from '../support/cluster.ts';
 import { ensureThreeRealNodes } from '../support/multi-node.ts';
@@ -121,7 +121,7 @@ describe('NetworkPolicies enforced across three real nodes, attempt by attempt',
   });
 
   it('the chart as installed (DNS peers: CoreDNS): observed = intended = cyclonus, cell by cell, across nodes', async () => {
-    const scenario: Scenario = { name: 'default', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer };
+    const scenario: Scenario = { name: 'default', values: [], isDnsPeer: isCoreDns, dnsPorts: [53], proxyReaches, isApiServer, controlPlaneReaches };
     expect(await traffic.run(`default (CoreDNS), sources on ${sourceNode}`, scenario)).toEqual([]);
   });
 

@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { helm, kubectl, type RunResult } from '../support/cluster.ts';
-import { KUBE_VERSION, renderedObjects, valuesFile, type K8sObject } from '../chart/chart.ts';
+import { KUBE_VERSION, OFFLINE_API_SERVER, renderedObjects, valuesFile, type K8sObject } from '../chart/chart.ts';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 export const CHART = join(root, 'charts/rlmesh-observability');
@@ -16,10 +16,14 @@ export const scenarios = (): string[] =>
     .filter((f) => f.endsWith('-values.yaml'))
     .sort();
 
-export { KUBE_VERSION, valuesFile, type K8sObject };
+export { KUBE_VERSION, OFFLINE_API_SERVER, valuesFile, type K8sObject };
 
-export function template(args: string[], opts: { allowFail?: boolean; namespace?: string } = {}): RunResult {
-  return helm(['template', 'rlmesh-observability', CHART, '-n', opts.namespace ?? 'rlmesh-system', '--kube-version', KUBE_VERSION, ...args], opts);
+/** `helm template` of the chart, with OFFLINE_API_SERVER (as the runtime chart's tests) unless opts.offlineApiServer is false. */
+export function template(args: string[], opts: { allowFail?: boolean; namespace?: string; offlineApiServer?: boolean } = {}): RunResult {
+  return helm(
+    ['template', 'rlmesh-observability', CHART, '-n', opts.namespace ?? 'rlmesh-system', '--kube-version', KUBE_VERSION, ...(opts.offlineApiServer === false ? [] : OFFLINE_API_SERVER), ...args],
+    { allowFail: opts.allowFail },
+  );
 }
 
 export function render(args: string[], namespace = 'rlmesh-system'): Map<string, K8sObject> {

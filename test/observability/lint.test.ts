@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { clusterInfo, helm, run } from '../support/cluster.ts';
-import { CHART, KUBE_VERSION, root, scenarios } from './chart.ts';
+import { CHART, KUBE_VERSION, OFFLINE_API_SERVER, root, scenarios } from './chart.ts';
 
 describe('rlmesh-observability lint', () => {
   it('has the scenarios the user guide and the options need', () => {
@@ -16,7 +16,7 @@ describe('rlmesh-observability lint', () => {
 
   for (const s of scenarios()) {
     it(`helm lint --strict ${s}`, () => {
-      const r = helm(['lint', '--strict', CHART, '-f', join(CHART, 'ci', s), '--kube-version', KUBE_VERSION]);
+      const r = helm(['lint', '--strict', CHART, '-f', join(CHART, 'ci', s), ...OFFLINE_API_SERVER, '--kube-version', KUBE_VERSION]);
       expect(r.stdout).toContain('1 chart(s) linted, 0 chart(s) failed');
     });
   }

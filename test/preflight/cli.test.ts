@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { CHECK_IDS, OUTBOUND_CHECK_IDS } from '../../lib/preflight/run.ts';
-import { clusterInfo } from '../support/cluster.ts';
+import { clusterInfo, kubectl } from '../support/cluster.ts';
 import { tempDir } from '../support/temp.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -47,6 +47,19 @@ describe('rlmesh preflight', () => {
     expect(dns.found).toContain('peer 1 (namespaces {kubernetes.io/metadata.name=rlmesh-pf-no-such-namespace}) matches no running pod');
     expect(report.checks.find((c) => c.id === 'install-rights')!.verdict).toBe('pass');
     expect(report.checks.find((c) => c.id === 'kubernetes-version')!.found).toBe(`Kubernetes ${clusterInfo().kubernetesVersion} (floor 1.34)`);
+  });
+
+  it('reads the kubernetes EndpointSlice and Service and prints the network.apiServerAddresses line to add', () => {
+    const report = JSON.parse(preflight(['--output', 'json']).stdout) as { checks: { id: string; verdict: string; found: string; fix: string }[] };
+    const clusterIp = JSON.parse(kubectl(['-n', 'default', 'get', 'service', 'kubernetes', '-o', 'json']).stdout).spec.clusterIP as string;
+    const endpoint = JSON.parse(kubectl(['-n', 'default', 'get', 'endpointslices', '-l', 'kubernetes.io/service-name=kubernetes', '-o', 'json']).stdout).items[0].endpoints[0].addresses[0] as string;
+    const line = `--set network.apiServerAddresses={${endpoint}/32,${clusterIp}/32}`;
+    expect(report.checks.find((c) => c.id === 'api-addresses')).toEqual({
+      id: 'api-addresses',
+      verdict: 'pass',
+      found: `the Kubernetes API is at ${endpoint}/32, ${clusterIp}/32 (EndpointSlice and Service default/kubernetes); helm install and helm upgrade read them`,
+      fix: `Rendering with helm template or a GitOps tool, which cannot read the cluster? Add ${line} (to both charts).`,
+    });
   });
 
   // nothing should listen on localhost:443 here, but another test's server may, briefly

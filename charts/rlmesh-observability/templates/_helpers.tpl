@@ -174,3 +174,44 @@ remote_write:
       port: {{ . }}
     {{- end }}
 {{- end }}
+
+{{- /*
+The Kubernetes API's addresses as a JSON list of CIDRs, as the runtime chart reads them
+(its rlmesh.apiServerAddresses): network.apiServerAddresses when set, else the endpoints
+of Service default/kubernetes and its ClusterIPs, read at install. Empty where
+helm cannot read the cluster (helm template): _validate.tpl then refuses.
+*/}}
+{{- define "obs.apiServerAddresses" -}}
+{{- $cidrs := list }}
+{{- if .Values.network.apiServerAddresses }}
+{{- $cidrs = .Values.network.apiServerAddresses }}
+{{- else }}
+{{- $ips := list }}
+{{- $slices := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "" }}
+{{- range (dig "items" list $slices) }}
+{{- if and (eq (dig "metadata" "labels" "kubernetes.io/service-name" "" .) "kubernetes") (ne (dig "addressType" "" .) "FQDN") }}
+{{- range (dig "endpoints" list .) }}
+{{- $ips = concat $ips (dig "addresses" list .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $svc := lookup "v1" "Service" "default" "kubernetes" }}
+{{- $ips = concat $ips (dig "spec" "clusterIPs" list $svc) }}
+{{- with (dig "spec" "clusterIP" "" $svc) }}{{ $ips = append $ips . }}{{ end }}
+{{- range (without (uniq $ips) "" "None") }}
+{{- $cidrs = append $cidrs (printf "%s/%s" . (ternary "128" "32" (contains ":" .))) }}
+{{- end }}
+{{- end }}
+{{- toJson $cidrs }}
+{{- end }}
+
+{{- /* The ports of prometheus.remoteWrite's URLs (443 when a URL names none), as a JSON list */}}
+{{- define "obs.remoteWritePorts" -}}
+{{- $ports := list }}
+{{- range .Values.prometheus.remoteWrite }}
+{{- $host := (urlParse .url).host }}
+{{- $port := regexFind ":[0-9]+$" $host | trimPrefix ":" }}
+{{- $ports = append $ports (int ($port | default "443")) }}
+{{- end }}
+{{- toJson ($ports | uniq) }}
+{{- end }}

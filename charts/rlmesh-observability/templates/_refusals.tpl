@@ -15,6 +15,10 @@
 {{- define "obs.refusal.grafanaNoImage" -}}
 {{- printf "grafana.image.repository: grafana.enabled is true but grafana.image.repository is empty: this chart names no Grafana image (RLMesh builds and publishes none, so there is none it could vouch for); mirror the Grafana version you trust into your registry and set grafana.image.repository, grafana.image.tag and grafana.image.digest, or leave grafana.enabled=false" -}}
 {{- end }}
+{{/* apiServerAddressesUnknown */}}
+{{- define "obs.refusal.apiServerAddressesUnknown" -}}
+{{- printf "network.apiServerAddresses: is empty and the Kubernetes API's addresses could not be read from the cluster (helm template, helm lint and --dry-run=client do not read it; an install reads EndpointSlice and Service default/kubernetes): without them the chart would have to open the API's ports to every address. Run rlmesh preflight against the cluster, which prints the --set network.apiServerAddresses={…} line to add (the same for both charts)" -}}
+{{- end }}
 {{/* noClusterLabel */}}
 {{- define "obs.refusal.noClusterLabel" -}}
 {{- printf "prometheus.clusterLabel: prometheus.clusterLabel is empty: set it to the cluster's public id (Clusters shows it) so every series is labelled cluster=<id>" -}}

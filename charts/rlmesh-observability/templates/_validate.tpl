@@ -31,6 +31,10 @@ same rules (a test keeps the two in step); their messages come from the generate
 {{- if eq $p.clusterLabel "" }}
 {{- $errors = append $errors (include "obs.refusal.noClusterLabel" (dict)) }}
 {{- end }}
+{{- /* not a rule of the values alone: the API's addresses may come from the cluster (_helpers.tpl) */}}
+{{- if not (include "obs.apiServerAddresses" . | fromJsonArray) }}
+{{- $errors = append $errors (include "obs.refusal.apiServerAddressesUnknown" (dict)) }}
+{{- end }}
 {{- if $errors }}
 {{- fail (printf "\n\nrlmesh-observability: invalid values:\n  - %s\n" (join "\n  - " $errors)) }}
 {{- end }}

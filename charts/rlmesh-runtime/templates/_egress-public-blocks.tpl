@@ -1,5 +1,5 @@
 {{/* Generated from lib/special-purpose-registry.ts by `npm run generate`; do not edit. */}}
-{{/* The public addresses the egress proxy may reach: every registry row it refuses is excepted */}}
+{{/* The public addresses: every registry row the egress proxy refuses is excepted */}}
 {{- define "rlmesh.egressPublicBlocks" -}}
 - ipBlock:
     cidr: 0.0.0.0/0

@@ -362,32 +362,86 @@ readinessProbe:
     {{- end }}
 {{- end }}
 {{- /*
-The Kubernetes API: network.apiServerPorts, to network.apiServerAddresses when set. A
-NetworkPolicy cannot name the API server, and its addresses change on managed control
-planes, so by default only the ports are known. With .controlPlane also the control
-plane (TCP 443 anywhere: its addresses are not known in advance). .root is the root context.
+The Kubernetes API's addresses, as a JSON list of CIDRs: network.apiServerAddresses when
+set; otherwise what helm install and upgrade read from the cluster: the endpoints of the
+EndpointSlices of Service default/kubernetes, where its DNAT leads, and that Service's
+ClusterIPs, for enforcers that match before the DNAT. Empty where helm cannot read the
+cluster (helm template, helm lint, --dry-run=client): _validate.tpl then refuses.
+*/}}
+{{- define "rlmesh.apiServerAddresses" -}}
+{{- $cidrs := list }}
+{{- if .Values.network.apiServerAddresses }}
+{{- $cidrs = .Values.network.apiServerAddresses }}
+{{- else }}
+{{- $ips := list }}
+{{- $slices := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "" }}
+{{- range (dig "items" list $slices) }}
+{{- if and (eq (dig "metadata" "labels" "kubernetes.io/service-name" "" .) "kubernetes") (ne (dig "addressType" "" .) "FQDN") }}
+{{- range (dig "endpoints" list .) }}
+{{- $ips = concat $ips (dig "addresses" list .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $svc := lookup "v1" "Service" "default" "kubernetes" }}
+{{- $ips = concat $ips (dig "spec" "clusterIPs" list $svc) }}
+{{- with (dig "spec" "clusterIP" "" $svc) }}{{ $ips = append $ips . }}{{ end }}
+{{- range (without (uniq $ips) "" "None") }}
+{{- $cidrs = append $cidrs (printf "%s/%s" . (ternary "128" "32" (contains ":" .))) }}
+{{- end }}
+{{- end }}
+{{- toJson $cidrs }}
+{{- end }}
+{{- /*
+The Kubernetes API: network.apiServerPorts, to its addresses only (rlmesh.apiServerAddresses;
+the install refuses when they are not known, so no pod gets those ports to every address).
+With .controlPlane also the control plane on TCP 443 (rlmesh.controlPlaneEgressRules).
+.root is the root context.
 */}}
 {{- define "rlmesh.apiEgressRule" -}}
-- {{- with .root.Values.network.apiServerAddresses }}
-  to:
-    {{- range . }}
+- to:
+    {{- range (include "rlmesh.apiServerAddresses" .root | fromJsonArray) }}
     - ipBlock:
         cidr: {{ . }}
     {{- end }}
-  {{- end }}
   ports:
     {{- range (.root.Values.network.apiServerPorts | uniq) }}
     - protocol: TCP
       port: {{ int . }}
     {{- end }}
 {{- if .controlPlane }}
-{{- if .root.Values.controlPlane.proxy.url }}
-{{ include "rlmesh.proxyEgressRule" .root }}
-{{- else }}
-- ports:
+{{ include "rlmesh.controlPlaneEgressRules" .root }}
+{{- end }}
+{{- end }}
+{{- /*
+The agent's way to the control plane on TCP 443. Through controlPlane.proxy when set: the
+proxy's addresses on its port. Without: the public addresses (the egress proxy's public
+blocks, _egress-public-blocks.tpl) and controlPlane.addresses (a control plane at private
+addresses, such as a staging or self-hosted cell). With a proxy, controlPlane.addresses
+stay reachable directly (for a control plane in controlPlane.proxy.noProxy).
+*/}}
+{{- define "rlmesh.controlPlaneEgressRules" -}}
+{{- if .Values.controlPlane.proxy.url }}
+{{- include "rlmesh.proxyEgressRule" . }}
+{{- with .Values.controlPlane.addresses }}
+- to:
+    {{- range . }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
     - protocol: TCP
       port: 443
 {{- end }}
+{{- else -}}
+- to:
+    {{- include "rlmesh.egressPublicBlocks" . | nindent 4 }}
+    {{- range .Values.controlPlane.addresses }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
+    - protocol: TCP
+      port: 443
 {{- end }}
 {{- end }}
 {{- /*
@@ -438,7 +492,7 @@ proxy without credentials, and the cause would show only as the proxy's 407 in i
 {{- /*
 The metrics and health ports: from network.metricsPeers only (a peer with a podSelector
 alone selects pods in the release namespace, from the runs namespace's policies too), and
-from network.apiServerAddresses, through which rlmesh status reads the egress proxy's
+from the API's addresses (rlmesh.apiServerAddresses), through which rlmesh status reads the egress proxy's
 metrics. No peer: no rule at all, as a rule without `from` would admit every source. The
 kubelet's probes come from the node, which NetworkPolicy enforcers let through.
 */}}
@@ -452,7 +506,7 @@ kubelet's probes come from the node, which NetworkPolicy enforcers let through.
 {{- $peers = append $peers . }}
 {{- end }}
 {{- end }}
-{{- range .Values.network.apiServerAddresses }}
+{{- range (include "rlmesh.apiServerAddresses" . | fromJsonArray) }}
 {{- $peers = append $peers (dict "ipBlock" (dict "cidr" .)) }}
 {{- end }}
 {{- if $peers }}

@@ -79,6 +79,10 @@
 {{- define "rlmesh.refusal.caBundleFromNone" -}}
 {{- printf "controlPlane.caBundleFrom: is set but names neither a configMap nor a secret: set controlPlane.caBundleFrom.configMap (or .secret) to {name: <name>, key: <key>}, or remove caBundleFrom to trust the system roots" -}}
 {{- end }}
+{{/* apiServerAddressesUnknown */}}
+{{- define "rlmesh.refusal.apiServerAddressesUnknown" -}}
+{{- printf "network.apiServerAddresses: is empty and the Kubernetes API's addresses could not be read from the cluster (helm template, helm lint and --dry-run=client do not read it; an install reads EndpointSlice and Service default/kubernetes): without them the chart would have to open the API's ports to every address. Run rlmesh preflight against the cluster, which prints the --set network.apiServerAddresses={…} line to add, or list the endpoints of kubectl get endpointslice -n default -l kubernetes.io/service-name=kubernetes and the ClusterIP of kubectl get service -n default kubernetes as /32 or /128 CIDRs" -}}
+{{- end }}
 {{/* evaluationPullSecretPlatform; include with (dict "index" … "name" …) */}}
 {{- define "rlmesh.refusal.evaluationPullSecretPlatform" -}}
 {{- printf "evaluations.imagePullSecrets.%v.name: %v is the platform's pull Secret, which every evaluation pod already carries (the agent writes and rotates it): list only Secrets you create in rlmesh-runs for the registries in evaluations.extraRegistries" (index . "index") (index . "name") -}}

@@ -206,6 +206,10 @@ two in step); their messages come from the generated _refusals.tpl.
 {{- end }}
 {{- /* knobErrors() in lib/chart-knobs.ts (_validate-knobs.tpl) */}}
 {{- $errors = concat $errors (include "rlmesh.knobErrors" . | fromJsonArray) }}
+{{- /* not a rule of the values alone: the API's addresses may come from the cluster (_helpers.tpl) */}}
+{{- if not (include "rlmesh.apiServerAddresses" . | fromJsonArray) }}
+{{- $errors = append $errors (include "rlmesh.refusal.apiServerAddressesUnknown" (dict)) }}
+{{- end }}
 {{- if $errors }}
 {{- fail (printf "\n\nrlmesh-runtime: invalid values:\n  - %s\n" (join "\n  - " $errors)) }}
 {{- end }}
