@@ -63,7 +63,7 @@ export function settingsFromValues(values: Values, namespace = 'rlmesh-system'):
       podLabels: values.evaluations.podLabels,
       podAnnotations: values.evaluations.podAnnotations,
     }),
-    apiServerAddresses: values.network.apiServerAddresses,
+    ...(values.network.apiServerAddresses.length > 0 ? { apiServerAddresses: values.network.apiServerAddresses } : {}),
     ...caBundleSource(values.controlPlane.caBundleFrom),
     // without its credentials: they are in a Secret, which the CLI does not read
     ...(values.controlPlane.proxy.url ? { corporateProxy: outboundProxy({ url: values.controlPlane.proxy.url, noProxy: values.controlPlane.proxy.noProxy }) } : {}),
