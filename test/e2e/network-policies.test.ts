@@ -34,6 +34,7 @@ let image = '';
 let publicServer: PublicServer;
 let traffic: TrafficTable;
 const rt = new Runtime();
+const DEFAULT_DNS_PEERS = valuesSchema.parse({ joinToken: 'rlm_jt_0123456789abcdefghijklmnopqrstuv' }).network.dnsPeers;
 
 /** What rlmesh-runs holds, for a wait that timed out: evaluations with their status, pods, the node's room. */
 const runsState = (): string =>
@@ -159,6 +160,11 @@ describe('NetworkPolicies enforced on the real node, attempt by attempt', () => 
       isApiServer, controlPlaneReaches,
     };
     expect(await traffic.run(`network.apiServerAddresses {${NET.hostAddress}/32}`, scenario)).toEqual([]);
+    // CoreDNS as the DNS peer again: the agent restarted with this upgrade, and the resolver above answers no name,
+    // so it could not reach its control plane for the evaluations below
+    upgradeReusing(chart, ['--set-json', `network.dnsPeers=${JSON.stringify(DEFAULT_DNS_PEERS)}`, '--set-json', 'network.dnsPorts=[53]']);
+    for (const w of ['agent', 'filler', 'egress'] as const) await rt.rolledOut(w);
+    await waitConnected(cp, clusterId);
   });
 
   it('helm uninstall mid-run keeps rlmesh-runs fenced: direct attempts stay refused, the evaluation ends cleanly, a reinstall adopts the fences', async () => {
