@@ -14,8 +14,9 @@ import { until } from '../support/until.ts';
 import type { StatusReport } from '../../lib/status/run.ts';
 import { evaluationName } from '../../agent/assignments.ts';
 import {
-  NS, RUNS, Runtime, cleanSlate, cliPath, controlPlane, evaluation, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit,
-  waitConnected, waitFinished, type Chart,
+  installNewCluster,
+  NS, RUNS, Runtime, cleanSlate, cliPath, controlPlane, evaluation, evaluationImage, releasedChart, smallEvaluation, submit,
+  waitFinished, type Chart,
 } from './harness.ts';
 
 let chart: Chart;
@@ -46,10 +47,7 @@ beforeAll(async () => {
   chart = releasedChart();
   cp = await controlPlane(chart, undefined, ['--test-ignore-drain']);
   image = await evaluationImage();
-  const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'drain' });
-  clusterId = created.body.clusterId;
-  runInstallCommand(cp, created.body.installCommand);
-  await waitConnected(cp, clusterId);
+  clusterId = await installNewCluster(cp, 'drain');
 }, 400_000);
 
 afterAll(async () => {

@@ -11,7 +11,8 @@ import { realNodes } from '../cluster/real-node.ts';
 import { api, ROOT, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import {
-  NS, Runtime, cleanSlate, controlPlane, evaluation, evaluationImage, lostAndDuplicated, releasedChart, runInstallCommand, smallEvaluation, submit,
+  installNewCluster,
+  NS, Runtime, cleanSlate, controlPlane, evaluation, evaluationImage, lostAndDuplicated, releasedChart, smallEvaluation, submit,
   waitConnected, waitFinished, FINISHED, type Chart,
 } from './harness.ts';
 
@@ -56,10 +57,7 @@ beforeAll(async () => {
   chart = releasedChart();
   cp = await controlPlane(chart);
   image = await evaluationImage();
-  const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'faults' });
-  clusterId = created.body.clusterId;
-  runInstallCommand(cp, created.body.installCommand);
-  await waitConnected(cp, clusterId);
+  clusterId = await installNewCluster(cp, 'faults');
 }, 300_000);
 
 afterAll(async () => {

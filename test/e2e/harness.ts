@@ -240,6 +240,14 @@ export async function waitConnected(cp: ControlPlane, id: string, seconds = 60):
   }, { timeoutMs: seconds * 1000 });
 }
 
+/** Creates a cluster on the control plane, runs its printed install command and waits until it is Connected; its id. */
+export async function installNewCluster(cp: ControlPlane, name: string): Promise<string> {
+  const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name });
+  runInstallCommand(cp, created.body.installCommand);
+  await waitConnected(cp, created.body.clusterId);
+  return created.body.clusterId;
+}
+
 export type EvaluationView = {
   id: string;
   phase: string;

@@ -11,9 +11,9 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubectl } from '../support/cluster.ts';
-import { api, ROOT, type ControlPlane } from '../support/runtime.ts';
+import { ROOT, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
-import { NS, RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, releasedChart, runInstallCommand, smallEvaluation, submit, waitConnected, waitFinished, type Chart } from './harness.ts';
+import { installNewCluster, NS, RUNS, Runtime, cleanSlate, controlPlane, evaluationImage, releasedChart, smallEvaluation, submit, waitFinished, type Chart } from './harness.ts';
 
 let chart: Chart;
 let cp: ControlPlane;
@@ -37,10 +37,7 @@ beforeAll(async () => {
   chart = releasedChart();
   cp = await controlPlane(chart);
   image = await evaluationImage();
-  const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'secret-env' });
-  clusterId = created.body.clusterId;
-  runInstallCommand(cp, created.body.installCommand);
-  await waitConnected(cp, clusterId);
+  clusterId = await installNewCluster(cp, 'secret-env');
 }, 600_000);
 
 afterAll(async () => {
