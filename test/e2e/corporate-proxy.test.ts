@@ -119,6 +119,20 @@ describe('behind a corporate proxy (Squid, basic auth), on the real node', () =>
     const agentPolicy = kubectl(['-n', NS, 'get', 'networkpolicy', 'rlmesh-cluster-agent', '-o', 'json']).stdout;
     expect(agentPolicy).toContain(`${NET.hostAddress}/32`);
     expect(agentPolicy).not.toContain('0.0.0.0/0');
+    // no NetworkPolicy of the install opens the API's or the control plane's ports (or every port) without naming where to
+    for (const ns of [NS, RUNS]) {
+      type Rule = { to?: { ipBlock?: { cidr: string; except?: string[] } }[]; ports?: { port?: number | string }[] };
+      const policies = JSON.parse(kubectl(['-n', ns, 'get', 'networkpolicies', '-o', 'json']).stdout) as { items: { metadata: { name: string }; spec: { egress?: Rule[] } }[] };
+      expect(policies.items.length, ns).toBeGreaterThan(0);
+      for (const p of policies.items) {
+        for (const rule of p.spec.egress ?? []) {
+          if (rule.ports && !rule.ports.some((x) => x.port === undefined || [443, 6443].includes(Number(x.port)))) continue;
+          expect(rule.to ?? [], `${ns}/${p.metadata.name}: an egress rule on 443/6443 with no to`).not.toHaveLength(0);
+          const everywhere = (rule.to ?? []).filter((peer) => ['0.0.0.0/0', '::/0'].includes(peer.ipBlock?.cidr ?? '') && !(peer.ipBlock?.except?.length));
+          expect(everywhere, `${ns}/${p.metadata.name}: an egress rule on 443/6443 to every address`).toEqual([]);
+        }
+      }
+    }
   });
 
   it('runs an evaluation whose artifact the filler fetches through the egress proxy chained to Squid, which is asked for the checked address only', async () => {
