@@ -454,7 +454,7 @@ export const valuesObjectSchema = z
             },
           ])
           .describe(
-            "NetworkPolicy peers that may reach the metrics port (metrics.port) and the health port (8081) of the agent, the controller, the egress proxy and the cache filler; no one else may (the kubelet's probes come from the node, which NetworkPolicy enforcers let through). A peer with a podSelector alone selects pods in the release namespace. Default: the rlmesh-observability chart's Prometheus beside the release, and a Prometheus Operator's Prometheus (app.kubernetes.io/name=prometheus) in namespace monitoring; name yours here if it runs elsewhere. [] admits none. The Kubernetes API's addresses (network.apiServerAddresses, or those helm install reads) are admitted too: rlmesh status reads the egress proxy's refusal counts through the API server.",
+            "NetworkPolicy peers that may reach the metrics port (metrics.port) and the health port (8081) of the agent, the controller, the egress proxy and the cache filler; no one else may (the kubelet's probes come from the node, which NetworkPolicy enforcers let through). A peer with a podSelector alone selects pods in the release namespace. Default: the rlmesh-observability chart's Prometheus beside the release, and a Prometheus Operator's Prometheus (app.kubernetes.io/name=prometheus) in namespace monitoring; name yours here if it runs elsewhere. [] admits no pod. The Kubernetes API's addresses (network.apiServerAddresses, or those helm install reads) are admitted too: rlmesh status reads the egress proxy's refusal counts through the API server.",
           ),
         ...apiServerValues,
       })

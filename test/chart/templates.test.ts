@@ -595,11 +595,13 @@ describe('objects', () => {
       { namespaceSelector: { matchLabels: release }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'rlmesh-prometheus' } } },
       { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } } },
     ];
+    // and the API's addresses (OFFLINE_API_SERVER here), through which rlmesh status reads the proxy's metrics
+    const api = [{ ipBlock: { cidr: '10.96.0.1/32' } }, { ipBlock: { cidr: '192.0.2.10/32' } }];
     const components = [[SYS, 'rlmesh-cluster-agent'], [SYS, 'rlmesh-cluster-controller'], [SYS, 'rlmesh-egress-proxy'], [RUNS, 'rlmesh-artifact-cache-filler']] as const;
     for (const [ns, name] of components) {
       const rules = ingress(objs, ns, name);
       expect(rules.every((r) => r.from?.length), `${name}: a rule without from admits every source`).toBe(true);
-      expect(rules.find((r) => r.ports.some((p) => p.port === 9090)), name).toEqual({ from: defaults, ports: opsPorts });
+      expect(rules.find((r) => r.ports.some((p) => p.port === 9090)), name).toEqual({ from: [...defaults, ...api], ports: opsPorts });
     }
     // the controller admits the NetworkPolicy probe on its metrics port, so that only rlmesh-runs' egress policy refuses the probe
     expect(ingress(objs, SYS, 'rlmesh-cluster-controller')[1]).toEqual({
@@ -615,10 +617,10 @@ describe('objects', () => {
         { ipBlock: { cidr: '172.18.0.2/32' } },
       ]);
     }
-    // none: no rule at all (the kubelet's probes come from the node)
+    // none: the API's addresses alone (the kubelet's probes come from the node)
     const none = render([...token, '--set-json', 'network.metricsPeers=[]']);
-    expect(ingress(none, SYS, 'rlmesh-cluster-agent')).toEqual([]);
-    expect(ingress(none, SYS, 'rlmesh-egress-proxy').map((r) => r.ports)).toEqual([[{ protocol: 'TCP', port: 3128 }]]);
+    expect(ingress(none, SYS, 'rlmesh-cluster-agent')).toEqual([{ from: api, ports: opsPorts }]);
+    expect(ingress(none, SYS, 'rlmesh-egress-proxy').map((r) => r.ports)).toEqual([[{ protocol: 'TCP', port: 3128 }], opsPorts]);
   });
 
   it('ServiceMonitor or PodMonitor when enabled, on the metrics port', () => {
