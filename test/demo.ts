@@ -7,7 +7,7 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { caBundleFile, CONTROL_PLANE_ADDRESSES, CONTROL_PLANE_HOST, controlPlaneListen, evaluationImage, notReady, Runtime, smallEvaluation } from './e2e/harness.ts';
+import { caBundleFile, CONTROL_PLANE_ADDRESSES, CONTROL_PLANE_HOST, LAB_HOST_USERS, controlPlaneListen, evaluationImage, notReady, Runtime, smallEvaluation } from './e2e/harness.ts';
 import { clusterInfo, helm, kubectl } from './support/cluster.ts';
 import { startDemoControlPlane, stopDemoControlPlane } from './support/demo-control-plane.ts';
 import { releaseIsCurrent, releaseToLocalRegistry } from './support/release.ts';
@@ -55,6 +55,8 @@ async function main(): Promise<void> {
     '--set', `joinToken=${joinToken}`, '--set', `controlPlane.apiHost=${CONTROL_PLANE_HOST}`, '--set-file', `controlPlane.caBundle=${caBundleFile(cp)}`,
     // the lab's control plane is at a private address, which the agent's NetworkPolicy opens on 443 only when named
     ...CONTROL_PLANE_ADDRESSES,
+    // the lab node runs no user namespaces: evaluation pods share its users, as accepted here
+    ...LAB_HOST_USERS,
     '--wait', '--timeout', '5m',
   ]);
   detail(helm(['-n', NS, 'status', 'rlmesh', '--show-resources=false']).stdout.split('\n').slice(0, 6).join('\n    '));

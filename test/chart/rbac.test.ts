@@ -170,7 +170,7 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     // the artifact credentials live in those Secrets alone, Opaque: not a Secret per evaluation, which the filler could not mount
     const perEvaluation = as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-sources', '--from-literal=accessKeyId=a', '--dry-run=server']);
     expect(perEvaluation.ok).toBe(false);
-    expect(perEvaluation.out).toMatch(/may write only its own Secrets .*rlmesh-artifact-sources-\* artifact credentials in rlmesh-runs\), not rlmesh-runs\/ev-1-sources/);
+    expect(perEvaluation.out).toMatch(/may write only its own Secrets .*rlmesh-artifact-sources-\* artifact credentials and per-evaluation -env secret environment in rlmesh-runs\), not rlmesh-runs\/ev-1-sources/);
     expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'docker-registry', 'rlmesh-artifact-sources-1', '--docker-server=x', '--docker-username=u', '--docker-password=p', '--dry-run=server']).ok).toBe(false);
     expect(as(kc, ['-n', 'rlmesh-runs', 'create', 'secret', 'generic', 'ev-1-other', '--from-literal=a=b', '--dry-run=server']).ok).toBe(false);
   });

@@ -279,16 +279,22 @@ describe('objects', () => {
 
   it("rlmesh status's least-privilege roles: read-only, no Secret; bound to statusRole.subjects when given", () => {
     type Rules = K8sObject & { rules: { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[] };
-    const roles = [get(objs, 'Role', SYS, 'rlmesh-status'), get(objs, 'Role', RUNS, 'rlmesh-status'), get(objs, 'ClusterRole', '', 'rlmesh-status')] as Rules[];
+    const roles = [get(objs, 'Role', SYS, 'rlmesh-status'), get(objs, 'Role', RUNS, 'rlmesh-status'), get(objs, 'ClusterRole', '', 'rlmesh-status'), get(objs, 'Role', 'default', 'rlmesh-status')] as Rules[];
     for (const r of roles.flatMap((o) => o.rules)) {
       expect(r.resources).not.toContain('secrets');
       expect(r.verbs.every((v) => v === 'get' || v === 'list'), JSON.stringify(r)).toBe(true);
     }
     expect(roles[2]!.rules).toEqual([{ apiGroups: ['rlmesh.dev'], resources: ['rlmeshcaches'], verbs: ['list'] }]);
+    // the API's addresses, against those the controller's NetworkPolicy opens (the api-server-addresses check)
+    expect(roles[3]!.rules).toEqual([
+      { apiGroups: [''], resources: ['services'], resourceNames: ['kubernetes'], verbs: ['get'] },
+      { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list'] },
+    ]);
+    expect(roles[0]!.rules).toContainEqual({ apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], resourceNames: ['rlmesh-cluster-controller'], verbs: ['get'] });
     expect([...objs.keys()].filter((k) => k.includes('Binding/') && k.endsWith('/rlmesh-status'))).toEqual([]);
     const bound = render([...token, '--set-json', 'statusRole.subjects=[{"kind":"ServiceAccount","name":"sre","namespace":"ops"},{"kind":"Group","name":"sre-team"}]']);
     const subjects = [{ kind: 'ServiceAccount', name: 'sre', namespace: 'ops' }, { kind: 'Group', name: 'sre-team', apiGroup: 'rbac.authorization.k8s.io' }];
-    for (const [kind, ns] of [['RoleBinding', SYS], ['RoleBinding', RUNS], ['ClusterRoleBinding', '']] as const) {
+    for (const [kind, ns] of [['RoleBinding', SYS], ['RoleBinding', RUNS], ['RoleBinding', 'default'], ['ClusterRoleBinding', '']] as const) {
       const b = get(bound, kind, ns, 'rlmesh-status') as K8sObject & { subjects: unknown[]; roleRef: { kind: string; name: string } };
       expect(b.subjects).toEqual(subjects);
       expect(b.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: kind === 'RoleBinding' ? 'Role' : 'ClusterRole', name: 'rlmesh-status' });

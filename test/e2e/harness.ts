@@ -58,6 +58,13 @@ export function localValues(cp: ControlPlane, o: { controlPlaneAddresses?: boole
  * (the host's bridge address) and its registry (registry.rlmesh.dev's TLS listener, which the agent's outbound-443 check dials).
  */
 export const CONTROL_PLANE_ADDRESSES = ['--set', `controlPlane.addresses={${NET.hostAddress}/32,${NET.registryAddress}/32}`];
+/**
+ * The lab node's containerd (1.6) and runc (1.1) run no user namespaces, so with the default
+ * evaluations.hostUsers=auto preflight warns that evaluation pods share the node's users. The
+ * installs that expect every check ✓ accept that as the warning advises; test/e2e/isolation.test.ts
+ * covers auto and false on this node.
+ */
+export const LAB_HOST_USERS = ['--set', 'evaluations.hostUsers=true'];
 
 /**
  * The CA bundle of a local install, written beside the control plane's CA: that CA (the API) and the

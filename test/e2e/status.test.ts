@@ -7,7 +7,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NET } from '../cluster/real-node.ts';
 import { kubectl, run, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { controlPlaneMainOfVersion } from '../support/control-plane-of-version.ts';
 import { api, ROOT, startControlPlane, type ControlPlane } from '../support/runtime.ts';
@@ -16,7 +15,7 @@ import { dockerConfigJson } from '../../lib/credential-secret.ts';
 import type { StatusReport } from '../../lib/status/run.ts';
 import { parseVersion, SUPPORTED_MINORS_BEHIND } from '../../lib/version-skew.ts';
 import {
-  NS, RUNS, Runtime, cleanSlate, cliPath, controlPlane, controlPlaneListen, evaluationImage, forgetRuntimeImage, releasedChart, runInstallCommand, smallEvaluation, submit,
+  LAB_HOST_USERS, NS, RUNS, Runtime, cleanSlate, cliPath, controlPlane, controlPlaneListen, evaluationImage, forgetRuntimeImage, releasedChart, runInstallCommand, smallEvaluation, submit,
   upgradeReusing, waitConnected, waitFinished, type Chart,
 } from './harness.ts';
 
@@ -56,10 +55,10 @@ beforeAll(async () => {
   const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'status' });
   clusterId = created.body.clusterId;
   // a small spool, so that the control plane away fills it with a handful of evaluations
-  // the API server's address, as preflight advises: the metrics ports admit it, and rlmesh status reads the proxy's refusals through it
+  // the API's addresses from helm's lookup (the metrics ports admit them: rlmesh status reads the proxy's refusals through the API server); the lab node's users accepted (LAB_HOST_USERS)
   kubectl(['-n', READER.namespace, 'create', 'serviceaccount', READER.name], { allowFail: true });
   const reader = JSON.stringify([{ kind: 'ServiceAccount', ...READER }]);
-  runInstallCommand(cp, `${created.body.installCommand} --set agent.spool.size=16Ki --set 'network.apiServerAddresses={${NET.hostAddress}/32}' --set-json 'statusRole.subjects=${reader}'`);
+  runInstallCommand(cp, `${created.body.installCommand} --set agent.spool.size=16Ki ${LAB_HOST_USERS.join(' ')} --set-json 'statusRole.subjects=${reader}'`);
   await waitConnected(cp, clusterId);
 }, 400_000);
 
