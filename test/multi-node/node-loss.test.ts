@@ -7,7 +7,7 @@ import { killRealNode, startRealNode, stopRealNode } from '../cluster/real-node.
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { clusterInfo, kubectl } from '../support/cluster.ts';
-import { MULTI_NODE_NAMES } from '../support/multi-node.ts';
+import { MULTI_NODE_GRACE_SECONDS, MULTI_NODE_NAMES } from '../support/multi-node.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import {
@@ -133,7 +133,7 @@ describe('node loss and maintenance on three real nodes', () => {
 
       await until(`node ${victim} Ready Unknown`, () => (kubectl(['get', 'node', victim, '-o', 'jsonpath={.status.conditions[?(@.type=="Ready")].status}']).stdout === 'Unknown' ? true : undefined), { timeoutMs: 300_000, intervalMs: 1000 });
       const unknownAt = Date.parse(kubectl(['get', 'node', victim, '-o', 'jsonpath={.status.conditions[?(@.type=="Ready")].lastTransitionTime}']).stdout);
-      figures.push(`node loss: ${victim} Ready Unknown ${Math.round((unknownAt - t0) / 1000)} s after the kill (--node-monitor-grace-period 180 s)`);
+      figures.push(`node loss: ${victim} Ready Unknown ${Math.round((unknownAt - t0) / 1000)} s after the kill (--node-monitor-grace-period ${MULTI_NODE_GRACE_SECONDS} s)`);
       const lost = await Promise.all(onVictim.map((id) => waitFinished(cp, id, 420)));
       figures.push(`node loss: its ${lost.length} evaluations Failed at the control plane after ${seconds(t0)} s`);
       for (const e of lost) {

@@ -5,13 +5,19 @@
 // StorageClass shared-rwx gives (test/cluster/provisioner.ts).
 // RLMESH_REAL_NODES=3 test/cluster/up starts the same three nodes for a
 // developer's own use.
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { realNodes, startRealNode, stopRealNode, type RealNode } from '../cluster/real-node.ts';
-import { kubectl } from './cluster.ts';
+import { clusterDir, kubectl } from './cluster.ts';
+import { ROOT } from './runtime.ts';
 
 export const MULTI_NODE_NAMES = ['real-0', 'real-1', 'real-2'] as const;
 /** The ReadWriteMany class (NFS-like) and the node-bound ReadWriteOnce class (a local disk) of test/cluster/up. */
 export const SHARED_CLASS = 'shared-rwx';
 export const NODE_LOCAL_CLASS = 'node-local';
+/** The multi-node suites' --node-monitor-grace-period (setNodeMonitorGrace). */
+export const MULTI_NODE_GRACE_SECONDS = 50;
 
 /** Starts whichever of real-1 and real-2 is missing and returns the three nodes, Ready. */
 export async function ensureThreeRealNodes(): Promise<RealNode[]> {
@@ -28,4 +34,25 @@ export async function ensureThreeRealNodes(): Promise<RealNode[]> {
 /** Removes real-1 and real-2 (and their pods), leaving the single-node cluster as test/cluster/up made it. */
 export async function stopExtraRealNodes(): Promise<void> {
   for (const n of realNodes()) if (n.name !== 'real-0') await stopRealNode(n.name, { keepHostNetwork: true });
+}
+
+/**
+ * kube-controller-manager's --node-monitor-grace-period: how long a node may stop reporting before
+ * it is Ready Unknown. test/cluster/up starts it with 180 s, for the 5,000 kwok nodes of the scale
+ * benchmark on this machine; three real nodes and a few kwok ones need no more than Kubernetes's
+ * default, 50 s. Rewrites the recorded command line, restarts it (test/cluster/restart replays
+ * it) and returns the value it had.
+ */
+export function setNodeMonitorGrace(value: string): string {
+  const file = join(clusterDir(), 'cmd', 'kube-controller-manager');
+  const flag = '--node-monitor-grace-period=';
+  const args = readFileSync(file, 'utf8').split('\0');
+  const at = args.findIndex((a) => a.startsWith(flag));
+  if (at < 0) throw new Error(`${file} has no ${flag}: start the local cluster with test/cluster/up`);
+  const previous = args[at]!.slice(flag.length);
+  if (previous === value) return previous;
+  args[at] = flag + value;
+  writeFileSync(file, args.join('\0'));
+  execFileSync(join(ROOT, 'test/cluster/restart'), ['kube-controller-manager'], { stdio: 'pipe', timeout: 60_000 });
+  return previous;
 }
