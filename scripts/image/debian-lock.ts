@@ -12,7 +12,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { checkSha256 } from './pins.ts';
-// debian-base.ts imports this module too; it reads nothing of it while loading
 import { DEBIAN_PACKAGES } from './debian-packages.ts';
 
 export const LOCK_FILE = join(dirname(fileURLToPath(import.meta.url)), 'debian.lock');

@@ -7,10 +7,10 @@
 // developer's own use.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { realNodes, startRealNode, stopRealNode, type RealNode } from '../cluster/real-node.ts';
 import { clusterDir, kubectl } from './cluster.ts';
-import { ROOT } from './runtime.ts';
 
 export const MULTI_NODE_NAMES = ['real-0', 'real-1', 'real-2'] as const;
 /** The ReadWriteMany class (NFS-like) and the node-bound ReadWriteOnce class (a local disk) of test/cluster/up. */
@@ -53,6 +53,8 @@ export function setNodeMonitorGrace(value: string): string {
   if (previous === value) return previous;
   args[at] = flag + value;
   writeFileSync(file, args.join('\0'));
-  execFileSync(join(ROOT, 'test/cluster/restart'), ['kube-controller-manager'], { stdio: 'pipe', timeout: 60_000 });
+  // (not runtime.ts's ROOT: that module registers vitest hooks, which a globalSetup cannot)
+  const restart = join(dirname(fileURLToPath(import.meta.url)), '../cluster/restart');
+  execFileSync(restart, ['kube-controller-manager'], { stdio: 'pipe', timeout: 60_000 });
   return previous;
 }

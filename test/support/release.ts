@@ -22,11 +22,17 @@ export type PublishedImage = Published['images'][string];
 export const releaseFile = (): string => join(clusterDir(), 'release', 'release.json');
 
 export function releaseInfo(): Release {
+  let r: Release;
   try {
-    return JSON.parse(readFileSync(releaseFile(), 'utf8')) as Release;
+    r = JSON.parse(readFileSync(releaseFile(), 'utf8')) as Release;
   } catch {
     throw new Error(`no release in the local registry (${releaseFile()} missing): run the test command's release step, node test/support/release.ts (it runs npm run release against the local registry)`);
   }
+  const registry = clusterInfo().registry;
+  if (r.registry !== registry) {
+    throw new Error(`the release in ${releaseFile()} was published to the registry at ${r.registry}, which is gone: the local cluster was started again since and its registry is ${registry}; run node test/support/release.ts to publish to it`);
+  }
+  return r;
 }
 
 /** The runtime chart as the release published it to the local registry. */
@@ -67,10 +73,11 @@ export function releaseToLocalRegistry(): Release {
   return releaseInfo();
 }
 
-/** A release exists, was built from the tree as it is now (same commit, same dirty state) and is signed with the cluster's current key. */
+/** A release exists in the running cluster's registry, was built from the tree as it is now (same commit, same dirty state) and is signed with the cluster's current key. */
 export function releaseIsCurrent(): boolean {
   if (!existsSync(releaseFile())) return false;
-  const r = releaseInfo();
+  const r = JSON.parse(readFileSync(releaseFile(), 'utf8')) as Release;
+  if (r.registry !== clusterInfo().registry) return false;
   const publicKey = join(clusterDir(), 'signing', 'cosign.pub');
   return r.revision === sourceFacts().revision && !!r.signing && existsSync(publicKey) && r.signing.publicKey === readFileSync(publicKey, 'utf8');
 }
