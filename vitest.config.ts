@@ -7,7 +7,8 @@ import { defineConfig } from 'vitest/config';
 // traffic) and `components` (the agent, controller and preflight suites, each in namespaces of its
 // own on kwok nodes, and the files that need no cluster) run side by side, as two vitest processes
 // (test/ci); `exclusive` runs alone after them: its files restart kube-apiserver, the kubelet and
-// containerd, or delete the CRDs, which the other lanes' files would see. The multi-node suites
+// containerd, delete the CRDs, or stop the cluster and start a new one (the demo), which the other
+// lanes' files would see. The multi-node suites
 // under test/multi-node run last on that cluster with two more real nodes. Every run keeps its
 // temporary files in a folder of its own and fails when a test leaves one behind (test/support/temp-dirs.ts).
 const COMPONENTS = [
@@ -18,7 +19,7 @@ const COMPONENTS = [
   'test/chart/{evaluation-placement,knobs,lint,network-policy-reach,posture}.test.ts',
   'test/observability/{lint,metrics-relay}.test.ts',
 ];
-const EXCLUSIVE = ['test/agent/apiserver-loss.test.ts', 'test/e2e/faults.test.ts', 'test/e2e/upgrade.test.ts'];
+const EXCLUSIVE = ['test/agent/apiserver-loss.test.ts', 'test/e2e/faults.test.ts', 'test/e2e/upgrade.test.ts', 'test/e2e/demo.test.ts'];
 const NOT_INTEGRATION = ['test/support/*.test.ts', 'test/cluster/forward.test.ts', 'test/multi-node/**'];
 const onCluster = {
   // temp-dirs.ts after the cluster's setup: the cluster's processes keep the machine's TMPDIR

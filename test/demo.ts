@@ -4,11 +4,10 @@
 // real containers -> one evaluation of the test image, phase by phase.
 // The control plane keeps running after the demo, so that what the demo prints
 // at its end works: `./demo stop` (or test/cluster/down) stops it.
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { caBundleFile, CONTROL_PLANE_ADDRESSES, CONTROL_PLANE_HOST, LAB_HOST_USERS, controlPlaneListen, evaluationImage, notReady, Runtime, smallEvaluation } from './e2e/harness.ts';
-import { clusterInfo, helm, kubectl } from './support/cluster.ts';
+import { clusterDir, clusterInfo, helm, kubectl } from './support/cluster.ts';
 import { startDemoControlPlane, stopDemoControlPlane } from './support/demo-control-plane.ts';
 import { releaseIsCurrent, releaseToLocalRegistry } from './support/release.ts';
 import { api, releasedChart, ROOT } from './support/runtime.ts';
@@ -36,7 +35,7 @@ async function main(): Promise<void> {
   detail(`${chart.ref} --version ${chart.version}`);
 
   say(`Starting the reference control plane (HTTPS + gRPC on port 443 of the node bridge's host address; pods resolve ${CONTROL_PLANE_HOST} to it)`);
-  const cp = await startDemoControlPlane({ dataDir: join(homedir(), '.cache/rlmesh-demo/controlplane'), ...controlPlaneListen(chart) }).catch((err: Error) => {
+  const cp = await startDemoControlPlane({ dataDir: join(clusterDir(), 'demo-controlplane-data'), ...controlPlaneListen(chart) }).catch((err: Error) => {
     throw new Error(`${err.message}. Port 443 on the host's bridge address must be free (the chart's agent dials the API on 443); stop whatever listens there and run ./demo again`);
   });
   stopControlPlane = cp.stop;

@@ -1,6 +1,9 @@
 // The demo as a new user runs it (test/demo.ts, what ./demo runs after installing
-// the dependencies): it finishes, every command of its "Look at it yourself" step
-// succeeds afterwards, and it ends with rlmesh status, every check ✓ and exit 0.
+// the dependencies), the way a newcomer meets it: after the test command, with the
+// cluster stopped by test/cluster/down, so that nothing the previous cluster left
+// (its release, its registry's address) carries over. It finishes, every command of
+// its "Look at it yourself" step succeeds afterwards, and it ends with rlmesh status,
+// every check ✓ and exit 0. It stops the cluster: the exclusive project runs it.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -25,8 +28,10 @@ afterAll(() => {
   cleanSlate();
 });
 
-describe('./demo', () => {
-  it('finishes, every command it prints at its end succeeds, and it ends with rlmesh status', () => {
+describe('./demo after test/cluster/down', () => {
+  it('starts a new cluster, releases to its registry, finishes, every command it prints at its end succeeds, and it ends with rlmesh status', () => {
+    const down = spawnSync(join(ROOT, 'test/cluster/down'), { encoding: 'utf8', timeout: 300_000, env: userEnv });
+    expect(down.status, `test/cluster/down failed:\n${down.stdout}\n${down.stderr}`).toBe(0);
     const r = demo();
     expect(r.status, `the demo failed:\n${r.stdout}\n${r.stderr}`).toBe(0);
     const steps = [...r.stdout.matchAll(/^\[\d+\] (.*)$/gm)].map((m) => m[1]!);
