@@ -63,11 +63,17 @@ export function startAgentPreflight(opts: AgentPreflightOptions & { blockedInter
     timer = setTimeout(tick, ms);
     timer.unref();
   };
+  // the probe verdict the latest run saw: the poll below reruns when the stored one differs from it
+  const probeEnabled = !!opts.config.preflight?.networkPolicyProbe.enabled;
+  let lastVerdict: string | undefined;
+  const readProbeVerdict = (): Promise<string> => readStoredProbe(opts.kc, opts.config.namespace).then((p) => p?.verdict ?? 'none');
   function tick(): void {
     if (stopped || running) return;
     running = true;
     clearTimeout(timer);
-    agentPreflightOnce(guarded)
+    // read before the run, so that a probe written during it differs at the next poll instead of going unseen for an hour
+    (probeEnabled ? readProbeVerdict().then((v) => void (lastVerdict = v), () => undefined) : Promise.resolve())
+      .then(() => agentPreflightOnce(guarded))
       .then((r) => next(r.blocked ? blockedInterval : interval))
       .catch((err: unknown) => {
         opts.log.error(errorFields(err), `preflight run failed; next try in ${Math.round(blockedInterval / 1000)} s`);
@@ -76,14 +82,12 @@ export function startAgentPreflight(opts: AgentPreflightOptions & { blockedInter
       .finally(() => (running = false));
   }
   // the controller's probe verdict decides whether evaluations can run: a change is reported at once, not within the hour
-  let lastVerdict: string | undefined;
-  const poll = opts.config.preflight?.networkPolicyProbe.enabled
+  const poll = probeEnabled
     ? setInterval(() => {
-        readStoredProbe(opts.kc, opts.config.namespace)
-          .then((p) => {
-            const verdict = p?.verdict ?? 'none';
-            if (lastVerdict !== undefined && verdict !== lastVerdict) tick();
-            lastVerdict = verdict;
+        if (running || lastVerdict === undefined) return;
+        readProbeVerdict()
+          .then((verdict) => {
+            if (verdict !== lastVerdict) tick();
           })
           .catch(() => undefined);
       }, opts.probePollMs ?? PROBE_POLL_MS)

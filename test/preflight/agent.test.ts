@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { startTestControlPlane, type TestControlPlane } from '../support/control-plane.ts';
 import type { PreflightReport } from '../../lib/gen/rlmesh/v1/session_pb.ts';
 import { agentPreflightOnce, startAgentPreflight } from '../../lib/preflight/agent.ts';
+import { PROBE_CONFIGMAP, PROBE_KEY } from '../../lib/preflight/checks/network-policy.ts';
 import { CHECK_IDS } from '../../lib/preflight/run.ts';
 import { runtimeConfigSchema } from '../../lib/runtime-config.ts';
 import { kubectl } from '../support/cluster.ts';
@@ -90,5 +91,31 @@ describe('agent preflight', () => {
     await new Promise((r) => setTimeout(r, 2500));
     expect(sent.length).toBe(count);
     expect(new Set(sent.map((r) => r.id)).size).toBe(count);
+  });
+
+  // a fresh install: the agent's first run may come before the controller's first probe
+  it('runs again once the controller writes a probe verdict that differs from what its last run saw, without waiting for the interval', async () => {
+    kubectl(['-n', NS, 'delete', 'configmap', PROBE_CONFIGMAP, '--ignore-not-found']);
+    const sent: PreflightReport[] = [];
+    const config = { ...configFor(), preflight: { networkPolicyProbe: { enabled: true, image: '' } } };
+    const hour = 3600_000;
+    const stop = startAgentPreflight({ kc: await agentKubeConfig(), config, log: pino({ level: 'silent' }), send: (r) => void sent.push(r), intervalMs: hour, blockedIntervalMs: hour, probePollMs: 3000 });
+    try {
+      await until('the first report', () => (sent.length >= 1 ? true : undefined), { timeoutMs: 60_000 });
+      const first = sent[0]!.checks.find((c) => c.id === 'network-policy')!;
+      expect(first.found).toContain('the controller has not reported a NetworkPolicy probe yet');
+      // as the controller writes it (the agent's rights cannot)
+      const probe = { id: 'network-policy', verdict: 'pass', found: 'a test pod in rlmesh-runs was refused what the policies forbid', fix: 'Nothing to do.', at: new Date().toISOString() };
+      kubectl(['-n', NS, 'create', 'configmap', PROBE_CONFIGMAP, `--from-literal=${PROBE_KEY}=${JSON.stringify(probe)}`]);
+      await until('a report that saw the probe', () => (sent.length >= 2 ? true : undefined), { timeoutMs: 30_000 });
+      expect(sent).toHaveLength(2);
+      expect(sent[1]!.checks.find((c) => c.id === 'network-policy')).toMatchObject({ verdict: 'pass', found: expect.stringContaining(probe.found) });
+      // the same verdict at the next polls: no further run
+      await new Promise((r) => setTimeout(r, 7000));
+      expect(sent).toHaveLength(2);
+    } finally {
+      stop();
+      kubectl(['-n', NS, 'delete', 'configmap', PROBE_CONFIGMAP, '--ignore-not-found']);
+    }
   });
 });
