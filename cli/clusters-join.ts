@@ -12,6 +12,10 @@ import { PromptCancelled, readAll, readHidden } from './hidden-prompt.ts';
 import { secretsYaml } from './k8s-secrets.ts';
 import { PrivateFile } from './private-file.ts';
 import { errorMessage } from '../lib/error-fields.ts';
+import { proxyTunnelError, type OutboundProxy } from '../lib/outbound-proxy.ts';
+import { PROXY_OPTIONS, proxyHelp, proxyOfCommand } from './proxy.ts';
+import { UsageError } from './usage-error.ts';
+import { readValuesFiles } from './values-files.ts';
 
 export const JOIN_HELP = `Usage: rlmesh clusters join [--token <rlm_jt_…> | --token -] --format k8s-secret [--out <file>] [options]
 
@@ -33,6 +37,9 @@ Options:
                             through a symlink); default: standard output
   --api <url>               control plane API (default https://api.rlmesh.dev, or $RLMESH_API)
   --ca-file <file>          PEM CA bundle to trust for a private control plane
+  -f, --values <file>       values file(s) of the install (repeatable, later wins): only
+                            controlPlane.proxy is read from them
+${proxyHelp(28)}
   --observability           also claim the relay credential (for rlmesh-observability)
   --control-secret <name>   control Secret name (default rlmesh-secrets)
   --pull-secret <name>      pull Secret name (default ${runtimeConfigSchema.shape.credentials.parse({}).pullSecret})
@@ -43,6 +50,8 @@ Options:
 
 Example:
   rlmesh clusters join --token rlm_jt_… --format k8s-secret --out rlmesh-secrets.yaml
+  rlmesh clusters join --format k8s-secret --out rlmesh-secrets.yaml \\
+    --proxy http://proxy.corp.example:3128 --proxy-credentials-file ~/.rlmesh-proxy
 `;
 
 export type Io = { stdin: NodeJS.ReadableStream & { isTTY?: boolean; setRawMode?: (raw: boolean) => unknown }; stdout: Writable; stderr: Writable };
@@ -69,6 +78,8 @@ export async function clustersJoin(argv: string[], io: Io): Promise<void> {
         out: { type: 'string' },
         api: { type: 'string' },
         'ca-file': { type: 'string' },
+        values: { type: 'string', short: 'f', multiple: true },
+        ...PROXY_OPTIONS,
         observability: { type: 'boolean', default: false },
         'control-secret': { type: 'string', default: 'rlmesh-secrets' },
         'pull-secret': { type: 'string', default: runtimeConfigSchema.shape.credentials.parse({}).pullSecret },
@@ -104,6 +115,14 @@ export async function clustersJoin(argv: string[], io: Io): Promise<void> {
     }
   }
 
+  let proxy: OutboundProxy | undefined;
+  try {
+    proxy = proxyOfCommand(values, readValuesFiles(values.values ?? []), values.values ?? [], process.env);
+  } catch (err) {
+    if (err instanceof UsageError) throw new CliError(`${err.message}; see rlmesh clusters join --help`, 2);
+    throw err;
+  }
+
   const token = (await readToken(values.token, io)).trim();
   if (!/^rlm_jt_[0-9A-Za-z]{32,}$/.test(token)) {
     throw new CliError('that is not a join token (expected rlm_jt_ followed by 32 or more letters and digits); copy the whole token from Clusters → Connect your cluster, or open New install command for a fresh one');
@@ -119,7 +138,7 @@ export async function clustersJoin(argv: string[], io: Io): Promise<void> {
     }
   }
   try {
-    const result = await join(api, ca, token, values.observability);
+    const result = await join(api, ca, token, values.observability, proxy);
     if (values.observability && !result.relay) throw new CliError('the control plane did not return a relay credential although --observability was given; check that observability is enabled for your organisation');
     const yaml = secretsYaml(
       result,
@@ -158,8 +177,10 @@ async function readToken(flag: string | undefined, io: Io): Promise<string> {
   }
 }
 
-async function join(api: string, ca: string | undefined, token: string, observability: boolean): Promise<z.infer<typeof joinResponse>> {
-  const dispatcher = new Agent({ connect: ca ? { ca } : {}, headersTimeout: 30_000, bodyTimeout: 30_000 });
+async function join(api: string, ca: string | undefined, token: string, observability: boolean, proxy: OutboundProxy | undefined): Promise<z.infer<typeof joinResponse>> {
+  const through = proxy?.appliesTo(new URL(api).hostname) ? proxy : undefined;
+  const connect = through ? through.undiciConnector({ ca, timeoutMs: 30_000 }) : ca ? { ca } : {};
+  const dispatcher = new Agent({ connect, headersTimeout: 30_000, bodyTimeout: 30_000 });
   try {
     let res;
     try {
@@ -170,7 +191,9 @@ async function join(api: string, ca: string | undefined, token: string, observab
         body: JSON.stringify({ token, facts: { source: 'rlmesh-cli', observability } }),
       });
     } catch (err) {
-      throw new CliError(connectionProblem(api, err));
+      const refused = proxyTunnelError(err);
+      if (refused) throw new CliError(`cannot reach the control plane at ${api}: ${refused.message}; the join token was not used`);
+      throw new CliError(`${connectionProblem(api, err)}${through ? ` (through the corporate proxy ${through.shown})` : ''}`);
     }
     const text = await res.body.text();
     let body: unknown;

@@ -10,7 +10,8 @@ import * as k8s from '@kubernetes/client-node';
 import { AGENT_STATUS_CONFIGMAP, parseAgentStatus, STALE_AFTER_SECONDS, type AgentStatus } from '../lib/agent-status.ts';
 import { errorMessage, statusCode } from '../lib/error-fields.ts';
 import { OPERATOR_DRAIN_CONFIGMAP, operatorDrainConfigMap, parseOperatorDrain, UNDO_DRAIN, type OperatorDrain } from '../lib/operator-drain.ts';
-import { CLUSTER_OPTIONS, loadKubeConfig, UsageError } from './preflight.ts';
+import { CLUSTER_OPTIONS, loadKubeConfig } from './preflight.ts';
+import { UsageError } from './usage-error.ts';
 import type { Io } from './clusters-join.ts';
 
 export const DRAIN_HELP = `Usage: rlmesh drain [--undo] [--wait-seconds <n>] [--kubeconfig <file>] [--context <name>] [-n <namespace>]

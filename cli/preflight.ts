@@ -1,15 +1,15 @@
 // rlmesh preflight: the cluster checked against every prerequisite, with the
 // user's kube context, before helm install. Exit 1 on any fail, 2 on bad usage.
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
-import { parse as parseYaml } from 'yaml';
 import { exitCode, formatJson, formatTable } from '../lib/preflight/format.ts';
 import { runPreflight } from '../lib/preflight/run.ts';
 import { settingsFromValues } from '../lib/preflight/settings.ts';
-import { valuesObjectSchema, type Values } from '../lib/values-schema.ts';
 import type { Io } from './clusters-join.ts';
 import { errorMessage } from '../lib/error-fields.ts';
+import { PROXY_OPTIONS, proxyHelp, proxyOfCommand } from './proxy.ts';
+import { UsageError } from './usage-error.ts';
+import { readValuesFiles } from './values-files.ts';
 
 export const PREFLIGHT_HELP = `Usage: rlmesh preflight [--kubeconfig <file>] [--context <name>] [--values <file>]... [--output table|json]
 
@@ -28,10 +28,11 @@ Options:
   --check-outbound      also try TCP+TLS 443 to the API and registry hosts from this machine, and ask
                         controlPlane.proxy for a private destination (the kubernetes Service's
                         ClusterIP): FAIL if it opens it
+${proxyHelp(24)}
   -h, --help            this help
-`;
 
-export class UsageError extends Error {}
+The Kubernetes API is reached as the kubeconfig says (its proxy-url, if any), never through --proxy.
+`;
 
 /** The options every command that reads the cluster takes (preflight, status). */
 export const CLUSTER_OPTIONS = {
@@ -52,7 +53,7 @@ export async function preflight(argv: string[], io: Pick<Io, 'stdout' | 'stderr'
   try {
     const { values: opts } = parseArgs({
       args: argv,
-      options: { ...CLUSTER_OPTIONS, values: { type: 'string', short: 'f', multiple: true }, 'check-outbound': { type: 'boolean', default: false } },
+      options: { ...CLUSTER_OPTIONS, ...PROXY_OPTIONS, values: { type: 'string', short: 'f', multiple: true }, 'check-outbound': { type: 'boolean', default: false } },
       strict: true,
     });
     if (opts.help) {
@@ -60,9 +61,14 @@ export async function preflight(argv: string[], io: Pick<Io, 'stdout' | 'stderr'
       return 0;
     }
     outputFormat(opts.output);
-    const values = readValues(opts.values ?? []);
+    const values = readValuesFiles(opts.values ?? []);
+    // this machine's connections to the control plane (clock-skew, and outbound-443 with --check-outbound)
+    const proxy = proxyOfCommand(opts, values, opts.values ?? [], process.env);
     const kc = loadKubeConfig(opts.kubeconfig, opts.context);
-    const report = await runPreflight({ mode: 'cli', kc, settings: settingsFromValues(values, opts.namespace) }, { outbound: opts['check-outbound'] });
+    const settings = { ...settingsFromValues(values, opts.namespace), proxy };
+    // private-via-proxy asks the cluster's proxy: with the credentials given here when it is the one this machine uses
+    if (!opts.proxy && values.controlPlane.proxy.url && proxy) settings.corporateProxy = proxy;
+    const report = await runPreflight({ mode: 'cli', kc, settings }, { outbound: opts['check-outbound'] });
     io.stdout.write(opts.output === 'json' ? formatJson(report) : formatTable(report));
     return exitCode(report);
   } catch (err) {
@@ -70,38 +76,6 @@ export async function preflight(argv: string[], io: Pick<Io, 'stdout' | 'stderr'
     io.stderr.write(`rlmesh preflight: ${errorMessage(err)}${usage ? '; run rlmesh preflight --help' : ''}\n`);
     return usage ? 2 : 1;
   }
-}
-
-function readValues(files: string[]): Values {
-  let merged: Record<string, unknown> = {};
-  for (const file of files) {
-    let doc: unknown;
-    try {
-      doc = parseYaml(readFileSync(file, 'utf8'));
-    } catch (err) {
-      throw new UsageError(`cannot read values file ${file}: ${errorMessage(err)}`);
-    }
-    if (doc !== null && doc !== undefined && (typeof doc !== 'object' || Array.isArray(doc))) throw new UsageError(`values file ${file} is not a YAML mapping`);
-    merged = deepMerge(merged, (doc ?? {}) as Record<string, unknown>);
-  }
-  // the shape only: preflight runs before a join token exists, helm install checks the cross-field rules
-  const parsed = valuesObjectSchema.safeParse(merged);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw new UsageError(`invalid values: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
-  }
-  return parsed.data;
-}
-
-// helm's rule: maps merge key by key, anything else is replaced
-function deepMerge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
-  const out = { ...a };
-  for (const [k, v] of Object.entries(b)) {
-    const prev = out[k];
-    const isMap = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
-    out[k] = isMap(prev) && isMap(v) ? deepMerge(prev, v) : v;
-  }
-  return out;
 }
 
 export function loadKubeConfig(file: string | undefined, context: string | undefined): k8s.KubeConfig {

@@ -6,7 +6,8 @@ import { formatStatusJson, formatStatusTable, statusExitCode } from '../lib/stat
 import { runStatus } from '../lib/status/run.ts';
 import { errorMessage } from '../lib/error-fields.ts';
 import { printable } from '../lib/terminal-text.ts';
-import { CLUSTER_OPTIONS, loadKubeConfig, outputFormat, UsageError } from './preflight.ts';
+import { CLUSTER_OPTIONS, loadKubeConfig, outputFormat } from './preflight.ts';
+import { UsageError } from './usage-error.ts';
 import type { Io } from './clusters-join.ts';
 
 export const STATUS_HELP = `Usage: rlmesh status [--kubeconfig <file>] [--context <name>] [-n <namespace>] [--output table|json]

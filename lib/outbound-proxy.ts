@@ -27,23 +27,65 @@ export class ProxyTunnelError extends Error {
   }
 }
 
+/** Where the proxy's username and password come from: the chart's mounted Secret, or the CLI's file or environment. */
+export type ProxyCredentialSource = {
+  /** how messages name it: "Secret corp-proxy", "the file ./proxy-credentials (--proxy-credentials-file)" */
+  shown: string;
+  /** the username and password for the next tunnel; throws a ProxyTunnelError saying what to fix */
+  read(): { username: string; password: string };
+};
+
+/** What messages tell the user to change, in the terms of where the proxy was configured. */
+export type ProxyHints = {
+  /** the setting that names the proxy */
+  url: string;
+  /** what to check when the proxy cannot be reached */
+  reach: string;
+  /** 407 with credentials: where to put the right ones */
+  wrongCredentials: string;
+  /** 407 without credentials: how to give some */
+  missingCredentials: string;
+  /** 403: how to reach the host directly instead */
+  direct: string;
+};
+
+const CHART_HINTS: ProxyHints = {
+  url: 'controlPlane.proxy.url',
+  reach: 'check controlPlane.proxy.url, and controlPlane.proxy.addresses, which the NetworkPolicies open',
+  wrongCredentials: 'put the right ones in its keys username and password (read again at the next attempt)',
+  missingCredentials: 'create a Secret with keys username and password and name it in controlPlane.proxy.existingSecret',
+  direct: 'list the host in controlPlane.proxy.noProxy if it is reached directly',
+};
+
+export type OutboundProxyOptions = {
+  read?: (path: string) => string;
+  /** instead of the Secret settings.credentialsDir names (the CLI's) */
+  credentials?: ProxyCredentialSource;
+  hints?: ProxyHints;
+};
+
 export class OutboundProxy {
   /** scheme, host and port: what messages show */
   readonly shown: string;
   private readonly url: URL;
-  private readonly settings: OutboundProxySettings;
   private readonly direct: { hosts: Set<string>; suffixes: string[]; ranges: BlockList; all: boolean };
-  private readonly read: (path: string) => string;
+  private readonly credentials: ProxyCredentialSource | undefined;
+  private readonly hints: ProxyHints;
 
-  constructor(settings: OutboundProxySettings, read: (path: string) => string = (p) => readFileSync(p, 'utf8')) {
+  constructor(settings: OutboundProxySettings, options: OutboundProxyOptions = {}) {
+    this.hints = options.hints ?? CHART_HINTS;
     const url = new URL(settings.url);
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`controlPlane.proxy.url ${JSON.stringify(url.protocol)} is not http: or https:`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`${this.hints.url} ${JSON.stringify(url.protocol)} is not http: or https:`);
     if (url.username || url.password) throw new Error('controlPlane.proxy.url carries credentials: put them in the Secret controlPlane.proxy.existingSecret names (keys username and password)');
     this.url = url;
     this.shown = `${url.protocol}//${url.host}`;
-    this.settings = settings;
-    this.read = read;
     this.direct = directRules(settings.noProxy);
+    this.credentials = options.credentials ?? (settings.credentialsDir ? secretCredentials(this.shown, settings.credentialsDir, settings.credentialsSecret ?? 'controlPlane.proxy.existingSecret', options.read ?? ((p) => readFileSync(p, 'utf8'))) : undefined);
+  }
+
+  /** Whether tunnels carry Proxy-Authorization. */
+  get sendsCredentials(): boolean {
+    return this.credentials !== undefined;
   }
 
   /** Whether a connection to `host` goes through the proxy (not listed in noProxy). */
@@ -56,20 +98,10 @@ export class OutboundProxy {
     return !suffixes.some((s) => name.endsWith(s));
   }
 
-  /** Proxy-Authorization for the next tunnel, from the mounted Secret; undefined without one. */
+  /** Proxy-Authorization for the next tunnel, read from its source now; undefined without one. */
   authorization(): string | undefined {
-    const dir = this.settings.credentialsDir;
-    if (!dir) return undefined;
-    let username: string;
-    let password: string;
-    try {
-      username = this.read(`${dir}/username`).replace(/\r?\n$/, '');
-      password = this.read(`${dir}/password`).replace(/\r?\n$/, '');
-    } catch (err) {
-      throw new ProxyTunnelError(
-        `cannot read the credentials of the corporate proxy ${this.shown} from Secret ${this.secretName()} (${errorMessage(err)}): give it the keys username and password`,
-      );
-    }
+    if (!this.credentials) return undefined;
+    const { username, password } = this.credentials.read();
     return `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`;
   }
 
@@ -107,9 +139,9 @@ export class OutboundProxy {
         socket.setTimeout(0);
         resolve(socket);
       });
-      req.once('timeout', () => req.destroy(new ProxyTunnelError(`the corporate proxy ${this.shown} did not answer CONNECT ${target} within ${timeoutMs / 1000} s: check controlPlane.proxy.url and that the proxy is up`)));
+      req.once('timeout', () => req.destroy(new ProxyTunnelError(`the corporate proxy ${this.shown} did not answer CONNECT ${target} within ${timeoutMs / 1000} s: check ${this.hints.url} and that the proxy is up`)));
       req.once('error', (err) => {
-        reject(err instanceof ProxyTunnelError ? err : new ProxyTunnelError(`cannot reach the corporate proxy ${this.shown} for CONNECT ${target} (${errorMessage(err)}): check controlPlane.proxy.url, and controlPlane.proxy.addresses, which the NetworkPolicies open`));
+        reject(err instanceof ProxyTunnelError ? err : new ProxyTunnelError(`cannot reach the corporate proxy ${this.shown} for CONNECT ${target} (${errorMessage(err)}): ${this.hints.reach}`));
       });
       req.end();
     });
@@ -140,20 +172,30 @@ export class OutboundProxy {
     };
   }
 
-  private secretName(): string {
-    return this.settings.credentialsSecret ?? 'controlPlane.proxy.existingSecret';
-  }
-
   private refusal(target: string, status: number): string {
     const answer = `${status} ${STATUS_CODES[status] ?? ''}`.trim();
     const head = `the corporate proxy ${this.shown} answered ${answer} to CONNECT ${target}`;
     if (status === 407)
-      return this.settings.credentialsDir
-        ? `${head}: it does not accept the username and password in Secret ${this.secretName()}; put the right ones in its keys username and password (read again at the next attempt)`
-        : `${head}: it wants credentials; create a Secret with keys username and password and name it in controlPlane.proxy.existingSecret`;
-    if (status === 403) return `${head}: its rules do not allow this destination; ask its operators to allow CONNECT to ${target}, or list the host in controlPlane.proxy.noProxy if it is reached directly`;
+      return this.credentials
+        ? `${head}: it does not accept the username and password in ${this.credentials.shown}; ${this.hints.wrongCredentials}`
+        : `${head}: it wants credentials; ${this.hints.missingCredentials}`;
+    if (status === 403) return `${head}: its rules do not allow this destination; ask its operators to allow CONNECT to ${target}, or ${this.hints.direct}`;
     return `${head}: the tunnel was not opened; the proxy's own log says why`;
   }
+}
+
+/** The chart's: keys username and password of the Secret mounted at dir, read at every tunnel. */
+function secretCredentials(proxy: string, dir: string, secret: string, read: (path: string) => string): ProxyCredentialSource {
+  return {
+    shown: `Secret ${secret}`,
+    read: () => {
+      try {
+        return { username: read(`${dir}/username`).replace(/\r?\n$/, ''), password: read(`${dir}/password`).replace(/\r?\n$/, '') };
+      } catch (err) {
+        throw new ProxyTunnelError(`cannot read the credentials of the corporate proxy ${proxy} from Secret ${secret} (${errorMessage(err)}): give it the keys username and password`);
+      }
+    },
+  };
 }
 
 /** noProxy entries: exact hosts, `.domain` or `domain` (the domain and its subdomains), IPs, CIDRs, `*`. */

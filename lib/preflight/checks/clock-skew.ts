@@ -3,6 +3,7 @@
 // valid credentials look expired (or the reverse).
 import { Agent, request } from 'undici';
 import type { CheckResult, PreflightContext } from '../types.ts';
+import type { OutboundProxy } from '../../outbound-proxy.ts';
 import { errorMessage } from '../../error-fields.ts';
 
 const ID = 'clock-skew';
@@ -22,8 +23,9 @@ export function skewVerdict(skewMs: number, url: string): CheckResult {
 }
 
 /** Server time minus local time at the request's midpoint, in ms. */
-export async function measureSkew(url: string, ca: string | undefined, now: () => number = Date.now, timeoutMs = 5000): Promise<number> {
-  const dispatcher = new Agent({ connect: { ...(ca ? { ca } : {}), timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+export async function measureSkew(url: string, ca: string | undefined, now: () => number = Date.now, timeoutMs = 5000, proxy?: OutboundProxy): Promise<number> {
+  const connect = proxy?.appliesTo(new URL(url).hostname) ? proxy.undiciConnector({ ca, timeoutMs }) : { ...(ca ? { ca } : {}), timeout: timeoutMs };
+  const dispatcher = new Agent({ connect, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
   try {
     const t0 = now();
     const res = await request(url, { dispatcher, method: 'GET' });
@@ -43,7 +45,7 @@ export async function checkClockSkew(ctx: PreflightContext): Promise<CheckResult
   const s = ctx.settings;
   const url = `https://${s.apiHost}${s.apiPort === 443 ? '' : `:${s.apiPort}`}/v1/info`;
   try {
-    return skewVerdict(await measureSkew(url, s.ca, ctx.now), url);
+    return skewVerdict(await measureSkew(url, s.ca, ctx.now, 5000, s.proxy), url);
   } catch (err) {
     return {
       id: ID,

@@ -99,5 +99,5 @@ export async function checkPrivateViaProxy(ctx: PreflightContext): Promise<Check
   if (!svc) {
     return { id, verdict: 'warn', found: 'the kubernetes Service in namespace default has no ClusterIP to ask the corporate proxy for', fix: 'Ask the proxy\'s operators whether it refuses private destinations.' };
   }
-  return privateDestinationVerdict(await probePrivate(proxy, svc.host, svc.port, ctx.mode === 'cli'));
+  return privateDestinationVerdict(await probePrivate(proxy, svc.host, svc.port, ctx.mode === 'cli' && !proxy.sendsCredentials));
 }
