@@ -38,7 +38,7 @@ export function stuckSpoolLine(pod: V1Pod, pv: Pick<V1PersistentVolume, 'metadat
     `the agent cannot start (pod ${pod.metadata?.name} is unschedulable): its spool, PVC ${NAMES.agentSpoolPvc} on volume ${pv.metadata?.name}, ` +
     `is on storage bound to node ${where}, which is not Ready; until the agent runs, nothing reaches the platform. ` +
     `Bring ${where} back, or delete the PVC and the agent pod to start the agent elsewhere with an empty spool (the updates it had not delivered are lost). ` +
-    `Give the spool storage that can move between nodes (a network volume; chart README, "Storage")`
+    `Give the spool storage that can move between nodes (a block volume another node can attach, agent.spool.storageClassName; chart README, "Several nodes")`
   );
 }
 

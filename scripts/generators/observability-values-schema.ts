@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { defaultObservabilityValues, observabilityValuesObjectSchema } from '../../lib/observability-values-schema.ts';
 import { commentedValuesYaml, valueRows, valuesTable } from './values-schema.ts';
+import { replaceBetween } from '../generated-block.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const CHART = 'charts/rlmesh-observability';
@@ -41,12 +42,9 @@ export function observabilityReadmeTable(): string {
 export async function outputs(): Promise<Record<string, string>> {
   const readmePath = `${CHART}/README.md`;
   const readme = await readFile(join(root, readmePath), 'utf8');
-  const begin = readme.indexOf(README_BEGIN);
-  const end = readme.indexOf(README_END);
-  if (begin < 0 || end < begin) throw new Error(`${readmePath} lacks the values table markers ${README_BEGIN} … ${README_END}`);
   return {
     [`${CHART}/values.schema.json`]: `${JSON.stringify(observabilityValuesJsonSchema(), null, 2)}\n`,
     [`${CHART}/values.yaml`]: observabilityValuesYaml(),
-    [readmePath]: `${readme.slice(0, begin + README_BEGIN.length)}\n\n${observabilityReadmeTable()}\n\n${readme.slice(end)}`,
+    [readmePath]: replaceBetween(readme, readmePath, README_BEGIN, README_END, observabilityReadmeTable()),
   };
 }

@@ -7,12 +7,13 @@
 // image's SBOM and SLSA provenance as signed attestations, and signs the CLI
 // artifacts, all with cosign (cosign.ts); the public key goes beside them.
 //
-//   npm run release -- --registry HOST[:PORT] (--signing-key FILE | --unsigned) [--plain-http] [--authfile FILE] [--out DIR]
+//   npm run release -- --registry HOST[:PORT] (--signing-key FILE [--signing-key-url URL] | --unsigned) [--plain-http] [--authfile FILE] [--out DIR]
 //
 // --authfile is a docker config file (auths) with the registry's push credential,
 // read by skopeo (--authfile), helm (--registry-config) and cosign (DOCKER_CONFIG).
 // --signing-key is a cosign private key (cosign generate-key-pair); its password
-// comes from COSIGN_PASSWORD. --unsigned publishes without signatures: only for
+// comes from COSIGN_PASSWORD; --signing-key-url is where cosign.pub will be published, which each
+// chart's Chart.yaml then names with the key's fingerprint (artifacthub.io/signKey). --unsigned publishes without signatures: only for
 // development, since nobody can then verify what they pull.
 //
 // helm and skopeo come from PATH, or else from the project's own build of the test
@@ -33,7 +34,7 @@ import { buildCli } from './cli.ts';
 import { Signer } from './cosign.ts';
 import { extractImageSbom } from './image-sbom.ts';
 import { pinnedInputs, provenance, PROVENANCE_TYPE } from './provenance.ts';
-import { stampDigests, type ReleasedImage } from './stamp-digests.ts';
+import { stampDigests, stampSignKey, type ReleasedImage } from './stamp-digests.ts';
 import { findTool } from './tools.ts';
 
 /** Which chart runs which of the images. */
@@ -67,7 +68,8 @@ export function pushedChartDigest(output: string, chart: string): string {
   return digest;
 }
 
-export type SigningChoice = { key: string } | { unsigned: true };
+/** keyUrl: where cosign.pub will be published, recorded in each chart's artifacthub.io/signKey */
+export type SigningChoice = { key: string; keyUrl?: string } | { unsigned: true };
 
 export async function release(opts: { registry: string; plainHttp: boolean; out: string; authFile?: string; signing: SigningChoice; command: string }): Promise<Published> {
   const { registry, plainHttp, out } = opts;
@@ -126,6 +128,7 @@ export async function release(opts: { registry: string; plainHttp: boolean; out:
     cpSync(join(ROOT, 'charts', chart), src, { recursive: true });
     const released: Record<string, ReleasedImage> = Object.fromEntries(names.map((n) => [n, { tag: images[n]!.tag, digest: images[n]!.digest }]));
     stampDigests(src, released);
+    if (signing && 'keyUrl' in opts.signing && opts.signing.keyUrl) stampSignKey(src, { publicKey: signing.publicKey, url: opts.signing.keyUrl });
     tool('helm', ['package', src, '-d', join(out, 'charts')]);
     const tgz = join(out, 'charts', `${chart}-${version}.tgz`);
     const pushed = tool('helm', ['push', tgz, `oci://${registry}/rlmesh/charts`, ...helmAuth, ...(plainHttp ? ['--plain-http'] : [])]);
@@ -144,12 +147,13 @@ export async function release(opts: { registry: string; plainHttp: boolean; out:
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { values } = parseArgs({
-    options: { registry: { type: 'string' }, 'plain-http': { type: 'boolean', default: false }, authfile: { type: 'string' }, out: { type: 'string' }, 'signing-key': { type: 'string' }, unsigned: { type: 'boolean', default: false } },
+    options: { registry: { type: 'string' }, 'plain-http': { type: 'boolean', default: false }, authfile: { type: 'string' }, out: { type: 'string' }, 'signing-key': { type: 'string' }, 'signing-key-url': { type: 'string' }, unsigned: { type: 'boolean', default: false } },
   });
   const usage =
-    'usage: npm run release -- --registry HOST[:PORT] (--signing-key FILE | --unsigned) [--plain-http] [--authfile FILE] [--out DIR]\n' +
+    'usage: npm run release -- --registry HOST[:PORT] (--signing-key FILE [--signing-key-url URL] | --unsigned) [--plain-http] [--authfile FILE] [--out DIR]\n' +
     '  pushes every image and both charts to that registry and builds the CLI into DIR (default dist/release);\n' +
     '  --signing-key FILE: a cosign private key (cosign generate-key-pair), its password in COSIGN_PASSWORD, signs all of it;\n' +
+    '  --signing-key-url URL: the https:// address where you publish DIR/cosign.pub, recorded in each chart for Artifact Hub (artifacthub.io/signKey);\n' +
     '  --unsigned: publishes without signatures, for development only (nobody can verify what they pull)';
   if (!values.registry) {
     console.error(usage);
@@ -164,6 +168,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     );
     process.exit(2);
   }
+  if (values['signing-key-url'] && !values['signing-key']) {
+    console.error(`release: --signing-key-url is given without --signing-key: it says where the signing key's public half is published, so it needs the key the release signs with\n${usage}`);
+    process.exit(2);
+  }
   if (values.unsigned) console.error('[release] publishing UNSIGNED (--unsigned): nothing can verify these images, charts and CLI artifacts; use this only for development');
   const t0 = Date.now();
   const published = await release({
@@ -171,7 +179,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     plainHttp: values['plain-http'],
     ...(values.authfile ? { authFile: resolve(values.authfile) } : {}),
     out: resolve(values.out ?? join(ROOT, 'dist/release')),
-    signing: values['signing-key'] ? { key: resolve(values['signing-key']) } : { unsigned: true },
+    signing: values['signing-key'] ? { key: resolve(values['signing-key']), ...(values['signing-key-url'] ? { keyUrl: values['signing-key-url'] } : {}) } : { unsigned: true },
     command: ['node', 'scripts/release/release.ts', ...process.argv.slice(2)].join(' '),
   });
   console.log(`published rlmesh ${published.version} to ${published.registry} in ${((Date.now() - t0) / 1000).toFixed(0)} s:`);

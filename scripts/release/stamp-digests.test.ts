@@ -4,7 +4,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { artifactHubImages, imageRepositories, RELEASED_IMAGES_TPL, stampDigests } from './stamp-digests.ts';
+import { generateKeyPairSync } from 'node:crypto';
+import { ARTIFACTHUB_SIGN_KEY, artifactHubImages, imageRepositories, keyFingerprint, RELEASED_IMAGES_TPL, stampDigests, stampSignKey } from './stamp-digests.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const digest = (c: string) => `sha256:${c.repeat(64)}`;
@@ -84,5 +85,25 @@ describe('the artifacthub.io/images annotation', () => {
     expect(() => stampDigests(dir, { ...RUNTIME, kubectl: { tag: 'v9.9.9', digest: digest('b') } })).toThrow(/lists registry.rlmesh.dev\/rlmesh\/kubectl:v1.35.4, but the release pushed tag v9.9.9/);
     expect(read(dir, 'Chart.yaml')).toBe(before);
     expect(released(dir)).toEqual({});
+  });
+});
+
+describe('stampSignKey', () => {
+  const publicKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+
+  it('names the published key and its fingerprint in artifacthub.io/signKey, and keeps the other annotations', () => {
+    const dir = copy('rlmesh-runtime');
+    const before = parse(read(dir, 'Chart.yaml')) as { annotations: Record<string, string> };
+    stampSignKey(dir, { publicKey, url: 'https://downloads.example/rlmesh/0.1.0/cosign.pub' });
+    const after = parse(read(dir, 'Chart.yaml')) as { annotations: Record<string, string> };
+    expect(parse(after.annotations[ARTIFACTHUB_SIGN_KEY]!)).toEqual({ fingerprint: keyFingerprint(publicKey), url: 'https://downloads.example/rlmesh/0.1.0/cosign.pub' });
+    expect(keyFingerprint(publicKey)).toMatch(/^[0-9A-F]{64}$/);
+    const { [ARTIFACTHUB_SIGN_KEY]: _, ...rest } = after.annotations;
+    expect(rest).toEqual(before.annotations);
+  });
+
+  it('refuses an address that is not https', () => {
+    const dir = copy('rlmesh-observability');
+    expect(() => stampSignKey(dir, { publicKey, url: 'cosign.pub' })).toThrow(/not an https:\/\/ URL/);
   });
 });

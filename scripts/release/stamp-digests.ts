@@ -18,6 +18,7 @@
 // image matches (it would ship unpinned), a released image the chart does not
 // name, a digest that is not sha256:<64 hex>, an `artifacthub.io/images` list
 // that names other images or tags than the release pushed.
+import { createHash, createPublicKey } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseDocument, stringify } from 'yaml';
@@ -86,4 +87,24 @@ function stampArtifactHubImages(chartDir: string, images: Record<string, Release
   const doc = parseDocument(readFileSync(file, 'utf8'));
   doc.setIn(['annotations', ARTIFACTHUB_IMAGES], stringify(stamped));
   return doc.toString();
+}
+
+export const ARTIFACTHUB_SIGN_KEY = 'artifacthub.io/signKey';
+
+/** A public key's fingerprint: the SHA-256 of its DER SubjectPublicKeyInfo, in upper-case hex. */
+export function keyFingerprint(publicKeyPem: string): string {
+  const der = createPublicKey(publicKeyPem).export({ type: 'spki', format: 'der' });
+  return createHash('sha256').update(der).digest('hex').toUpperCase();
+}
+
+/**
+ * Records in Chart.yaml where the key that signs the chart is published (`url`, where the release's
+ * cosign.pub is put) and its fingerprint, as Artifact Hub's artifacthub.io/signKey annotation.
+ */
+export function stampSignKey(chartDir: string, key: { publicKey: string; url: string }): void {
+  if (!/^https:\/\/\S+$/.test(key.url)) throw new Error(`the signing key's address ${JSON.stringify(key.url)} is not an https:// URL; Artifact Hub shows it to users, who fetch the key from there to verify the chart`);
+  const file = join(chartDir, 'Chart.yaml');
+  const doc = parseDocument(readFileSync(file, 'utf8'));
+  doc.setIn(['annotations', ARTIFACTHUB_SIGN_KEY], stringify({ fingerprint: keyFingerprint(key.publicKey), url: key.url }));
+  writeFileSync(file, doc.toString());
 }

@@ -133,7 +133,7 @@ describe('PrometheusRule', () => {
     expect(other.out).toContain('SUCCESS');
   });
 
-  it('spool filling: above 75% of agent.spoolMaxBytes for 5 minutes', () => {
+  it('spool filling: above 75% of its maximum (90% of agent.spool.size) for 5 minutes', () => {
     const r = runPromtool('spool', '1m', [
       { series: `rlmesh_agent_spool_bytes{namespace="${SYS}"}`, values: '100x5 800x20' },
       { series: `rlmesh_agent_spool_max_bytes{namespace="${SYS}"}`, values: '1000x25' },

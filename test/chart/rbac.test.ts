@@ -1,5 +1,5 @@
 // RBAC proven on the real apiserver: each ServiceAccount's token is minted with
-// TokenRequest and every row of the README's table (RBAC_TABLE) is asked with
+// TokenRequest and every row of the table in docs/chart/service-account-rights.md (RBAC_TABLE) is asked with
 // `kubectl auth can-i`, once as the ServiceAccount itself and once with --as.
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';

@@ -2,7 +2,7 @@
 // A mirror: a second registry (test/support/private-registry.ts) that asks for a login holds a
 // copy of the released images made with `skopeo copy --preserve-digests`; installed with
 // global.imageRegistry and the mirror's pull Secret in imagePullSecrets (created beforehand in
-// rlmesh-system and in rlmesh-runs, the latter made adoptable by helm as the chart README says),
+// rlmesh-system and in rlmesh-runs, the latter made adoptable by helm as docs/chart/mirror-and-air-gapped.md says),
 // every pod (the chart's, the CRD hook's on upgrade, the cache filler and the NetworkPolicy probe
 // the controller creates) pulls from it, by the released digests, and an evaluation runs (its
 // network-ready container is the mirrored runtime image).
@@ -82,7 +82,7 @@ describe('a mirror: global.imageRegistry', () => {
     const since = Date.now() - 1000;
     cp = await controlPlane(chart);
     const created = await api<{ clusterId: string; installCommand: string }>(cp, 'POST', '/v1/clusters', { name: 'mirror' });
-    // the mirror's login, before the install, in both namespaces (the chart README's commands)
+    // the mirror's login, before the install, in both namespaces (the commands of docs/chart/mirror-and-air-gapped.md)
     kubectl(['create', 'namespace', NS], { allowFail: true });
     kubectl(['create', 'namespace', RUNS]);
     kubectl(['label', 'namespace', RUNS, 'app.kubernetes.io/managed-by=Helm']);

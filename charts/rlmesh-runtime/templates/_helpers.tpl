@@ -597,8 +597,9 @@ Every description says what happened, why it matters and what to do.
           kept) and the platform sees results late. Restore the connection first (see
           RLMeshAgentDisconnected and `kubectl -n {{ $ns }} logs deploy/rlmesh-cluster-agent`);
           the spool drains by itself once updates are acknowledged. If the outage will be long,
-          raise agent.spoolMaxBytes (and agent.spool.size, the PVC that holds it) with
-          `helm upgrade --reuse-values`.
+          raise agent.spool.size (the spool PVC; the agent takes up to 90% of it) with
+          `helm upgrade --reuse-values --set agent.spool.size=<size>` on a StorageClass that
+          allows volume expansion.
     - alert: RLMeshCredentialNearExpiry
       expr: |-
         (max by (namespace, purpose) (rlmesh_agent_credential_valid_until_seconds{ {{- $sel }}}) > 0) - time()
