@@ -153,7 +153,8 @@ describe('controlMessageHandler', () => {
     expect(operatorSecret).toHaveBeenCalledWith('control', NEW_CONTROL);
     expect(p.store.writeRotation).not.toHaveBeenCalled();
     expect(p.credWatch.use).not.toHaveBeenCalled();
-    expect(rotations.storing).not.toHaveBeenCalled();
+    // storing while the Secret is read, then awaiting the operator's write
+    expect(rotations.storing.mock.invocationCallOrder[0]).toBeLessThan(rotations.awaitingSecret.mock.invocationCallOrder[0]!);
     expect(rotations.awaitingSecret).toHaveBeenCalledWith('control', { secrets: theirs.secrets, key: 'control', until: until.toISOString() }, expect.stringMatching(/^[0-9a-f]{64}$/));
     expect(sent).toEqual([]);
     expect(p.metrics.credentialValidUntil.set).toHaveBeenLastCalledWith({ purpose: 'control' }, until.getTime() / 1000);

@@ -131,8 +131,18 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
           p.rotations?.stored(r.purpose);
           p.log.info({ purpose: r.purpose }, line);
         };
+        p.rotations?.storing(r.purpose);
         void (async () => {
-          const theirs = await p.retrying(`reading the Secret of the rotated ${r.purpose} credential`, () => p.store.operatorSecret(r.purpose, r.value), { forever: true });
+          // until stored: a rotation given up on leaves the agent with a credential that expires after the overlap
+          const theirs = await p.retrying(
+            `storing the rotated ${r.purpose} credential`,
+            async () => {
+              const delivered = await p.store.operatorSecret(r.purpose, r.value);
+              if (!delivered) await p.store.writeRotation(r.purpose, r.value);
+              return delivered;
+            },
+            { forever: true },
+          );
           if (theirs) {
             if (theirs.holds) return confirm(`the rotated ${r.purpose} credential is in ${theirs.secrets.join(' and ')} (delivered out of band): confirmed`);
             p.rotations?.awaitingSecret(r.purpose, { secrets: theirs.secrets, key: theirs.key, ...(until ? { until } : {}) }, tokenHash(r.value));
@@ -147,9 +157,6 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
             );
             return;
           }
-          p.rotations?.storing(r.purpose);
-          // until stored: a rotation given up on leaves the agent with a credential that expires after the overlap
-          await p.retrying(`storing the rotated ${r.purpose} credential`, () => p.store.writeRotation(r.purpose, r.value), { forever: true });
           if (r.purpose === 'control') p.credWatch.use({ ...p.credWatch.credentials, control: r.value });
           confirm('rotated credential written to its Secret');
         })()
