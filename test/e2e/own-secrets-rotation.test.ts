@@ -52,7 +52,7 @@ function applySecrets(control: string, pull?: string): void {
   kubectl(['apply', '-f', file]);
 }
 
-const secretMeta = (ns: string, name: string): Meta => (JSON.parse(kubectl(['-n', ns, 'get', 'secret', name, '-o', 'json']).stdout) as { metadata: Meta }).metadata;
+const secretMeta = (ns: string, name: string): Meta => (JSON.parse(kubectl(['-n', ns, 'get', 'secret', name, '-o', 'json', '--show-managed-fields']).stdout) as { metadata: Meta }).metadata;
 const secretValue = (ns: string, name: string, key: string): string =>
   Buffer.from(kubectl(['-n', ns, 'get', 'secret', name, '-o', `jsonpath={.data.${key.replace(/\./g, '\\.')}}`]).stdout, 'base64').toString('utf8');
 const OUR_SECRETS = [[NS, CONTROL], [NS, PULL], [RUNS, PULL]] as const;
