@@ -17,6 +17,7 @@ import { helm, kubectl, run } from '../support/cluster.ts';
 import { api, type ControlPlane } from '../support/runtime.ts';
 import { tempDir } from '../support/temp.ts';
 import { until } from '../support/until.ts';
+import type { StatusReport } from '../../lib/status/run.ts';
 import { AGENT_STATUS_CONFIGMAP, AGENT_STATUS_KEY, agentStatusSchema, type AgentStatus } from '../../lib/agent-status.ts';
 import { NS, RUNS, Runtime, cleanSlate, cliPath, clusterRow, controlPlane, evaluationImage, localFlags, releasedChart, smallEvaluation, submit, waitConnected, waitFinished } from './harness.ts';
 
@@ -147,6 +148,14 @@ describe('Own-Secrets rotation', () => {
         expect.objectContaining({ purpose: 'pull', state: 'awaiting-secret', secrets: [`${NS}/${PULL}`, `${RUNS}/${PULL}`], key: '.dockerconfigjson' }),
       ]),
     );
+
+    // and what the operator sees: rlmesh status warns, naming the Secret, the key and the deadline
+    const report = JSON.parse(run(NODE, [cliPath, 'status', '-o', 'json']).stdout) as StatusReport;
+    const credentials = report.checks.find((c) => c.id === 'credentials')!;
+    expect(credentials.verdict).toBe('warn');
+    expect(credentials.found).toContain(`rotation pending: write the new control value into ${NS}/${CONTROL} key "control" by ${oldValidUntil}`);
+    expect(credentials.found).toContain(`write the new pull value into ${NS}/${PULL} and ${RUNS}/${PULL} key ".dockerconfigjson" by `);
+    expect(JSON.stringify(report)).not.toContain(newControl);
 
     // the old value keeps working: heartbeats and an evaluation go through
     const seen = (await clusterRow(cp, clusterId)).lastSeenAt!;
