@@ -22,7 +22,7 @@ function parts(overrides: Partial<ControlMessageParts> = {}) {
     spool: { ack: vi.fn(async (ids: string[]) => ids.filter((i) => i !== 'unknown')) },
     evaluations: { reported: vi.fn(async () => undefined) },
     assignments: { assign: vi.fn(async () => undefined), cancel: vi.fn(async () => undefined) },
-    store: { writeRotation: vi.fn(async () => undefined) },
+    store: { writeRotation: vi.fn(async () => undefined), operatorSecret: vi.fn(async () => undefined) },
     credWatch: { credentials: { control: 'old', clusterId: 'c1' }, use: vi.fn() },
     metrics: { updatesAcked: { inc: vi.fn() }, assignments: { inc: vi.fn() }, draining: { set: vi.fn() }, credentialValidUntil: { set: vi.fn() } },
     retrying: vi.fn(async (_what: string, fn: () => Promise<void>) => fn()),
@@ -117,11 +117,12 @@ describe('controlMessageHandler', () => {
   it('writes a rotation once while the control plane resends it, then uses and confirms it', async () => {
     let release: () => void = () => {};
     const written = new Promise<void>((r) => (release = r));
-    const { p, sent, handle } = parts({ store: { writeRotation: vi.fn(() => written) } as unknown as ControlMessageParts['store'] });
+    const { p, sent, handle } = parts({ store: { writeRotation: vi.fn(() => written), operatorSecret: vi.fn(async () => undefined) } as unknown as ControlMessageParts['store'] });
     const until = new Date('2026-12-05T10:00:00Z');
     const control = rotation('control', NEW_CONTROL, until);
     handle(control);
     handle(control);
+    await flush();
     expect(p.store.writeRotation).toHaveBeenCalledTimes(1);
     // pending: the value in use stops being valid at the end of the overlap (the near-expiry alert's gauge)
     expect(p.metrics.credentialValidUntil.set).toHaveBeenLastCalledWith({ purpose: 'control' }, until.getTime() / 1000);
@@ -132,7 +133,48 @@ describe('controlMessageHandler', () => {
     expect(sent).toEqual([{ case: 'credentialRotated', value: expect.objectContaining({ purpose: 'control' }) }]);
     // confirmed: a later resend is written again (the Secret may have been replaced since)
     handle(control);
+    await flush();
     expect(p.store.writeRotation).toHaveBeenCalledTimes(2);
+  });
+
+  it('never writes a Secret the operator delivers: one warning names the Secret, key and deadline (never the value), the status says awaiting-secret, and the rotation is confirmed once the Secret holds it', async () => {
+    const theirs = { secrets: ['rlmesh-system/rlmesh-secrets'], key: 'control', holds: false };
+    const operatorSecret = vi.fn(async () => ({ ...theirs }));
+    const rotations = { storing: vi.fn(), stored: vi.fn(), refused: vi.fn(), awaitingSecret: vi.fn() };
+    const { p, sent, logLines, handle } = parts({ store: { writeRotation: vi.fn(async () => undefined), operatorSecret } as unknown as ControlMessageParts['store'], rotations });
+    const until = new Date('2026-12-05T10:00:00Z');
+    const control = rotation('control', NEW_CONTROL, until);
+    // the control plane re-sends it every minute while unconfirmed
+    for (let i = 0; i < 3; i++) {
+      handle(control);
+      await flush();
+    }
+    expect(operatorSecret).toHaveBeenCalledTimes(3);
+    expect(operatorSecret).toHaveBeenCalledWith('control', NEW_CONTROL);
+    expect(p.store.writeRotation).not.toHaveBeenCalled();
+    expect(p.credWatch.use).not.toHaveBeenCalled();
+    // storing while the Secret is read, then awaiting the operator's write
+    expect(rotations.storing.mock.invocationCallOrder[0]).toBeLessThan(rotations.awaitingSecret.mock.invocationCallOrder[0]!);
+    expect(rotations.awaitingSecret).toHaveBeenCalledWith('control', { secrets: theirs.secrets, key: 'control', until: until.toISOString() }, expect.stringMatching(/^[0-9a-f]{64}$/));
+    expect(sent).toEqual([]);
+    expect(p.metrics.credentialValidUntil.set).toHaveBeenLastCalledWith({ purpose: 'control' }, until.getTime() / 1000);
+    const warnings = logLines.filter((l) => l.level === 40);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.msg).toBe(
+      'rotation pending: the control plane rotated the control credential, and rlmesh-system/rlmesh-secrets is delivered out of band (GitOps, a secret manager), so the agent does not write it. ' +
+        'Write the new value (the cluster\'s Settings, or the rotate call\'s answer) into key "control" before 2026-12-05T10:00:00.000Z, when the value in it now stops working; the agent follows the control Secret without a restart',
+    );
+    expect(JSON.stringify(logLines)).not.toContain(NEW_CONTROL);
+
+    // the operator's GitOps wrote it: the next resend finds it there and confirms
+    operatorSecret.mockResolvedValue({ ...theirs, holds: true });
+    handle(control);
+    await flush();
+    expect(p.store.writeRotation).not.toHaveBeenCalled();
+    expect(sent).toEqual([{ case: 'credentialRotated', value: expect.objectContaining({ purpose: 'control' }) }]);
+    expect(rotations.stored).toHaveBeenCalledWith('control');
+    expect(p.metrics.credentialValidUntil.set).toHaveBeenLastCalledWith({ purpose: 'control' }, 0);
+    expect(JSON.stringify(logLines)).not.toContain(NEW_CONTROL);
   });
 
   it('writes and confirms a rotated pull credential: the dockerconfigjson for the registry the cluster pulls from', async () => {

@@ -14,6 +14,15 @@
 // working until its overlap ends. The control plane re-sends an unconfirmed
 // rotation every minute; a value already refused is dropped without a retry or
 // another log line.
+//
+// A rotation for a Secret the operator delivered (GitOps, a secret manager) is
+// not written: a sync would write its own value back. The agent says once what
+// the operator must do (which Secret, which key, before when; never the value),
+// shows it in its status as awaiting-secret, and checks the Secret again on each
+// resend: once it holds the value, the rotation is confirmed. The control
+// Secret is watched (credential-watch.ts), so the agent switches to the new
+// value without a restart, and back to the old one should a sync restore it
+// within the overlap.
 import { create } from '@bufbuild/protobuf';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import type { Logger } from 'pino';
@@ -39,14 +48,14 @@ export type ControlMessageParts = {
   spool: Pick<Spool, 'ack'>;
   evaluations: Pick<EvaluationStatus, 'reported'>;
   assignments: Pick<Assignments, 'assign' | 'cancel'>;
-  store: Pick<CredentialStore, 'writeRotation'>;
+  store: Pick<CredentialStore, 'writeRotation' | 'operatorSecret'>;
   credWatch: Pick<CredentialWatch, 'use' | 'credentials'>;
   metrics: Pick<Metrics, 'updatesAcked' | 'assignments' | 'draining' | 'credentialValidUntil'>;
   retrying: Retrying;
   /** controlPlane.registryHost: the one registry a rotated pull credential may be for */
   registryHost: string;
   /** told of each rotation being stored, stored, or refused (for the agent's status ConfigMap) */
-  rotations?: Pick<RotationLog, 'storing' | 'stored' | 'refused'>;
+  rotations?: Pick<RotationLog, 'storing' | 'stored' | 'refused' | 'awaitingSecret'>;
   /** told whether the platform drains this cluster (and since when), on each ClusterState */
   onDraining?: (draining: boolean, since?: string) => void;
   /** the operator's drain (rlmesh drain), asked as each new assignment is handled; throws while not read yet (the assignment is retried) */
@@ -65,6 +74,8 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
   // what the platform last said; an assignment is judged by the drain as it stood when the assignment arrived
   let platformDrain: PlatformDrain = null;
   const refused = new Set<string>();
+  // rotations whose operator-delivered Secret was named in a log line already: one line per value
+  const announced = new Set<string>();
 
   return (m) => {
     switch (m.msg.case) {
@@ -112,16 +123,42 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
         }
         const r = checked.rotation;
         rotationsInFlight.add(key);
-        p.rotations?.storing(r.purpose);
         pendingUntil(p.metrics, m.msg.value);
-        void (async () => {
-          // until stored: a rotation given up on leaves the agent with a credential that expires after the overlap
-          await p.retrying(`storing the rotated ${r.purpose} credential`, () => p.store.writeRotation(r.purpose, r.value), { forever: true });
-          if (r.purpose === 'control') p.credWatch.use({ ...p.credWatch.credentials, control: r.value });
+        const until = m.msg.value.oldValidUntil ? timestampDate(m.msg.value.oldValidUntil).toISOString() : undefined;
+        const confirm = (line: string) => {
           p.metrics.credentialValidUntil.set({ purpose: r.purpose }, 0);
           p.session.send({ case: 'credentialRotated', value: create(CredentialRotatedSchema, { purpose: r.purpose }) });
           p.rotations?.stored(r.purpose);
-          p.log.info({ purpose: r.purpose }, 'rotated credential written to its Secret');
+          p.log.info({ purpose: r.purpose }, line);
+        };
+        p.rotations?.storing(r.purpose);
+        void (async () => {
+          // until stored: a rotation given up on leaves the agent with a credential that expires after the overlap
+          const theirs = await p.retrying(
+            `storing the rotated ${r.purpose} credential`,
+            async () => {
+              const delivered = await p.store.operatorSecret(r.purpose, r.value);
+              if (!delivered) await p.store.writeRotation(r.purpose, r.value);
+              return delivered;
+            },
+            { forever: true },
+          );
+          if (theirs) {
+            if (theirs.holds) return confirm(`the rotated ${r.purpose} credential is in ${theirs.secrets.join(' and ')} (delivered out of band): confirmed`);
+            p.rotations?.awaitingSecret(r.purpose, { secrets: theirs.secrets, key: theirs.key, ...(until ? { until } : {}) }, tokenHash(r.value));
+            if (announced.has(key)) return;
+            if (announced.size >= MAX_REFUSED) announced.clear();
+            announced.add(key);
+            p.log.warn(
+              { purpose: r.purpose, secrets: theirs.secrets, key: theirs.key, ...(until ? { currentValidUntil: until } : {}) },
+              `rotation pending: the control plane rotated the ${r.purpose} credential, and ${theirs.secrets.join(' and ')} is delivered out of band (GitOps, a secret manager), so the agent does not write it. ` +
+                `Write the new value (the cluster's Settings, or the rotate call's answer) into ${theirs.secrets.length > 1 ? 'each, ' : ''}key "${theirs.key}"${until ? ` before ${until}, when the value in it now stops working` : ' before the overlap ends'}; ` +
+                `${r.purpose === 'control' ? 'the agent follows the control Secret without a restart' : 'the agent confirms the rotation once the Secret holds it'}`,
+            );
+            return;
+          }
+          if (r.purpose === 'control') p.credWatch.use({ ...p.credWatch.credentials, control: r.value });
+          confirm('rotated credential written to its Secret');
         })()
           .catch(() => undefined)
           .finally(() => rotationsInFlight.delete(key));

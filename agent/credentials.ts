@@ -10,8 +10,12 @@
 // the garbage collector then deletes them. The hook pull Secret has no owner
 // (the spec keeps it): it holds a copy of the live pull credential, valid until
 // the platform revokes it (archive, confirmed rejoin, or 24 h after a pull
-// rotation); the chart README says so. Secrets delivered out of band are never
-// written here, so they stay too.
+// rotation); the chart README says so. Secrets delivered out of band (GitOps,
+// a secret manager, `rlmesh clusters join`) are never written here, not even
+// by a rotation: a sync or refresh would write its own value back. A Secret is
+// the agent's when it carries the agent's owner reference or its managed-by
+// label; a rotation for one that is not is left to the operator
+// (operatorSecret), and put() refuses to write it.
 import * as k8s from '@kubernetes/client-node';
 import type { RuntimeConfig } from '../lib/runtime-config.ts';
 import { isConflict, isNotFound } from '../lib/kube-errors.ts';
@@ -57,6 +61,35 @@ export function parsePullSecret(secret: k8s.V1Secret | undefined, ns: string, na
     return { ok: false, problem: `${where} key "${PULL_KEY}" is malformed (it must be JSON with a non-empty "auths" object)` };
   }
   return { ok: true, value: true };
+}
+
+/** Where a rotated value goes when the operator delivers the Secret, and whether it is there already. */
+export type OperatorSecret = {
+  /** namespace/name of each Secret that must hold the value */
+  secrets: string[];
+  key: string;
+  /** every one of them holds the rotated value now */
+  holds: boolean;
+};
+
+/** Whether the agent wrote this Secret (its join did, or it is the hook's copy): its owner reference or its managed-by label. */
+export function isAgentsSecret(secret: k8s.V1Secret, ownerClusterRole: string): boolean {
+  if (secret.metadata?.labels?.['app.kubernetes.io/managed-by'] === LABELS['app.kubernetes.io/managed-by']) return true;
+  return (secret.metadata?.ownerReferences ?? []).some((o) => o.kind === 'ClusterRole' && o.name === ownerClusterRole);
+}
+
+/** Whether `secret` key `key` holds `value` as a rotation of `purpose` gives it (for pull, the same password for each registry). */
+function holdsValue(secret: k8s.V1Secret, purpose: CredentialPurpose, key: string, value: string): boolean {
+  const have = decode(secret.data?.[key])?.trim();
+  if (have === undefined) return false;
+  if (purpose !== 'pull') return have === value.trim();
+  try {
+    const want = (JSON.parse(value) as { auths: Record<string, { password?: string }> }).auths;
+    const got = (JSON.parse(have) as { auths?: Record<string, { password?: string }> }).auths ?? {};
+    return Object.entries(want).every(([host, a]) => got[host]?.password === a.password);
+  } catch {
+    return false;
+  }
 }
 
 export class CredentialStore {
@@ -130,6 +163,9 @@ export class CredentialStore {
       owner === 'unchanged' && existing
         ? { labels: withCommonLabels(existing.metadata?.labels ?? {}, common), ownerReferences: existing.metadata?.ownerReferences ?? [] }
         : { labels: withCommonLabels(LABELS, common), ownerReferences: owner === 'none' ? [] : [await this.owner()] };
+    if (owner === 'unchanged' && existing && !isAgentsSecret(existing, this.cfg.credentials.ownerClusterRole)) {
+      throw deliveredOutOfBand(`${namespace}/${name}`);
+    }
     const body: k8s.V1Secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace, annotations, ...ownership }, type, data };
     if (existing && (existing.type ?? 'Opaque') !== type) {
       // a Secret's type is immutable, and the agent may not delete Secrets
@@ -169,9 +205,26 @@ export class CredentialStore {
     ]);
   }
 
-  /** A rotation the control plane sent over the session (checked: lib/credential-rotation.ts). */
+  /**
+   * The Secrets a rotation of `purpose` goes into, when the operator delivered them: the agent does not write
+   * those (undefined: they are the agent's, or do not exist yet, and writeRotation writes them).
+   */
+  async operatorSecret(purpose: CredentialPurpose, value: string): Promise<OperatorSecret | undefined> {
+    const { namespace, runsNamespace, credentials } = this.cfg;
+    const [name, key, namespaces] =
+      purpose === 'control' ? [credentials.controlSecret, CONTROL_KEY, [namespace]] : purpose === 'pull' ? [credentials.pullSecret, PULL_KEY, [namespace, runsNamespace]] : [credentials.relaySecret, RELAY_KEY, [namespace]];
+    const found = await Promise.all(namespaces.map(async (ns) => ({ ns, secret: await this.get(ns, name) })));
+    const theirs = found.filter((f) => f.secret && !isAgentsSecret(f.secret, credentials.ownerClusterRole));
+    if (!theirs.length) return undefined;
+    return { secrets: found.map((f) => `${f.ns}/${name}`), key, holds: found.every((f) => f.secret !== undefined && holdsValue(f.secret, purpose, key, value)) };
+  }
+
+  /** A rotation the control plane sent over the session (checked: lib/credential-rotation.ts), for Secrets the agent owns. */
   async writeRotation(purpose: CredentialPurpose, value: string): Promise<void> {
     const { namespace, credentials } = this.cfg;
+    // before any write: a pull rotation writes the hook's copy too, which must not change alone
+    const theirs = await this.operatorSecret(purpose, value);
+    if (theirs) throw deliveredOutOfBand(theirs.secrets.join(' and '));
     if (purpose === 'control') {
       const current = await this.get(namespace, credentials.controlSecret);
       const cur = parseControlSecret(current, namespace, credentials.controlSecret);
@@ -184,6 +237,9 @@ export class CredentialStore {
     }
   }
 }
+
+const deliveredOutOfBand = (secrets: string): Error =>
+  new Error(`Secret ${secrets} was delivered out of band (it has neither the agent's owner reference nor its managed-by label), so the agent does not write it: write the rotated value into it yourself`);
 
 /**
  * Independent Secret writes at once (each is a read and a write on the API; one

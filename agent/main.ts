@@ -29,6 +29,7 @@ import { Readiness } from './readiness.ts';
 import { retryingWrites } from './retrying.ts';
 import { Spool } from './spool.ts';
 import { RotationLog, startStatusPublisher } from './status-publisher.ts';
+import { tokenHash } from '../lib/credential-secret.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
 import { NAMES } from '../lib/fixed-names.ts';
 
@@ -137,6 +138,7 @@ kc.makeApiClient(k8s.VersionApi)
   .then((v) => (kubernetesVersion = v.gitVersion))
   .catch(() => undefined);
 
+const rotations = new RotationLog();
 const credWatch = new CredentialWatch({
   kc,
   namespace: cfg.runtime.namespace,
@@ -145,7 +147,11 @@ const credWatch = new CredentialWatch({
   watchSilenceMs: cfg.timing.watchSilenceMs,
   informerMetrics: metrics.informer,
   initial: creds,
-  onChange: () => session.reauthenticate(),
+  onChange: (c) => {
+    // the operator wrote a rotated value into the control Secret they deliver: no longer awaited
+    rotations.secretHolds('control', tokenHash(c.control));
+    session.reauthenticate();
+  },
   onProblem: (p) => (readiness.credentialProblem = p),
 });
 readiness.attach({ session, credentials: credWatch });
@@ -221,7 +227,6 @@ function sendOperatorDrain(d: OperatorDrain | null): void {
   session.send(operatorDrainMessage(d));
 }
 
-const rotations = new RotationLog();
 let draining = false;
 let drainingSince: string | undefined;
 const handle = controlMessageHandler({

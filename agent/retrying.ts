@@ -5,10 +5,10 @@ import type { Logger } from 'pino';
 import { createBackoff, sleep } from '../lib/backoff.ts';
 import { errorFields } from '../lib/error-fields.ts';
 
-export type Retrying = (what: string, fn: () => Promise<void>, opts?: { forever?: boolean }) => Promise<void>;
+export type Retrying = <T>(what: string, fn: () => Promise<T>, opts?: { forever?: boolean }) => Promise<T>;
 
 export function retryingWrites(o: { backoffBaseMs: number; backoffMaxMs: number; signal: AbortSignal; log: Logger }): Retrying {
-  return async (what, fn, opts = {}) => {
+  return async <T>(what: string, fn: () => Promise<T>, opts: { forever?: boolean } = {}): Promise<T> => {
     const backoff = createBackoff(o.backoffBaseMs, o.backoffMaxMs);
     for (let attempt = 1; ; attempt++) {
       try {

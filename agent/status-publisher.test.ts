@@ -56,6 +56,21 @@ describe('agent status', () => {
     expect(log.list.map((r) => r.purpose)).toEqual(['pull']);
   });
 
+  it('rotations awaiting a Secret the operator delivers: where, key and deadline (no value), kept from the first time, gone once the Secret holds that value', () => {
+    let t = NOW;
+    const log = new RotationLog(() => t);
+    const where = { secrets: ['rlmesh-system/rlmesh-secrets'], key: 'control', until: '2026-05-02T12:00:00.000Z' };
+    log.storing('control');
+    log.awaitingSecret('control', where, 'hash-new');
+    t += 60_000;
+    log.awaitingSecret('control', where, 'hash-new'); // the resend a minute later
+    expect(log.list).toEqual([{ purpose: 'control', state: 'awaiting-secret', since: '2026-05-01T12:00:00.000Z', ...where }]);
+    log.secretHolds('control', 'hash-old'); // a sync wrote the old value back: still awaited
+    expect(log.list).toHaveLength(1);
+    log.secretHolds('control', 'hash-new');
+    expect(log.list).toEqual([]);
+  });
+
   it('round-trips through the ConfigMap; a broken one names what is wrong', () => {
     const s = agentStatus(sources(), NOW);
     const cm = agentStatusConfigMap(s, 'rlmesh-system');

@@ -14,9 +14,14 @@ import { lastWritten, readSecretMetadata } from '../lib/secret-metadata.ts';
 
 type Rotation = AgentStatus['credentials']['rotations'][number];
 
-/** The rotations the control plane sent that are not stored yet, or were refused: purpose and problem, never the value. */
+/**
+ * The rotations the control plane sent that are not stored yet, wait for the operator to write them into a Secret
+ * they deliver, or were refused: purpose, where and problem, never the value.
+ */
 export class RotationLog {
   readonly #byPurpose = new Map<string, Rotation>();
+  /** the SHA-256 of the value each awaiting-secret rotation waits for (never published) */
+  readonly #awaited = new Map<string, string>();
   readonly #now: () => number;
 
   constructor(now: () => number = Date.now) {
@@ -28,6 +33,21 @@ export class RotationLog {
   }
 
   stored(purpose: string): void {
+    this.#byPurpose.delete(purpose);
+    this.#awaited.delete(purpose);
+  }
+
+  /** a rotation for a Secret the operator delivered: the agent does not write it; the operator must, before `until` */
+  awaitingSecret(purpose: string, where: { secrets: string[]; key: string; until?: string }, valueHash: string): void {
+    if (this.#byPurpose.get(purpose)?.state === 'awaiting-secret' && this.#awaited.get(purpose) === valueHash) return;
+    this.#awaited.set(purpose, valueHash);
+    this.#byPurpose.set(purpose, { purpose, state: 'awaiting-secret', since: new Date(this.#now()).toISOString(), secrets: where.secrets, key: where.key, ...(where.until ? { until: where.until } : {}) });
+  }
+
+  /** the Secret of `purpose` now holds the value with this SHA-256 (the control Secret, as the agent watches it) */
+  secretHolds(purpose: string, valueHash: string): void {
+    if (this.#awaited.get(purpose) !== valueHash) return;
+    this.#awaited.delete(purpose);
     this.#byPurpose.delete(purpose);
   }
 

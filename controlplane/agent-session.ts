@@ -67,6 +67,7 @@ export function authFailureMessage(r: Exclude<AuthResult, { ok: true }>): string
     case 'archived':
       return `control credential revoked: cluster ${r.clusterId} was archived at ${r.at}, which revokes all its credentials; connect the cluster again with Clusters → Connect your cluster`;
     case 'revoked':
+      // only rows from control planes that ended a control rotation's overlap early carry 'rotated'
       if (r.reason === 'rotated') {
         return `control credential revoked at ${r.at}: a rotation replaced it and the agent of cluster ${r.clusterId} has since authenticated with the new value, which ends the old one's overlap early; use the current value of the control Secret (the agent writes it), or ${NEW_INSTALL_COMMAND}`;
       }
@@ -75,7 +76,7 @@ export function authFailureMessage(r: Exclude<AuthResult, { ok: true }>): string
       }
       return `control credential revoked at ${r.at} for cluster ${r.clusterId}; ${NEW_INSTALL_COMMAND}`;
     case 'expired':
-      return `control credential expired: it was replaced by a rotation at ${r.supersededAt} and its 24-hour overlap ended at ${r.validUntil}; write the current value into the control Secret, or ${NEW_INSTALL_COMMAND}`;
+      return `control credential expired: it was replaced by a rotation at ${r.supersededAt} and its 24-hour overlap ended at ${r.validUntil}, so the control plane refuses it now; write the value the rotation issued (the rotate call's answer) into the control Secret, key "control", or ${NEW_INSTALL_COMMAND}`;
   }
 }
 

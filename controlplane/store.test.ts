@@ -76,7 +76,9 @@ describe('Store', () => {
     expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true, current: true });
   });
 
-  it('a superseded control credential is revoked once the agent authenticates with the new one; pull keeps its overlap', () => {
+  // The overlap used to end early once the agent used the new control value; with Secrets the operator delivers, a
+  // GitOps sync may restore the old value within the overlap, so the old value now keeps its whole 24 hours.
+  it('a superseded control credential stays valid for the whole overlap after the agent used the new one, then is refused as expired', () => {
     const c = store.createCluster('lab');
     const r = store.redeemJoinToken(store.issueJoinToken(c.id).token, {}, false);
     if (!r.ok) throw new Error(r.problem);
@@ -84,16 +86,25 @@ describe('Store', () => {
     const first = store.rotateCredential(c.id, 'control');
     const second = store.rotateCredential(c.id, 'control'); // first is superseded without ever being used
     const pull = store.rotateCredential(c.id, 'pull');
-    expect(store.authenticate('control', r.credentials.control!)).toMatchObject({ ok: true, current: false }); // the overlap
     clock.advance(MIN);
     expect(store.authenticate('control', second.value)).toMatchObject({ ok: true, current: true });
-    for (const old of [r.credentials.control!, first.value]) {
-      expect(store.authenticate('control', old)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rotated', clusterId: c.id });
-    }
     expect(store.undeliveredRotations(c.id).map((x) => x.purpose)).toEqual(['pull']);
+    // back and forth between the old and the new value, as a GitOps sync that restores the old one would
+    clock.advance(23 * HOUR);
+    for (const old of [r.credentials.control!, first.value]) expect(store.authenticate('control', old)).toMatchObject({ ok: true, current: false, clusterId: c.id });
+    expect(store.authenticate('control', second.value)).toMatchObject({ ok: true, current: true });
+    expect(store.authenticate('control', r.credentials.control!)).toMatchObject({ ok: true, current: false });
     expect(store.authenticate('pull', r.credentials.pull!)).toMatchObject({ ok: true, current: false });
+    expect(store.credentialSummary(c.id).map((k) => [k.purpose, k.current])).toEqual([['control', false], ['pull', false], ['control', false], ['control', true], ['pull', true]]);
+    // the overlap ends 24 hours after each rotation: the old values are refused as expired, naming when it ended
+    clock.advance(HOUR);
+    for (const old of [r.credentials.control!, first.value]) {
+      expect(store.authenticate('control', old)).toMatchObject({ ok: false, cause: 'expired', clusterId: c.id, validUntil: expect.any(String) });
+    }
+    expect(store.authenticate('pull', r.credentials.pull!)).toMatchObject({ ok: false, cause: 'expired' });
+    expect(store.authenticate('control', second.value)).toMatchObject({ ok: true, current: true });
     expect(store.authenticate('pull', pull.value)).toMatchObject({ ok: true, current: true });
-    expect(store.credentialSummary(c.id).map((k) => [k.purpose, k.current])).toEqual([['pull', false], ['control', true], ['pull', true]]);
+    expect(store.credentialSummary(c.id).map((k) => [k.purpose, k.current])).toEqual([['control', true], ['pull', true]]);
   });
 
   it('a rejoin revokes every earlier control, pull and relay credential once the agent authenticates with the new control credential', () => {
@@ -119,12 +130,14 @@ describe('Store', () => {
     expect(store.authenticate('pull', second.credentials.pull!)).toMatchObject({ ok: true });
     expect(store.credentialSummary(c.id).map((k) => [k.purpose, k.current])).toEqual([['control', true], ['pull', true]]);
 
-    // a rotation after that still keeps its overlap until the new value is used
+    // a rotation after that keeps its whole overlap, the new value used or not
     const rotated = store.rotateCredential(c.id, 'control');
     clock.advance(23 * HOUR);
     expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: true });
     expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
-    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rotated' });
+    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: true, current: false });
+    clock.advance(HOUR);
+    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: false, cause: 'expired' });
   });
 
   it('a rejoin confirmed through a control credential rotated from it revokes the same', () => {
@@ -135,8 +148,8 @@ describe('Store', () => {
     const rotated = store.rotateCredential(c.id, 'control');
     expect(store.authenticate('control', rotated.value)).toMatchObject({ ok: true });
     expect(store.authenticate('control', first.credentials.control!)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rejoined' });
-    // the join's own control credential was superseded by that rotation, whose value the agent now uses
-    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: false, cause: 'revoked', reason: 'rotated' });
+    // the join's own control credential was superseded by that rotation: it keeps the rotation's overlap
+    expect(store.authenticate('control', second.credentials.control!)).toMatchObject({ ok: true, current: false });
   });
 
   it('a data file from before confirmations existed keeps its credentials', () => {

@@ -58,7 +58,8 @@ export type AuthResult =
 
 /**
  * Why a credential was revoked: the cluster was archived; it joined again and its agent confirmed the new credentials;
- * or (control only) a rotation replaced it and the agent authenticated with the new value.
+ * or (control only, rows written by control planes before the overlap lasted its whole 24 hours) a rotation replaced
+ * it and the agent authenticated with the new value.
  */
 export type RevokeReason = 'archived' | 'rejoined' | 'rotated';
 
@@ -465,13 +466,13 @@ export class Store {
 
   /**
    * Judges a credential and records what its use proves. Authenticating with the newest control credential proves
-   * the agent holds it: its rotation is delivered, the credentials of every join before it are revoked
-   * (confirmJoin), and so is every control credential a rotation superseded ('rotated').
+   * the agent holds it: its rotation is delivered, and the credentials of every join before it are revoked
+   * (confirmJoin).
    *
-   * The rotation overlap of a control credential therefore lasts until the agent uses the new value, 24 hours at
-   * most: it exists for an agent that has not stored the new value yet, and once the agent authenticated with it,
-   * nobody entitled to the old value still needs it. Pull and relay credentials keep the whole 24 hours: kubelets
-   * and Prometheus read their Secrets on their own schedule, and nothing proves they all switched.
+   * A rotation's overlap is the whole ROTATION_OVERLAP_MS for every purpose, even once the agent used the new
+   * value: with Secrets the operator delivers (GitOps, a secret manager), a sync or refresh may write the old
+   * value back within the overlap, and the agent follows its Secret, so the old value must keep working until the
+   * overlap ends. After it, the old value is refused as expired (judgeCredential).
    */
   authenticate(purpose: CredentialPurpose, value: string): AuthResult {
     const row = this.db.prepare(CREDENTIAL_BY_HASH).get(sha256Hex(value), purpose) as Row | undefined;
@@ -486,12 +487,6 @@ export class Store {
         .prepare("SELECT MAX(id) AS id FROM credentials WHERE cluster_id = ? AND purpose = 'control' AND issued_by = 'join' AND confirmed_at IS NULL AND id <= ?")
         .get(clusterId, Number(row.id)) as Row;
       if (join.id !== null) this.confirmJoin(clusterId, Number(join.id));
-      // ... and that no control credential a rotation superseded is needed any more
-      this.db
-        .prepare(
-          "UPDATE credentials SET revoked_at = ?, revoke_reason = 'rotated', undelivered_value = NULL WHERE cluster_id = ? AND purpose = 'control' AND superseded_at IS NOT NULL AND revoked_at IS NULL AND id < ?",
-        )
-        .run(this.nowIso(), clusterId, Number(row.id));
     }
     return judged;
   }

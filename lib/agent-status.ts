@@ -5,7 +5,7 @@
 // (lib/status/). It holds no secret: the session's state and times, where the
 // control credential came from and since when it is in use, its credential
 // Secrets' metadata (whether they exist, when written), the rotations the agent
-// is storing or refused (purpose only), the spool's backlog, who drains the
+// is storing, waits for the operator to write, or refused (purpose and where only), the spool's backlog, who drains the
 // cluster (the platform, the operator) and which evaluations still run.
 import type * as k8s from '@kubernetes/client-node';
 import { z } from 'zod';
@@ -44,8 +44,22 @@ export const agentStatusSchema = z.object({
     source: z.enum(['join', 'secret']),
     /** when the control credential in use last changed, as this agent saw it (its start, at the latest) */
     inUseSince: time,
-    /** rotations sent by the control plane and not yet stored, or refused (never the value) */
-    rotations: z.array(z.object({ purpose: z.string(), state: z.enum(['storing', 'refused']), since: time, problem: z.string().optional() })),
+    /**
+     * rotations sent by the control plane and not yet stored, waiting for the operator to write them into a Secret
+     * they deliver (awaiting-secret: which Secrets, which key, and until when the value in use works), or refused;
+     * never the value
+     */
+    rotations: z.array(
+      z.object({
+        purpose: z.string(),
+        state: z.enum(['storing', 'awaiting-secret', 'refused']),
+        since: time,
+        problem: z.string().optional(),
+        secrets: z.array(z.string()).optional(),
+        key: z.string().optional(),
+        until: time.optional(),
+      }),
+    ),
     /**
      * its credential Secrets as their metadata shows them (the agent may read them; `rlmesh status` under the
      * chart's least-privilege role may not): whether each exists, whether a join wrote it, when it was last written

@@ -129,6 +129,17 @@ describe('credentials', () => {
     expect(refused).toMatchObject({ verdict: 'fail', found: expect.stringContaining('refused a pull rotation') });
     expect(credentialsVerdict(facts({ agent: agent({ rotations: [{ purpose: 'control', state: 'storing', since: at(0) }] }) })).verdict).toBe('warn');
   });
+  it('a rotation awaiting a Secret the operator delivers warns with the Secret, key and deadline, and fails once the deadline passed', () => {
+    const pending = (until: string) => facts({ agent: agent({ rotations: [{ purpose: 'control', state: 'awaiting-secret', since: at(60_000), secrets: ['rlmesh-system/rlmesh-secrets'], key: 'control', until }] }) });
+    const later = new Date(Date.parse(at(0)) + 24 * 3600_000).toISOString();
+    const r = credentialsVerdict(pending(later));
+    expect(r.verdict).toBe('warn');
+    expect(r.found).toContain(`rotation pending: write the new control value into rlmesh-system/rlmesh-secrets key "control" by ${later}`);
+    expect(r.fix).toMatch(/the agent follows it without a restart/);
+    const over = credentialsVerdict(pending(at(1000)));
+    expect(over.verdict).toBe('fail');
+    expect(over.fix).toContain(`The overlap of the control rotation ended at ${at(1000)}`);
+  });
   it('a kube context that may not read Secrets: the metadata the agent published, said so; nothing published is no answer', () => {
     const wanted = [['rlmesh-system', 'rlmesh-cluster-control'], ['rlmesh-system', 'rlmesh-registry-pull'], ['rlmesh-runs', 'rlmesh-registry-pull']] as const;
     const published = agent();

@@ -71,6 +71,20 @@ export function credentialsVerdict(f: CredentialFacts): CheckResult {
       found: `${found}; the agent refused a ${refused.map((r) => r.purpose).join(', ')} rotation since ${refused[0]!.since}: ${refused[0]!.problem ?? ''}`,
       fix: 'Rotate that credential again from the dashboard; the credential in use works until its overlap ends. If refused again, report it to the platform.',
     };
+  const awaiting = f.agent?.credentials.rotations.filter((r) => r.state === 'awaiting-secret') ?? [];
+  if (awaiting.length) {
+    const where = (r: (typeof awaiting)[number]) => `${(r.secrets ?? []).join(' and ')} key "${r.key ?? ''}"`;
+    const by = (r: (typeof awaiting)[number]) => (r.until ? ` by ${r.until}` : ' before the overlap ends');
+    const expired = awaiting.find((r) => r.until && Date.parse(r.until) <= f.now);
+    return {
+      id,
+      verdict: expired ? 'fail' : 'warn',
+      found: `${found}; rotation pending: ${awaiting.map((r) => `write the new ${r.purpose} value into ${where(r)}${by(r)}`).join('; ')} (rotated since ${awaiting[0]!.since}; the agent does not write Secrets you deliver)`,
+      fix: expired
+        ? `The overlap of the ${expired.purpose} rotation ended at ${expired.until}, so the value in ${where(expired)} no longer works: write the value the rotation issued into it, or rotate again from the cluster's Settings.`
+        : 'Write the value the rotation issued (the cluster\'s Settings) into that Secret through your GitOps repository or secret manager; the agent follows it without a restart, and the old value keeps working until then.',
+    };
+  }
   const storing = f.agent?.credentials.rotations.filter((r) => r.state === 'storing') ?? [];
   if (storing.length)
     return {
