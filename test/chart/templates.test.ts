@@ -1029,4 +1029,9 @@ describe('NOTES.txt', () => {
     ])
       expect(notes).toContain(line);
   });
+  it('points to rlmesh status and says the New install command needs Helm 3.14', () => {
+    const notes = readFileSync(join(CHART, 'templates/NOTES.txt'), 'utf8');
+    expect(notes).toContain('  rlmesh status -n {{ .Release.Namespace }}\n');
+    expect(notes).toContain('it needs Helm 3.14 or later.');
+  });
 });
