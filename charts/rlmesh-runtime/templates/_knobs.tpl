@@ -34,3 +34,17 @@ annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/* .c.extraVolumes of a pod, after the chart's own (refused when restricted would refuse them: _validate-knobs.tpl) */}}
+{{- define "rlmesh.extraVolumes" -}}
+{{- with .c.extraVolumes }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* .c.extraVolumeMounts of its container, after the chart's own */}}
+{{- define "rlmesh.extraVolumeMounts" -}}
+{{- with .c.extraVolumeMounts }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}

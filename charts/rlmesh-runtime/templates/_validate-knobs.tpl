@@ -1,10 +1,14 @@
 {{/*
 knobErrors() in lib/chart-knobs.ts: label and annotation keys of commonLabels, podLabels and
 podAnnotations (well-formed, not the chart's own), each component's extraEnv (not a name
-the chart sets) and the annotation keys of its serviceAccount (well-formed). Returns the
+the chart sets) and the annotation keys of its serviceAccount (well-formed); and
+volumeErrors(): each extraVolumes entry of a VOLUME_BLOCKS component (a source Pod Security
+restricted allows, never hostPath; not a chart volume's name; once) and each extraVolumeMounts
+entry (of one of them). Returns the
 refusals as a JSON list; rlmesh.validate adds them to its own.
 The lists of keys, prefixes and names are CHART_LABEL_KEYS, CHART_KEY_PREFIXES,
-CHART_ANNOTATION_PREFIXES and CHART_ENV_NAMES (a test keeps them equal).
+CHART_ANNOTATION_PREFIXES, CHART_ENV_NAMES, VOLUME_BLOCKS, CHART_VOLUME_NAMES and
+RESTRICTED_VOLUME_SOURCES (a test keeps them equal).
 */}}
 {{- define "rlmesh.knobErrors" -}}
 {{- $v := .Values }}
@@ -40,6 +44,32 @@ CHART_ANNOTATION_PREFIXES and CHART_ENV_NAMES (a test keeps them equal).
 {{- range $k, $_ := $c.serviceAccount.annotations }}
 {{- if or (not (regexMatch $keyPattern $k)) (gt (len $k) 317) }}
 {{- $errors = append $errors (include "rlmesh.refusal.serviceAccountAnnotationKey" (dict "block" $block "key" $k)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $volumeNames := list "config" "tmp" "ca-bundle" "spool" "cluster-ranges" "proxy-credentials" }}
+{{- $sources := list "configMap" "secret" "projected" "downwardAPI" "emptyDir" "csi" "ephemeral" "persistentVolumeClaim" }}
+{{- range $block := list "egress" "agent" "controller" "gpuFeatureDiscovery" }}
+{{- $c := index $v $block }}
+{{- $seen := list }}
+{{- range $i, $vol := $c.extraVolumes }}
+{{- $other := list }}
+{{- range $k, $_ := $vol }}{{ if not (or (eq $k "name") (eq $k "hostPath") (has $k $sources)) }}{{ $other = append $other $k }}{{ end }}{{ end }}
+{{- if hasKey $vol "hostPath" }}
+{{- $errors = append $errors (include "rlmesh.refusal.extraVolumeHostPath" (dict "block" $block "index" $i "name" $vol.name "hostPath" (dig "path" "" ($vol.hostPath | default dict)))) }}
+{{- else if $other }}
+{{- $errors = append $errors (include "rlmesh.refusal.extraVolumeType" (dict "block" $block "index" $i "name" $vol.name "type" (first $other))) }}
+{{- end }}
+{{- if has $vol.name $volumeNames }}
+{{- $errors = append $errors (include "rlmesh.refusal.extraVolumeReserved" (dict "block" $block "index" $i "name" $vol.name)) }}
+{{- else if has $vol.name $seen }}
+{{- $errors = append $errors (include "rlmesh.refusal.extraVolumeTwice" (dict "block" $block "index" $i "name" $vol.name)) }}
+{{- end }}
+{{- $seen = append $seen $vol.name }}
+{{- end }}
+{{- range $i, $m := $c.extraVolumeMounts }}
+{{- if not (has $m.name $seen) }}
+{{- $errors = append $errors (include "rlmesh.refusal.extraVolumeMountUnknown" (dict "block" $block "index" $i "name" $m.name)) }}
 {{- end }}
 {{- end }}
 {{- end }}
