@@ -87,5 +87,10 @@ describe('the chart knobs (lib/chart-knobs.ts)', () => {
     expect(first({ artifactCache: { filler: { extraVolumes: [] } } })).toBe('artifactCache.filler');
     expect(first({ global: { imagePullSecrets: [{ secret: 'x' }] } })).toBe('global.imagePullSecrets.0');
     expect(first({ global: { imagePullSecrets: [''] } })).toBe('global.imagePullSecrets.0');
+    expect(first({ agent: { hostAliases: [{ ip: '10.0.0.300', hostnames: ['a.example'] }] } })).toBe('agent.hostAliases.0.ip');
+    expect(first({ agent: { hostAliases: [{ ip: '10.0.0.3', hostnames: [] }] } })).toBe('agent.hostAliases.0.hostnames');
+    expect(first({ controller: { dnsConfig: { nameservers: ['kube-dns'] } } })).toBe('controller.dnsConfig.nameservers.0');
+    expect(first({ controller: { dnsConfig: { options: [{ value: '2' }] } } })).toBe('controller.dnsConfig.options.0.name');
+    expect(issues({ egress: { hostAliases: [{ ip: 'fd00::1', hostnames: ['proxy.corp.example'] }], dnsConfig: { nameservers: ['10.96.0.10'], options: [{ name: 'ndots', value: '2' }] } } })).toEqual([]);
   });
 });

@@ -112,6 +112,30 @@ export const extraVolumeValues = (what: string) => ({
     .describe(`Extra VolumeMounts of ${what}'s container, each of a volume in extraVolumes (name, mountPath, readOnly, subPath); the container's security context (read-only root filesystem, no privilege) stays as it is.`),
 });
 
+const ip = z.union([z.ipv4(), z.ipv6()]);
+const hostname = z.string().min(1).max(253).regex(/^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$/, { message: 'must be a host name: letters, digits, - and .' });
+
+/** hostAliases and dnsConfig of a component's pod. */
+export const podDnsValues = (what: string) => ({
+  hostAliases: z
+    .array(z.object({ ip, hostnames: z.array(hostname).min(1) }).strict())
+    .default([])
+    .describe(
+      `Entries added to /etc/hosts of ${what}'s pod (HostAliases: ip and hostnames), e.g. a control plane or proxy name your DNS does not resolve. Its NetworkPolicy still decides where the pod may connect: an address outside it needs controlPlane.addresses or controlPlane.proxy.`,
+    ),
+  dnsConfig: z
+    .object({
+      nameservers: z.array(ip).max(3).optional().describe('Resolver addresses added to the cluster DNS (at most 3 in all).'),
+      searches: z.array(hostname).max(32).optional().describe('Search domains added to the pod\'s.'),
+      options: z.array(z.object({ name: z.string().min(1), value: z.string().optional() }).strict()).optional().describe('resolv.conf options, e.g. [{name: ndots, value: "2"}].'),
+    })
+    .strict()
+    .default({})
+    .describe(
+      `DNS settings of ${what}'s pod (PodDNSConfig), merged with the cluster DNS (dnsPolicy stays ClusterFirst). Its NetworkPolicy lets it reach DNS only at network.dnsPeers on network.dnsPorts: every nameserver must be one of those peers (an address inside an ipBlock peer, or a resolver pod a selector peer selects, e.g. the DNS Service's), else lookups time out.`,
+    ),
+});
+
 /** serviceAccount of a component: annotations on its ServiceAccount (IRSA, Workload Identity). */
 export const serviceAccountSchema = (what: string) =>
   z

@@ -17,7 +17,7 @@ import { NAMES, PLATFORM_NODE_REQUIREMENTS, RUNTIME_PLATFORM } from './fixed-nam
 import { requiredNodeTerms } from './preflight/label-selector.ts';
 import { DEFAULT_PROXY_PORTS, HOST_LABELS, proxyErrors } from './outbound-proxy-values.ts';
 import { isReservedKey } from './evaluation-placement.ts';
-import { extraEnvSchema, extraVolumeValues, knobErrors, knobValues, reservedLabel, serviceAccountSchema, VOLUME_BLOCKS, volumeErrors } from './chart-knobs.ts';
+import { extraEnvSchema, extraVolumeValues, knobErrors, podDnsValues, knobValues, reservedLabel, serviceAccountSchema, VOLUME_BLOCKS, volumeErrors } from './chart-knobs.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength (HOST_LABELS: lib/outbound-proxy-values.ts).
 export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
@@ -436,6 +436,7 @@ export const valuesObjectSchema = z
         topologySpread: topologySpread('the egress proxy'),
         ...runtimePod('the egress proxy', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi' } }),
         ...extraVolumeValues('the egress proxy'),
+        ...podDnsValues('the egress proxy'),
       })
       .strict()
       .prefault({})
@@ -624,6 +625,7 @@ export const valuesObjectSchema = z
         // a whole CPU for its start, which is CPU-bound: process start → Connected took 884 ms in a pod at 500m and 542 ms at 1 (test/bench/start.ts)
         ...runtimePod('the agent', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
         ...extraVolumeValues('the agent'),
+        ...podDnsValues('the agent'),
       })
       .strict()
       .prefault({})
@@ -641,6 +643,7 @@ export const valuesObjectSchema = z
         topologySpread: topologySpread('the controller'),
         ...runtimePod('the controller', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
         ...extraVolumeValues('the controller'),
+        ...podDnsValues('the controller'),
       })
       .strict()
       .prefault({})
@@ -653,6 +656,7 @@ export const valuesObjectSchema = z
           .describe('Label GPU nodes with vendor, model and memory (a DaemonSet on the nodes gpuFeatureDiscovery.affinity selects: by default those with a GPU label of a vendor tool or a cloud GPU pool). Off: nothing GPU-specific is installed.'),
         ...runtimePod('GPU feature discovery', RUNTIME_IMAGE, small),
         ...extraVolumeValues('GPU feature discovery'),
+        ...podDnsValues('GPU feature discovery'),
         affinity: affinitySchema
           .default({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: GPU_NODE_TERMS } } })
           .describe(

@@ -148,6 +148,8 @@ describe('malformed new knobs: helm\'s schema refuses them at their path, as zod
     [{ controller: { extraVolumes: [{ name: 'Bad_Name', emptyDir: {} }] } }, "at '/controller/extraVolumes/0/name'"],
     [{ artifactCache: { filler: { extraVolumes: [] } } }, "at '/artifactCache/filler': additional properties 'extraVolumes' not allowed"],
     [{ global: { imagePullSecrets: [{ secret: 'x' }] } }, "at '/global/imagePullSecrets/0'"],
+    [{ egress: { hostAliases: [{ ip: 'proxy.corp', hostnames: ['a'] }] } }, "at '/egress/hostAliases/0/ip'"],
+    [{ controller: { dnsConfig: { nameserver: ['10.0.0.10'] } } }, "at '/controller/dnsConfig': additional properties 'nameserver' not allowed"],
   ] as const) {
     it(at, () => {
       const r = template(['-f', valuesFile({ joinToken: TOKEN, ...values })], { allowFail: true });
@@ -155,6 +157,23 @@ describe('malformed new knobs: helm\'s schema refuses them at their path, as zod
       expect(r.stderr).toContain(at);
     });
   }
+});
+
+describe('hostAliases and dnsConfig', () => {
+  it('the pod of the component that sets them has them, no other pod does', () => {
+    const o = render(['-f', join(CHART, 'ci/extra-volumes-values.yaml')]);
+    for (const w of workloads(o)) {
+      const spec = podTemplate(w).spec as { hostAliases?: unknown; dnsConfig?: unknown; dnsPolicy?: string };
+      if (w.metadata.name === 'rlmesh-cluster-agent') {
+        expect(spec.hostAliases).toEqual([{ ip: '192.0.2.20', hostnames: ['api.rlmesh.corp.example'] }]);
+        expect(spec.dnsConfig).toEqual({ searches: ['corp.example'], options: [{ name: 'ndots', value: '2' }] });
+      } else {
+        expect(spec.hostAliases, w.metadata.name).toBeUndefined();
+        expect(spec.dnsConfig, w.metadata.name).toBeUndefined();
+      }
+      expect(spec.dnsPolicy, w.metadata.name).toBeUndefined();
+    }
+  });
 });
 
 describe('global.imagePullSecrets', () => {

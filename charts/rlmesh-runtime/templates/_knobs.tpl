@@ -48,3 +48,15 @@ annotations:
 {{- toYaml . }}
 {{- end }}
 {{- end }}
+
+{{/* .c.hostAliases and .c.dnsConfig of a pod spec, when set */}}
+{{- define "rlmesh.podDns" -}}
+{{- with .c.hostAliases }}
+hostAliases:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.dnsConfig }}
+dnsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
