@@ -712,6 +712,18 @@ export const valuesObjectSchema = z
       })
       .strict()
       .prefault({}),
+    helmTest: z
+      .object({
+        enabled: z
+          .boolean()
+          .default(true)
+          .describe(
+            'Render the helm test hook: `helm test <release>` runs `rlmesh status` in a pod (the runtime image, the agent\'s scheduling and resources) as ServiceAccount rlmesh-status-test, bound to the rlmesh-status roles; its NetworkPolicy opens only the Kubernetes API\'s addresses. The test fails when a check fails; `helm test --logs` prints the checks.',
+          ),
+      })
+      .strict()
+      .prefault({})
+      .describe('The helm test hook.'),
     observability: z
       .object({ enabled: z.boolean().default(false).describe('Join also claims the relay credential (Secret rlmesh-cluster-relay-secret) for the rlmesh-observability chart.') })
       .strict()

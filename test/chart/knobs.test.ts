@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CHART_ENV_NAMES, CHART_LABEL_KEYS, CHART_VOLUME_NAMES, RESTRICTED_VOLUME_SOURCES, VOLUME_BLOCKS } from '../../lib/chart-knobs.ts';
 import { crossFieldErrors, POD_BLOCKS, valuesObjectSchema } from '../../lib/values-schema.ts';
-import { CHART, podTemplate, render, template, TOKEN, valuesFile, type K8sObject } from './chart.ts';
+import { CHART, podTemplate, render, template, TOKEN, valuesFile, type K8sObject, type PodSpec } from './chart.ts';
 
 const token = ['--set', `joinToken=${TOKEN}`];
 const workloads = (o: Map<string, K8sObject>) => [...o.values()].filter((x) => ['Deployment', 'DaemonSet', 'Job'].includes(x.kind));
@@ -53,7 +53,8 @@ describe('ServiceAccount annotations', () => {
   it('every ServiceAccount of a pod block takes them (the CRD hook\'s keeps its hook annotations)', () => {
     const args = POD_BLOCKS.flatMap((b) => ['--set', `${b}.serviceAccount.annotations.example\\.com/block=${b}`]);
     const o = render([...token, ...gpuOn, ...args]);
-    const sas = [...o.values()].filter((x) => x.kind === 'ServiceAccount');
+    // the helm test hook's ServiceAccount (rlmesh-status-test) belongs to no pod block
+    const sas = [...o.values()].filter((x) => x.kind === 'ServiceAccount' && x.metadata.name !== 'rlmesh-status-test');
     expect(sas.map((s) => s.metadata.annotations?.['example.com/block']).sort()).toEqual([...POD_BLOCKS].sort());
     const hook = sas.find((s) => s.metadata.name === 'rlmesh-crd-upgrade')!;
     expect(hook.metadata.annotations).toMatchObject({ 'helm.sh/hook': 'pre-upgrade', 'example.com/block': 'crdUpgradeHook' });
@@ -173,6 +174,30 @@ describe('hostAliases and dnsConfig', () => {
       }
       expect(spec.dnsPolicy, w.metadata.name).toBeUndefined();
     }
+  });
+});
+
+describe('the helm test hook (rlmesh status in the cluster)', () => {
+  const o = render([...token]);
+  const pod = o.get('Pod/rlmesh-system/rlmesh-status-test')! as unknown as K8sObject & { spec: PodSpec & { activeDeadlineSeconds: number } };
+  it('a test hook pod running the image\'s CLI as rlmesh status in the release namespace, as rlmesh-status-test, with the agent\'s image', () => {
+    expect(pod.metadata.annotations).toMatchObject({ 'helm.sh/hook': 'test', 'helm.sh/hook-delete-policy': 'before-hook-creation' });
+    expect(pod.spec).toMatchObject({ restartPolicy: 'Never', serviceAccountName: 'rlmesh-status-test', automountServiceAccountToken: true });
+    const agent = podTemplate(o.get('Deployment/rlmesh-system/rlmesh-cluster-agent')!).spec.containers[0]!;
+    expect(pod.spec.containers.map((c) => [c.image, c.args])).toEqual([[agent.image, ['cli', 'status', '--namespace', 'rlmesh-system']]]);
+    expect(pod.spec.containers[0]!.resources).toEqual(agent.resources);
+    expect(pod.spec.containers[0]!.securityContext).toEqual(agent.securityContext);
+    expect(o.get('ServiceAccount/rlmesh-system/rlmesh-status-test')).toMatchObject({ automountServiceAccountToken: false });
+  });
+  it('its NetworkPolicy opens the Kubernetes API\'s addresses and ports only: no DNS, nothing in', () => {
+    const np = o.get('NetworkPolicy/rlmesh-system/rlmesh-status-test')! as unknown as { spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; egress: unknown[]; ingress?: unknown } };
+    expect(np.spec.podSelector.matchLabels).toEqual(Object.fromEntries(Object.entries(pod.metadata.labels!).filter(([k]) => ['app.kubernetes.io/name', 'app.kubernetes.io/instance'].includes(k))));
+    expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(np.spec.ingress).toBeUndefined();
+    expect(np.spec.egress).toEqual([{ to: [{ ipBlock: { cidr: '10.96.0.1/32' } }, { ipBlock: { cidr: '192.0.2.10/32' } }], ports: [{ protocol: 'TCP', port: 443 }, { protocol: 'TCP', port: 6443 }] }]);
+  });
+  it('helmTest.enabled=false renders none of it', () => {
+    expect([...render([...token, '--set', 'helmTest.enabled=false']).keys()].filter((k) => k.includes('rlmesh-status-test'))).toEqual([]);
   });
 });
 
