@@ -76,6 +76,16 @@ describe('the chart knobs (lib/chart-knobs.ts)', () => {
     ]);
   });
 
+  it('refuses a dnsConfig nameserver outside every ipBlock when all DNS peers are ipBlocks; with a selector peer, or IPv6, it does not judge', () => {
+    const ipBlocks = { dnsPeers: [{ ipBlock: { cidr: '169.254.20.10/32' } }, { ipBlock: { cidr: '10.96.0.0/16', except: ['10.96.5.0/24'] } }] };
+    expect(issues({ network: ipBlocks, agent: { dnsConfig: { nameservers: ['169.254.20.10', '10.96.0.10', '10.96.5.3'] } } })).toEqual([
+      "agent.dnsConfig.nameservers.2: 10.96.5.3 lies in no ipBlock of network.dnsPeers, and the NetworkPolicies let this pod reach DNS only at those peers (on network.dnsPorts): its lookups there would time out; add an ipBlock peer holding it to network.dnsPeers, or leave nameservers to the cluster DNS",
+    ]);
+    expect(issues({ network: ipBlocks, controller: { dnsConfig: { nameservers: ['fd00::10'] } } })).toEqual([]);
+    // the default peers select kube-dns pods, which its Service address reaches
+    expect(issues({ controller: { dnsConfig: { nameservers: ['10.96.0.10'] } } })).toEqual([]);
+  });
+
   it('refuses malformed extraVolumes, extraVolumeMounts and global.imagePullSecrets, naming the path', () => {
     const first = (values: Record<string, unknown>) => issues(values)[0]?.slice(0, issues(values)[0]!.indexOf(': '));
     expect(first({ agent: { extraVolumes: [{ name: 'Bad_Name', emptyDir: {} }] } })).toBe('agent.extraVolumes.0.name');

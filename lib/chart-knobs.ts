@@ -5,6 +5,7 @@
 // lib/values-schema.ts spreads these into its schema; knobErrors() are the
 // rules JSON Schema cannot express (their words: KNOB_REFUSALS), which the
 // chart's templates/_validate-knobs.tpl checks the same way.
+import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { refuse } from './refusals.ts';
 import { KNOB_REFUSALS } from './knob-refusals.ts';
@@ -132,7 +133,7 @@ export const podDnsValues = (what: string) => ({
     .strict()
     .default({})
     .describe(
-      `DNS settings of ${what}'s pod (PodDNSConfig), merged with the cluster DNS (dnsPolicy stays ClusterFirst). Its NetworkPolicy lets it reach DNS only at network.dnsPeers on network.dnsPorts: every nameserver must be one of those peers (an address inside an ipBlock peer, or a resolver pod a selector peer selects, e.g. the DNS Service's), else lookups time out.`,
+      `DNS settings of ${what}'s pod (PodDNSConfig), merged with the cluster DNS (dnsPolicy stays ClusterFirst). Its NetworkPolicy lets it reach DNS only at network.dnsPeers on network.dnsPorts: every nameserver must be one of those peers (an address inside an ipBlock peer, or a resolver pod a selector peer selects, e.g. the DNS Service's), else lookups time out. When every peer is an ipBlock, an IPv4 nameserver outside them is refused.`,
     ),
 });
 
@@ -224,6 +225,34 @@ export function volumeErrors(blocks: Record<string, VolumeBlock>): { path: strin
     const names = new Set(c.extraVolumes.map((x) => x.name));
     c.extraVolumeMounts.forEach((m, index) => {
       if (!names.has(m.name)) errors.push(refuse(R.extraVolumeMountUnknown, { block, index, name: m.name }));
+    });
+  }
+  return errors;
+}
+
+type DnsBlock = { dnsConfig: { nameservers?: string[] } };
+type DnsPeer = { ipBlock?: { cidr: string; except?: string[] }; namespaceSelector?: unknown; podSelector?: unknown };
+
+const inCidr = (ip: ipaddr.IPv4, cidr: string): boolean => {
+  const range = ipaddr.parseCIDR(cidr);
+  return range[0].kind() === 'ipv4' && ip.match(range);
+};
+
+/**
+ * Each IPv4 nameserver of a block's dnsConfig inside an ipBlock of network.dnsPeers (and outside
+ * its except), when every peer is an ipBlock. A selector peer selects resolver pods, which a
+ * Service address (the cluster DNS's ClusterIP) reaches, so with one the address is not judged;
+ * nor is an IPv6 nameserver (the template cannot match IPv6 ranges).
+ */
+export function nameserverErrors(dnsPeers: DnsPeer[], blocks: Record<string, DnsBlock>): { path: string; message: string }[] {
+  if (dnsPeers.some((p) => p.ipBlock === undefined)) return [];
+  const errors: { path: string; message: string }[] = [];
+  for (const [block, c] of Object.entries(blocks)) {
+    (c.dnsConfig.nameservers ?? []).forEach((ns, index) => {
+      if (!ipaddr.IPv4.isValidFourPartDecimal(ns)) return;
+      const ip = ipaddr.IPv4.parse(ns);
+      const covered = dnsPeers.some(({ ipBlock }) => inCidr(ip, ipBlock!.cidr) && !(ipBlock!.except ?? []).some((e) => inCidr(ip, e)));
+      if (!covered) errors.push(refuse(KNOB_REFUSALS.nameserverNotDnsPeer, { block, index, ip: ns }));
     });
   }
   return errors;

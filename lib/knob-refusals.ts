@@ -47,4 +47,9 @@ export const KNOB_REFUSALS = {
     path: '{block}.extraVolumeMounts.{index}',
     message: '{name} names no volume of {block}.extraVolumes: add that volume to {block}.extraVolumes, or mount one it has',
   },
+  nameserverNotDnsPeer: {
+    path: '{block}.dnsConfig.nameservers.{index}',
+    message:
+      '{ip} lies in no ipBlock of network.dnsPeers, and the NetworkPolicies let this pod reach DNS only at those peers (on network.dnsPorts): its lookups there would time out; add an ipBlock peer holding it to network.dnsPeers, or leave nameservers to the cluster DNS',
+  },
 } as const satisfies Record<string, Refusal>;

@@ -17,7 +17,7 @@ import { NAMES, PLATFORM_NODE_REQUIREMENTS, RUNTIME_PLATFORM } from './fixed-nam
 import { requiredNodeTerms } from './preflight/label-selector.ts';
 import { DEFAULT_PROXY_PORTS, HOST_LABELS, proxyErrors } from './outbound-proxy-values.ts';
 import { isReservedKey } from './evaluation-placement.ts';
-import { extraEnvSchema, extraVolumeValues, knobErrors, podDnsValues, knobValues, reservedLabel, serviceAccountSchema, VOLUME_BLOCKS, volumeErrors } from './chart-knobs.ts';
+import { extraEnvSchema, extraVolumeValues, knobErrors, nameserverErrors, podDnsValues, knobValues, reservedLabel, serviceAccountSchema, VOLUME_BLOCKS, volumeErrors } from './chart-knobs.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength (HOST_LABELS: lib/outbound-proxy-values.ts).
 export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
@@ -830,6 +830,7 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
   errors.push(...limitRangeErrors(v));
   errors.push(...knobErrors(v, Object.fromEntries(POD_BLOCKS.map((b) => [b, podBlock(v, b)]))));
   errors.push(...volumeErrors(Object.fromEntries(VOLUME_BLOCKS.map((b) => [b, v[b]]))));
+  errors.push(...nameserverErrors(v.network.dnsPeers, Object.fromEntries(VOLUME_BLOCKS.map((b) => [b, v[b]]))));
   return errors;
 }
 

@@ -249,6 +249,9 @@ describe('refusals: helm and knobErrors() say the same, naming the path', () => 
     ...CHART_VOLUME_NAMES.map((n) => ({ name: `agent.extraVolumes named ${n}`, values: { agent: { extraVolumes: [{ name: n, emptyDir: {} }] } }, path: 'agent.extraVolumes.0' })),
     { name: 'extraVolumes twice', values: { egress: { extraVolumes: [{ name: 'a', emptyDir: {} }, { name: 'a', configMap: { name: 'x' } }] } }, path: 'egress.extraVolumes.1' },
     { name: 'extraVolumeMounts of no extra volume', values: { agent: { extraVolumes: [{ name: 'a', emptyDir: {} }], extraVolumeMounts: [{ name: 'config', mountPath: '/x' }] } }, path: 'agent.extraVolumeMounts.0' },
+    { name: 'dnsConfig nameserver outside ipBlock-only dnsPeers', values: { network: { dnsPeers: [{ ipBlock: { cidr: '169.254.20.10/32' } }] }, agent: { dnsConfig: { nameservers: ['169.254.20.10', '8.8.8.8'] } } }, path: 'agent.dnsConfig.nameservers.1' },
+    { name: 'dnsConfig nameserver in an ipBlock\'s except', values: { network: { dnsPeers: [{ ipBlock: { cidr: '10.96.0.0/16', except: ['10.96.5.0/24'] } }] }, egress: { dnsConfig: { nameservers: ['10.96.255.255', '10.96.5.3'] } } }, path: 'egress.dnsConfig.nameservers.1' },
+    { name: 'dnsConfig nameserver just outside an ipBlock', values: { network: { dnsPeers: [{ ipBlock: { cidr: '10.0.0.8/29' } }] }, gpuFeatureDiscovery: { dnsConfig: { nameservers: ['10.0.0.15', '10.0.0.16'] } } }, path: 'gpuFeatureDiscovery.dnsConfig.nameservers.1' },
     { name: 'serviceAccount.annotations key with an uppercase prefix', values: { agent: { serviceAccount: { annotations: { 'eks.amazonaws.com/role-arn': 'ok', 'IAM.gke.io/gcp-service-account': 'x' } } } }, path: 'agent.serviceAccount.annotations.IAM.gke.io/gcp-service-account' },
   ];
   for (const c of cases) {

@@ -39,6 +39,10 @@
 {{- define "rlmesh.refusal.extraVolumeMountUnknown" -}}
 {{- printf "%v.extraVolumeMounts.%v: %v names no volume of %v.extraVolumes: add that volume to %v.extraVolumes, or mount one it has" (index . "block") (index . "index") (index . "name") (index . "block") (index . "block") -}}
 {{- end }}
+{{/* nameserverNotDnsPeer; include with (dict "block" … "index" … "ip" …) */}}
+{{- define "rlmesh.refusal.nameserverNotDnsPeer" -}}
+{{- printf "%v.dnsConfig.nameservers.%v: %v lies in no ipBlock of network.dnsPeers, and the NetworkPolicies let this pod reach DNS only at those peers (on network.dnsPorts): its lookups there would time out; add an ipBlock peer holding it to network.dnsPeers, or leave nameservers to the cluster DNS" (index . "block") (index . "index") (index . "ip") -}}
+{{- end }}
 {{/* noCredentials */}}
 {{- define "rlmesh.refusal.noCredentials" -}}
 {{- printf "joinToken: neither joinToken nor credentials.controlSecret is set: pass --set joinToken=rlm_jt_… from Clusters → Connect your cluster, or name your own Secrets in credentials.controlSecret and credentials.pullSecret" -}}
