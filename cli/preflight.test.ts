@@ -1,7 +1,7 @@
-import { writeFileSync } from 'node:fs';
+import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { preflight } from './preflight.ts';
 import { tempDir } from '../test/support/temp.ts';
 
@@ -30,6 +30,15 @@ writeFileSync(
   }),
 );
 
+/** PATH with a `helm` first that prints this version, as `helm version --template {{.Version}}` does. */
+function helmPrinting(version: string): string {
+  const bin = tempDir('rlmesh-preflight-helm-');
+  writeFileSync(join(bin, 'helm'), `#!/bin/sh\nprintf ${version}\n`);
+  chmodSync(join(bin, 'helm'), 0o755);
+  return `${bin}:${process.env.PATH}`;
+}
+afterEach(() => vi.unstubAllEnvs());
+
 describe('rlmesh preflight arguments', () => {
   it('prints help and exits 0', async () => {
     const r = await cli(['--help']);
@@ -57,11 +66,21 @@ describe('rlmesh preflight arguments', () => {
     expect(r).toMatchObject({ code: 2, err: expect.stringContaining('the kubeconfig has no context "prod" (it has: ctx)') });
   });
   it('reports an unreachable API server as warnings, not a crash', async () => {
+    vi.stubEnv('PATH', helmPrinting('v3.17.0'));
     const local = join(dir, 'local.yaml');
     writeFileSync(local, 'controlPlane:\n  apiHost: localhost\n  registryHost: localhost\n');
     const r = await cli(['--kubeconfig', kubeconfig, '-f', local, '-o', 'json']);
     expect(r.code).toBe(0);
     const report = JSON.parse(r.out) as { checks: { id: string; verdict: string; found: string }[] };
     expect(report.checks.find((c) => c.id === 'kubernetes-version')).toMatchObject({ verdict: 'warn', found: expect.stringContaining('could not check') });
+  });
+  it('fails, exit 1, on a helm older than 3.14 on PATH, naming it and the fix', async () => {
+    vi.stubEnv('PATH', helmPrinting('v3.13.2'));
+    const local = join(dir, 'local-old-helm.yaml');
+    writeFileSync(local, 'controlPlane:\n  apiHost: localhost\n  registryHost: localhost\n');
+    const r = await cli(['--kubeconfig', kubeconfig, '-f', local]);
+    expect(r.code).toBe(1);
+    expect(r.out).toContain('Helm v3.13.2; the New install command needs 3.14 or newer');
+    expect(r.out).toContain('Install Helm 3.14 or newer');
   });
 });

@@ -14,10 +14,10 @@ import { readValuesFiles } from './values-files.ts';
 export const PREFLIGHT_HELP = `Usage: rlmesh preflight [--kubeconfig <file>] [--context <name>] [--values <file>]... [--output table|json]
 
 Checks the cluster of your kube context against the runtime's prerequisites
-before you install it: Kubernetes version, node architectures, your rights,
-one installation per cluster, storage, GPUs, DNS peers, NetworkPolicy and
-clock skew. Each check says what it found and what to do. Exits 1 if any
-check fails.
+before you install it: Kubernetes version, the helm on PATH (3.14 or later),
+node architectures, your rights, one installation per cluster, storage, GPUs,
+DNS peers, NetworkPolicy and clock skew. Each check says what it found and
+what to do. Exits 1 if any check fails.
 
 Options:
   --kubeconfig <file>   kubeconfig to use (default: $KUBECONFIG or ~/.kube/config)

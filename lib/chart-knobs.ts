@@ -1,9 +1,11 @@
 // The chart's ordinary knobs: labels and annotations on what it renders, log
 // level and format, ServiceAccount annotations, extra environment variables
-// per component, and the arbitrary-UID mode of OpenShift's restricted-v2 SCC.
+// and volumes per component, and the arbitrary-UID mode of OpenShift's
+// restricted-v2 SCC.
 // lib/values-schema.ts spreads these into its schema; knobErrors() are the
 // rules JSON Schema cannot express (their words: KNOB_REFUSALS), which the
 // chart's templates/_validate-knobs.tpl checks the same way.
+import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { refuse } from './refusals.ts';
 import { KNOB_REFUSALS } from './knob-refusals.ts';
@@ -38,6 +40,21 @@ export const CHART_ENV_NAMES = [
   'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'HOME',
 ];
 
+/** Volumes the chart gives its pods (templates/_helpers.tpl and the workloads; a test finds no other): extraVolumes may not take these names. */
+export const CHART_VOLUME_NAMES = ['config', 'tmp', 'ca-bundle', 'spool', 'cluster-ranges', 'proxy-credentials'];
+
+/**
+ * The long-running components in the release namespace that take extraVolumes and
+ * extraVolumeMounts. Not the cache filler, which runs in rlmesh-runs beside evaluation
+ * pods, nor the CRD upgrade hook; evaluation pods take no chart volumes at all.
+ */
+export const VOLUME_BLOCKS = ['egress', 'agent', 'controller', 'gpuFeatureDiscovery'] as const;
+
+/** The volume sources Pod Security restricted allows (everything else is refused: extraVolumeType, extraVolumeHostPath). */
+export const RESTRICTED_VOLUME_SOURCES = ['configMap', 'secret', 'projected', 'downwardAPI', 'emptyDir', 'csi', 'ephemeral', 'persistentVolumeClaim'];
+
+const VOLUME_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export const LOG_FORMATS = ['json', 'text'] as const;
 
@@ -62,6 +79,63 @@ export const extraEnvSchema = (what: string) =>
     .array(envVar)
     .default([])
     .describe(`Extra environment variables of ${what}'s container: EnvVars (name with value or valueFrom), after the chart's own. Names the chart sets itself (${CHART_ENV_NAMES.join(', ')}) are refused.`);
+
+/** A Volume as a pod takes it: a name and one source (the source's fields are checked by the apiserver). */
+const volume = z
+  .object({ name: z.string().max(63).regex(VOLUME_NAME, { message: 'must be a volume name: at most 63 lowercase letters, digits and -, starting and ending with a letter or digit' }) })
+  .catchall(z.unknown());
+
+/** A VolumeMount of one of the component's extraVolumes. */
+const volumeMount = z
+  .object({
+    name: z.string().min(1).max(63),
+    mountPath: z.string().regex(/^\//, { message: 'must be an absolute path' }),
+    readOnly: z.boolean().optional(),
+    subPath: z.string().optional(),
+    subPathExpr: z.string().optional(),
+    recursiveReadOnly: z.enum(['Disabled', 'IfPossible', 'Enabled']).optional(),
+    // Bidirectional needs a privileged container, which the chart never runs
+    mountPropagation: z.enum(['None', 'HostToContainer']).optional(),
+  })
+  .strict();
+
+/** extraVolumes and extraVolumeMounts of a component's pod and its container. */
+export const extraVolumeValues = (what: string) => ({
+  extraVolumes: z
+    .array(volume)
+    .default([])
+    .describe(
+      `Extra volumes of ${what}'s pod (Volumes: name and one source), after the chart's own; mount them with extraVolumeMounts. Pod Security restricted applies: only ${RESTRICTED_VOLUME_SOURCES.join(', ')} volumes, never hostPath. The chart's own volume names (${CHART_VOLUME_NAMES.join(', ')}) are refused.`,
+    ),
+  extraVolumeMounts: z
+    .array(volumeMount)
+    .default([])
+    .describe(`Extra VolumeMounts of ${what}'s container, each of a volume in extraVolumes (name, mountPath, readOnly, subPath); the container's security context (read-only root filesystem, no privilege) stays as it is.`),
+});
+
+const ip = z.union([z.ipv4(), z.ipv6()]);
+const hostname = z.string().min(1).max(253).regex(/^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$/, { message: 'must be a host name: letters, digits, - and .' });
+
+/** hostAliases and dnsConfig of a component's pod. */
+export const podDnsValues = (what: string) => ({
+  hostAliases: z
+    .array(z.object({ ip, hostnames: z.array(hostname).min(1) }).strict())
+    .default([])
+    .describe(
+      `Entries added to /etc/hosts of ${what}'s pod (HostAliases: ip and hostnames), e.g. a control plane or proxy name your DNS does not resolve. Its NetworkPolicy still decides where the pod may connect: an address outside it needs controlPlane.addresses or controlPlane.proxy.`,
+    ),
+  dnsConfig: z
+    .object({
+      nameservers: z.array(ip).max(3).optional().describe('Resolver addresses added to the cluster DNS (at most 3 in all).'),
+      searches: z.array(hostname).max(32).optional().describe('Search domains added to the pod\'s.'),
+      options: z.array(z.object({ name: z.string().min(1), value: z.string().optional() }).strict()).optional().describe('resolv.conf options, e.g. [{name: ndots, value: "2"}].'),
+    })
+    .strict()
+    .default({})
+    .describe(
+      `DNS settings of ${what}'s pod (PodDNSConfig), merged with the cluster DNS (dnsPolicy stays ClusterFirst). Its NetworkPolicy lets it reach DNS only at network.dnsPeers on network.dnsPorts: every nameserver must be one of those peers (an address inside an ipBlock peer, or a resolver pod a selector peer selects, e.g. the DNS Service's), else lookups time out. When every peer is an ipBlock, an IPv4 nameserver outside them is refused.`,
+    ),
+});
 
 /** serviceAccount of a component: annotations on its ServiceAccount (IRSA, Workload Identity). */
 export const serviceAccountSchema = (what: string) =>
@@ -132,6 +206,58 @@ type KnobBlock = { extraEnv: { name: string; value?: string; valueFrom?: unknown
  * Label and annotation keys (well-formed, not the chart's own) of the top-level knobs; of each
  * block, extraEnv names (not the chart's own) and ServiceAccount annotation keys (well-formed).
  */
+type VolumeBlock = { extraVolumes: ({ name: string } & Record<string, unknown>)[]; extraVolumeMounts: { name: string }[] };
+
+/** Each extraVolumes entry: a source restricted allows (hostPath named with its path), not a chart volume's name, once; each mount of one of them. */
+export function volumeErrors(blocks: Record<string, VolumeBlock>): { path: string; message: string }[] {
+  const R = KNOB_REFUSALS;
+  const errors: { path: string; message: string }[] = [];
+  for (const [block, c] of Object.entries(blocks)) {
+    c.extraVolumes.forEach((vol, index) => {
+      const { name } = vol;
+      const hostPath = vol.hostPath as { path?: unknown } | undefined;
+      const other = Object.keys(vol).find((k) => k !== 'name' && k !== 'hostPath' && !RESTRICTED_VOLUME_SOURCES.includes(k));
+      if (hostPath !== undefined) errors.push(refuse(R.extraVolumeHostPath, { block, index, name, hostPath: String(hostPath?.path ?? '') }));
+      else if (other !== undefined) errors.push(refuse(R.extraVolumeType, { block, index, name, type: other }));
+      if (CHART_VOLUME_NAMES.includes(name)) errors.push(refuse(R.extraVolumeReserved, { block, index, name }));
+      else if (c.extraVolumes.findIndex((x) => x.name === name) < index) errors.push(refuse(R.extraVolumeTwice, { block, index, name }));
+    });
+    const names = new Set(c.extraVolumes.map((x) => x.name));
+    c.extraVolumeMounts.forEach((m, index) => {
+      if (!names.has(m.name)) errors.push(refuse(R.extraVolumeMountUnknown, { block, index, name: m.name }));
+    });
+  }
+  return errors;
+}
+
+type DnsBlock = { dnsConfig: { nameservers?: string[] } };
+type DnsPeer = { ipBlock?: { cidr: string; except?: string[] }; namespaceSelector?: unknown; podSelector?: unknown };
+
+const inCidr = (ip: ipaddr.IPv4, cidr: string): boolean => {
+  const range = ipaddr.parseCIDR(cidr);
+  return range[0].kind() === 'ipv4' && ip.match(range);
+};
+
+/**
+ * Each IPv4 nameserver of a block's dnsConfig inside an ipBlock of network.dnsPeers (and outside
+ * its except), when every peer is an ipBlock. A selector peer selects resolver pods, which a
+ * Service address (the cluster DNS's ClusterIP) reaches, so with one the address is not judged;
+ * nor is an IPv6 nameserver (the template cannot match IPv6 ranges).
+ */
+export function nameserverErrors(dnsPeers: DnsPeer[], blocks: Record<string, DnsBlock>): { path: string; message: string }[] {
+  if (dnsPeers.some((p) => p.ipBlock === undefined)) return [];
+  const errors: { path: string; message: string }[] = [];
+  for (const [block, c] of Object.entries(blocks)) {
+    (c.dnsConfig.nameservers ?? []).forEach((ns, index) => {
+      if (!ipaddr.IPv4.isValidFourPartDecimal(ns)) return;
+      const ip = ipaddr.IPv4.parse(ns);
+      const covered = dnsPeers.some(({ ipBlock }) => inCidr(ip, ipBlock!.cidr) && !(ipBlock!.except ?? []).some((e) => inCidr(ip, e)));
+      if (!covered) errors.push(refuse(KNOB_REFUSALS.nameserverNotDnsPeer, { block, index, ip: ns }));
+    });
+  }
+  return errors;
+}
+
 export function knobErrors(v: KnobValues, blocks: Record<string, KnobBlock>): { path: string; message: string }[] {
   const R = KNOB_REFUSALS;
   const errors: { path: string; message: string }[] = [];

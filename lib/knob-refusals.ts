@@ -25,4 +25,31 @@ export const KNOB_REFUSALS = {
     path: '{block}.extraEnv.{index}',
     message: '{name} has both value and valueFrom, and the apiserver refuses a variable with both: keep value for a literal, or valueFrom (e.g. secretKeyRef) for a secret',
   },
+  extraVolumeHostPath: {
+    path: '{block}.extraVolumes.{index}',
+    message:
+      '{name} is a hostPath volume ({hostPath}): the chart\'s pods meet Pod Security restricted, which refuses host paths, and a runtime pod with the node\'s files would reach past its fence; deliver the files as a configMap, secret, projected or csi volume instead',
+  },
+  extraVolumeType: {
+    path: '{block}.extraVolumes.{index}',
+    message:
+      '{name} is a volume of type {type}, which Pod Security restricted refuses (the chart\'s pods meet it): use configMap, secret, projected, downwardAPI, emptyDir, csi, ephemeral or persistentVolumeClaim',
+  },
+  extraVolumeReserved: {
+    path: '{block}.extraVolumes.{index}',
+    message: '{name} is the name of a volume the chart gives this pod itself (config, tmp, ca-bundle, spool, cluster-ranges, proxy-credentials), and the API server refuses two of one name: choose another name',
+  },
+  extraVolumeTwice: {
+    path: '{block}.extraVolumes.{index}',
+    message: '{name} is listed more than once, and the API server refuses two volumes of one name: list each volume once',
+  },
+  extraVolumeMountUnknown: {
+    path: '{block}.extraVolumeMounts.{index}',
+    message: '{name} names no volume of {block}.extraVolumes: add that volume to {block}.extraVolumes, or mount one it has',
+  },
+  nameserverNotDnsPeer: {
+    path: '{block}.dnsConfig.nameservers.{index}',
+    message:
+      '{ip} lies in no ipBlock of network.dnsPeers, and the NetworkPolicies let this pod reach DNS only at those peers (on network.dnsPorts): its lookups there would time out; add an ipBlock peer holding it to network.dnsPeers, or leave nameservers to the cluster DNS',
+  },
 } as const satisfies Record<string, Refusal>;

@@ -17,7 +17,7 @@ import { NAMES, PLATFORM_NODE_REQUIREMENTS, RUNTIME_PLATFORM } from './fixed-nam
 import { requiredNodeTerms } from './preflight/label-selector.ts';
 import { DEFAULT_PROXY_PORTS, HOST_LABELS, proxyErrors } from './outbound-proxy-values.ts';
 import { isReservedKey } from './evaluation-placement.ts';
-import { extraEnvSchema, knobErrors, knobValues, reservedLabel, serviceAccountSchema } from './chart-knobs.ts';
+import { extraEnvSchema, extraVolumeValues, knobErrors, nameserverErrors, podDnsValues, knobValues, reservedLabel, serviceAccountSchema, VOLUME_BLOCKS, volumeErrors } from './chart-knobs.ts';
 
 // Helm validates patterns with Go's RE2: no lookahead, so length is a separate maxLength (HOST_LABELS: lib/outbound-proxy-values.ts).
 export const hostnamePattern = new RegExp(`^${HOST_LABELS}$`);
@@ -435,6 +435,8 @@ export const valuesObjectSchema = z
         port: port.default(3128).describe('Port of the egress proxy Service.'),
         topologySpread: topologySpread('the egress proxy'),
         ...runtimePod('the egress proxy', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi' } }),
+        ...extraVolumeValues('the egress proxy'),
+        ...podDnsValues('the egress proxy'),
       })
       .strict()
       .prefault({})
@@ -622,6 +624,8 @@ export const valuesObjectSchema = z
           ),
         // a whole CPU for its start, which is CPU-bound: process start → Connected took 884 ms in a pod at 500m and 542 ms at 1 (test/bench/start.ts)
         ...runtimePod('the agent', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
+        ...extraVolumeValues('the agent'),
+        ...podDnsValues('the agent'),
       })
       .strict()
       .prefault({})
@@ -638,6 +642,8 @@ export const valuesObjectSchema = z
           .describe('At most this many evaluations run at once in this cluster; the rest wait in phase Waiting (reason ConcurrencyLimit) and start as others finish. null: no limit beyond what the nodes and quotas allow.'),
         topologySpread: topologySpread('the controller'),
         ...runtimePod('the controller', RUNTIME_IMAGE, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } }),
+        ...extraVolumeValues('the controller'),
+        ...podDnsValues('the controller'),
       })
       .strict()
       .prefault({})
@@ -649,6 +655,8 @@ export const valuesObjectSchema = z
           .default(true)
           .describe('Label GPU nodes with vendor, model and memory (a DaemonSet on the nodes gpuFeatureDiscovery.affinity selects: by default those with a GPU label of a vendor tool or a cloud GPU pool). Off: nothing GPU-specific is installed.'),
         ...runtimePod('GPU feature discovery', RUNTIME_IMAGE, small),
+        ...extraVolumeValues('GPU feature discovery'),
+        ...podDnsValues('GPU feature discovery'),
         affinity: affinitySchema
           .default({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: GPU_NODE_TERMS } } })
           .describe(
@@ -704,6 +712,18 @@ export const valuesObjectSchema = z
       })
       .strict()
       .prefault({}),
+    helmTest: z
+      .object({
+        enabled: z
+          .boolean()
+          .default(true)
+          .describe(
+            'Render the helm test hook: `helm test <release>` runs `rlmesh status` in a pod (the runtime image, the agent\'s scheduling and resources) as ServiceAccount rlmesh-status-test, bound to the rlmesh-status roles; its NetworkPolicy opens only the Kubernetes API\'s addresses. The test fails when a check fails; `helm test --logs` prints the checks.',
+          ),
+      })
+      .strict()
+      .prefault({})
+      .describe('The helm test hook.'),
     observability: z
       .object({ enabled: z.boolean().default(false).describe('Join also claims the relay credential (Secret rlmesh-cluster-relay-secret) for the rlmesh-observability chart.') })
       .strict()
@@ -747,10 +767,18 @@ export const valuesObjectSchema = z
       .prefault({})
       .describe('Prometheus metrics.'),
     global: z
-      .object({ imageRegistry: imageRegistrySchema })
+      .object({
+        imageRegistry: imageRegistrySchema,
+        imagePullSecrets: z
+          .array(z.union([secretName.min(1), z.object({ name: secretName.min(1) }).strict()]))
+          .default([])
+          .describe(
+            'Pull Secrets (names, or {name: …}) for the pods this chart renders, as umbrella charts set them for every subchart. Unlike imagePullSecrets, the controller never gives them to a pod it starts (evaluation and NetworkPolicy probe pods); evaluation images take evaluations.imagePullSecrets.',
+          ),
+      })
       .catchall(z.unknown())
       .prefault({})
-      .describe('Helm global values, shared with the rlmesh-observability chart and any umbrella chart; this chart reads imageRegistry.'),
+      .describe('Helm global values, shared with the rlmesh-observability chart and any umbrella chart; this chart reads imageRegistry and imagePullSecrets.'),
     imagePullSecrets: z
       .array(z.object({ name: secretName.min(1) }).strict())
       .default([])
@@ -801,6 +829,8 @@ export function crossFieldErrors(v: Values): { path: string; message: string }[]
   errors.push(...ephemeralStorageErrors(v));
   errors.push(...limitRangeErrors(v));
   errors.push(...knobErrors(v, Object.fromEntries(POD_BLOCKS.map((b) => [b, podBlock(v, b)]))));
+  errors.push(...volumeErrors(Object.fromEntries(VOLUME_BLOCKS.map((b) => [b, v[b]]))));
+  errors.push(...nameserverErrors(v.network.dnsPeers, Object.fromEntries(VOLUME_BLOCKS.map((b) => [b, v[b]]))));
   return errors;
 }
 

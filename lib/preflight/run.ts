@@ -8,6 +8,7 @@ import { checkClockSkew } from './checks/clock-skew.ts';
 import { checkPrivateViaProxy, PRIVATE_VIA_PROXY } from './checks/private-via-proxy.ts';
 import { checkDnsPeers } from './checks/dns-peers.ts';
 import { checkGpuResources } from './checks/gpu-resources.ts';
+import { checkHelmVersion } from './checks/helm-version.ts';
 import { checkInstallRights } from './checks/install-rights.ts';
 import { checkKubernetesVersion } from './checks/kubernetes-version.ts';
 import { checkNetworkPolicy } from './checks/network-policy.ts';
@@ -27,6 +28,8 @@ type Entry = { id: string; check: Check; cli: boolean; agent: boolean };
 
 const CHECKS: Entry[] = [
   { id: 'kubernetes-version', check: checkKubernetesVersion, cli: true, agent: true },
+  // the helm of whoever will run the install command; the agent runs none
+  { id: 'helm-version', check: checkHelmVersion, cli: true, agent: false },
   { id: 'node-architecture', check: checkNodeArchitecture, cli: true, agent: true },
   { id: 'install-rights', check: checkInstallRights, cli: true, agent: false },
   { id: 'single-installation', check: checkSingleInstallation, cli: true, agent: true },

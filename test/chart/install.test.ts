@@ -93,8 +93,9 @@ describe('the chart on the local cluster', () => {
       // each pod template as a Pod in rlmesh-runs, where restricted is enforced
       for (const doc of parseAllDocuments(rendered)) {
         const o = doc.toJS() as K8sObject | null;
-        if (!o || !['Deployment', 'DaemonSet', 'Job'].includes(o.kind)) continue;
-        const t = podTemplate(o);
+        if (!o || !['Deployment', 'DaemonSet', 'Job', 'Pod'].includes(o.kind)) continue;
+        // the helm test hook is a Pod itself
+        const t = o.kind === 'Pod' ? (o as unknown as ReturnType<typeof podTemplate>) : podTemplate(o);
         const { serviceAccountName: _sa, ...spec } = t.spec;
         const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: `dryrun-${o.metadata.name}`, namespace: RUNS }, spec };
         const p = kubectl(['create', '--dry-run=server', '-f', '-'], { input: JSON.stringify(pod), allowFail: true });

@@ -277,7 +277,7 @@ describe('objects', () => {
     expect(obsRole.rules.flatMap((r) => r.resourceNames ?? [])).toContain('rlmesh-cluster-relay-secret');
   });
 
-  it("rlmesh status's least-privilege roles: read-only, no Secret; bound to statusRole.subjects when given", () => {
+  it("rlmesh status's least-privilege roles: read-only, no Secret; bound to the helm test hook's ServiceAccount and statusRole.subjects", () => {
     type Rules = K8sObject & { rules: { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[] };
     const roles = [get(objs, 'Role', SYS, 'rlmesh-status'), get(objs, 'Role', RUNS, 'rlmesh-status'), get(objs, 'ClusterRole', '', 'rlmesh-status'), get(objs, 'Role', 'default', 'rlmesh-status')] as Rules[];
     for (const r of roles.flatMap((o) => o.rules)) {
@@ -291,9 +291,12 @@ describe('objects', () => {
       { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list'] },
     ]);
     expect(roles[0]!.rules).toContainEqual({ apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], resourceNames: ['rlmesh-cluster-controller'], verbs: ['get'] });
-    expect([...objs.keys()].filter((k) => k.includes('Binding/') && k.endsWith('/rlmesh-status'))).toEqual([]);
+    const hook = { kind: 'ServiceAccount', name: 'rlmesh-status-test', namespace: SYS };
+    for (const k of [...objs.keys()].filter((k) => k.includes('Binding/') && k.endsWith('/rlmesh-status'))) expect((objs.get(k) as K8sObject & { subjects: unknown[] }).subjects, k).toEqual([hook]);
+    const noTest = render([...token, '--set', 'helmTest.enabled=false']);
+    expect([...noTest.keys()].filter((k) => (k.includes('Binding/') && k.endsWith('/rlmesh-status')) || k.endsWith('/rlmesh-status-test'))).toEqual([]);
     const bound = render([...token, '--set-json', 'statusRole.subjects=[{"kind":"ServiceAccount","name":"sre","namespace":"ops"},{"kind":"Group","name":"sre-team"}]']);
-    const subjects = [{ kind: 'ServiceAccount', name: 'sre', namespace: 'ops' }, { kind: 'Group', name: 'sre-team', apiGroup: 'rbac.authorization.k8s.io' }];
+    const subjects = [hook, { kind: 'ServiceAccount', name: 'sre', namespace: 'ops' }, { kind: 'Group', name: 'sre-team', apiGroup: 'rbac.authorization.k8s.io' }];
     for (const [kind, ns] of [['RoleBinding', SYS], ['RoleBinding', RUNS], ['RoleBinding', 'default'], ['ClusterRoleBinding', '']] as const) {
       const b = get(bound, kind, ns, 'rlmesh-status') as K8sObject & { subjects: unknown[]; roleRef: { kind: string; name: string } };
       expect(b.subjects).toEqual(subjects);
@@ -1028,5 +1031,11 @@ describe('NOTES.txt', () => {
       'kubectl -n rlmesh-runs get pods,pvc',
     ])
       expect(notes).toContain(line);
+  });
+  it('points to rlmesh status and helm test, and says the New install command needs Helm 3.14', () => {
+    const notes = readFileSync(join(CHART, 'templates/NOTES.txt'), 'utf8');
+    expect(notes).toContain('  rlmesh status -n {{ .Release.Namespace }}\n');
+    expect(notes).toContain('it needs Helm 3.14 or later.');
+    expect(notes).toContain('  helm test {{ .Release.Name }} -n {{ .Release.Namespace }} --logs\n');
   });
 });

@@ -3,11 +3,13 @@
 // control plane away (the agent disconnected, its spool filling), the
 // NetworkPolicy probe failing, a wrong pull Secret, a control plane that refuses
 // the agent's version. The CLI runs as a user
-// runs it: `node cli/main.ts status` with the cluster's admin kubeconfig.
+// runs it: `node cli/main.ts status` with the cluster's admin kubeconfig; and
+// `helm test`, whose hook pod runs the same checks in the cluster with the
+// chart's rlmesh-status roles, exit 0 when healthy and non-zero on a ✗.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubectl, run, serviceAccountKubeconfig } from '../support/cluster.ts';
+import { helm, kubectl, run, serviceAccountKubeconfig } from '../support/cluster.ts';
 import { controlPlaneMainOfVersion } from '../support/control-plane-of-version.ts';
 import { api, ROOT, startControlPlane, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
@@ -38,6 +40,12 @@ function status(kubeconfig?: string): Status {
 // who runs rlmesh status with the chart's least-privilege roles (statusRole.subjects)
 const READER = { namespace: 'default', name: 'rlmesh-status-reader' };
 const check = (s: Status, id: string) => s.report.checks.find((c) => c.id === id)!;
+
+/** helm test of the release, with the hook pod's log (its rlmesh status table). */
+function helmTest(): { status: number; out: string } {
+  const r = helm(['test', 'rlmesh', '-n', NS, '--logs', '--timeout', '3m'], { allowFail: true });
+  return { status: r.status, out: `${r.stdout}\n${r.stderr}` };
+}
 
 /** Runs rlmesh status until `id` has `verdict`; returns that run. */
 async function statusUntil(id: string, verdict: 'pass' | 'warn' | 'fail', timeoutMs = 120_000): Promise<Status> {
@@ -117,6 +125,19 @@ describe('rlmesh status', () => {
     expect(check(s, 'egress-proxy').found).toMatch(/refused in the last 10 min/);
   }, 200_000);
 
+  it('helm test: the hook pod runs rlmesh status in the cluster as rlmesh-status-test, every check ✓, exit 0', () => {
+    const r = helmTest();
+    console.log(`helm test, healthy:\n${r.out}`);
+    expect(r.status).toBe(0);
+    expect(r.out).toMatch(/TEST SUITE:\s+rlmesh-status-test[\s\S]*Phase:\s+Succeeded/);
+    for (const id of ['release', 'agent', 'credentials', 'preflight', 'network-policy', 'api-server-addresses', 'controller-leader', 'egress-proxy', 'cache', 'evaluations', 'spool']) expect(r.out).toMatch(new RegExp(`^✓ ${id} `, 'm'));
+    expect(r.out).not.toMatch(/^✗ /m);
+    const pod = JSON.parse(kubectl(['-n', NS, 'get', 'pod', 'rlmesh-status-test', '-o', 'json']).stdout) as { spec: { serviceAccountName: string; containers: { image: string }[] } };
+    expect(pod.spec.serviceAccountName).toBe('rlmesh-status-test');
+    const agentImage = kubectl(['-n', NS, 'get', 'deployment', 'rlmesh-cluster-agent', '-o', 'jsonpath={.spec.template.spec.containers[0].image}']).stdout;
+    expect(pod.spec.containers[0]!.image).toBe(agentImage);
+  }, 240_000);
+
   it('the control plane away: ✗ agent (not connected, since when, what to do), then ✗ spool as it fills; back: ✓ and drained', async () => {
     const ids = await Promise.all(Array.from({ length: 20 }, () => submit(cp, clusterId, smallEvaluation(image, { TEST_DURATION: '20s' }))));
     await until('the evaluations in the cluster', () => (kubectl(['-n', RUNS, 'get', 'rle', '-o', 'name']).stdout.split('\n').filter((l) => ids.some((id) => l.endsWith(id))).length === ids.length ? true : undefined), { timeoutMs: 60_000 });
@@ -127,6 +148,12 @@ describe('rlmesh status', () => {
     expect(check(away, 'agent').found).toMatch(new RegExp(`cluster ${clusterId} not connected since .*session (backoff|connecting)`));
     expect(check(away, 'agent').fix).toMatch(/check that the control plane is up/);
     expect(away.table).toMatch(/^✗ agent .*\n\s+→ The agent cannot hold a session/m);
+    // helm test fails on the same ✗, its log naming it
+    const failing = helmTest();
+    console.log(`helm test, control plane away:\n${failing.out}`);
+    expect(failing.status).not.toBe(0);
+    expect(failing.out).toMatch(/Phase:\s+Failed/);
+    expect(failing.out).toMatch(/^✗ agent /m);
     // the evaluations finish meanwhile; their updates wait in the spool
     const full = await statusUntil('spool', 'fail', 180_000);
     console.log(`spool filling:\n${full.table}`);

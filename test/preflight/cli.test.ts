@@ -25,7 +25,9 @@ network:
 );
 
 function preflight(args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [join(root, 'cli/preflight.ts'), '--kubeconfig', clusterInfo().kubeconfig, '-f', values, ...args], { encoding: 'utf8', timeout: 60_000 });
+  // the cluster's helm first on PATH, as a user who installs with it has it
+  const env = { ...process.env, PATH: `${clusterInfo().bin}:${process.env.PATH}` };
+  const r = spawnSync(process.execPath, [join(root, 'cli/preflight.ts'), '--kubeconfig', clusterInfo().kubeconfig, '-f', values, ...args], { encoding: 'utf8', timeout: 60_000, env });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -47,6 +49,8 @@ describe('rlmesh preflight', () => {
     expect(dns.found).toContain('peer 1 (namespaces {kubernetes.io/metadata.name=rlmesh-pf-no-such-namespace}) matches no running pod');
     expect(report.checks.find((c) => c.id === 'install-rights')!.verdict).toBe('pass');
     expect(report.checks.find((c) => c.id === 'kubernetes-version')!.found).toBe(`Kubernetes ${clusterInfo().kubernetesVersion} (floor 1.34)`);
+    const helmVersion = spawnSync(join(clusterInfo().bin, 'helm'), ['version', '--short'], { encoding: 'utf8' }).stdout.split('+')[0]!.trim();
+    expect(report.checks.find((c) => c.id === 'helm-version')).toMatchObject({ verdict: 'pass', found: `Helm ${helmVersion} (floor 3.14)` });
   });
 
   it('reads the kubernetes EndpointSlice and Service and prints the network.apiServerAddresses line to add', () => {

@@ -146,6 +146,8 @@ priorityClassName: {{ . }}
 {{- /* values' pull Secrets, the caller's, the cluster's own pull Secret (written at join, or credentials.pullSecret), then the join token's until the join has written that (not for .afterJoin pods: the upgrade hook runs once the token is spent) */}}
 {{- $names := list }}
 {{- range concat .root.Values.imagePullSecrets (.extraPullSecrets | default list) }}{{ $names = append $names .name }}{{ end }}
+{{- /* global.imagePullSecrets: names or {name}; never in the runtime config, so never on a pod the controller starts */}}
+{{- range (.root.Values.global).imagePullSecrets }}{{ if kindIs "string" . }}{{ $names = append $names . }}{{ else }}{{ $names = append $names .name }}{{ end }}{{ end }}
 {{- $names = append $names (include "rlmesh.pullSecret" .root) | uniq }}
 {{- if and .root.Values.joinToken (not .afterJoin) }}{{ $names = append $names (include "rlmesh.joinPullSecret" .root) }}{{ end }}
 imagePullSecrets:

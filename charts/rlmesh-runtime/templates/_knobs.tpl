@@ -34,3 +34,29 @@ annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/* .c.extraVolumes of a pod, after the chart's own (refused when restricted would refuse them: _validate-knobs.tpl) */}}
+{{- define "rlmesh.extraVolumes" -}}
+{{- with .c.extraVolumes }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* .c.extraVolumeMounts of its container, after the chart's own */}}
+{{- define "rlmesh.extraVolumeMounts" -}}
+{{- with .c.extraVolumeMounts }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* .c.hostAliases and .c.dnsConfig of a pod spec, when set */}}
+{{- define "rlmesh.podDns" -}}
+{{- with .c.hostAliases }}
+hostAliases:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.dnsConfig }}
+dnsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}

@@ -19,6 +19,30 @@
 {{- define "rlmesh.refusal.extraEnvValue" -}}
 {{- printf "%v.extraEnv.%v: %v has both value and valueFrom, and the apiserver refuses a variable with both: keep value for a literal, or valueFrom (e.g. secretKeyRef) for a secret" (index . "block") (index . "index") (index . "name") -}}
 {{- end }}
+{{/* extraVolumeHostPath; include with (dict "block" … "index" … "name" … "hostPath" …) */}}
+{{- define "rlmesh.refusal.extraVolumeHostPath" -}}
+{{- printf "%v.extraVolumes.%v: %v is a hostPath volume (%v): the chart's pods meet Pod Security restricted, which refuses host paths, and a runtime pod with the node's files would reach past its fence; deliver the files as a configMap, secret, projected or csi volume instead" (index . "block") (index . "index") (index . "name") (index . "hostPath") -}}
+{{- end }}
+{{/* extraVolumeType; include with (dict "block" … "index" … "name" … "type" …) */}}
+{{- define "rlmesh.refusal.extraVolumeType" -}}
+{{- printf "%v.extraVolumes.%v: %v is a volume of type %v, which Pod Security restricted refuses (the chart's pods meet it): use configMap, secret, projected, downwardAPI, emptyDir, csi, ephemeral or persistentVolumeClaim" (index . "block") (index . "index") (index . "name") (index . "type") -}}
+{{- end }}
+{{/* extraVolumeReserved; include with (dict "block" … "index" … "name" …) */}}
+{{- define "rlmesh.refusal.extraVolumeReserved" -}}
+{{- printf "%v.extraVolumes.%v: %v is the name of a volume the chart gives this pod itself (config, tmp, ca-bundle, spool, cluster-ranges, proxy-credentials), and the API server refuses two of one name: choose another name" (index . "block") (index . "index") (index . "name") -}}
+{{- end }}
+{{/* extraVolumeTwice; include with (dict "block" … "index" … "name" …) */}}
+{{- define "rlmesh.refusal.extraVolumeTwice" -}}
+{{- printf "%v.extraVolumes.%v: %v is listed more than once, and the API server refuses two volumes of one name: list each volume once" (index . "block") (index . "index") (index . "name") -}}
+{{- end }}
+{{/* extraVolumeMountUnknown; include with (dict "block" … "index" … "name" …) */}}
+{{- define "rlmesh.refusal.extraVolumeMountUnknown" -}}
+{{- printf "%v.extraVolumeMounts.%v: %v names no volume of %v.extraVolumes: add that volume to %v.extraVolumes, or mount one it has" (index . "block") (index . "index") (index . "name") (index . "block") (index . "block") -}}
+{{- end }}
+{{/* nameserverNotDnsPeer; include with (dict "block" … "index" … "ip" …) */}}
+{{- define "rlmesh.refusal.nameserverNotDnsPeer" -}}
+{{- printf "%v.dnsConfig.nameservers.%v: %v lies in no ipBlock of network.dnsPeers, and the NetworkPolicies let this pod reach DNS only at those peers (on network.dnsPorts): its lookups there would time out; add an ipBlock peer holding it to network.dnsPeers, or leave nameservers to the cluster DNS" (index . "block") (index . "index") (index . "ip") -}}
+{{- end }}
 {{/* noCredentials */}}
 {{- define "rlmesh.refusal.noCredentials" -}}
 {{- printf "joinToken: neither joinToken nor credentials.controlSecret is set: pass --set joinToken=rlm_jt_… from Clusters → Connect your cluster, or name your own Secrets in credentials.controlSecret and credentials.pullSecret" -}}
