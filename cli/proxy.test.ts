@@ -4,13 +4,13 @@
 // join to it succeeds only through the proxy; Squid's access log shows each
 // tunnel. Then what --proxy, -f values and the environment each choose, and
 // what preflight's own connections (clock-skew, outbound-443) do with it.
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { measureSkew } from '../lib/preflight/checks/clock-skew.ts';
 import { probeTls } from '../lib/preflight/checks/outbound.ts';
 import { api } from '../test/support/api.ts';
+import { runChild, type ChildRun } from '../test/support/child.ts';
 import { startTestControlPlane, type TestControlPlane } from '../test/support/control-plane.ts';
 import { closedPort, freePort } from '../test/support/free-port.ts';
 import { startSquid, type Squid } from '../test/support/squid.ts';
@@ -41,26 +41,14 @@ afterAll(async () => {
   await cp?.close();
 });
 
-type Run = { status: number | null; stdout: string; stderr: string };
+type Run = ChildRun;
 
 const PROXY_VARS = ['https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'no_proxy', 'NO_PROXY', 'RLMESH_API'];
 
 /** rlmesh as a child process, with only the proxy variables given here. */
 function rlmesh(args: string[], env: Record<string, string> = {}): Promise<Run> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !PROXY_VARS.includes(k)));
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...base, ...env } });
-    let stdout = '';
-    let stderr = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.stdout.on('data', (d: Buffer) => (stdout += String(d)));
-    child.stderr.on('data', (d: Buffer) => (stderr += String(d)));
-    child.on('error', reject);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
+  return runChild(process.execPath, [MAIN, ...args], { env: { ...base, ...env }, timeoutMs: 30_000 });
 }
 
 const newToken = async (): Promise<string> => String((await api(cp, 'POST', '/v1/clusters', { name: 'behind-proxy' })).body.joinToken);

@@ -5,7 +5,7 @@
 // a copy of the pinned Node.js binary for the npm package, nothing at all for
 // the executable. Each claims a join token from a reference control plane and
 // checks the local cluster.
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, delimiter, join } from 'node:path';
@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { parseControlSecret, parsePullSecret } from '../../agent/credentials.ts';
 import { CHECK_IDS, OUTBOUND_CHECK_IDS } from '../../lib/preflight/run.ts';
+import { runChild, type ChildRun } from '../support/child.ts';
 import { releaseInfo } from '../support/release.ts';
 import { buildCli, CLI_PACKAGE_NAME, pinnedNodeBinary, type CliArtifacts } from '../../scripts/release/cli.ts';
 import { clusterInfo } from '../support/cluster.ts';
@@ -75,25 +76,11 @@ function realpath(p: string): string {
 
 const sha256 = (file: string): string => createHash('sha256').update(readFileSync(file)).digest('hex');
 
-type Run = { status: number | null; stdout: string; stderr: string };
+type Run = ChildRun;
 
 /** Runs an installed rlmesh outside the repository with only `path` on PATH (asynchronously: the control plane lives in this process). */
 function exec(cmd: string, args: string[], path: string, input = ''): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: dir, env: { PATH: path, HOME: dir, KUBECONFIG: clusterInfo().kubeconfig }, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.stdout.on('data', (d: Buffer) => (stdout += String(d)));
-    child.stderr.on('data', (d: Buffer) => (stderr += String(d)));
-    child.on('error', reject);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-    child.stdin.on('error', () => {}); // EPIPE when it exits without reading (or cannot start)
-    child.stdin.end(input);
-  });
+  return runChild(cmd, args, { cwd: dir, env: { PATH: path, HOME: dir, KUBECONFIG: clusterInfo().kubeconfig }, input, timeoutMs: 120_000 });
 }
 
 const documents = (text: string) => parseAllDocuments(text).map((d) => d.toJS() as Record<string, unknown>);
