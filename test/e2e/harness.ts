@@ -122,6 +122,8 @@ export function notReady(): string {
 /** Leaves no release, runs namespace, kept Secret or evaluation behind from an earlier test. */
 export function cleanSlate(): void {
   helm(['uninstall', 'rlmesh', '-n', NS, '--wait'], { allowFail: true });
+  // the pod of the last helm test, which helm uninstall leaves
+  kubectl(['-n', NS, 'delete', 'pod', 'rlmesh-status-test', '--ignore-not-found', '--wait=false'], { allowFail: true });
   kubectl(['delete', 'namespace', RUNS, '--ignore-not-found', '--timeout=120s'], { allowFail: true });
   kubectl(['-n', NS, 'delete', 'secrets,leases', '--all', '--ignore-not-found'], { allowFail: true });
 }
