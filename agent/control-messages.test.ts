@@ -2,7 +2,7 @@ import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
-import { AckSchema, AssignmentSchema, ClusterStateSchema, ControlMessageSchema, CredentialRotationSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
+import { AckSchema, AssignmentSchema, ClusterStateSchema, ControlMessageSchema, CredentialRotationSchema, OutputHostsSchema, type ControlMessage } from '../lib/gen/rlmesh/v1/session_pb.ts';
 import { dockerConfigJson } from '../lib/credential-secret.ts';
 import type { OperatorDrain } from '../lib/operator-drain.ts';
 import type { DrainRefusal } from './assignments.ts';
@@ -44,6 +44,14 @@ describe('controlMessageHandler', () => {
     expect(p.session.acked).toHaveBeenCalledWith(['u1', 'unknown']);
     expect(p.metrics.updatesAcked.inc).toHaveBeenCalledWith(1);
     expect(p.evaluations.reported).toHaveBeenCalledWith(['u1']);
+  });
+
+  it("hands the platform's output hosts to the publisher for the egress proxy, the whole list each time", () => {
+    const publish = vi.fn();
+    const { handle } = parts({ outputHosts: { publish } });
+    handle(msg({ case: 'outputHosts', value: create(OutputHostsSchema, { hosts: ['outputs.rlmesh.dev', '*.evil.example'] }) }));
+    handle(msg({ case: 'outputHosts', value: create(OutputHostsSchema, { hosts: [] }) }));
+    expect(publish.mock.calls).toEqual([[['outputs.rlmesh.dev', '*.evil.example'], 'the session'], [[], 'the session']]);
   });
 
   it('shows a drain: the gauge follows the cluster state, and one log line names each change', () => {

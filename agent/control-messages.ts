@@ -2,7 +2,7 @@
 // session: acks release spooled updates, assignments become RLMeshEvaluations,
 // cancellations stop them, a rotated credential is checked, written to its
 // Secret, used, and confirmed, and the cluster's state (draining) is logged and
-// exported. While the cluster drains (the platform said so, or the operator ran
+// exported, the platform's output hosts go to the egress proxy (output-hosts.ts). While the cluster drains (the platform said so, or the operator ran
 // rlmesh drain) a new assignment is refused and reported (agent/drain-refusal.ts):
 // a platform that keeps sending gets each one back as Failed.
 //
@@ -37,6 +37,7 @@ import { checkRotation } from '../lib/credential-rotation.ts';
 import type { CredentialStore } from './credentials.ts';
 import type { EvaluationStatus } from './evaluation-updates.ts';
 import type { Metrics } from './metrics.ts';
+import type { OutputHostsPublisher } from './output-hosts.ts';
 import type { Retrying } from './retrying.ts';
 import type { Session } from './control-plane-session.ts';
 import type { Spool } from './spool.ts';
@@ -60,6 +61,8 @@ export type ControlMessageParts = {
   onDraining?: (draining: boolean, since?: string) => void;
   /** the operator's drain (rlmesh drain), asked as each new assignment is handled; throws while not read yet (the assignment is retried) */
   operatorDrain?: () => OperatorDrain | null;
+  /** where the platform's output hosts go for the egress proxy, on each OutputHosts */
+  outputHosts?: Pick<OutputHostsPublisher, 'publish'>;
   /** the release namespace, which an operator-drain refusal names */
   namespace?: string;
 };
@@ -180,6 +183,9 @@ export function controlMessageHandler(p: ControlMessageParts): (m: ControlMessag
         draining = now;
         return;
       }
+      case 'outputHosts':
+        p.outputHosts?.publish(m.msg.value.hosts, 'the session');
+        return;
       default:
         return;
     }

@@ -22,6 +22,7 @@ import { CredentialWatch } from './credential-watch.ts';
 import { CredentialStore } from './credentials.ts';
 import { EvaluationStatus, toUpdate } from './evaluation-updates.ts';
 import { controlPlaneClient, discoverUntilReachable, type ControlPlaneClient } from './join.ts';
+import { OutputHostsPublisher } from './output-hosts.ts';
 import { operatorDrainMessage, OperatorDrainWatch } from './operator-drain.ts';
 import { createMetrics } from './metrics.ts';
 import { Session } from './control-plane-session.ts';
@@ -131,8 +132,11 @@ const credentialsObtained = obtainCredentials({
   setProblem: (p) => (readiness.credentialProblem = p),
 });
 const discovered = discoverUntilReachable(cp, { ...timing, onProblem: (p) => p && (readiness.credentialProblem = p) });
-const [creds] = await Promise.all([credentialsObtained, discovered]);
+const [creds, info] = await Promise.all([credentialsObtained, discovered]);
 readiness.credentialProblem = undefined;
+// the platform's output hosts, for the egress proxy (ConfigMap rlmesh-output-hosts); the session brings changes
+const outputHosts = new OutputHostsPublisher({ core: kc.makeApiClient(k8s.CoreV1Api), namespace: cfg.runtime.namespace, log, retrying: retryingWrites(timing) });
+if (info.outputHosts) outputHosts.publish(info.outputHosts, 'GET /v1/info');
 kc.makeApiClient(k8s.VersionApi)
   .getCode()
   .then((v) => (kubernetesVersion = v.gitVersion))
@@ -232,6 +236,7 @@ let drainingSince: string | undefined;
 const handle = controlMessageHandler({
   log, session, spool, evaluations, assignments, store, credWatch, metrics, retrying: retryingWrites(timing), registryHost: cfg.runtime.controlPlane.registryHost,
   rotations,
+  outputHosts,
   onDraining: (d, since) => {
     if (d !== draining) statusPublisher.soon();
     draining = d;

@@ -36,6 +36,8 @@ export type SessionOptions = {
   pingIntervalMs: number;
   /** Silence from the agent for this long ends the session (the agent reconnects). */
   silenceTimeoutMs: number;
+  /** the output hosts as they stand (GET /v1/info names the same), sent after Welcome */
+  outputHosts: () => string[];
   /** A rotation the agent has not confirmed is sent again on the live session this often (default 60 s). */
   rotationResendMs?: number;
 };
@@ -103,6 +105,11 @@ export function rotationMessage(registryHost: string, clusterId: string, purpose
       },
     },
   });
+}
+
+/** Where evaluations upload their results: sent after Welcome and on every change. */
+export function outputHostsMessage(hosts: readonly string[]): ControlMessage {
+  return create(ControlMessageSchema, { msg: { case: 'outputHosts', value: { hosts: [...hosts] } } });
 }
 
 /** What the platform has decided about the cluster (draining): sent after Welcome and on every change. */
@@ -234,6 +241,7 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
   );
   const c = store.getCluster(clusterId);
   if (c) out.push(clusterStateMessage(c));
+  out.push(outputHostsMessage(opts.outputHosts()));
   if (session.currentCredential) for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
   sendBacklog(store, session, slog);
   const ackKnown = (h: Hello): void => {

@@ -87,6 +87,12 @@ export class LiveSessions {
     return s !== undefined;
   }
 
+  /** To every live session; how many. */
+  sendAll(message: ControlMessage): number {
+    for (const s of this.byCluster.values()) s.outbox.push(message);
+    return this.byCluster.size;
+  }
+
   /** A credential rotation, to the cluster's session only if it may receive rotations; true when sent. */
   sendRotation(clusterId: string, message: ControlMessage): boolean {
     const s = this.byCluster.get(clusterId);

@@ -28,7 +28,7 @@ Usage: rlmesh-runtime controlplane --data-dir <dir> [options]
   --advertise-port <port>     gRPC port /v1/info announces (default: the listen port)
   --registry-host <host>      registry the pull credential is for (default registry.rlmesh.dev)
   --registry-stores-dir <dir> announce this store to the registry's token service there (controlplane/registry-auth)
-  --output-host <host>        output host /v1/info announces (repeatable)
+  --output-host <host>        output host /v1/info and each session announce (repeatable; PUT /v1/output-hosts changes them)
   --chart-ref <oci ref>       chart in install commands (default oci://registry.rlmesh.dev/rlmesh/charts/rlmesh-runtime)
   --chart-version <v>         chart version in install commands (default: this package's version)
   --ping-interval <seconds>   session ping interval (default 15)

@@ -14,7 +14,7 @@ import { helmCommand, installCommands as installCommandsFor } from './install-co
 import { credentialWireValue } from './pull-secret.ts';
 import { CREDENTIAL_PURPOSES, dockerConfigJson, type CredentialPurpose } from '../lib/credential-secret.ts';
 import { looksLikeJoinToken, sameSecret } from './secrets.ts';
-import { cancellationMessage, clusterStateMessage, deliverAssignment, rotationMessage, sendBacklog } from './agent-session.ts';
+import { cancellationMessage, clusterStateMessage, deliverAssignment, outputHostsMessage, rotationMessage, sendBacklog } from './agent-session.ts';
 import { splitSecrets, type Cluster, type Evaluation, type Store } from './store.ts';
 import { errorMessage } from '../lib/error-fields.ts';
 
@@ -25,7 +25,8 @@ export type ApiOptions = {
   adminToken: string;
   grpc: { host: string; port: number };
   registryHost: string;
-  outputHosts: string[];
+  /** what /v1/info and the sessions name as output hosts; PUT /v1/output-hosts changes it (in memory: a restart goes back to --output-host) */
+  platform: { outputHosts: string[] };
   chartRef: string;
   chartVersion: string;
   controlPlaneVersion: string;
@@ -62,6 +63,8 @@ const joinBody = z.object({ token: z.string(), facts: z.record(z.string(), z.unk
 const createClusterBody = z.object({ name: z.string().min(1).max(100).optional() }).default({});
 const cancelBody = z.object({ reason: z.string().max(1000).optional() }).default({});
 const advanceBody = z.object({ ms: z.number().int().nonnegative() });
+// any strings: the agent judges them, and tests send it what a hostile platform would
+const outputHostsBody = z.object({ hosts: z.array(z.string().max(300)).max(1000) });
 
 export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
   const { store, sessions, log } = opts;
@@ -130,7 +133,7 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
       handle: () => ({
         grpc: { host: opts.grpc.host, port: opts.grpc.port, tls: true },
         registryHost: opts.registryHost,
-        outputHosts: opts.outputHosts,
+        outputHosts: opts.platform.outputHosts,
         versions: { controlPlane: opts.controlPlaneVersion, protocol: 'rlmesh.v1', chart: opts.chartVersion },
       }),
     },
@@ -290,6 +293,19 @@ export function createApiHandler(opts: ApiOptions): NodeHandlerFn {
         if (store.pendingCancellations(e.clusterId).some((p) => p.id === e.id)) sessions.send(e.clusterId, cancellationMessage(e));
         log.info({ evaluationId: e.id, clusterId: e.clusterId }, 'evaluation cancel requested');
         return evaluationView(e);
+      },
+    },
+    {
+      method: 'PUT',
+      path: /^\/v1\/output-hosts$/,
+      admin: true,
+      handle: async (_m, body) => {
+        const parsed = outputHostsBody.safeParse(await body());
+        if (!parsed.success) throw new ApiError(400, 'invalid_request', 'the body must be JSON {"hosts": ["outputs.example.com", …]}');
+        opts.platform.outputHosts = parsed.data.hosts;
+        const sent = sessions.sendAll(outputHostsMessage(parsed.data.hosts));
+        log.info({ outputHosts: parsed.data.hosts, sessions: sent }, 'output hosts changed: told every live session');
+        return { outputHosts: parsed.data.hosts, sessions: sent };
       },
     },
     {

@@ -293,6 +293,21 @@ describe('ClusterSession', () => {
     expect(nc.body).toMatchObject({ phase: 'Cancelled', result: { reason: 'CancelledBeforeDelivery' } });
   });
 
+  it('output hosts: /v1/info and every session after Welcome name them; PUT /v1/output-hosts changes both and tells the live session at once', async () => {
+    const cp = await start({ outputHosts: ['outputs.example.test'] });
+    const c = await joinedCluster(cp);
+    const s = session(cp, c.control);
+    expect(await s.waitFor('outputHosts')).toMatchObject({ hosts: ['outputs.example.test'] });
+    const put = await api(cp, 'PUT', '/v1/output-hosts', { hosts: ['outputs.example.test', 'checkpoints.example.test'] });
+    expect(put.body).toEqual({ outputHosts: ['outputs.example.test', 'checkpoints.example.test'], sessions: 1 });
+    expect(await s.waitFor('outputHosts', (m) => m.hosts.length === 2)).toMatchObject({ hosts: ['outputs.example.test', 'checkpoints.example.test'] });
+    expect((await api(cp, 'GET', '/v1/info', undefined, false)).body).toMatchObject({ outputHosts: ['outputs.example.test', 'checkpoints.example.test'] });
+    const s2 = session(cp, c.control);
+    expect(await s2.waitFor('outputHosts')).toMatchObject({ hosts: ['outputs.example.test', 'checkpoints.example.test'] });
+    expect((await api(cp, 'PUT', '/v1/output-hosts', { hosts: 'outputs.example.test' })).body).toMatchObject({ code: 'invalid_request' });
+    expect((await api(cp, 'PUT', '/v1/output-hosts', { hosts: [] }, false)).status).toBe(401);
+  });
+
   it('drain: no new assignments (a submission is refused, one that waited is held), the session is told, GET /v1/clusters counts what still runs; resume sends what waited', async () => {
     const cp = await start();
     const c = await joinedCluster(cp);

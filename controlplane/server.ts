@@ -59,6 +59,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
 
   // The advertised gRPC port is only known after listen() when port is 0.
   const grpc = { host: opts.advertiseHost ?? advertisable(opts.host), port: opts.advertisePort ?? opts.port };
+  const platform = { outputHosts: opts.outputHosts ?? [] };
   const api = createApiHandler({
     store,
     sessions,
@@ -66,7 +67,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     adminToken: opts.adminToken,
     grpc,
     registryHost,
-    outputHosts: opts.outputHosts ?? [],
+    platform,
     chartRef: opts.chartRef ?? DEFAULT_CHART_REF,
     chartVersion: opts.chartVersion ?? pkg.version,
     controlPlaneVersion: pkg.version,
@@ -75,7 +76,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     ...(opts.ignoreDrain ? { ignoreDrain: true } : {}),
   });
   const handler = connectNodeAdapter({
-    routes: clusterSessionRoutes({ store, sessions, log: opts.log, registryHost, version: pkg.version, pingIntervalMs, silenceTimeoutMs, ...(opts.rotationResendMs ? { rotationResendMs: opts.rotationResendMs } : {}) }),
+    routes: clusterSessionRoutes({ store, sessions, log: opts.log, registryHost, outputHosts: () => platform.outputHosts, version: pkg.version, pingIntervalMs, silenceTimeoutMs, ...(opts.rotationResendMs ? { rotationResendMs: opts.rotationResendMs } : {}) }),
     fallback: (req, res) => {
       const relayCluster = relayClusterId(new URL(req.url ?? '/', 'https://control-plane').pathname);
       if (relayCluster === undefined) return api(req, res);

@@ -10,6 +10,7 @@
 import { domainToASCII } from 'node:url';
 import { normaliseHost, parseAddress } from './classify-address.ts';
 import { shownTarget } from './shown.ts';
+import { isHostname, RAW_HOST } from '../lib/hostname.ts';
 
 export interface Destination {
   /** normalised: lowercase punycode name without trailing dot, or canonical IP */
@@ -23,16 +24,6 @@ export interface Refusal {
   reason: string;
 }
 
-const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
-// What a host may contain before normalisation: the hostname alphabet, dots,
-// and non-ASCII letters for internationalised names (punycoded below).
-// Percent signs, backslashes, underscores, spaces and the like are refused
-// rather than left to a URL parser to reinterpret.
-const RAW_NAME = /^[a-zA-Z0-9.\-\u0080-\uffff]+$/u;
-
-export function isHostname(name: string): boolean {
-  return name.length <= 253 && name.split('.').every((label) => LABEL.test(label));
-}
 
 function refuse(rule: string, reason: string): Refusal {
   return { rule, reason };
@@ -45,7 +36,7 @@ function normaliseName(raw: string): { host: string; kind: 'name' | 'ip' } | Ref
     const ip = parseAddress(raw.slice(1, -1));
     return ip ? { host: ip.toString(), kind: 'ip' } : refuse('invalid-name', `'${shown}' is not a valid IPv6 address`);
   }
-  if (!RAW_NAME.test(raw)) {
+  if (!RAW_HOST.test(raw)) {
     return refuse('invalid-name', `the host contains characters outside a hostname's alphabet (letters, digits, '-' and '.')`);
   }
   const normalised = normaliseHost(raw);
@@ -101,6 +92,8 @@ export class AllowList {
   readonly suffixes: string[] = [];
   readonly ips = new Set<string>();
   readonly ports: ReadonlySet<number>;
+  /** the platform's output hosts (lib/output-hosts.ts), replaced whenever the agent's ConfigMap changes */
+  private platform: ReadonlySet<string> = new Set();
 
   constructor(config: AllowListConfig) {
     for (const entry of config.entries) this.add(entry);
@@ -132,12 +125,17 @@ export class AllowList {
     else this.exact.add(name);
   }
 
+  /** Hosts checked by lib/output-hosts.ts: exact, normalised names. */
+  setPlatformHosts(hosts: readonly string[]): void {
+    this.platform = new Set(hosts);
+  }
+
   /** Undefined when the destination may be resolved and checked; else why not. */
   check(dest: Destination): Refusal | undefined {
     if (dest.kind === 'ip' && !this.ips.has(dest.host)) {
       return refuse('ip-literal', `${dest.host} is an IP address and IP-literal destinations are refused; connect by name, or add the address to the allow-list`);
     }
-    if (dest.kind === 'name' && !this.exact.has(dest.host) && !this.suffixes.some((s) => dest.host.endsWith(s))) {
+    if (dest.kind === 'name' && !this.exact.has(dest.host) && !this.platform.has(dest.host) && !this.suffixes.some((s) => dest.host.endsWith(s))) {
       return refuse('not-allowed', `'${dest.host}' is not on the egress allow-list; add it to egress.extraDomains if evaluations need it`);
     }
     if (!this.ports.has(dest.port)) {

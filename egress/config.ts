@@ -36,6 +36,8 @@ export interface EgressConfig {
   clusterRanges: string[];
   /** more of them, one CIDR per line, re-read while the proxy runs (the agent's ConfigMap rlmesh-cluster-ranges) */
   clusterRangesFile?: string;
+  /** the platform's output hosts, one per line, re-read while the proxy runs (the agent's ConfigMap rlmesh-output-hosts) */
+  outputHostsFile?: string;
   /** resolver servers (`ip` or `ip:port`); empty = the system's resolv.conf servers */
   dns: string[];
   dnsTimeoutMs: number;
@@ -60,9 +62,10 @@ export const MEMORY_LIMIT_ENV = 'RLMESH_MEMORY_LIMIT_MIB';
 const DEFAULT_MEMORY_LIMIT_MIB = 256;
 
 export const CLUSTER_RANGES_FILE = MOUNTS.clusterRangesFile;
+export const OUTPUT_HOSTS_FILE = MOUNTS.outputHostsFile;
 
 export const USAGE = `usage: rlmesh-runtime egress [--help] [--config FILE] [--port N] [--allow NAME]... [--ports 443,80]
-  [--allow-range CIDR]... [--cluster-range CIDR]... [--cluster-ranges-file FILE] [--dns IP[:PORT]]... [--health-port N] [--metrics-port N]
+  [--allow-range CIDR]... [--cluster-range CIDR]... [--cluster-ranges-file FILE] [--output-hosts-file FILE] [--dns IP[:PORT]]... [--health-port N] [--metrics-port N]
   [--connect-timeout-ms MS] [--idle-timeout-ms MS] [--header-timeout-ms MS] [--max-header-bytes N]
   [--max-tunnels N] [--max-tunnels-per-client N] [--max-connections N] [--max-connections-per-client N]
   [--drain-timeout-ms MS] [--dns-timeout-ms MS] [--memory-limit-mib N]
@@ -102,6 +105,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       'allow-range': { type: 'string', multiple: true, default: [] },
       'cluster-range': { type: 'string', multiple: true, default: [] },
       'cluster-ranges-file': { type: 'string' },
+      'output-hosts-file': { type: 'string' },
       dns: { type: 'string', multiple: true, default: [] },
       'dns-timeout-ms': { type: 'string' },
       'connect-timeout-ms': { type: 'string' },
@@ -142,6 +146,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   const maxConnectionsPerClient = atLeast('max-connections-per-client', v['max-connections-per-client'], 'max-tunnels-per-client', maxTunnelsPerClient);
   // in the cluster, ConfigMap rlmesh-cluster-ranges as the chart mounts it (templates/egress-proxy.yaml)
   const clusterRangesFile = v['cluster-ranges-file'] ?? (runtime ? CLUSTER_RANGES_FILE : undefined);
+  // and ConfigMap rlmesh-output-hosts
+  const outputHostsFile = v['output-hosts-file'] ?? (runtime ? OUTPUT_HOSTS_FILE : undefined);
   const host = listenHost(env);
   const at = host === undefined ? {} : { host };
   const parentProxy = parentProxyOf(runtime, v['parent-proxy'], v['parent-proxy-credentials'], v['no-proxy'], v['parent-proxy-pass-unresolved-names']);
@@ -154,6 +160,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     allowRanges: [...(runtime?.egress.allowRanges ?? []), ...v['allow-range']],
     clusterRanges: [...(runtime?.egress.clusterRanges ?? []), ...v['cluster-range'], ...kubernetesServiceRange(env)],
     ...(clusterRangesFile ? { clusterRangesFile } : {}),
+    ...(outputHostsFile ? { outputHostsFile } : {}),
     dns: v.dns,
     dnsTimeoutMs: positive('dns-timeout-ms', v['dns-timeout-ms'], 5_000),
     connectTimeoutMs: positive('connect-timeout-ms', v['connect-timeout-ms'], 10_000),

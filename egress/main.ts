@@ -10,6 +10,7 @@ import { createLogger } from '../lib/logger.ts';
 import { AllowList } from './allow-list.ts';
 import { parseAllowRange, parseClusterRange } from './classify-address.ts';
 import { followRangesFile } from './cluster-ranges-file.ts';
+import { followOutputHostsFile } from './output-hosts-file.ts';
 import { parseConfig, USAGE, wantsHelp, type HostPort } from './config.ts';
 import { createMetrics } from './metrics.ts';
 import { OpsServer } from '../lib/ops-server.ts';
@@ -51,6 +52,10 @@ async function main(): Promise<void> {
     ? await followRangesFile({ path: config.clusterRangesFile, log: logger, onChange: (more) => resolver.setClusterRanges([...clusterRanges, ...more]) })
     : { stop: () => undefined, problem: () => undefined };
   rangesProblem = ranges.problem;
+  // the platform's output hosts, as the agent writes them: exact names beside the configured list
+  const stopOutputHosts = config.outputHostsFile
+    ? await followOutputHostsFile({ path: config.outputHostsFile, log: logger, onChange: (hosts) => allowList.setPlatformHosts(hosts) })
+    : () => undefined;
   const parent = outboundProxy(config.parentProxy);
   const proxy = createProxy({ config, allowList, resolver, metrics, logger, ...(parent ? { parent } : {}) });
   let ready = false;
@@ -63,7 +68,7 @@ async function main(): Promise<void> {
   ready = true;
   logger.info({
     listen: config.listen, health: config.healthListen, metrics: config.metricsListen,
-    allow: config.allow, ports: config.ports, allowRanges: allowRanges.map((r) => r.cidr), clusterRanges: clusterRanges.map((r) => r.cidr), clusterRangesFile: config.clusterRangesFile,
+    allow: config.allow, ports: config.ports, allowRanges: allowRanges.map((r) => r.cidr), clusterRanges: clusterRanges.map((r) => r.cidr), clusterRangesFile: config.clusterRangesFile, outputHostsFile: config.outputHostsFile,
     maxTunnels: config.maxTunnels, maxTunnelsPerClient: config.maxTunnelsPerClient,
     maxConnections: config.maxConnections, maxConnectionsPerClient: config.maxConnectionsPerClient, dns: config.dns.length ? config.dns : 'system',
     parentProxy: parent?.shown, noProxy: config.parentProxy?.noProxy,
@@ -76,6 +81,7 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal, activeTunnels: proxy.activeTunnels(), drainTimeoutMs: config.drainTimeoutMs }, 'egress proxy draining');
     ranges.stop();
+    stopOutputHosts();
     await proxy.drain(config.drainTimeoutMs);
     await ops.close();
     logger.info('egress proxy stopped');

@@ -37,6 +37,8 @@ export const NAMES = {
   caBundleConfigMap: 'rlmesh-ca-bundle',
   /** ConfigMap of the cluster's own address ranges, written by the agent, mounted by the egress proxy */
   clusterRangesConfigMap: 'rlmesh-cluster-ranges',
+  /** ConfigMap of the platform's output hosts (lib/output-hosts.ts), written by the agent, mounted by the egress proxy */
+  outputHostsConfigMap: 'rlmesh-output-hosts',
   /** ConfigMap of the agent's preflight report */
   preflightConfigMap: 'rlmesh-preflight',
   /** ConfigMap of the agent's own state (session, credentials in use, spool), which rlmesh status reads; no secret in it */
@@ -69,6 +71,8 @@ const CONFIG_DIR = '/etc/rlmesh/config';
 const CA_DIR = '/etc/rlmesh/ca';
 const CLUSTER_RANGES_DIR = '/etc/rlmesh/cluster-ranges';
 const CLUSTER_RANGES_KEY = 'ranges';
+const OUTPUT_HOSTS_DIR = '/etc/rlmesh/output-hosts';
+const OUTPUT_HOSTS_KEY = 'hosts';
 const PROXY_CREDENTIALS_DIR = '/etc/rlmesh/proxy-credentials';
 
 /** Where the chart mounts files into its pods. */
@@ -81,6 +85,10 @@ export const MOUNTS = {
   /** the key of ConfigMap clusterRangesConfigMap, one CIDR per line */
   clusterRangesKey: CLUSTER_RANGES_KEY,
   clusterRangesFile: `${CLUSTER_RANGES_DIR}/${CLUSTER_RANGES_KEY}`,
+  outputHostsDir: OUTPUT_HOSTS_DIR,
+  /** the key of ConfigMap outputHostsConfigMap, one host per line */
+  outputHostsKey: OUTPUT_HOSTS_KEY,
+  outputHostsFile: `${OUTPUT_HOSTS_DIR}/${OUTPUT_HOSTS_KEY}`,
   /** controlPlane.proxy.existingSecret (keys username and password), in the agent and the egress proxy */
   proxyCredentialsDir: PROXY_CREDENTIALS_DIR,
   /** the artifact-sources Secrets, projected into one directory of the cache filler (--sources-dir): the kubelet reads them, the filler needs no Secret rights */

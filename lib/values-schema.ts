@@ -338,7 +338,9 @@ export const valuesObjectSchema = z
         outputHosts: z
           .array(z.string().max(253).regex(hostnamePattern))
           .default([])
-          .describe('Platform output hosts evaluations upload to, besides the API host; the egress proxy allows them.'),
+          .describe(
+            "More output hosts evaluations upload to, besides the API host and those the platform names itself (GET /v1/info and the session, which the agent keeps in ConfigMap rlmesh-output-hosts, exact public hostnames only); the egress proxy allows them. Empty is right for a production or staging cell.",
+          ),
         addresses: z
           .array(allowRange)
           .default([])

@@ -79,6 +79,7 @@ const rows: Omit<RbacRow, 'saNamespace'>[] = [
   { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-network-policy-probe', namespace: SYS, allowed: false, why: "the probe verdict, which gates evaluations, is the controller's (creating it is refused by admission)" },
   { sa: A, verb: 'patch', resource: 'configmaps', name: 'rlmesh-network-policy-probe', namespace: SYS, allowed: false, why: "nor patches it" },
   { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-cluster-ranges', namespace: SYS, allowed: true, why: "keeps the cluster's own address ranges current for the egress proxy" },
+  { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-output-hosts', namespace: SYS, allowed: true, why: "keeps the platform's output hosts current for the egress proxy" },
   { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-agent-status', namespace: SYS, allowed: true, why: 'publishes its own state (session, credential source, spool) for rlmesh status' },
   { sa: A, verb: 'watch', resource: 'configmaps', name: 'rlmesh-operator-drain', namespace: SYS, allowed: true, why: "follows the operator's drain (rlmesh drain): new assignments are refused while it exists" },
   { sa: A, verb: 'update', resource: 'configmaps', name: 'rlmesh-operator-drain', namespace: SYS, allowed: false, why: 'only the operator ends a drain (rlmesh drain --undo), never the agent or the platform behind it' },

@@ -180,7 +180,7 @@ describe('what admission refuses beyond RBAC (the chart\'s ValidatingAdmissionPo
     const verdict = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'rlmesh-network-policy-probe', namespace: SYS }, data: { summary: 'pass: forged' } };
     const forged = await enforced(kc, ['create', '-f', '-', '--dry-run=server'], JSON.stringify(verdict));
     expect(forged.ok).toBe(false);
-    expect(forged.out).toContain(`may write only its own ConfigMaps (rlmesh-preflight, rlmesh-cluster-ranges, rlmesh-agent-status in ${SYS}), not ${SYS}/rlmesh-network-policy-probe`);
+    expect(forged.out).toContain(`may write only its own ConfigMaps (rlmesh-preflight, rlmesh-cluster-ranges, rlmesh-output-hosts, rlmesh-agent-status in ${SYS}), not ${SYS}/rlmesh-network-policy-probe`);
     expect(as(kc, ['-n', SYS, 'create', 'configmap', 'rlmesh-preflight-other', '--dry-run=server']).ok).toBe(false);
     // its own pass
     expect(as(kc, ['-n', SYS, 'create', 'configmap', 'rlmesh-agent-status', '--from-literal=k=v', '--dry-run=server']).out).not.toMatch(/may write only/);

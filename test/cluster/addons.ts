@@ -29,6 +29,8 @@ export const HARNESS_HOSTS: Record<string, string> = {
   // "public" servers of the egress tests (198.18.0.0/15: refused unless a test allows the range)
   'inputs.public.test': NET.publicAddress,
   'other.public.test': NET.publicAddress,
+  // the output host the suites' control plane names (GET /v1/info, the session): the same server, another name
+  'outputs.public.test': NET.publicAddress,
 };
 
 type Info = { dir: string; kubeconfig: string; bin: string; registry: string };

@@ -19,6 +19,8 @@ export const NS = 'rlmesh-system';
 export const RUNS = 'rlmesh-runs';
 /** The control plane's name, as pods resolve it (CoreDNS's hosts file). */
 export const CONTROL_PLANE_HOST = Object.keys(HARNESS_HOSTS).find((h) => HARNESS_HOSTS[h] === NET.hostAddress)!;
+/** the output host the suites' control plane names: the "public" test server (public-server.ts), under a name of its own */
+export const OUTPUT_HOST = 'outputs.public.test';
 
 export type Chart = { ref: string; version: string };
 
@@ -30,7 +32,7 @@ export async function controlPlane(chart: Chart, dataDir?: string, extraArgs: st
 export function controlPlaneListen(chart: Chart, extraArgs: string[] = []): { listen: string; args: string[] } {
   return {
     listen: `${NET.hostAddress}:443`,
-    args: ['--tls-host', CONTROL_PLANE_HOST, '--tls-host', NET.hostAddress, '--advertise-host', CONTROL_PLANE_HOST,
+    args: ['--tls-host', CONTROL_PLANE_HOST, '--tls-host', NET.hostAddress, '--advertise-host', CONTROL_PLANE_HOST, '--output-host', OUTPUT_HOST,
       '--ping-interval', '2', '--silence-timeout', '20', '--chart-ref', chart.ref, '--chart-version', chart.version,
       // the registry's token service judges this control plane's join tokens and pull credentials
       '--registry-stores-dir', clusterInfo().registryStores, ...extraArgs],

@@ -3,8 +3,9 @@
 // under the names CoreDNS gives it (inputs.public.test, other.public.test).
 // Pods reach it only through the egress proxy, and only when a test lets that
 // range through (egress.allowRanges). It serves its own CA as an artifact
-// (/ca.pem, so an evaluation can trust it from the cache) and a probe (/probe),
-// and records who asked for what.
+// (/ca.pem, so an evaluation can trust it from the cache), a probe (/probe) and
+// takes uploads (PUT /outputs/<name>, as an output host does), and records who
+// asked for what.
 import { createServer, type Server } from 'node:https';
 import { createHash } from 'node:crypto';
 import { ensureTls } from '../../controlplane/tls.ts';
@@ -17,7 +18,7 @@ export type PublicServer = {
   hosts: string[];
   ca: string;
   caSha256: string;
-  requests: { host: string; path: string; from: string }[];
+  requests: { method: string; host: string; path: string; from: string }[];
   close: () => Promise<void>;
 };
 
@@ -26,8 +27,10 @@ export async function startPublicServer(): Promise<PublicServer> {
   const tls = await ensureTls(tempDir('rlmesh-public-'), hosts);
   const requests: PublicServer['requests'] = [];
   const server: Server = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
-    requests.push({ host: String(req.headers.host ?? ''), path: req.url ?? '', from: req.socket.remoteAddress ?? '' });
-    if (req.url === '/ca.pem') {
+    requests.push({ method: req.method ?? '', host: String(req.headers.host ?? ''), path: req.url ?? '', from: req.socket.remoteAddress ?? '' });
+    if (req.method === 'PUT' && req.url?.startsWith('/outputs/')) {
+      req.resume().on('end', () => res.writeHead(201).end());
+    } else if (req.url === '/ca.pem') {
       res.writeHead(200, { 'content-type': 'application/x-pem-file', 'content-length': Buffer.byteLength(tls.ca) }).end(tls.ca);
     } else if (req.url === '/probe') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('reached\n');

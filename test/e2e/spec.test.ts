@@ -15,7 +15,7 @@ import { api, type ControlPlane } from '../support/runtime.ts';
 import { until } from '../support/until.ts';
 import {
   caBundleFile, CONTROL_PLANE_HOST, NS, RUNS, Runtime, cleanSlate, cliPath, clusterRow, controlPlane, evaluation, evaluationImage, localFlags, releasedChart,
-  runInstallCommand, runNewInstallCommand, smallEvaluation, submit, waitConnected, waitFinished, type Chart,
+  OUTPUT_HOST, runInstallCommand, runNewInstallCommand, smallEvaluation, submit, waitConnected, waitFinished, type Chart,
 } from './harness.ts';
 import { startPublicServer, type PublicServer } from './public-server.ts';
 import { TOKEN_HASH_ANNOTATION, tokenHash } from '../../lib/credential-secret.ts';
@@ -177,6 +177,52 @@ describe('Install', () => {
     for (const r of publicServer.requests) expect(proxyIps).toContain(r.from.replace(/^::ffff:/, ''));
     const decision = await until('the refusal decision line', () => rt.log('egress').split('\n').find((l) => l.includes(notListed!)), { timeoutMs: 30_000 });
     expect(decision).toMatch(/refused/);
+  });
+
+  it("the platform's output hosts are built in: GET /v1/info names one, an evaluation uploads its result there through the proxy, a host not listed is refused; the session changes the list, keeping exact public names only", async () => {
+    const [, notListed] = publicServer.hosts;
+    const config = JSON.parse(kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-runtime-config', '-o', 'jsonpath={.data.config\\.json}']).stdout);
+    expect(config.egress.allowedDomains).not.toContain(OUTPUT_HOST); // not in the values: the platform names it
+    const written = () => kubectl(['-n', NS, 'get', 'configmap', 'rlmesh-output-hosts', '-o', 'jsonpath={.data.hosts}']).stdout.split('\n').filter(Boolean);
+    // each proxy pod's last word on the list it follows (egress/output-hosts-file.ts)
+    const followed = () => rt.pods('egress').map((p) => {
+      const lines = kubectl(['-n', NS, 'logs', p.metadata.name]).stdout.split('\n').filter((l) => l.includes("the platform's output hosts changed"));
+      return lines.length ? (JSON.parse(lines.at(-1)!) as { outputHosts: string[] }).outputHosts : undefined;
+    });
+    const proxiesAllow = (hosts: string[]) => until(`every egress proxy pod to allow ${hosts.join(', ')}`, () => (followed().every((h) => JSON.stringify(h) === JSON.stringify(hosts)) ? true : undefined), {
+      timeoutMs: 180_000, context: () => `ConfigMap rlmesh-output-hosts: ${written().join(' ')}; the pods follow: ${JSON.stringify(followed())}`,
+    });
+    expect(written()).toEqual([OUTPUT_HOST]);
+    await proxiesAllow([OUTPUT_HOST]);
+
+    const artifact = { name: 'public-ca', sha256: publicServer.caSha256, sizeBytes: String(Buffer.byteLength(publicServer.ca)), source: { httpsUrl: `https://${publicServer.hosts[0]}/ca.pem` } };
+    const trusted = { TEST_CA_FILE: '/artifacts/public-ca', TEST_DURATION: '1s' };
+    const before = publicServer.requests.length;
+    const first = await submit(cp, clusterId, { ...smallEvaluation(image, { ...trusted, TEST_UPLOAD_URL: `https://${OUTPUT_HOST}/outputs/first`, TEST_PROBE_URL: `https://${notListed}/probe` }), artifacts: [artifact] });
+    expect((await waitFinished(cp, first, 240)).phase).toBe('Succeeded');
+    const out = evaluationOutput(first);
+    expect(out.find((l) => l.step === 'upload'), JSON.stringify(out)).toMatchObject({ status: 201 });
+    expect(String(out.find((l) => l.step === 'probe' && l.via === 'proxy')?.error)).toMatch(/Forbidden|403/);
+    const proxyIps = rt.pods('egress').map((p) => (JSON.parse(kubectl(['-n', NS, 'get', 'pod', p.metadata.name, '-o', 'json']).stdout) as { status: { podIP: string } }).status.podIP);
+    // the upload came from a proxy pod; nothing reached the server for the host not listed (the filler's cache already holds the CA)
+    const seen = publicServer.requests.slice(before).filter((r) => r.path !== '/ca.pem');
+    expect(seen.map((r) => `${r.method} ${r.host} ${r.path}`)).toEqual([`PUT ${OUTPUT_HOST} /outputs/first`]);
+    expect(proxyIps).toContain(seen[0]!.from.replace(/^::ffff:/, ''));
+
+    // the platform changes the list on the session, with what a hostile platform would slip in: only exact public names are kept
+    const hostile = ['*.public.test', NET.publicAddress, 'kubernetes.default.svc.cluster.local', 'localhost', 'metadata.google.internal'];
+    const put = await api(cp, 'PUT', '/v1/output-hosts', { hosts: [OUTPUT_HOST, notListed, ...hostile] });
+    expect(put.status).toBe(200);
+    await until('the new list in ConfigMap rlmesh-output-hosts', () => (written().length === 2 ? true : undefined), { timeoutMs: 60_000, context: () => written().join(' ') });
+    expect(written()).toEqual([notListed, OUTPUT_HOST].sort());
+    const left = rt.log('agent').split('\n').find((l) => l.includes('left out output hosts the platform named (the session)'));
+    expect(JSON.parse(left!).refused.map((r: { host: string }) => r.host)).toEqual(hostile);
+    await proxiesAllow([notListed!, OUTPUT_HOST].sort());
+    const second = await submit(cp, clusterId, { ...smallEvaluation(image, { ...trusted, TEST_UPLOAD_URL: `https://${notListed}/outputs/second` }), artifacts: [artifact] });
+    expect((await waitFinished(cp, second, 240)).phase).toBe('Succeeded');
+    expect(evaluationOutput(second).find((l) => l.step === 'upload')).toMatchObject({ status: 201 });
+    expect(publicServer.requests.slice(before).map((r) => `${r.method} ${r.host} ${r.path}`)).toContain(`PUT ${notListed} /outputs/second`);
+    expect((await api(cp, 'PUT', '/v1/output-hosts', { hosts: [OUTPUT_HOST] })).status).toBe(200);
   });
 });
 

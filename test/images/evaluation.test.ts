@@ -2,7 +2,7 @@
 // the engine-free image library, served by the local registry by digest, and
 // its program (taken out of the image) keeping the contract kwok plays for
 // simulated pods: exit TEST_EXIT_CODE after TEST_DURATION, report the artifact
-// TEST_ARTIFACT and a GET of TEST_PROBE_URL through the proxy and directly.
+// TEST_ARTIFACT, a GET of TEST_PROBE_URL through the proxy and directly, and a PUT to TEST_UPLOAD_URL.
 // Everything here stays on loopback: an HTTPS server and a CONNECT proxy that
 // refuses any destination other than the server.
 import { spawn } from 'node:child_process';
@@ -125,7 +125,17 @@ describe('test evaluation image', () => {
   it('probes the URL through the proxy, then directly', async () => {
     const tls = await ensureTls(join(work, 'tls'));
     const served: number[] = []; // client port of each request the server answered
+    const uploads: { url: string; body: string }[] = [];
     const server = https.createServer({ key: tls.key, cert: tls.cert }, (req, res) => {
+      if (req.method === 'PUT') {
+        let body = '';
+        req.on('data', (c: Buffer) => (body += c.toString()));
+        req.on('end', () => {
+          uploads.push({ url: req.url ?? '', body });
+          res.writeHead(201).end();
+        });
+        return;
+      }
       served.push(req.socket.remotePort!);
       res.end('probe ok\n');
     });
@@ -172,6 +182,13 @@ describe('test evaluation image', () => {
       expect(served).toHaveLength(2);
       expect(tunnelPorts).toContain(served[0]);
       expect(tunnelPorts).not.toContain(served[1]);
+
+      // an upload goes through the proxy only: a PUT of the result document
+      const put = await runProgram({ TEST_DURATION: '0s', TEST_UPLOAD_URL: `https://LOCALHOST:${port}/outputs/e1`, TEST_PROBE_TIMEOUT: '5s', TEST_CA_FILE: tls.caFile, HTTPS_PROXY: proxyUrl });
+      expect(put.code, JSON.stringify(put.steps) + put.stderr).toBe(0);
+      expect(put.steps.filter((s) => s.step === 'upload')).toEqual([expect.objectContaining({ url: `https://LOCALHOST:${port}/outputs/e1`, status: 201 })]);
+      expect(uploads).toEqual([{ url: '/outputs/e1', body: expect.stringContaining('"result":"done"') }]);
+      expect(connects).toEqual([`LOCALHOST:${port}`, `LOCALHOST:${port}`]);
 
       // without the CA the program reports the TLS error of each attempt and still exits as told
       const untrusted = await runProgram({ TEST_DURATION: '0s', TEST_EXIT_CODE: '7', TEST_PROBE_URL: url, HTTPS_PROXY: proxyUrl });

@@ -16,6 +16,7 @@
 {{- define "rlmesh.name.runtimeConfigMap" -}}rlmesh-runtime-config{{- end }}
 {{- define "rlmesh.name.caBundleConfigMap" -}}rlmesh-ca-bundle{{- end }}
 {{- define "rlmesh.name.clusterRangesConfigMap" -}}rlmesh-cluster-ranges{{- end }}
+{{- define "rlmesh.name.outputHostsConfigMap" -}}rlmesh-output-hosts{{- end }}
 {{- define "rlmesh.name.preflightConfigMap" -}}rlmesh-preflight{{- end }}
 {{- define "rlmesh.name.agentStatusConfigMap" -}}rlmesh-agent-status{{- end }}
 {{- define "rlmesh.name.operatorDrainConfigMap" -}}rlmesh-operator-drain{{- end }}
@@ -29,6 +30,9 @@
 {{- define "rlmesh.mount.clusterRangesDir" -}}/etc/rlmesh/cluster-ranges{{- end }}
 {{- define "rlmesh.mount.clusterRangesKey" -}}ranges{{- end }}
 {{- define "rlmesh.mount.clusterRangesFile" -}}/etc/rlmesh/cluster-ranges/ranges{{- end }}
+{{- define "rlmesh.mount.outputHostsDir" -}}/etc/rlmesh/output-hosts{{- end }}
+{{- define "rlmesh.mount.outputHostsKey" -}}hosts{{- end }}
+{{- define "rlmesh.mount.outputHostsFile" -}}/etc/rlmesh/output-hosts/hosts{{- end }}
 {{- define "rlmesh.mount.proxyCredentialsDir" -}}/etc/rlmesh/proxy-credentials{{- end }}
 {{- define "rlmesh.mount.artifactSourcesDir" -}}/etc/rlmesh/artifact-sources{{- end }}
 {{- define "rlmesh.mount.agentSpoolDir" -}}/var/lib/rlmesh/spool{{- end }}

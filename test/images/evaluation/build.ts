@@ -49,7 +49,7 @@ export function goVersion(): string {
 export const EVALUATION_IMAGE: TestImage = {
   imageName: IMAGE_NAME,
   binaryName: BINARY,
-  description: 'rlmesh-runtime tests only: exits with TEST_EXIT_CODE after TEST_DURATION, reads TEST_ARTIFACT, probes TEST_PROBE_URL through the proxy and directly, makes the TEST_ATTEMPTS connections and DNS queries, listens on TEST_LISTEN',
+  description: 'rlmesh-runtime tests only: exits with TEST_EXIT_CODE after TEST_DURATION, reads TEST_ARTIFACT, probes TEST_PROBE_URL through the proxy and directly, PUTs to TEST_UPLOAD_URL through the proxy, makes the TEST_ATTEMPTS connections and DNS queries, listens on TEST_LISTEN',
   compile: buildEvaluationBinary,
   toolLabel: () => ['dev.rlmesh.image.go-version', goVersion()],
 };

@@ -9,6 +9,9 @@
 //	TEST_PROBE_URL      an https URL to GET twice: through the proxy that
 //	                    HTTPS_PROXY / HTTP_PROXY / NO_PROXY name, then directly
 //	                    (which NetworkPolicy blocks on a real node)
+//	TEST_UPLOAD_URL     an https URL to PUT the run's result to (a small JSON
+//	                    document), through the proxy only, as an evaluation
+//	                    uploads to the platform's output host
 //	TEST_PROBE_TIMEOUT  timeout of each GET and attempt, a Go duration (default 3s)
 //	TEST_CA_FILE        PEM CA bundle to trust besides the system's
 //	TEST_LISTEN         a TCP port to accept connections on while it runs
@@ -23,6 +26,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -114,6 +118,37 @@ func probe(target string, via string, roots *x509.CertPool, timeout time.Duratio
 	out["status"] = resp.StatusCode
 	out["bytes"] = n
 	emit(out)
+}
+
+// upload PUTs a small result document to target through the environment's proxy.
+func upload(target string, roots *x509.CertPool, timeout time.Duration) {
+	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DisableKeepAlives: true, Proxy: http.ProxyFromEnvironment}
+	client := &http.Client{Transport: transport, Timeout: timeout}
+	body, _ := json.Marshal(map[string]any{"result": "done", "host": os.Getenv("HOSTNAME")})
+	out := map[string]any{"step": "upload", "url": target}
+	req, err := http.NewRequest(http.MethodPut, target, bytes.NewReader(body))
+	if err != nil {
+		fail("TEST_UPLOAD_URL", target, err)
+	}
+	req.Header.Set("content-type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		out["error"] = err.Error()
+		emit(out)
+		return
+	}
+	defer resp.Body.Close()
+	out["status"] = resp.StatusCode
+	emit(out)
+}
+
+// httpsURL is the environment variable's value, which must be an https URL when set.
+func httpsURL(name string) string {
+	target := os.Getenv(name)
+	if u, err := url.Parse(target); target != "" && (err != nil || u.Scheme != "https" || u.Host == "") {
+		fail(name, target, fmt.Errorf("not an https URL"))
+	}
+	return target
 }
 
 type attempt struct {
@@ -237,10 +272,8 @@ func main() {
 	if path := os.Getenv("TEST_ARTIFACT"); path != "" {
 		readArtifact(path)
 	}
-	if target := os.Getenv("TEST_PROBE_URL"); target != "" {
-		if u, err := url.Parse(target); err != nil || u.Scheme != "https" || u.Host == "" {
-			fail("TEST_PROBE_URL", target, fmt.Errorf("not an https URL"))
-		}
+	probeURL, uploadURL := httpsURL("TEST_PROBE_URL"), httpsURL("TEST_UPLOAD_URL")
+	if probeURL != "" || uploadURL != "" {
 		roots, err := x509.SystemCertPool()
 		if err != nil {
 			roots = x509.NewCertPool()
@@ -254,8 +287,13 @@ func main() {
 				fail("TEST_CA_FILE", file, err)
 			}
 		}
-		probe(target, "proxy", roots, timeout)
-		probe(target, "direct", roots, timeout)
+		if probeURL != "" {
+			probe(probeURL, "proxy", roots, timeout)
+			probe(probeURL, "direct", roots, timeout)
+		}
+		if uploadURL != "" {
+			upload(uploadURL, roots, timeout)
+		}
 	}
 
 	time.Sleep(time.Until(start.Add(runFor)))

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file rlmesh/v1/session.proto.
  */
 export const file_rlmesh_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChdybG1lc2gvdjEvc2Vzc2lvbi5wcm90bxIJcmxtZXNoLnYxIpQDCgxBZ2VudE1lc3NhZ2USIQoFaGVsbG8YASABKAsyEC5ybG1lc2gudjEuSGVsbG9IABIpCgloZWFydGJlYXQYAiABKAsyFC5ybG1lc2gudjEuSGVhcnRiZWF0SAASLAoLbm9kZV9yZXBvcnQYAyABKAsyFS5ybG1lc2gudjEuTm9kZVJlcG9ydEgAEjgKEWV2YWx1YXRpb25fdXBkYXRlGAQgASgLMhsucmxtZXNoLnYxLkV2YWx1YXRpb25VcGRhdGVIABIfCgRwb25nGAUgASgLMg8ucmxtZXNoLnYxLlBvbmdIABI6ChJjcmVkZW50aWFsX3JvdGF0ZWQYBiABKAsyHC5ybG1lc2gudjEuQ3JlZGVudGlhbFJvdGF0ZWRIABI2ChBwcmVmbGlnaHRfcmVwb3J0GAcgASgLMhoucmxtZXNoLnYxLlByZWZsaWdodFJlcG9ydEgAEjIKDm9wZXJhdG9yX2RyYWluGAggASgLMhgucmxtZXNoLnYxLk9wZXJhdG9yRHJhaW5IAEIFCgNtc2cizAIKDkNvbnRyb2xNZXNzYWdlEh8KBHBpbmcYASABKAsyDy5ybG1lc2gudjEuUGluZ0gAEisKCmFzc2lnbm1lbnQYAiABKAsyFS5ybG1lc2gudjEuQXNzaWdubWVudEgAEi8KDGNhbmNlbGxhdGlvbhgDIAEoCzIXLnJsbWVzaC52MS5DYW5jZWxsYXRpb25IABI8ChNjcmVkZW50aWFsX3JvdGF0aW9uGAQgASgLMh0ucmxtZXNoLnYxLkNyZWRlbnRpYWxSb3RhdGlvbkgAEh0KA2FjaxgFIAEoCzIOLnJsbWVzaC52MS5BY2tIABIlCgd3ZWxjb21lGAYgASgLMhIucmxtZXNoLnYxLldlbGNvbWVIABIwCg1jbHVzdGVyX3N0YXRlGAcgASgLMhcucmxtZXNoLnYxLkNsdXN0ZXJTdGF0ZUgAQgUKA21zZyJUCgxDbHVzdGVyU3RhdGUSEAoIZHJhaW5pbmcYASABKAgSMgoOZHJhaW5pbmdfc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkwKDU9wZXJhdG9yRHJhaW4SEAoIZHJhaW5pbmcYASABKAgSKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImoKBUhlbGxvEhIKCmNsdXN0ZXJfaWQYASABKAkSFQoNYWdlbnRfdmVyc2lvbhgCIAEoCRIaChJrdWJlcm5ldGVzX3ZlcnNpb24YAyABKAkSGgoScGVuZGluZ191cGRhdGVfaWRzGAQgAygJIqQBCgdXZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSLwoLc2VydmVyX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh0KFXBpbmdfaW50ZXJ2YWxfc2Vjb25kcxgDIAEoBRIdChVjb250cm9sX3BsYW5lX3ZlcnNpb24YBCABKAkSFgoOdmVyc2lvbl9ub3RpY2UYBSABKAkiOAoJSGVhcnRiZWF0EisKB3NlbnRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkIKBFBpbmcSDQoFbm9uY2UYASABKAkSKwoHc2VudF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFQoEUG9uZxINCgVub25jZRgBIAEoCSJMCghHcHVNb2RlbBIOCgZ2ZW5kb3IYASABKAkSDQoFbW9kZWwYAiABKAkSEgoKbWVtb3J5X21pYhgDIAEoAxINCgVjb3VudBgEIAEoBSKcAgoMTm9kZUNhcGFjaXR5EgwKBG5hbWUYASABKAkSFAoMYXJjaGl0ZWN0dXJlGAIgASgJEhMKC3NjaGVkdWxhYmxlGAMgASgIEg0KBXJlYWR5GAQgASgIEhcKD2NwdV9taWxsaXNfZnJlZRgFIAEoAxIZChFtZW1vcnlfYnl0ZXNfZnJlZRgGIAEoAxIRCglncHVzX2ZyZWUYByABKAUSHgoWY3B1X21pbGxpc19hbGxvY2F0YWJsZRgIIAEoAxIgChhtZW1vcnlfYnl0ZXNfYWxsb2NhdGFibGUYCSABKAMSGAoQZ3B1c19hbGxvY2F0YWJsZRgKIAEoBRIhCgRncHVzGAsgAygLMhMucmxtZXNoLnYxLkdwdU1vZGVsInEKCk5vZGVSZXBvcnQSCgoCaWQYASABKAkSLwoLb2JzZXJ2ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKBW5vZGVzGAMgAygLMhcucmxtZXNoLnYxLk5vZGVDYXBhY2l0eSLtAQoQRXZhbHVhdGlvblVwZGF0ZRIKCgJpZBgBIAEoCRIVCg1ldmFsdWF0aW9uX2lkGAIgASgJEg0KBXBoYXNlGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIPCgdtZXNzYWdlGAUgASgJEhEKCWV4aXRfY29kZRgGIAEoBRIVCg1oYXNfZXhpdF9jb2RlGAcgASgIEgsKA3BvZBgIIAEoCRIMCgRub2RlGAkgASgJEi8KC29ic2VydmVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghzZXF1ZW5jZRgLIAEoAyJSCg5BcnRpZmFjdFNvdXJjZRITCglodHRwc191cmwYASABKAlIABIhCgJzMxgCIAEoCzITLnJsbWVzaC52MS5TM09iamVjdEgAQggKBnNvdXJjZSKSAQoIUzNPYmplY3QSEAoIZW5kcG9pbnQYASABKAkSDgoGcmVnaW9uGAIgASgJEg4KBmJ1Y2tldBgDIAEoCRILCgNrZXkYBCABKAkSFQoNYWNjZXNzX2tleV9pZBgFIAEoCRIZChFzZWNyZXRfYWNjZXNzX2tleRgGIAEoCRIVCg1zZXNzaW9uX3Rva2VuGAcgASgJImcKCEFydGlmYWN0EgwKBG5hbWUYASABKAkSDgoGc2hhMjU2GAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAMSKQoGc291cmNlGAQgASgLMhkucmxtZXNoLnYxLkFydGlmYWN0U291cmNlIpEECgpBc3NpZ25tZW50EhUKDWV2YWx1YXRpb25faWQYASABKAkSDQoFaW1hZ2UYAiABKAkSDwoHY29tbWFuZBgDIAMoCRIMCgRhcmdzGAQgAygJEisKA2VudhgFIAMoCzIeLnJsbWVzaC52MS5Bc3NpZ25tZW50LkVudkVudHJ5EgsKA2NwdRgGIAEoCRIOCgZtZW1vcnkYByABKAkSEQoJZ3B1X2NvdW50GAggASgFEhIKCmdwdV92ZW5kb3IYCSABKAkSJgoJYXJ0aWZhY3RzGAogAygLMhMucmxtZXNoLnYxLkFydGlmYWN0EhgKEGRlYWRsaW5lX3NlY29uZHMYCyABKAMSPgoNbm9kZV9zZWxlY3RvchgMIAMoCzInLnJsbWVzaC52MS5Bc3NpZ25tZW50Lk5vZGVTZWxlY3RvckVudHJ5EjgKCnNlY3JldF9lbnYYDSADKAsyJC5ybG1lc2gudjEuQXNzaWdubWVudC5TZWNyZXRFbnZFbnRyeRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaMAoOU2VjcmV0RW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI1CgxDYW5jZWxsYXRpb24SFQoNZXZhbHVhdGlvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiaQoSQ3JlZGVudGlhbFJvdGF0aW9uEg8KB3B1cnBvc2UYASABKAkSDQoFdmFsdWUYAiABKAkSMwoPb2xkX3ZhbGlkX3VudGlsGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIkChFDcmVkZW50aWFsUm90YXRlZBIPCgdwdXJwb3NlGAEgASgJIhIKA0FjaxILCgNpZHMYASADKAkiSQoOUHJlZmxpZ2h0Q2hlY2sSCgoCaWQYASABKAkSDwoHdmVyZGljdBgCIAEoCRINCgVmb3VuZBgDIAEoCRILCgNmaXgYBCABKAkiiQEKD1ByZWZsaWdodFJlcG9ydBIKCgJpZBgBIAEoCRIpCgZjaGVja3MYAiADKAsyGS5ybG1lc2gudjEuUHJlZmxpZ2h0Q2hlY2sSGwoTZXZhbHVhdGlvbnNfYmxvY2tlZBgDIAEoCBIiChpldmFsdWF0aW9uc19ibG9ja2VkX3JlYXNvbhgEIAEoCTJTCg5DbHVzdGVyU2Vzc2lvbhJBCgdDb25uZWN0EhcucmxtZXNoLnYxLkFnZW50TWVzc2FnZRoZLnJsbWVzaC52MS5Db250cm9sTWVzc2FnZSgBMAFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChdybG1lc2gvdjEvc2Vzc2lvbi5wcm90bxIJcmxtZXNoLnYxIpQDCgxBZ2VudE1lc3NhZ2USIQoFaGVsbG8YASABKAsyEC5ybG1lc2gudjEuSGVsbG9IABIpCgloZWFydGJlYXQYAiABKAsyFC5ybG1lc2gudjEuSGVhcnRiZWF0SAASLAoLbm9kZV9yZXBvcnQYAyABKAsyFS5ybG1lc2gudjEuTm9kZVJlcG9ydEgAEjgKEWV2YWx1YXRpb25fdXBkYXRlGAQgASgLMhsucmxtZXNoLnYxLkV2YWx1YXRpb25VcGRhdGVIABIfCgRwb25nGAUgASgLMg8ucmxtZXNoLnYxLlBvbmdIABI6ChJjcmVkZW50aWFsX3JvdGF0ZWQYBiABKAsyHC5ybG1lc2gudjEuQ3JlZGVudGlhbFJvdGF0ZWRIABI2ChBwcmVmbGlnaHRfcmVwb3J0GAcgASgLMhoucmxtZXNoLnYxLlByZWZsaWdodFJlcG9ydEgAEjIKDm9wZXJhdG9yX2RyYWluGAggASgLMhgucmxtZXNoLnYxLk9wZXJhdG9yRHJhaW5IAEIFCgNtc2ci/AIKDkNvbnRyb2xNZXNzYWdlEh8KBHBpbmcYASABKAsyDy5ybG1lc2gudjEuUGluZ0gAEisKCmFzc2lnbm1lbnQYAiABKAsyFS5ybG1lc2gudjEuQXNzaWdubWVudEgAEi8KDGNhbmNlbGxhdGlvbhgDIAEoCzIXLnJsbWVzaC52MS5DYW5jZWxsYXRpb25IABI8ChNjcmVkZW50aWFsX3JvdGF0aW9uGAQgASgLMh0ucmxtZXNoLnYxLkNyZWRlbnRpYWxSb3RhdGlvbkgAEh0KA2FjaxgFIAEoCzIOLnJsbWVzaC52MS5BY2tIABIlCgd3ZWxjb21lGAYgASgLMhIucmxtZXNoLnYxLldlbGNvbWVIABIwCg1jbHVzdGVyX3N0YXRlGAcgASgLMhcucmxtZXNoLnYxLkNsdXN0ZXJTdGF0ZUgAEi4KDG91dHB1dF9ob3N0cxgIIAEoCzIWLnJsbWVzaC52MS5PdXRwdXRIb3N0c0gAQgUKA21zZyIcCgtPdXRwdXRIb3N0cxINCgVob3N0cxgBIAMoCSJUCgxDbHVzdGVyU3RhdGUSEAoIZHJhaW5pbmcYASABKAgSMgoOZHJhaW5pbmdfc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkwKDU9wZXJhdG9yRHJhaW4SEAoIZHJhaW5pbmcYASABKAgSKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImoKBUhlbGxvEhIKCmNsdXN0ZXJfaWQYASABKAkSFQoNYWdlbnRfdmVyc2lvbhgCIAEoCRIaChJrdWJlcm5ldGVzX3ZlcnNpb24YAyABKAkSGgoScGVuZGluZ191cGRhdGVfaWRzGAQgAygJIqQBCgdXZWxjb21lEhIKCnNlc3Npb25faWQYASABKAkSLwoLc2VydmVyX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh0KFXBpbmdfaW50ZXJ2YWxfc2Vjb25kcxgDIAEoBRIdChVjb250cm9sX3BsYW5lX3ZlcnNpb24YBCABKAkSFgoOdmVyc2lvbl9ub3RpY2UYBSABKAkiOAoJSGVhcnRiZWF0EisKB3NlbnRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkIKBFBpbmcSDQoFbm9uY2UYASABKAkSKwoHc2VudF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFQoEUG9uZxINCgVub25jZRgBIAEoCSJMCghHcHVNb2RlbBIOCgZ2ZW5kb3IYASABKAkSDQoFbW9kZWwYAiABKAkSEgoKbWVtb3J5X21pYhgDIAEoAxINCgVjb3VudBgEIAEoBSKcAgoMTm9kZUNhcGFjaXR5EgwKBG5hbWUYASABKAkSFAoMYXJjaGl0ZWN0dXJlGAIgASgJEhMKC3NjaGVkdWxhYmxlGAMgASgIEg0KBXJlYWR5GAQgASgIEhcKD2NwdV9taWxsaXNfZnJlZRgFIAEoAxIZChFtZW1vcnlfYnl0ZXNfZnJlZRgGIAEoAxIRCglncHVzX2ZyZWUYByABKAUSHgoWY3B1X21pbGxpc19hbGxvY2F0YWJsZRgIIAEoAxIgChhtZW1vcnlfYnl0ZXNfYWxsb2NhdGFibGUYCSABKAMSGAoQZ3B1c19hbGxvY2F0YWJsZRgKIAEoBRIhCgRncHVzGAsgAygLMhMucmxtZXNoLnYxLkdwdU1vZGVsInEKCk5vZGVSZXBvcnQSCgoCaWQYASABKAkSLwoLb2JzZXJ2ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKBW5vZGVzGAMgAygLMhcucmxtZXNoLnYxLk5vZGVDYXBhY2l0eSLtAQoQRXZhbHVhdGlvblVwZGF0ZRIKCgJpZBgBIAEoCRIVCg1ldmFsdWF0aW9uX2lkGAIgASgJEg0KBXBoYXNlGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIPCgdtZXNzYWdlGAUgASgJEhEKCWV4aXRfY29kZRgGIAEoBRIVCg1oYXNfZXhpdF9jb2RlGAcgASgIEgsKA3BvZBgIIAEoCRIMCgRub2RlGAkgASgJEi8KC29ic2VydmVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghzZXF1ZW5jZRgLIAEoAyJSCg5BcnRpZmFjdFNvdXJjZRITCglodHRwc191cmwYASABKAlIABIhCgJzMxgCIAEoCzITLnJsbWVzaC52MS5TM09iamVjdEgAQggKBnNvdXJjZSKSAQoIUzNPYmplY3QSEAoIZW5kcG9pbnQYASABKAkSDgoGcmVnaW9uGAIgASgJEg4KBmJ1Y2tldBgDIAEoCRILCgNrZXkYBCABKAkSFQoNYWNjZXNzX2tleV9pZBgFIAEoCRIZChFzZWNyZXRfYWNjZXNzX2tleRgGIAEoCRIVCg1zZXNzaW9uX3Rva2VuGAcgASgJImcKCEFydGlmYWN0EgwKBG5hbWUYASABKAkSDgoGc2hhMjU2GAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAMSKQoGc291cmNlGAQgASgLMhkucmxtZXNoLnYxLkFydGlmYWN0U291cmNlIpEECgpBc3NpZ25tZW50EhUKDWV2YWx1YXRpb25faWQYASABKAkSDQoFaW1hZ2UYAiABKAkSDwoHY29tbWFuZBgDIAMoCRIMCgRhcmdzGAQgAygJEisKA2VudhgFIAMoCzIeLnJsbWVzaC52MS5Bc3NpZ25tZW50LkVudkVudHJ5EgsKA2NwdRgGIAEoCRIOCgZtZW1vcnkYByABKAkSEQoJZ3B1X2NvdW50GAggASgFEhIKCmdwdV92ZW5kb3IYCSABKAkSJgoJYXJ0aWZhY3RzGAogAygLMhMucmxtZXNoLnYxLkFydGlmYWN0EhgKEGRlYWRsaW5lX3NlY29uZHMYCyABKAMSPgoNbm9kZV9zZWxlY3RvchgMIAMoCzInLnJsbWVzaC52MS5Bc3NpZ25tZW50Lk5vZGVTZWxlY3RvckVudHJ5EjgKCnNlY3JldF9lbnYYDSADKAsyJC5ybG1lc2gudjEuQXNzaWdubWVudC5TZWNyZXRFbnZFbnRyeRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjMKEU5vZGVTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaMAoOU2VjcmV0RW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI1CgxDYW5jZWxsYXRpb24SFQoNZXZhbHVhdGlvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiaQoSQ3JlZGVudGlhbFJvdGF0aW9uEg8KB3B1cnBvc2UYASABKAkSDQoFdmFsdWUYAiABKAkSMwoPb2xkX3ZhbGlkX3VudGlsGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIkChFDcmVkZW50aWFsUm90YXRlZBIPCgdwdXJwb3NlGAEgASgJIhIKA0FjaxILCgNpZHMYASADKAkiSQoOUHJlZmxpZ2h0Q2hlY2sSCgoCaWQYASABKAkSDwoHdmVyZGljdBgCIAEoCRINCgVmb3VuZBgDIAEoCRILCgNmaXgYBCABKAkiiQEKD1ByZWZsaWdodFJlcG9ydBIKCgJpZBgBIAEoCRIpCgZjaGVja3MYAiADKAsyGS5ybG1lc2gudjEuUHJlZmxpZ2h0Q2hlY2sSGwoTZXZhbHVhdGlvbnNfYmxvY2tlZBgDIAEoCBIiChpldmFsdWF0aW9uc19ibG9ja2VkX3JlYXNvbhgEIAEoCTJTCg5DbHVzdGVyU2Vzc2lvbhJBCgdDb25uZWN0EhcucmxtZXNoLnYxLkFnZW50TWVzc2FnZRoZLnJsbWVzaC52MS5Db250cm9sTWVzc2FnZSgBMAFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message rlmesh.v1.AgentMessage
@@ -132,6 +132,12 @@ export type ControlMessage = Message<"rlmesh.v1.ControlMessage"> & {
      */
     value: ClusterState;
     case: "clusterState";
+  } | {
+    /**
+     * @generated from field: rlmesh.v1.OutputHosts output_hosts = 8;
+     */
+    value: OutputHosts;
+    case: "outputHosts";
   } | { case: undefined; value?: undefined };
 };
 
@@ -141,6 +147,28 @@ export type ControlMessage = Message<"rlmesh.v1.ControlMessage"> & {
  */
 export const ControlMessageSchema: GenMessage<ControlMessage> = /*@__PURE__*/
   messageDesc(file_rlmesh_v1_session, 1);
+
+/**
+ * Where evaluations upload their results, besides the API host (GET /v1/info names them too):
+ * sent after Welcome and on every change, the whole list each time. The agent takes exact public
+ * hostnames only (lib/output-hosts.ts) and the egress proxy allows them. Never sent by older
+ * control planes: the agent keeps the list /v1/info gave.
+ *
+ * @generated from message rlmesh.v1.OutputHosts
+ */
+export type OutputHosts = Message<"rlmesh.v1.OutputHosts"> & {
+  /**
+   * @generated from field: repeated string hosts = 1;
+   */
+  hosts: string[];
+};
+
+/**
+ * Describes the message rlmesh.v1.OutputHosts.
+ * Use `create(OutputHostsSchema)` to create a new message.
+ */
+export const OutputHostsSchema: GenMessage<OutputHosts> = /*@__PURE__*/
+  messageDesc(file_rlmesh_v1_session, 2);
 
 /**
  * What the platform has decided about this cluster: sent after Welcome and on every change.
@@ -167,7 +195,7 @@ export type ClusterState = Message<"rlmesh.v1.ClusterState"> & {
  * Use `create(ClusterStateSchema)` to create a new message.
  */
 export const ClusterStateSchema: GenMessage<ClusterState> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 2);
+  messageDesc(file_rlmesh_v1_session, 3);
 
 /**
  * The cluster's operator drained it on the cluster's side (rlmesh drain): sent on connect and on
@@ -194,7 +222,7 @@ export type OperatorDrain = Message<"rlmesh.v1.OperatorDrain"> & {
  * Use `create(OperatorDrainSchema)` to create a new message.
  */
 export const OperatorDrainSchema: GenMessage<OperatorDrain> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 3);
+  messageDesc(file_rlmesh_v1_session, 4);
 
 /**
  * The agent's first message; the control plane sends nothing until it has judged it.
@@ -230,7 +258,7 @@ export type Hello = Message<"rlmesh.v1.Hello"> & {
  * Use `create(HelloSchema)` to create a new message.
  */
 export const HelloSchema: GenMessage<Hello> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 4);
+  messageDesc(file_rlmesh_v1_session, 5);
 
 /**
  * @generated from message rlmesh.v1.Welcome
@@ -273,7 +301,7 @@ export type Welcome = Message<"rlmesh.v1.Welcome"> & {
  * Use `create(WelcomeSchema)` to create a new message.
  */
 export const WelcomeSchema: GenMessage<Welcome> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 5);
+  messageDesc(file_rlmesh_v1_session, 6);
 
 /**
  * @generated from message rlmesh.v1.Heartbeat
@@ -290,7 +318,7 @@ export type Heartbeat = Message<"rlmesh.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 6);
+  messageDesc(file_rlmesh_v1_session, 7);
 
 /**
  * @generated from message rlmesh.v1.Ping
@@ -312,7 +340,7 @@ export type Ping = Message<"rlmesh.v1.Ping"> & {
  * Use `create(PingSchema)` to create a new message.
  */
 export const PingSchema: GenMessage<Ping> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 7);
+  messageDesc(file_rlmesh_v1_session, 8);
 
 /**
  * @generated from message rlmesh.v1.Pong
@@ -329,7 +357,7 @@ export type Pong = Message<"rlmesh.v1.Pong"> & {
  * Use `create(PongSchema)` to create a new message.
  */
 export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 8);
+  messageDesc(file_rlmesh_v1_session, 9);
 
 /**
  * @generated from message rlmesh.v1.GpuModel
@@ -365,7 +393,7 @@ export type GpuModel = Message<"rlmesh.v1.GpuModel"> & {
  * Use `create(GpuModelSchema)` to create a new message.
  */
 export const GpuModelSchema: GenMessage<GpuModel> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 9);
+  messageDesc(file_rlmesh_v1_session, 10);
 
 /**
  * @generated from message rlmesh.v1.NodeCapacity
@@ -434,7 +462,7 @@ export type NodeCapacity = Message<"rlmesh.v1.NodeCapacity"> & {
  * Use `create(NodeCapacitySchema)` to create a new message.
  */
 export const NodeCapacitySchema: GenMessage<NodeCapacity> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 10);
+  messageDesc(file_rlmesh_v1_session, 11);
 
 /**
  * @generated from message rlmesh.v1.NodeReport
@@ -461,7 +489,7 @@ export type NodeReport = Message<"rlmesh.v1.NodeReport"> & {
  * Use `create(NodeReportSchema)` to create a new message.
  */
 export const NodeReportSchema: GenMessage<NodeReport> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 11);
+  messageDesc(file_rlmesh_v1_session, 12);
 
 /**
  * @generated from message rlmesh.v1.EvaluationUpdate
@@ -534,7 +562,7 @@ export type EvaluationUpdate = Message<"rlmesh.v1.EvaluationUpdate"> & {
  * Use `create(EvaluationUpdateSchema)` to create a new message.
  */
 export const EvaluationUpdateSchema: GenMessage<EvaluationUpdate> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 12);
+  messageDesc(file_rlmesh_v1_session, 13);
 
 /**
  * @generated from message rlmesh.v1.ArtifactSource
@@ -563,7 +591,7 @@ export type ArtifactSource = Message<"rlmesh.v1.ArtifactSource"> & {
  * Use `create(ArtifactSourceSchema)` to create a new message.
  */
 export const ArtifactSourceSchema: GenMessage<ArtifactSource> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 13);
+  messageDesc(file_rlmesh_v1_session, 14);
 
 /**
  * @generated from message rlmesh.v1.S3Object
@@ -610,7 +638,7 @@ export type S3Object = Message<"rlmesh.v1.S3Object"> & {
  * Use `create(S3ObjectSchema)` to create a new message.
  */
 export const S3ObjectSchema: GenMessage<S3Object> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 14);
+  messageDesc(file_rlmesh_v1_session, 15);
 
 /**
  * @generated from message rlmesh.v1.Artifact
@@ -642,7 +670,7 @@ export type Artifact = Message<"rlmesh.v1.Artifact"> & {
  * Use `create(ArtifactSchema)` to create a new message.
  */
 export const ArtifactSchema: GenMessage<Artifact> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 15);
+  messageDesc(file_rlmesh_v1_session, 16);
 
 /**
  * @generated from message rlmesh.v1.Assignment
@@ -725,7 +753,7 @@ export type Assignment = Message<"rlmesh.v1.Assignment"> & {
  * Use `create(AssignmentSchema)` to create a new message.
  */
 export const AssignmentSchema: GenMessage<Assignment> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 16);
+  messageDesc(file_rlmesh_v1_session, 17);
 
 /**
  * @generated from message rlmesh.v1.Cancellation
@@ -747,7 +775,7 @@ export type Cancellation = Message<"rlmesh.v1.Cancellation"> & {
  * Use `create(CancellationSchema)` to create a new message.
  */
 export const CancellationSchema: GenMessage<Cancellation> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 17);
+  messageDesc(file_rlmesh_v1_session, 18);
 
 /**
  * @generated from message rlmesh.v1.CredentialRotation
@@ -776,7 +804,7 @@ export type CredentialRotation = Message<"rlmesh.v1.CredentialRotation"> & {
  * Use `create(CredentialRotationSchema)` to create a new message.
  */
 export const CredentialRotationSchema: GenMessage<CredentialRotation> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 18);
+  messageDesc(file_rlmesh_v1_session, 19);
 
 /**
  * @generated from message rlmesh.v1.CredentialRotated
@@ -793,7 +821,7 @@ export type CredentialRotated = Message<"rlmesh.v1.CredentialRotated"> & {
  * Use `create(CredentialRotatedSchema)` to create a new message.
  */
 export const CredentialRotatedSchema: GenMessage<CredentialRotated> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 19);
+  messageDesc(file_rlmesh_v1_session, 20);
 
 /**
  * @generated from message rlmesh.v1.Ack
@@ -810,7 +838,7 @@ export type Ack = Message<"rlmesh.v1.Ack"> & {
  * Use `create(AckSchema)` to create a new message.
  */
 export const AckSchema: GenMessage<Ack> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 20);
+  messageDesc(file_rlmesh_v1_session, 21);
 
 /**
  * @generated from message rlmesh.v1.PreflightCheck
@@ -844,7 +872,7 @@ export type PreflightCheck = Message<"rlmesh.v1.PreflightCheck"> & {
  * Use `create(PreflightCheckSchema)` to create a new message.
  */
 export const PreflightCheckSchema: GenMessage<PreflightCheck> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 21);
+  messageDesc(file_rlmesh_v1_session, 22);
 
 /**
  * @generated from message rlmesh.v1.PreflightReport
@@ -881,7 +909,7 @@ export type PreflightReport = Message<"rlmesh.v1.PreflightReport"> & {
  * Use `create(PreflightReportSchema)` to create a new message.
  */
 export const PreflightReportSchema: GenMessage<PreflightReport> = /*@__PURE__*/
-  messageDesc(file_rlmesh_v1_session, 22);
+  messageDesc(file_rlmesh_v1_session, 23);
 
 /**
  * @generated from service rlmesh.v1.ClusterSession
