@@ -92,6 +92,8 @@ describe('values schema', () => {
       'artifactCache.filler.resources.limits.cpu: artifactCache.filler.resources.limits.cpu 1 is above evaluations.limitRange.max.cpu 500m: the API server would refuse every pod in rlmesh-runs that gets it; lower it, or raise the max',
     ]);
     expect(valuesSchema.safeParse({ joinToken: TOKEN, evaluations: { hostUsers: 'yes' } }).error?.issues.map((i) => i.path.join('.'))).toEqual(['evaluations.hostUsers']);
+    // a quoted "true" is the usual slip in YAML: the message says what is meant
+    expect(valuesSchema.safeParse({ joinToken: TOKEN, evaluations: { hostUsers: 'true' } }).error?.issues.map((i) => i.message)).toEqual([expect.stringMatching(/must be auto, true or false .*not a string/)]);
   });
 
   it('quantities in bytes', () => {

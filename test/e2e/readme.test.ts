@@ -90,8 +90,8 @@ function prelude(): string {
   const install = quoted([...localValues(cp), ...LAB_HOST_USERS, ...PLUMBING]);
   const upgrade = quoted(PLUMBING);
   return `helm() {
-  local args=() a
-  for a in "$@"; do args+=("\${a/#${PUBLISHED_CHART}/${chart.ref}}"); done
+  local args=() a from='${PUBLISHED_CHART}' to='${chart.ref}'
+  for a in "$@"; do args+=("\${a/#"$from"/$to}"); done
   case "$1" in
     install) command helm "\${args[@]}" ${install} ;;
     upgrade) command helm "\${args[@]}" ${upgrade} ;;
@@ -120,7 +120,7 @@ beforeAll(async () => {
     '  caBundle: |',
     ...readFileSync(caBundleFile(cp), 'utf8').trim().split('\n').map((l) => `    ${l}`),
     'evaluations:',
-    '  hostUsers: "true"',
+    '  hostUsers: true',
     '',
   ].join('\n'));
 }, 300_000);
@@ -135,6 +135,7 @@ describe('README.md', () => {
     const r = runBlock(block('readme', 'rlmesh preflight -f values.yaml'));
     expect(r.status, r.out).toBe(0);
     expect(r.out).not.toMatch(/FAIL/);
+    expect(r.out).toMatch(/Kubernetes 1\.\d+/); // the checks ran and printed what they found
   });
 
   it('2a. the printed install command installs, and every Verify command succeeds', async () => {
@@ -165,6 +166,14 @@ describe('charts/rlmesh-runtime/README.md', () => {
     const r = runBlock(block('chart', 'helm uninstall rlmesh'));
     expect(r.status, r.out).toBe(0);
     expect(helm(['-n', NS, 'status', 'rlmesh'], { allowFail: true }).status).not.toBe(0);
+    cleanSlate();
+  });
+
+  it('Install: the printed command installs and the agent connects', async () => {
+    const t = await token('readme-chart');
+    const r = runBlock(block('chart', 'joinToken=<rlm_jt_'), { token: t.joinToken });
+    expect(r.status, r.out).toBe(0);
+    await waitConnected(cp, t.clusterId);
     cleanSlate();
   });
 
