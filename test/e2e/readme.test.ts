@@ -135,7 +135,7 @@ describe('README.md', () => {
     const r = runBlock(block('readme', 'rlmesh preflight -f values.yaml'));
     expect(r.status, r.out).toBe(0);
     expect(r.out).not.toMatch(/FAIL/);
-    expect(r.out).toMatch(/Kubernetes 1\.\d+/); // the checks ran and printed what they found
+    expect(r.out).toMatch(/^PASS  kubernetes-version   Kubernetes v1\.\d+/m); // the checks ran and printed what they found
   });
 
   it('2a. the printed install command installs, and every Verify command succeeds', async () => {
