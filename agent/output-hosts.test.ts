@@ -38,6 +38,19 @@ function publisher(core: k8s.CoreV1Api) {
 }
 
 describe('OutputHostsPublisher', () => {
+  it('creates the ConfigMap when it is missing (deleted by hand)', async () => {
+    const created: k8s.V1ConfigMap[] = [];
+    const core = {
+      readNamespacedConfigMap: async () => {
+        throw Object.assign(new Error('configmaps "rlmesh-output-hosts" not found'), { code: 404 });
+      },
+      createNamespacedConfigMap: async ({ body }: { body: k8s.V1ConfigMap }) => (created.push(body), body),
+    } as unknown as k8s.CoreV1Api;
+    const { p } = publisher(core);
+    p.publish(['outputs.rlmesh.dev'], 'GET /v1/info');
+    await vi.waitFor(() => expect(created).toEqual([{ metadata: { name: 'rlmesh-output-hosts', namespace: 'rlmesh-system' }, data: { hosts: 'outputs.rlmesh.dev' } }]));
+  });
+
   it('writes the checked list to ConfigMap rlmesh-output-hosts, and logs what it left out', async () => {
     const { state, core } = fakeCore();
     const { p, lines } = publisher(core);

@@ -41,7 +41,7 @@ export const CHART_ENV_NAMES = [
 ];
 
 /** Volumes the chart gives its pods (templates/_helpers.tpl and the workloads; a test finds no other): extraVolumes may not take these names. */
-export const CHART_VOLUME_NAMES = ['config', 'tmp', 'ca-bundle', 'spool', 'cluster-ranges', 'proxy-credentials'];
+export const CHART_VOLUME_NAMES = ['config', 'tmp', 'ca-bundle', 'spool', 'cluster-ranges', 'output-hosts', 'proxy-credentials'];
 
 /**
  * The long-running components in the release namespace that take extraVolumes and
