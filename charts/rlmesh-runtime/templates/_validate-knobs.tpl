@@ -48,7 +48,7 @@ RESTRICTED_VOLUME_SOURCES (a test keeps them equal).
 {{- end }}
 {{- end }}
 {{- end }}
-{{- $volumeNames := list "config" "tmp" "ca-bundle" "spool" "cluster-ranges" "proxy-credentials" }}
+{{- $volumeNames := list "config" "tmp" "ca-bundle" "spool" "cluster-ranges" "output-hosts" "proxy-credentials" }}
 {{- $sources := list "configMap" "secret" "projected" "downwardAPI" "emptyDir" "csi" "ephemeral" "persistentVolumeClaim" }}
 {{- range $block := list "egress" "agent" "controller" "gpuFeatureDiscovery" }}
 {{- $c := index $v $block }}
