@@ -695,9 +695,8 @@ describe('limits', () => {
     slow.write('CONNECT ok.egress.test:443 HTTP/1.1\r\n');
     const chunks: Buffer[] = [];
     slow.on('data', (d: Buffer) => chunks.push(d));
-    const started = Date.now();
+    // when the 408 comes, against --header-timeout-ms, is test/bench/egress-timeouts.ts's to measure
     await once(slow, 'close');
-    expect(Date.now() - started).toBeLessThan(5000);
     expect(Buffer.concat(chunks).toString()).toMatch(/^HTTP\/1\.1 408/);
   });
 });
