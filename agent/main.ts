@@ -135,7 +135,8 @@ const discovered = discoverUntilReachable(cp, { ...timing, onProblem: (p) => p &
 const [creds, info] = await Promise.all([credentialsObtained, discovered]);
 readiness.credentialProblem = undefined;
 // the platform's output hosts, for the egress proxy (ConfigMap rlmesh-output-hosts); the session brings changes
-const outputHosts = new OutputHostsPublisher({ core: kc.makeApiClient(k8s.CoreV1Api), namespace: cfg.runtime.namespace, log, retrying: retryingWrites(timing) });
+const retrying = retryingWrites(timing);
+const outputHosts = new OutputHostsPublisher({ core: kc.makeApiClient(k8s.CoreV1Api), namespace: cfg.runtime.namespace, log, retrying });
 if (info.outputHosts) outputHosts.publish(info.outputHosts, 'GET /v1/info');
 kc.makeApiClient(k8s.VersionApi)
   .getCode()
@@ -234,7 +235,7 @@ function sendOperatorDrain(d: OperatorDrain | null): void {
 let draining = false;
 let drainingSince: string | undefined;
 const handle = controlMessageHandler({
-  log, session, spool, evaluations, assignments, store, credWatch, metrics, retrying: retryingWrites(timing), registryHost: cfg.runtime.controlPlane.registryHost,
+  log, session, spool, evaluations, assignments, store, credWatch, metrics, retrying, registryHost: cfg.runtime.controlPlane.registryHost,
   rotations,
   outputHosts,
   onDraining: (d, since) => {

@@ -5,7 +5,7 @@
 // server outage loses no list), each try writing the newest list. A ConfigMap
 // that is missing (deleted by hand) is created again. An entry the check refuses
 // is left out with one log line; the rest still apply.
-import * as k8s from '@kubernetes/client-node';
+import type * as k8s from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { MOUNTS, NAMES } from '../lib/fixed-names.ts';
 import { checkOutputHosts, outputHostsText } from '../lib/output-hosts.ts';
@@ -18,6 +18,8 @@ export class OutputHostsPublisher {
   private wanted: { text: string; hosts: string[]; from: string } | undefined;
   private writing = false;
   private written: string | undefined;
+  /** the entries last refused, so that a list sent again on each reconnect is not logged again */
+  private refusedShown = '';
   private readonly o: OutputHostsOptions;
 
   constructor(o: OutputHostsOptions) {
@@ -27,9 +29,11 @@ export class OutputHostsPublisher {
   /** `from` says where the list came from, for the log (`GET /v1/info`, `the session`). */
   publish(list: readonly string[], from: string): void {
     const { hosts, refused } = checkOutputHosts(list);
-    if (refused.length) {
+    const shown = JSON.stringify(refused);
+    if (refused.length && shown !== this.refusedShown) {
       this.o.log.warn({ refused, from }, `left out output hosts the platform named (${from}) that are not exact public hostnames; the egress proxy does not allow them. The rest apply; report it to the platform`);
     }
+    this.refusedShown = shown;
     this.wanted = { text: outputHostsText(hosts), hosts, from };
     void this.drain();
   }

@@ -36,8 +36,8 @@ export type SessionOptions = {
   pingIntervalMs: number;
   /** Silence from the agent for this long ends the session (the agent reconnects). */
   silenceTimeoutMs: number;
-  /** the output hosts as they stand (GET /v1/info names the same), sent after Welcome */
-  outputHosts: () => string[];
+  /** the output hosts as they stand (GET /v1/info names the same; PUT /v1/output-hosts changes them), sent after Welcome */
+  platform: { outputHosts: string[] };
   /** A rotation the agent has not confirmed is sent again on the live session this often (default 60 s). */
   rotationResendMs?: number;
 };
@@ -241,7 +241,7 @@ async function* runSession(opts: SessionOptions, requests: AsyncIterable<AgentMe
   );
   const c = store.getCluster(clusterId);
   if (c) out.push(clusterStateMessage(c));
-  out.push(outputHostsMessage(opts.outputHosts()));
+  out.push(outputHostsMessage(opts.platform.outputHosts));
   if (session.currentCredential) for (const r of store.undeliveredRotations(clusterId)) out.push(rotationMessage(opts.registryHost, clusterId, r.purpose, r.value, r.oldValidUntil));
   sendBacklog(store, session, slog);
   const ackKnown = (h: Hello): void => {

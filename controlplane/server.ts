@@ -76,7 +76,7 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
     ...(opts.ignoreDrain ? { ignoreDrain: true } : {}),
   });
   const handler = connectNodeAdapter({
-    routes: clusterSessionRoutes({ store, sessions, log: opts.log, registryHost, outputHosts: () => platform.outputHosts, version: pkg.version, pingIntervalMs, silenceTimeoutMs, ...(opts.rotationResendMs ? { rotationResendMs: opts.rotationResendMs } : {}) }),
+    routes: clusterSessionRoutes({ store, sessions, log: opts.log, registryHost, platform, version: pkg.version, pingIntervalMs, silenceTimeoutMs, ...(opts.rotationResendMs ? { rotationResendMs: opts.rotationResendMs } : {}) }),
     fallback: (req, res) => {
       const relayCluster = relayClusterId(new URL(req.url ?? '/', 'https://control-plane').pathname);
       if (relayCluster === undefined) return api(req, res);

@@ -1,15 +1,15 @@
 // The cluster's own ranges the agent reads from the API (ConfigMap
 // rlmesh-cluster-ranges, mounted as a file with one CIDR per line). The kubelet
 // replaces the file when the ConfigMap changes, so it is read again every few
-// seconds. A cluster always has ranges (its nodes' addresses at least), so a
+// seconds (mounted-file.ts). A cluster always has ranges (its nodes' addresses at least), so a
 // file that is missing, unreadable or holds none is a problem that keeps the
 // proxy not ready (fail closed), and the ranges already in use stay. So does a
 // file in which the agent says it could not read the ranges (`unknown: <why>`).
-import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { unknownReason } from '../lib/cluster-ranges-text.ts';
 import { parseClusterRange, type ClusterRange } from './classify-address.ts';
 import { errorFields, errorMessage } from '../lib/error-fields.ts';
+import { followMountedFile, type MountedFileRead } from './mounted-file.ts';
 
 /** The ranges in the file's text; a line that is not a usable range is skipped, with its reason. */
 export function parseRangesFile(text: string): { ranges: ClusterRange[]; skipped: string[] } {
@@ -33,31 +33,24 @@ const WHY = "so the proxy cannot refuse the cluster's own addresses and stays no
 
 /** Reads the file now and whenever its text changes. */
 export async function followRangesFile(o: RangesFileOptions): Promise<RangesFollower> {
-  let last: string | undefined;
   let problem: string | undefined;
   const fail = (p: string, fields: object = {}): void => {
     if (p !== problem) o.log.warn({ path: o.path, ...fields }, p);
     problem = p;
   };
-  const read = async (): Promise<void> => {
-    let text: string;
-    try {
-      text = await readFile(o.path, 'utf8');
-    } catch (err) {
-      const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
-      last = undefined;
+  const onRead = (r: MountedFileRead): void => {
+    if ('error' in r) {
+      const missing = r.error.code === 'ENOENT';
       return fail(
         missing
           ? `the cluster ranges file ${o.path} is missing: ConfigMap rlmesh-cluster-ranges holds no ranges yet, ${WHY}; the agent writes them at start (check that it runs and may list nodes)`
-          : `cannot read the cluster ranges file ${o.path}: ${errorMessage(err)}, ${WHY}; check the pod's volume from ConfigMap rlmesh-cluster-ranges`,
-        missing ? {} : errorFields(err),
+          : `cannot read the cluster ranges file ${o.path}: ${errorMessage(r.error)}, ${WHY}; check the pod's volume from ConfigMap rlmesh-cluster-ranges`,
+        missing ? {} : errorFields(r.error),
       );
     }
-    if (text === last) return;
-    last = text;
-    const unknown = unknownReason(text);
+    const unknown = unknownReason(r.text);
     if (unknown !== undefined) return fail(`the agent could not read the cluster's own address ranges: ${unknown}`);
-    const { ranges, skipped } = parseRangesFile(text);
+    const { ranges, skipped } = parseRangesFile(r.text);
     if (skipped.length) o.log.warn({ path: o.path, skipped }, 'skipped lines of the cluster ranges file that are not ranges');
     if (ranges.length === 0) return fail(`the cluster ranges file ${o.path} holds no ranges (every cluster has at least its nodes' addresses), ${WHY}; check the agent's log for why it wrote none`);
     if (problem) o.log.info({ path: o.path }, 'the cluster ranges file is usable again');
@@ -65,8 +58,6 @@ export async function followRangesFile(o: RangesFileOptions): Promise<RangesFoll
     o.log.info({ path: o.path, ranges: ranges.length }, "the cluster's own address ranges changed");
     o.onChange(ranges);
   };
-  await read();
-  const timer = setInterval(() => void read(), o.intervalMs ?? 5_000);
-  timer.unref();
-  return { stop: () => clearInterval(timer), problem: () => problem };
+  const stop = await followMountedFile(o.path, onRead, o.intervalMs);
+  return { stop, problem: () => problem };
 }
